@@ -1,0 +1,93 @@
+"""Typed configuration schema for a sweep, registered with Hydra's ConfigStore.
+
+The YAML files under ``conf/`` fill in these dataclasses; because every node is typed, a key that
+does not exist here (a typo) is an error at composition time, not a silently ignored setting.
+Call :func:`register_configs` once before Hydra composes (the CLI does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import MISSING, OmegaConf
+
+DATA_DIR = Path(__file__).parent / "data"
+GROUPS = ("A", "B", "C")
+
+
+@dataclass
+class ModelConfig:
+    """Which model to load and how. ``name_or_path`` is a hub id, a local directory, or
+    ``builtin:tiny-llama`` / ``builtin:tiny-gpt2`` (random tiny models built in memory)."""
+
+    name_or_path: str = MISSING
+    revision: str | None = None
+    dtype: str = "float32"  # float32 | float16 | bfloat16
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    trust_remote_code: bool = False
+    bos: str = "auto"  # auto | always | never
+    notes: str = ""
+
+
+@dataclass
+class PromptsConfig:
+    """A JSONL file of task prompts, one ``{"id": ..., "text": ...}`` object per line."""
+
+    name: str = MISSING
+    path: str = MISSING
+    limit: int | None = None  # run on the first N prompts only
+
+
+@dataclass
+class PrefixesConfig:
+    """A JSONL file of prefixes: ``{"id": ..., "kind": "neutral" | "instruction", "text": ...}``.
+    Neutral prefixes make group B, instruction-like ones group C."""
+
+    name: str = MISSING
+    path: str = MISSING
+
+
+@dataclass
+class PrefixConfig:
+    """How prefixes are cut: each is exactly ``L`` tokens, the separator included."""
+
+    lengths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
+    separator: str = "\n\n"
+    too_short: str = "error"  # error | repeat
+
+
+@dataclass
+class DecodeConfig:
+    """Greedy decoding; the only free setting is how long to continue."""
+
+    max_new_tokens: int = 32
+
+
+@dataclass
+class AnalysisConfig:
+    attention: bool = True
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines one sweep (one run directory)."""
+
+    model: ModelConfig = MISSING
+    prompts: PromptsConfig = MISSING
+    prefixes: PrefixesConfig = MISSING
+    prefix: PrefixConfig = field(default_factory=PrefixConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    groups: list[str] = field(default_factory=lambda: list(GROUPS))
+    seed: int = 0
+    draw_figures: bool = True
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra and the ``harness_data`` path resolver (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    if not OmegaConf.has_resolver("harness_data"):
+        OmegaConf.register_new_resolver("harness_data", lambda name: str(DATA_DIR / name))
+    ConfigStore.instance().store(name="run_schema", node=RunConfig)

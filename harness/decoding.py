@@ -1,0 +1,67 @@
+"""Greedy decoding with the KV cache.
+
+Rows of a batch must have the same length (the harness never pads: padding changes numerics and
+would itself be a source of drift). Each row stops at its own EOS; the EOS token is not part of
+the continuation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+
+@dataclass(frozen=True)
+class Continuation:
+    ids: tuple[int, ...]
+    stopped_on_eos: bool
+
+
+@lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    # transformers 5.2x renamed `past_key_values` to `cache`; accept either.
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache=None, **kwargs):
+    """One causal-LM forward pass that returns ``(logits, cache)``, whatever the transformers version."""
+    kw = {_cache_keyword(type(model)): cache} if cache is not None else {}
+    out = model(input_ids=input_ids, use_cache=True, **kw, **kwargs)
+    new_cache = getattr(out, "cache", None)
+    if new_cache is None:
+        new_cache = out.past_key_values
+    return out.logits, new_cache
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,  # [batch, seq], one row per condition, no padding
+    max_new_tokens: int,
+    eos_id: int | None,
+) -> list[Continuation]:
+    """Greedy continuations of each row, at most ``max_new_tokens`` tokens, stopping at EOS."""
+    batch = input_ids.shape[0]
+    logits, cache = forward(model, input_ids)
+    logits = logits[:, -1]
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    done = [False] * batch
+    stopped = [False] * batch
+    for step in range(max_new_tokens):
+        next_ids = logits.argmax(dim=-1)  # [batch]
+        for row, tok in enumerate(next_ids.tolist()):
+            if done[row]:
+                continue
+            if eos_id is not None and tok == eos_id:
+                done[row] = stopped[row] = True
+            else:
+                tokens[row].append(tok)
+        if all(done) or step == max_new_tokens - 1:
+            break
+        logits, cache = forward(model, next_ids[:, None], cache)
+        logits = logits[:, -1]
+    return [Continuation(tuple(t), s) for t, s in zip(tokens, stopped)]
