@@ -1,0 +1,28 @@
+# The two commands of the README: `make demo` and `make test`. Both create .venv if needed and
+# install the CPU build of torch that this machine has on disk (a plain `pip install torch`
+# would pull a multi-GB CUDA build). On a GPU machine install torch your usual way first.
+PY ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+TORCH ?= torch==2.13.0
+export HF_HUB_OFFLINE ?= 1
+
+.PHONY: install demo test clean-outputs
+
+$(BIN)/harness: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(BIN)/harness
+
+install: $(BIN)/harness
+
+demo: install
+	$(BIN)/harness sweep experiment=demo
+
+test: install
+	$(BIN)/python -m pytest tests
+
+clean-outputs:
+	rm -rf outputs multirun
