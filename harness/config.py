@@ -61,7 +61,7 @@ class PrefixConfig:
 class DecodeConfig:
     """Greedy decoding; the only free setting is how long to continue."""
 
-    max_new_tokens: int = 32
+    max_new_tokens: int = 32  # at least 1
 
 
 @dataclass
@@ -81,6 +81,7 @@ class RunConfig:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     groups: list[str] = field(default_factory=lambda: list(GROUPS))
     seed: int = 0
+    batch_size: int = 1  # conditions of equal input length run together (never padded)
     draw_figures: bool = True
 
 

@@ -38,16 +38,15 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache=None, **kwarg
 
 
 @torch.no_grad()
-def greedy_decode(
+def greedy_from(
     model: torch.nn.Module,
-    input_ids: torch.Tensor,  # [batch, seq], one row per condition, no padding
+    logits: torch.Tensor,  # [batch, vocab], the prefill's last-position logits
+    cache,
     max_new_tokens: int,
     eos_id: int | None,
 ) -> list[Continuation]:
-    """Greedy continuations of each row, at most ``max_new_tokens`` tokens, stopping at EOS."""
-    batch = input_ids.shape[0]
-    logits, cache = forward(model, input_ids)
-    logits = logits[:, -1]
+    """Greedy continuations from a prefilled ``cache`` (which this extends in place)."""
+    batch = logits.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
     stopped = [False] * batch
@@ -65,3 +64,15 @@ def greedy_decode(
         logits, cache = forward(model, next_ids[:, None], cache)
         logits = logits[:, -1]
     return [Continuation(tuple(t), s) for t, s in zip(tokens, stopped)]
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,  # [batch, seq], one row per condition, no padding
+    max_new_tokens: int,
+    eos_id: int | None,
+) -> list[Continuation]:
+    """Greedy continuations of each row, at most ``max_new_tokens`` tokens, stopping at EOS."""
+    logits, cache = forward(model, input_ids)
+    return greedy_from(model, logits[:, -1], cache, max_new_tokens, eos_id)

@@ -7,37 +7,31 @@ can be tested and called from a notebook with a config built in code.
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from .assembly import Condition, build_conditions, check_context
-from .decoding import Continuation, greedy_decode
+from .decoding import Continuation
+from .engine import Engine, Result
 from .manifest import harness_git_commit, now_iso, package_versions, set_determinism
 from .metrics import output_drift
-from .models import LoadedModel, load_model
-from .tables import conditions_frame, sha256_file, write_json, write_parquet
+from .models import load_model
+from .probe import install_probe
+from .tables import attention_frame, conditions_frame, headline_attention, sha256_file, write_json, write_parquet
 from .texts import load_prefixes, load_prompts
 
 log = logging.getLogger(__name__)
 KIND_OF_GROUP = {"A": None, "B": "neutral", "C": "instruction"}
 
 
-def condition_record(model_label: str, cond: Condition, y_x: Continuation, y_a: Continuation,
-                     tokenizer, seconds: float) -> dict:
-    """The conditions-table row of one decoded condition."""
-    a = cond.assembled
+def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer) -> dict:
+    """The conditions-table row of one condition."""
+    cond, y_x, a = result.condition, result.continuation, result.condition.assembled
     return {
-        "model": model_label,
-        "prompt_id": cond.prompt_id,
-        "group": cond.group,
-        "prefix_id": cond.prefix_id,
-        "prefix_len": cond.prefix_len,
-        "isolation": "none",
+        **condition_keys(model_label, cond),
         "prefix_kind": KIND_OF_GROUP[cond.group],
         **output_drift(y_x.ids, y_a.ids),
         "continuation_text": tokenizer.decode(list(y_x.ids)),
@@ -50,39 +44,52 @@ def condition_record(model_label: str, cond: Condition, y_x: Continuation, y_a: 
         "prefix_end": a.prefix_end,
         "task_start": a.task_start,
         "task_end": a.task_end,
-        "decode_seconds": seconds,
+        "output_kl": result.output_kl,
+        **headline_attention(result.attention, result.n_queries),
+        "seconds": result.seconds,
     }
 
 
-def decode_conditions(loaded: LoadedModel, model_label: str, conditions: list[Condition],
-                      max_new_tokens: int, progress: bool = True) -> list[dict]:
-    """Decode every condition; A's continuation is computed once per prompt and reused."""
+def condition_keys(model_label: str, cond: Condition) -> dict:
+    return {
+        "model": model_label,
+        "prompt_id": cond.prompt_id,
+        "group": cond.group,
+        "prefix_id": cond.prefix_id,
+        "prefix_len": cond.prefix_len,
+        "isolation": "none",
+    }
+
+
+def batches_of(conditions: list[Condition], batch_size: int) -> list[list[Condition]]:
+    """Consecutive runs of same-length conditions, at most ``batch_size`` each (no padding needed)."""
+    out: list[list[Condition]] = []
+    for cond in conditions:
+        if out and len(out[-1]) < batch_size and len(out[-1][0].assembled.input_ids) == len(cond.assembled.input_ids):
+            out[-1].append(cond)
+        else:
+            out.append([cond])
+    return out
+
+
+def run_conditions(engine: Engine, conditions: list[Condition], batch_size: int,
+                   progress: bool = True) -> list[tuple[Result, Continuation]]:
+    """Every condition's result with its prompt's A continuation; A runs once per prompt."""
     by_prompt: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
         by_prompt[cond.prompt_id].append(cond)
-    eos = loaded.tokenizer.eos_token_id
-    records = []
-    bar = tqdm(total=len(conditions), desc="conditions", unit="cond", disable=not progress)
-
-    def decode(cond: Condition) -> tuple[Continuation, float]:
-        ids = torch.tensor([cond.assembled.input_ids], device=loaded.device)
-        t0 = time.perf_counter()
-        (y,) = greedy_decode(loaded.model, ids, max_new_tokens, eos)
-        return y, time.perf_counter() - t0
-
-    for conds in by_prompt.values():
-        (a,) = [c for c in conds if c.group == "A"]
-        y_a, secs = decode(a)
-        records.append(condition_record(model_label, a, y_a, y_a, loaded.tokenizer, secs))
-        bar.update()
-        for cond in conds:
-            if cond.group == "A":
-                continue
-            y_x, secs = decode(cond)
-            records.append(condition_record(model_label, cond, y_x, y_a, loaded.tokenizer, secs))
+    out = []
+    with tqdm(total=len(conditions), desc="conditions", unit="cond", disable=not progress) as bar:
+        for conds in by_prompt.values():
+            (a,) = [c for c in conds if c.group == "A"]
+            ref, a_result = engine.reference(a)
+            out.append((a_result, ref.continuation))
             bar.update()
-    bar.close()
-    return records
+            others = sorted((c for c in conds if c.group != "A"), key=lambda c: len(c.assembled.input_ids))
+            for batch in batches_of(others, batch_size):
+                out.extend((r, ref.continuation) for r in engine.conditions(ref, batch))
+                bar.update(len(batch))
+    return out
 
 
 def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
@@ -104,9 +111,20 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
              list(cfg.groups), list(cfg.prefix.lengths), len(conditions), m.name_or_path, loaded.dtype,
              loaded.device)
 
-    records = decode_conditions(loaded, m.name_or_path, conditions, cfg.decode.max_new_tokens, progress)
-    conditions_path = run_dir / "conditions.parquet"
-    write_parquet(conditions_frame(records), conditions_path)
+    if cfg.analysis.attention:
+        install_probe(loaded.model)
+    engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, cfg.analysis.attention)
+    results = run_conditions(engine, conditions, cfg.batch_size, progress)
+    records = [condition_record(m.name_or_path, r, y_a, loaded.tokenizer) for r, y_a in results]
+    tables = {"conditions.parquet": conditions_frame(records)}
+    if cfg.analysis.attention:
+        tables["attention.parquet"] = attention_frame(
+            [condition_keys(m.name_or_path, r.condition) for r, _ in results],
+            [r.attention for r, _ in results],
+            [r.n_queries for r, _ in results],
+        )
+    for name, df in tables.items():
+        write_parquet(df, run_dir / name)
 
     manifest = {
         "harness_version": package_versions()["prefix-harness"],
@@ -127,7 +145,9 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         "counts": {"prompts": len(prompts), "prefixes": len(prefixes), "conditions": len(records)},
         "started": started,
         "finished": now_iso(),
-        "tables": {"conditions.parquet": sha256_file(conditions_path)},
+        "batch_size": cfg.batch_size,
+        "attention_analysis": bool(cfg.analysis.attention),
+        "tables": {name: sha256_file(run_dir / name) for name in tables},
     }
     write_json(manifest, run_dir / "manifest.json")
     log.info("wrote %s", run_dir.resolve())

@@ -13,6 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "isolation"]
@@ -37,12 +38,22 @@ CONDITION_COLUMNS = KEY_COLUMNS + [
     "prefix_end",
     "task_start",
     "task_end",
+    # next-token distribution drift along A's continuation
+    "output_kl",
+    # headline attention drift (details in attention.parquet)
+    "attn_kl_mean",
+    "attn_kl_peak_layer",
+    "attn_js_mean",
+    "attn_prefix_mass_mean",
     # timing
-    "decode_seconds",
+    "seconds",
 ]
 
 # Columns that legitimately differ between two identical runs.
-TIMING_COLUMNS = ["decode_seconds"]
+TIMING_COLUMNS = ["seconds"]
+
+ATTENTION_METRICS = ["kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_a", "sink_mass_x"]
+ATTENTION_COLUMNS = KEY_COLUMNS + ["layer", "head", "segment"] + ATTENTION_METRICS + ["n_queries"]
 
 
 def conditions_frame(records: list[dict]) -> pd.DataFrame:
@@ -51,6 +62,9 @@ def conditions_frame(records: list[dict]) -> pd.DataFrame:
     extra = [c for c in df.columns if c not in CONDITION_COLUMNS]
     df = df.reindex(columns=CONDITION_COLUMNS + extra)
     df["first_divergence"] = df["first_divergence"].astype("Int64")
+    df["attn_kl_peak_layer"] = df["attn_kl_peak_layer"].astype("Int64")
+    for col in ("output_kl", "attn_kl_mean", "attn_js_mean", "attn_prefix_mass_mean"):
+        df[col] = df[col].astype("float64")
     for col in ("prefix_len", "edit_distance", "n_continuation_tokens", "n_input_tokens",
                 "prefix_start", "prefix_end", "task_start", "task_end"):
         df[col] = df[col].astype("int64")
@@ -59,6 +73,54 @@ def conditions_frame(records: list[dict]) -> pd.DataFrame:
     for col in CATEGORICAL:
         df[col] = df[col].astype("category")
     return df
+
+
+def attention_frame(keys: list[dict], blocks: list[dict[str, dict]], n_queries: list[dict[str, int]]) -> pd.DataFrame:
+    """One row per condition x layer x head x segment.
+
+    ``keys[i]`` holds condition i's key columns; ``blocks[i][segment][metric]`` is an array
+    ``[layers, heads]`` of that metric averaged over the segment's query rows.
+    """
+    parts = []
+    for key, block, counts in zip(keys, blocks, n_queries):
+        for segment, metrics in block.items():
+            n_layers, n_heads = next(iter(metrics.values())).shape
+            layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+            part = {"layer": layer.ravel(), "head": head.ravel(), "segment": segment}
+            part.update({m: np.asarray(metrics[m], dtype=np.float64).ravel() for m in ATTENTION_METRICS})
+            part["n_queries"] = counts[segment]
+            frame = pd.DataFrame(part)
+            for col, value in key.items():
+                frame[col] = value
+            parts.append(frame)
+    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ATTENTION_COLUMNS)
+    df = df.reindex(columns=ATTENTION_COLUMNS)
+    for col in ("layer", "head", "n_queries", "prefix_len"):
+        df[col] = df[col].astype("int64")
+    for col in CATEGORICAL + ["segment"]:
+        df[col] = df[col].astype("category")
+    return df
+
+
+def headline_attention(block: dict[str, dict[str, np.ndarray]], n_queries: dict[str, int]) -> dict:
+    """Per-condition summary of attention drift: query-weighted means over layers, heads and
+    segments, and the layer with the largest mean KL."""
+    if not block:
+        return {"attn_kl_mean": None, "attn_kl_peak_layer": None, "attn_js_mean": None,
+                "attn_prefix_mass_mean": None}
+    weights = {s: n_queries[s] for s in block}
+    total = sum(weights.values())
+
+    def mean_of(metric):  # [layers] query-weighted over segments, mean over heads
+        return sum(block[s][metric].mean(axis=1) * weights[s] for s in block) / total
+
+    kl_by_layer = mean_of("kl")
+    return {
+        "attn_kl_mean": float(kl_by_layer.mean()),
+        "attn_kl_peak_layer": int(np.argmax(kl_by_layer)),
+        "attn_js_mean": float(mean_of("js").mean()),
+        "attn_prefix_mass_mean": float(mean_of("prefix_mass").mean()),
+    }
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -96,3 +158,7 @@ def sha256_file(path: Path) -> str:
 
 def read_conditions(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(Path(run_dir) / "conditions.parquet")
+
+
+def read_attention(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(Path(run_dir) / "attention.parquet")

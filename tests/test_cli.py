@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.tables import CONDITION_COLUMNS, TIMING_COLUMNS
+from harness.tables import ATTENTION_COLUMNS, CONDITION_COLUMNS, TIMING_COLUMNS
 
 from .conftest import write_jsonl
 
@@ -44,13 +44,24 @@ def test_sweep_writes_documented_tables(first_run):
     x = df[df.group != "A"]
     assert ((x.prefix_end - x.prefix_start) == x.prefix_len).all()
     assert (x.n_input_tokens == x.input_ids.map(len)).all()
+    att = pd.read_parquet(out / "attention.parquet")
+    assert list(att.columns) == ATTENTION_COLUMNS
+    # every condition x 2 layers x 4 heads x 2 segments (the tiny model has 2 layers, 4 heads)
+    assert len(att) == len(df) * 2 * 4 * 2
+    assert set(att.segment) == {"task", "continuation"}
+    assert (att[att.group == "A"].kl == 0).all()
+    assert (att[att.group != "A"].prefix_mass > 0).all()
+    merged = att.groupby(["prompt_id", "group", "prefix_id", "prefix_len"], observed=True, dropna=False)
+    assert merged.size().eq(16).all()
+    assert df.attn_kl_mean[df.group != "A"].gt(0).all() and df.output_kl.notna().all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["model"]["name_or_path"] == "builtin:tiny-llama"
     assert manifest["seed"] == 0 and manifest["determinism"]["torch_deterministic_algorithms"]
     assert manifest["config"]["prefix"]["lengths"] == [8, 24]
     from harness.tables import sha256_file
 
-    assert manifest["tables"]["conditions.parquet"] == sha256_file(out / "conditions.parquet")
+    for name in ("conditions.parquet", "attention.parquet"):
+        assert manifest["tables"][name] == sha256_file(out / name)
     assert str(out) in result.stdout  # the log says where the run directory is
 
 
@@ -61,6 +72,19 @@ def test_same_command_twice_gives_identical_tables(first_run, tmp_path):
     a = pd.read_parquet(out1 / "conditions.parquet").drop(columns=TIMING_COLUMNS)
     b = pd.read_parquet(tmp_path / "conditions.parquet").drop(columns=TIMING_COLUMNS)
     pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(pd.read_parquet(out1 / "attention.parquet"),
+                                  pd.read_parquet(tmp_path / "attention.parquet"))
+
+
+def test_attention_analysis_can_be_switched_off(tmp_path, first_run):
+    result = harness("sweep", *FAST, "analysis.attention=false", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "attention.parquet").exists()
+    df = pd.read_parquet(tmp_path / "conditions.parquet")
+    assert df.attn_kl_mean.isna().all()
+    # behaviour is unaffected by the probe
+    with_probe = pd.read_parquet(first_run[0] / "conditions.parquet")
+    assert df.continuation_ids.map(list).tolist() == with_probe.continuation_ids.map(list).tolist()
 
 
 def _expect_error(result, *fragments):

@@ -1,0 +1,173 @@
+"""Running conditions through the model: decoding, teacher forcing and attention capture.
+
+Per prompt, group A runs first and becomes the reference: its greedy continuation Y_A, its
+next-token distributions along Y_A, and (with attention analysis on) its attention rows at the
+task tokens and at Y_A's tokens, kept per layer. Every B/C condition of that prompt then runs as
+
+    prefill X's prompt            -> task rows, compared with A's layer by layer
+    fork the KV cache
+      branch 1: feed Y_A          -> continuation rows (same tokens as A's) and output_kl
+      branch 2: decode greedily   -> Y_X
+
+Conditions with the same input length (every B and C prefix at one L) can run as one batch: no
+padding is ever needed, because their spans line up exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .assembly import Condition
+from .attention_metrics import ROW_METRICS, row_metrics, token_kl
+from .decoding import Continuation, forward, greedy_from
+from .probe import capture_rows
+
+SEGMENTS = ("task", "continuation")
+
+
+@dataclass
+class Reference:
+    """Group A's results for one prompt, reused by every B/C condition of that prompt."""
+
+    condition: Condition
+    continuation: Continuation
+    step_logp: torch.Tensor  # [steps, vocab] float32: next-token log-probs along Y_A
+    # rows[segment][layer] = (log_probs, scores), each [heads, rows, keys] float32
+    rows: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class Result:
+    """One condition's measurements."""
+
+    condition: Condition
+    continuation: Continuation
+    output_kl: float | None
+    # attention[segment][metric] = array [layers, heads], averaged over the segment's query rows
+    attention: dict[str, dict[str, np.ndarray]]
+    n_queries: dict[str, int]
+    seconds: float
+
+
+def _n_steps(y: Continuation) -> int:
+    """Continuation steps compared by output_kl: each token of Y_A, and the EOS if A stopped on it."""
+    return len(y.ids) + int(y.stopped_on_eos)
+
+
+def _step_logp(last_logits: torch.Tensor, tf_logits: torch.Tensor | None, steps: int) -> torch.Tensor:
+    """Log-probs ``[batch, steps, vocab]`` predicting Y_A[0], Y_A[1], ... (and EOS)."""
+    parts = [last_logits[:, None]] + ([tf_logits] if tf_logits is not None else [])
+    return torch.log_softmax(torch.cat(parts, dim=1)[:, :steps].float(), dim=-1)
+
+
+def _metrics_to_numpy(per_layer: dict[int, dict[str, torch.Tensor]], batch: int) -> list[dict[str, np.ndarray]]:
+    """{layer: {metric: [B, H]}} -> per batch row {metric: [layers, heads]}."""
+    layers = sorted(per_layer)
+    out = []
+    for b in range(batch):
+        out.append({m: torch.stack([per_layer[l][m][b] for l in layers]).cpu().numpy() for m in ROW_METRICS})
+    return out
+
+
+class Engine:
+    """Runs conditions on one loaded model. ``attention=False`` skips the probe (behaviour only)."""
+
+    def __init__(self, model: torch.nn.Module, eos_id: int | None, max_new_tokens: int, attention: bool):
+        self.model = model
+        self.eos_id = eos_id
+        self.max_new_tokens = max_new_tokens
+        self.attention = attention
+        self.device = next(model.parameters()).device
+
+    def _capture(self, rows: slice, on_layer):
+        import contextlib
+
+        return capture_rows(rows, on_layer) if self.attention else contextlib.nullcontext()
+
+    @torch.no_grad()
+    def reference(self, cond: Condition) -> tuple[Reference, Result]:
+        """Run group A for one prompt; returns the reference and A's own result row."""
+        t0 = time.perf_counter()
+        a = cond.assembled
+        rows: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {s: {} for s in SEGMENTS}
+
+        def keep(segment):
+            return lambda layer, logp, scores: rows[segment].__setitem__(layer, (logp[0], scores[0]))
+
+        ids = torch.tensor([a.input_ids], device=self.device)
+        with self._capture(slice(a.task_start, a.task_end), keep("task")):
+            logits, cache = forward(self.model, ids)
+        last = logits[:, -1]
+        tf_cache = copy.deepcopy(cache)
+        (y_a,) = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
+        tf_logits = None
+        if y_a.ids:
+            y = torch.tensor([y_a.ids], device=self.device)
+            with self._capture(slice(0, len(y_a.ids)), keep("continuation")):
+                tf_logits, _ = forward(self.model, y, tf_cache)
+        step_logp = _step_logp(last, tf_logits, _n_steps(y_a))[0]
+        ref = Reference(cond, y_a, step_logp, rows, time.perf_counter() - t0)
+
+        attention, n_queries = {}, {}
+        for segment, by_layer in rows.items():
+            if not by_layer:
+                continue
+            per_layer = {
+                layer: {m: v[None].mean(-1) for m, v in
+                        row_metrics(lp, sc, lp, sc, (a.prefix_start, a.prefix_end)).items()}
+                for layer, (lp, sc) in by_layer.items()
+            }
+            attention[segment] = _metrics_to_numpy(per_layer, 1)[0]
+            n_queries[segment] = next(iter(by_layer.values()))[0].shape[1]
+        own_kl = float(token_kl(step_logp, step_logp).mean()) if len(step_logp) else None
+        return ref, Result(cond, y_a, own_kl, attention, n_queries, ref.seconds)
+
+    @torch.no_grad()
+    def conditions(self, ref: Reference, batch: list[Condition]) -> list[Result]:
+        """Run B/C conditions of ``ref``'s prompt that share one input length, as one batch."""
+        t0 = time.perf_counter()
+        first = batch[0].assembled
+        assert all(len(c.assembled.input_ids) == len(first.input_ids) and c.prompt_id == ref.condition.prompt_id
+                   for c in batch), "a batch needs one prompt and one input length"
+        prefix = (first.prefix_start, first.prefix_end)
+        metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
+
+        def compare(segment):
+            def on_layer(layer, logp, scores):
+                lp_a, sc_a = ref.rows[segment][layer]
+                rm = row_metrics(lp_a[None], sc_a[None], logp, scores, prefix)
+                metrics[segment][layer] = {m: v.mean(-1) for m, v in rm.items()}  # [B, H]
+            return on_layer
+
+        ids = torch.tensor([c.assembled.input_ids for c in batch], device=self.device)
+        with self._capture(slice(first.task_start, first.task_end), compare("task")):
+            logits, cache = forward(self.model, ids)
+        last = logits[:, -1]
+        y_a = ref.continuation
+        tf_logits = None
+        if y_a.ids:
+            tf_cache = copy.deepcopy(cache)
+            y = torch.tensor([y_a.ids] * len(batch), device=self.device)
+            with self._capture(slice(0, len(y_a.ids)), compare("continuation")):
+                tf_logits, _ = forward(self.model, y, tf_cache)
+            del tf_cache
+        steps = _n_steps(y_a)
+        output_kl = (
+            token_kl(ref.step_logp[None], _step_logp(last, tf_logits, steps)).mean(-1).tolist()
+            if steps else [None] * len(batch)
+        )
+        ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
+        seconds = (time.perf_counter() - t0) / len(batch)
+
+        per_row = {s: _metrics_to_numpy(m, len(batch)) for s, m in metrics.items() if m}
+        n_queries = {s: ref.rows[s][0][0].shape[1] for s in per_row}
+        return [
+            Result(c, y, kl, {s: per_row[s][i] for s in per_row}, n_queries, seconds)
+            for i, (c, y, kl) in enumerate(zip(batch, ys, output_kl))
+        ]
