@@ -27,9 +27,20 @@ def _cache_keyword(model_class: type) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache=None, **kwargs):
-    """One causal-LM forward pass that returns ``(logits, cache)``, whatever the transformers version."""
+@lru_cache(maxsize=None)
+def _keeps_last_logits(model_class: type) -> bool:
+    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
+
+
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache=None, last_only: bool = False, **kwargs):
+    """One causal-LM forward pass that returns ``(logits, cache)``, whatever the transformers version.
+
+    ``last_only`` computes logits for the last position only (a prefill needs no more): at long
+    inputs the full ``[T, vocab]`` logits would dominate memory.
+    """
     kw = {_cache_keyword(type(model)): cache} if cache is not None else {}
+    if last_only and _keeps_last_logits(type(model)):
+        kw["logits_to_keep"] = 1
     out = model(input_ids=input_ids, use_cache=True, **kw, **kwargs)
     new_cache = getattr(out, "cache", None)
     if new_cache is None:
@@ -74,5 +85,5 @@ def greedy_decode(
     eos_id: int | None,
 ) -> list[Continuation]:
     """Greedy continuations of each row, at most ``max_new_tokens`` tokens, stopping at EOS."""
-    logits, cache = forward(model, input_ids)
+    logits, cache = forward(model, input_ids, last_only=True)
     return greedy_from(model, logits[:, -1], cache, max_new_tokens, eos_id)

@@ -102,7 +102,7 @@ class Engine:
 
         ids = torch.tensor([a.input_ids], device=self.device)
         with self._capture(slice(a.task_start, a.task_end), keep("task")):
-            logits, cache = forward(self.model, ids)
+            logits, cache = forward(self.model, ids, last_only=True)
         last = logits[:, -1]
         tf_cache = copy.deepcopy(cache)
         (y_a,) = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
@@ -147,7 +147,7 @@ class Engine:
 
         ids = torch.tensor([c.assembled.input_ids for c in batch], device=self.device)
         with self._capture(slice(first.task_start, first.task_end), compare("task")):
-            logits, cache = forward(self.model, ids)
+            logits, cache = forward(self.model, ids, last_only=True)
         last = logits[:, -1]
         y_a = ref.continuation
         tf_logits = None
