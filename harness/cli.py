@@ -16,6 +16,7 @@ USAGE = """usage: harness <command> [args]
 
 commands:
   sweep [overrides] [-m]   run a prefix sweep (Hydra; e.g. model=gpt2 prefix.lengths=[32,64])
+  figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
   train-demo --corpus ...  train the shipped demo model
 
 Run `harness <command> --help` for a command's options.
@@ -51,6 +52,27 @@ def sweep(args: list[str]) -> int:
     return 0
 
 
+def figures(args: list[str]) -> int:
+    import argparse
+
+    from .report import write_outputs
+    from .tables import load_runs
+
+    parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
+                                     "report.md from the tables of one or more run directories.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where figures/ and report.md go (default: the run directory, when there is one)")
+    ns = parser.parse_args(args)
+    if ns.out is None and len(ns.runs) > 1:
+        raise HarnessError("several run directories need --out DIR for the combined figures")
+    out = ns.out or ns.runs[0]
+    conditions, attention = load_runs(ns.runs)
+    written = write_outputs(conditions, attention, out)
+    print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -60,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "sweep":
             return sweep(rest)
+        if command == "figures":
+            return figures(rest)
         if command == "train-demo":
             from .train_demo import main as train_main
 

@@ -20,6 +20,7 @@ from .manifest import harness_git_commit, now_iso, package_versions, set_determi
 from .metrics import output_drift
 from .models import load_model
 from .probe import install_probe
+from .report import write_outputs
 from .tables import attention_frame, conditions_frame, headline_attention, sha256_file, write_json, write_parquet
 from .texts import load_prefixes, load_prompts
 
@@ -150,5 +151,8 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         "tables": {name: sha256_file(run_dir / name) for name in tables},
     }
     write_json(manifest, run_dir / "manifest.json")
+    if cfg.draw_figures:
+        write_outputs(tables["conditions.parquet"], tables.get("attention.parquet"), run_dir)
+        log.info("figures in %s, report %s", (run_dir / "figures").resolve(), (run_dir / "report.md").resolve())
     log.info("wrote %s", run_dir.resolve())
     return run_dir

@@ -162,3 +162,28 @@ def read_conditions(run_dir: Path) -> pd.DataFrame:
 
 def read_attention(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(Path(run_dir) / "attention.parquet")
+
+
+def concat_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate tables from several runs, keeping the key columns categorical."""
+    df = pd.concat(frames, ignore_index=True)
+    for col in CATEGORICAL + ["segment"]:
+        if col in df.columns:
+            df[col] = df[col].astype("category")
+    return df
+
+
+def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The conditions and attention tables of one or more run directories, concatenated.
+
+    Attention is None when no run has an attention table (behaviour-only sweeps)."""
+    from .errors import HarnessError
+
+    conditions, attention = [], []
+    for run in map(Path, run_dirs):
+        if not (run / "conditions.parquet").is_file():
+            raise HarnessError(f"{run}: no conditions.parquet here; is this a run directory?")
+        conditions.append(read_conditions(run))
+        if (run / "attention.parquet").is_file():
+            attention.append(read_attention(run))
+    return concat_tables(conditions), (concat_tables(attention) if attention else None)

@@ -6,6 +6,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,22 @@ def any_tokenizer(request, bpe_tokenizer):
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def run_harness(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m harness ARGS`` in a fresh process, offline."""
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=600)
+
+
+# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths).
+FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2"]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny_run")
+    result = run_harness("sweep", *FAST, f"hydra.run.dir={out}", cwd=out)
+    assert result.returncode == 0, result.stderr
+    return out, result

@@ -1,33 +1,19 @@
 """The command line end to end, in a fresh process, on the built-in tiny model."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from harness.tables import ATTENTION_COLUMNS, CONDITION_COLUMNS, TIMING_COLUMNS
 
-from .conftest import write_jsonl
-
-FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2"]
-
-
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+from .conftest import FAST, write_jsonl
+from .conftest import run_harness as harness
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run1")
-    result = harness("sweep", *FAST, f"hydra.run.dir={out}", cwd=out)
-    assert result.returncode == 0, result.stderr
-    return out, result
+def first_run(tiny_run):
+    return tiny_run
 
 
 def test_sweep_writes_documented_tables(first_run):

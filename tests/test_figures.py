@@ -1,0 +1,73 @@
+"""Figure functions draw what they should; `harness figures` is deterministic; the notebook runs."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import nbformat
+import pandas as pd
+from nbclient import NotebookClient
+
+from harness import figures as F
+from harness import stats
+from harness.tables import load_runs
+
+from .conftest import run_harness
+
+NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks" / "analysis.ipynb"
+
+
+def test_figure_functions_draw_expected_artists(tiny_run):
+    conditions, attention = load_runs([tiny_run[0]])
+    fig, ax = plt.subplots()
+    F.plot_drift_vs_length(ax, stats.drift_summary(conditions, "norm_edit_distance"))
+    assert len(ax.lines) == 2 and len(ax.collections) == 2  # B and C lines, two CI bands
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [F.GROUP_NAMES["B"], F.GROUP_NAMES["C"]]
+    assert "tokens" in ax.get_xlabel()
+
+    fig, ax = plt.subplots()
+    F.plot_layer_profile(ax, stats.layer_profile(attention, "kl"), "C")
+    assert len(ax.lines) == 2  # one per prefix length
+    assert len(ax.lines[0].get_xdata()) == 2  # the tiny model's two layers
+
+    fig, ax = plt.subplots()
+    image = F.plot_head_heatmap(ax, stats.head_map(attention, "C", "kl"), 24)
+    assert image.get_array().shape == (2, 4)  # layers x heads
+
+    fig, ax = plt.subplots()
+    F.plot_prefix_mass(ax, stats.drift_summary(conditions, "attn_prefix_mass_mean"))
+    assert len(ax.lines) == 2
+    plt.close("all")
+
+
+def test_figures_command_is_byte_identical_twice(tiny_run, tmp_path):
+    run_dir = tiny_run[0]
+    outs = []
+    for name in ("first", "second"):
+        result = run_harness("figures", str(run_dir), "--out", str(tmp_path / name), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        outs.append(tmp_path / name)
+    files = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
+    assert {f.name for f in files} >= {f"fig{i}_{n}.{ext}" for i, n in
+                                       [(1, "edit_distance"), (2, "layer_kl"), (3, "head_kl_C"), (4, "prefix_mass")]
+                                       for ext in ("pdf", "png")} | {"report.md"}
+    for f in files:
+        assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), f
+    report = (outs[0] / "report.md").read_text()
+    assert "C - B" in report and "figures/fig1_edit_distance.png" in report
+
+
+def test_sweep_writes_figures_and_report(tiny_run):
+    run_dir = tiny_run[0]
+    assert (run_dir / "figures" / "fig1_edit_distance.pdf").is_file()
+    assert (run_dir / "report.md").is_file()
+
+
+def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
+    monkeypatch.setenv("HARNESS_RUN_DIR", str(tiny_run[0]))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+    assert any(str(tiny_run[0]) in o.get("text", "") for o in outputs)
