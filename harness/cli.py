@@ -16,6 +16,9 @@ USAGE = """usage: harness <command> [args]
 
 commands:
   sweep [overrides] [-m]   run a prefix sweep (Hydra; e.g. model=gpt2 prefix.lengths=[32,64])
+  resume RUN_DIR           finish an interrupted run (computes only what is missing)
+  collect DIR [...] --out  merge run directories (e.g. a multirun) into one table set
+  check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
   train-demo --corpus ...  train the shipped demo model
 
@@ -29,16 +32,23 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 def _sweep_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
-    from .runner import run
+    from .runner import SweepFailed, run
+    from .tables import write_json
 
-    run_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
         run(cfg, run_dir)
-    except HarnessError as exc:
+    except (HarnessError, SweepFailed) as exc:
         log.error("%s", exc)
+        if isinstance(exc, HarnessError):
+            write_json({"status": "error", "error": str(exc)}, run_dir / "status.json")
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            return  # the other jobs go on; the multirun summary names this one and sets the exit status
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(2 if isinstance(exc, HarnessError) else 1)
 
 
 def sweep(args: list[str]) -> int:
@@ -46,10 +56,35 @@ def sweep(args: list[str]) -> int:
 
     from .config import register_configs
 
+    from . import callbacks
+
     register_configs()
     sys.argv = ["harness sweep", *args]
+    callbacks.last_multirun_problems.clear()
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_sweep_task)()
+    if callbacks.last_multirun_problems:
+        print(f"error: {len(callbacks.last_multirun_problems)} job(s) incomplete:\n  "
+              + "\n  ".join(callbacks.last_multirun_problems), file=sys.stderr)
+        return 1
     return 0
+
+
+def resume(args: list[str]) -> int:
+    """Rerun a run directory's own command (its saved overrides) into the same directory."""
+    import argparse
+
+    import yaml
+
+    parser = argparse.ArgumentParser(prog="harness resume", description="Finish an interrupted or partly "
+                                     "failed run: computes only the conditions without a stored result.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("overrides", nargs="*", help="extra overrides (e.g. on_existing=resume)")
+    ns = parser.parse_args(args)
+    saved = ns.run_dir / ".hydra" / "overrides.yaml"
+    if not saved.is_file():
+        raise HarnessError(f"{ns.run_dir}: no .hydra/overrides.yaml; is this a harness run directory?")
+    overrides = [o for o in (yaml.safe_load(saved.read_text()) or []) if not o.startswith("hydra.run.dir=")]
+    return sweep([*overrides, *ns.overrides, f"hydra.run.dir={ns.run_dir}"])
 
 
 def figures(args: list[str]) -> int:
@@ -82,6 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "sweep":
             return sweep(rest)
+        if command == "collect":
+            from .collect import main as collect_main
+
+            return collect_main(rest)
+        if command == "check-determinism":
+            from .determinism import main as determinism_main
+
+            return determinism_main(rest)
+        if command == "resume":
+            return resume(rest)
         if command == "figures":
             return figures(rest)
         if command == "train-demo":

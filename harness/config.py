@@ -70,6 +70,14 @@ class AnalysisConfig:
 
 
 @dataclass
+class DebugConfig:
+    """For testing failure handling: conditions named ``prompt_id/prefix_id/prefix_len`` (or
+    ``prompt_id/A``) raise instead of running."""
+
+    fail_conditions: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RunConfig:
     """Everything that defines one sweep (one run directory)."""
 
@@ -83,6 +91,10 @@ class RunConfig:
     seed: int = 0
     batch_size: int = 1  # conditions of equal input length run together (never padded)
     draw_figures: bool = True
+    # A run directory that already holds results: auto = resume when the configuration is the
+    # same, refuse when it differs; resume = keep what still applies; fresh = delete and restart.
+    on_existing: str = "auto"
+    debug: DebugConfig = field(default_factory=DebugConfig)
 
 
 def register_configs() -> None:

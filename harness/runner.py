@@ -6,10 +6,14 @@ can be tested and called from a notebook with a config built in code.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+import torch
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
@@ -21,11 +25,16 @@ from .metrics import output_drift
 from .models import load_model
 from .probe import install_probe
 from .report import write_outputs
-from .tables import attention_frame, conditions_frame, headline_attention, sha256_file, write_json, write_parquet
+from .errors import HarnessError
+from .store import RESULT_SCHEMA_VERSION, ResultStore, fingerprint
+from .tables import (KEY_COLUMNS, attention_frame, conditions_frame, headline_attention, sha256_file, write_json,
+                     write_parquet)
 from .texts import load_prefixes, load_prompts
 
 log = logging.getLogger(__name__)
 KIND_OF_GROUP = {"A": None, "B": "neutral", "C": "instruction"}
+# Settings that do not change any result: a run directory may be resumed with them changed.
+NOT_RESULT_KEYS = {"on_existing", "draw_figures", "debug"}
 
 
 def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer) -> dict:
@@ -73,31 +82,150 @@ def batches_of(conditions: list[Condition], batch_size: int) -> list[list[Condit
     return out
 
 
-def run_conditions(engine: Engine, conditions: list[Condition], batch_size: int,
-                   progress: bool = True) -> list[tuple[Result, Continuation]]:
-    """Every condition's result with its prompt's A continuation; A runs once per prompt."""
+def condition_label(cond: Condition) -> str:
+    """``prompt_id/prefix_id/prefix_len`` (``prompt_id/A`` for A): how failures are named."""
+    return f"{cond.prompt_id}/A" if cond.group == "A" else f"{cond.prompt_id}/{cond.prefix_id}/{cond.prefix_len}"
+
+
+def condition_key(result_fingerprint: dict, cond: Condition, reference: Condition) -> str:
+    """Content hash of everything that determines this condition's result."""
+    a, r = cond.assembled, reference.assembled
+    return fingerprint({
+        **result_fingerprint,
+        "keys": [cond.prompt_id, cond.group, cond.prefix_id, cond.prefix_len],
+        "input_ids": a.input_ids,
+        "spans": [a.prefix_start, a.prefix_end, a.task_start, a.task_end],
+        "reference_input_ids": r.input_ids,
+    })
+
+
+class InjectedFailure(RuntimeError):
+    """Raised for conditions listed in ``debug.fail_conditions`` (to exercise failure handling)."""
+
+
+@dataclass
+class SweepOutcome:
+    computed: int
+    reused: int
+    failures: list[dict]
+
+
+def run_conditions(engine: Engine, conditions: list[Condition], *, store: ResultStore, keys: dict[Condition, str],
+                   model_label: str, tokenizer, batch_size: int, fail_on: frozenset[str] = frozenset(),
+                   progress: bool = True) -> SweepOutcome:
+    """Compute every condition whose result is not stored yet, storing each as it finishes.
+
+    A runs once per prompt that still has work; a condition (or batch) that raises is recorded as
+    a failure and the sweep goes on."""
     by_prompt: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
         by_prompt[cond.prompt_id].append(cond)
-    out = []
-    with tqdm(total=len(conditions), desc="conditions", unit="cond", disable=not progress) as bar:
+    done = sum(store.has(keys[c]) for c in conditions)
+    computed, failures = 0, []
+
+    def save(result: Result, y_a: Continuation) -> None:
+        store.save(keys[result.condition], condition_record(model_label, result, y_a, tokenizer),
+                   result.attention, result.n_queries)
+
+    def fail(conds: list[Condition], exc: Exception) -> None:
+        for c in conds:
+            entry = {"condition": condition_label(c), "prompt_id": c.prompt_id, "group": c.group,
+                     "prefix_id": c.prefix_id, "prefix_len": c.prefix_len}
+            store.record_failure(keys[c], entry, exc)
+            failures.append({**entry, "error": f"{type(exc).__name__}: {exc}"})
+            log.error("condition %s failed: %s: %s", condition_label(c), type(exc).__name__, exc)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def check_injected(conds: list[Condition]) -> None:
+        for c in conds:
+            if condition_label(c) in fail_on:
+                raise InjectedFailure(f"injected failure for {condition_label(c)} (debug.fail_conditions)")
+
+    with tqdm(total=len(conditions), initial=done, desc="conditions", unit="cond", disable=not progress) as bar:
         for conds in by_prompt.values():
+            missing = [c for c in conds if not store.has(keys[c])]
+            if not missing:
+                continue
             (a,) = [c for c in conds if c.group == "A"]
-            ref, a_result = engine.reference(a)
-            out.append((a_result, ref.continuation))
-            bar.update()
-            others = sorted((c for c in conds if c.group != "A"), key=lambda c: len(c.assembled.input_ids))
+            try:
+                check_injected([a])
+                ref, a_result = engine.reference(a)
+            except Exception as exc:  # noqa: BLE001 - one prompt's failure must not end the sweep
+                fail(missing, exc)
+                bar.update(len(missing))
+                continue
+            if a in missing:
+                save(a_result, ref.continuation)
+                computed += 1
+                bar.update()
+            others = sorted((c for c in missing if c.group != "A"), key=lambda c: len(c.assembled.input_ids))
             for batch in batches_of(others, batch_size):
-                out.extend((r, ref.continuation) for r in engine.conditions(ref, batch))
+                try:
+                    check_injected(batch)
+                    results = engine.conditions(ref, batch)
+                except Exception as exc:  # noqa: BLE001
+                    fail(batch, exc)
+                else:
+                    for r in results:
+                        save(r, ref.continuation)
+                    computed += len(batch)
                 bar.update(len(batch))
-    return out
+    return SweepOutcome(computed=computed, reused=done, failures=failures)
+
+
+def tables_from_store(store: ResultStore, conditions: list[Condition], keys: dict[Condition, str],
+                      attention: bool) -> dict[str, pd.DataFrame]:
+    """The run's tables, rebuilt from the stored results in the sweep's condition order."""
+    records, blocks, counts, cond_keys = [], [], [], []
+    for cond in conditions:
+        if not store.has(keys[cond]):
+            continue
+        record, block, n_queries = store.load(keys[cond])
+        records.append(record)
+        blocks.append(block)
+        counts.append(n_queries)
+        cond_keys.append({k: record[k] for k in KEY_COLUMNS})
+    tables = {"conditions.parquet": conditions_frame(records)} if records else {}
+    if attention and records:
+        tables["attention.parquet"] = attention_frame(cond_keys, blocks, counts)
+    return tables
+
+
+def prepare_run_dir(run_dir: Path, config_fingerprint: str, on_existing: str) -> ResultStore:
+    """Open the run directory's store, refusing results of a different configuration unless asked."""
+    if on_existing not in ("auto", "resume", "fresh"):
+        raise HarnessError(f"on_existing must be auto, resume or fresh, got {on_existing!r}")
+    store = ResultStore(run_dir)
+    marker = run_dir / "run_fingerprint.json"
+    previous = json.loads(marker.read_text())["config"] if marker.is_file() else None
+    has_results = any(store.results.glob("*.npz")) or any(store.failures.glob("*.json"))
+    if on_existing == "fresh":
+        store.clear()
+    elif has_results and previous != config_fingerprint and on_existing == "auto":
+        raise HarnessError(
+            f"{run_dir} holds results of a different configuration; pass on_existing=resume to keep the "
+            f"results that still apply (they are keyed by content, so nothing stale is reused), "
+            f"on_existing=fresh to delete them, or choose another hydra.run.dir"
+        )
+    write_json({"config": config_fingerprint}, marker)
+    return store
+
 
 
 def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
-    """Run the sweep described by ``cfg`` (a :class:`harness.config.RunConfig`) into ``run_dir``."""
+    """Run the sweep described by ``cfg`` (a :class:`harness.config.RunConfig`) into ``run_dir``.
+
+    Results already stored in ``run_dir`` by an interrupted run of the same configuration are
+    reused; raises :class:`SweepFailed` (after writing the tables of the rest) if a condition failed.
+    """
     run_dir = Path(run_dir)
     started = now_iso()
     m = cfg.model
+    if cfg.batch_size < 1:
+        raise HarnessError(f"batch_size must be at least 1, got {cfg.batch_size}")
+    if cfg.decode.max_new_tokens < 1:
+        raise HarnessError(f"decode.max_new_tokens must be at least 1, got {cfg.decode.max_new_tokens}")
     loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=m.device,
                         trust_remote_code=m.trust_remote_code)
     determinism = set_determinism(cfg.seed, loaded.device)
@@ -112,25 +240,41 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
              list(cfg.groups), list(cfg.prefix.lengths), len(conditions), m.name_or_path, loaded.dtype,
              loaded.device)
 
+    config = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True) if not isinstance(cfg, dict) else cfg
+    store = prepare_run_dir(run_dir, fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS}),
+                            cfg.on_existing)
     if cfg.analysis.attention:
         install_probe(loaded.model)
+    result_fp = {
+        "schema": RESULT_SCHEMA_VERSION,
+        "model": m.name_or_path,
+        "resolved_revision": loaded.resolved_revision,
+        "tokenizer": tokenizer_fingerprint(loaded.tokenizer),
+        "dtype": loaded.dtype,
+        "device": torch.device(loaded.device).type,
+        "attn_implementation": loaded.model.config._attn_implementation,
+        "max_new_tokens": cfg.decode.max_new_tokens,
+        "eos": loaded.tokenizer.eos_token_id,
+        "attention_analysis": bool(cfg.analysis.attention),
+        "isolation": "none",
+        "batch_size": cfg.batch_size,
+    }
+    reference_of = {c.prompt_id: c for c in conditions if c.group == "A"}
+    keys = {c: condition_key(result_fp, c, reference_of[c.prompt_id]) for c in conditions}
     engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, cfg.analysis.attention)
-    results = run_conditions(engine, conditions, cfg.batch_size, progress)
-    records = [condition_record(m.name_or_path, r, y_a, loaded.tokenizer) for r, y_a in results]
-    tables = {"conditions.parquet": conditions_frame(records)}
-    if cfg.analysis.attention:
-        tables["attention.parquet"] = attention_frame(
-            [condition_keys(m.name_or_path, r.condition) for r, _ in results],
-            [r.attention for r, _ in results],
-            [r.n_queries for r, _ in results],
-        )
+    outcome = run_conditions(engine, conditions, store=store, keys=keys, model_label=m.name_or_path,
+                             tokenizer=loaded.tokenizer, batch_size=cfg.batch_size,
+                             fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
+    log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.reused,
+             len(outcome.failures))
+    tables = tables_from_store(store, conditions, keys, cfg.analysis.attention)
     for name, df in tables.items():
         write_parquet(df, run_dir / name)
 
     manifest = {
         "harness_version": package_versions()["prefix-harness"],
         "harness_commit": harness_git_commit(),
-        "config": OmegaConf.to_container(OmegaConf.create(cfg), resolve=True) if not isinstance(cfg, dict) else cfg,
+        "config": config,
         "model": {
             "name_or_path": m.name_or_path,
             "revision_requested": loaded.revision,
@@ -143,16 +287,41 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         "seed": cfg.seed,
         "determinism": determinism,
         "versions": package_versions(),
-        "counts": {"prompts": len(prompts), "prefixes": len(prefixes), "conditions": len(records)},
+        "counts": {"prompts": len(prompts), "prefixes": len(prefixes), "conditions": len(conditions),
+                   "completed": len(tables["conditions.parquet"]) if tables else 0},
         "started": started,
         "finished": now_iso(),
         "batch_size": cfg.batch_size,
         "attention_analysis": bool(cfg.analysis.attention),
+        "result_fingerprint": result_fp,
+        "computed_this_run": outcome.computed,
+        "reused": outcome.reused,
+        "failures": outcome.failures,
         "tables": {name: sha256_file(run_dir / name) for name in tables},
     }
     write_json(manifest, run_dir / "manifest.json")
-    if cfg.draw_figures:
+    write_json({"status": "failed" if outcome.failures else "complete", "conditions": len(conditions),
+                "failed": [f["condition"] for f in outcome.failures]}, run_dir / "status.json")
+    if cfg.draw_figures and tables:
         write_outputs(tables["conditions.parquet"], tables.get("attention.parquet"), run_dir)
         log.info("figures in %s, report %s", (run_dir / "figures").resolve(), (run_dir / "report.md").resolve())
     log.info("wrote %s", run_dir.resolve())
+    if outcome.failures:
+        raise SweepFailed(run_dir, outcome.failures)
     return run_dir
+
+
+class SweepFailed(Exception):
+    """Some conditions failed; the others' tables were written. Rerun the same command to retry."""
+
+    def __init__(self, run_dir: Path, failures: list[dict]):
+        self.run_dir, self.failures = run_dir, failures
+        names = ", ".join(f["condition"] for f in failures[:5]) + (" ..." if len(failures) > 5 else "")
+        super().__init__(f"{len(failures)} condition(s) failed in {run_dir}: {names}; the tables hold the others. "
+                         f"Rerun the same command with hydra.run.dir={run_dir} to retry only the failed ones")
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    return fingerprint([type(tokenizer).__name__, text])
