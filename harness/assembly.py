@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import HarnessError
+from .isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
 
 BOS_POLICIES = ("auto", "always", "never")
 
@@ -110,6 +111,7 @@ class Condition:
     prefix_id: str | None  # None for A
     prefix_len: int  # 0 for A
     assembled: Assembled
+    isolation: Isolation = Isolation()
 
 
 def build_conditions(
@@ -122,9 +124,11 @@ def build_conditions(
     separator: str,
     bos_policy: str,
     repeat_short: bool = False,
+    isolations: list[Isolation] | None = None,
 ) -> list[Condition]:
     """Every condition of a sweep, in a stable order: per prompt, A first, then each group's
-    prefixes at each length. Each text is tokenized exactly once."""
+    prefixes at each length under each isolation setting. Each text is tokenized exactly once."""
+    isolations = isolations or [Isolation()]
     unknown = sorted(set(groups) - {"A", "B", "C"})
     if unknown:
         raise HarnessError(f"groups must be drawn from A, B, C; got {unknown}")
@@ -145,6 +149,9 @@ def build_conditions(
         if p.group in groups
         for n in lengths
     }
+    if any(iso.mode == "delimit" for iso in isolations):
+        opening, closing = encode(tokenizer, DELIMIT_OPEN), encode(tokenizer, DELIMIT_CLOSE)
+        delimited = {k: opening + ids[: len(ids) - len(sep)] + closing + sep for k, ids in cut.items()}
     conditions = []
     for prompt in prompts:
         task = encode(tokenizer, prompt.text)
@@ -154,7 +161,9 @@ def build_conditions(
         for group in [g for g in ("B", "C") if g in groups]:
             for prefix in [p for p in prefixes if p.group == group]:
                 for n in lengths:
-                    conditions.append(Condition(prompt.id, group, prefix.id, n, assemble(bos, cut[prefix.id, n], task)))
+                    for iso in isolations:
+                        ids = delimited[prefix.id, n] if iso.mode == "delimit" else cut[prefix.id, n]
+                        conditions.append(Condition(prompt.id, group, prefix.id, n, assemble(bos, ids, task), iso))
     return conditions
 
 

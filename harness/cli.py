@@ -19,6 +19,7 @@ commands:
   resume RUN_DIR           finish an interrupted run (computes only what is missing)
   collect DIR [...] --out  merge run directories (e.g. a multirun) into one table set
   check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
+  kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
   train-demo --corpus ...  train the shipped demo model
 
@@ -125,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             from .determinism import main as determinism_main
 
             return determinism_main(rest)
+        if command == "kv-size":
+            from .kvcache import main as kv_main
+
+            return kv_main(rest)
         if command == "resume":
             return resume(rest)
         if command == "figures":

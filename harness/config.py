@@ -88,6 +88,9 @@ class RunConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     groups: list[str] = field(default_factory=lambda: list(GROUPS))
+    # Isolation interventions (harness/isolation.py): none, mask, mask_reset, decay, delimit.
+    isolation: list[str] = field(default_factory=lambda: ["none"])
+    isolation_betas: list[float] = field(default_factory=lambda: [1.0, 4.0, 16.0])  # for decay
     seed: int = 0
     batch_size: int = 1  # conditions of equal input length run together (never padded)
     draw_figures: bool = True

@@ -55,8 +55,13 @@ def greedy_from(
     cache,
     max_new_tokens: int,
     eos_id: int | None,
+    start_index: int | None = None,
+    position_shift: int = 0,
 ) -> list[Continuation]:
-    """Greedy continuations from a prefilled ``cache`` (which this extends in place)."""
+    """Greedy continuations from a prefilled ``cache`` (which this extends in place).
+
+    With ``position_shift``, the token at sequence index ``i`` gets position id ``i - shift``
+    (``start_index`` is the index of the first new token)."""
     batch = logits.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
@@ -72,7 +77,11 @@ def greedy_from(
                 tokens[row].append(tok)
         if all(done) or step == max_new_tokens - 1:
             break
-        logits, cache = forward(model, next_ids[:, None], cache)
+        extra = {}
+        if position_shift:
+            pos = start_index + step - position_shift
+            extra["position_ids"] = torch.full((batch, 1), pos, dtype=torch.long, device=next_ids.device)
+        logits, cache = forward(model, next_ids[:, None], cache, **extra)
         logits = logits[:, -1]
     return [Continuation(tuple(t), s) for t, s in zip(tokens, stopped)]
 

@@ -19,12 +19,19 @@ from omegaconf import OmegaConf
 from .assembly import build_conditions
 from .config import RunConfig, register_configs
 from .engine import Engine
+from .isolation import isolations
 from .errors import HarnessError
 from .manifest import set_determinism
 from .models import load_model
 from .probe import install_probe
 from .tables import ATTENTION_METRICS, read_attention, read_conditions
 from .texts import load_prefixes, load_prompts
+
+
+def row_key(prompt_id, group, prefix_id, prefix_len, isolation, beta) -> tuple:
+    missing = lambda v: v is None or (isinstance(v, float) and np.isnan(v))  # noqa: E731
+    return (prompt_id, group, None if missing(prefix_id) else prefix_id, int(prefix_len), isolation,
+            None if missing(beta) else float(beta))
 
 
 def sample_evenly(items: list, n: int) -> list:
@@ -50,11 +57,14 @@ def check(run_dir: Path, sample: int, tolerance: float) -> int:
     conditions = build_conditions(
         loaded.tokenizer, load_prompts(cfg.prompts.path, cfg.prompts.limit), load_prefixes(cfg.prefixes.path),
         groups=list(cfg.groups), lengths=list(cfg.prefix.lengths), separator=cfg.prefix.separator,
-        bos_policy=m.bos, repeat_short=cfg.prefix.too_short == "repeat")
-    stored = read_conditions(run_dir).set_index(["prompt_id", "group", "prefix_id", "prefix_len"], drop=False)
+        bos_policy=m.bos, repeat_short=cfg.prefix.too_short == "repeat",
+        isolations=isolations(list(cfg.isolation), list(cfg.isolation_betas)))
+    table = read_conditions(run_dir)
+    stored = {row_key(r.prompt_id, r.group, r.prefix_id, r.prefix_len, r.isolation, r.beta): r
+              for r in table.itertuples(index=False)}
     has_attention = bool(cfg.analysis.attention) and (run_dir / "attention.parquet").is_file()
     stored_att = read_attention(run_dir) if has_attention else None
-    if has_attention:
+    if has_attention or any(c.isolation.key_bias is not None for c in conditions):
         install_probe(loaded.model)
     engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, has_attention)
 
@@ -66,12 +76,10 @@ def check(run_dir: Path, sample: int, tolerance: float) -> int:
         results = [a_result] + [engine.conditions(ref, [c])[0] for c in chosen if c.prompt_id == prompt_id]
         for res in results:
             c = res.condition
-            key = (c.prompt_id, c.group, c.prefix_id, c.prefix_len)
-            try:
-                row = stored.loc[key]
-            except KeyError:
+            row = stored.get(row_key(c.prompt_id, c.group, c.prefix_id, c.prefix_len, c.isolation.mode,
+                                     c.isolation.beta))
+            if row is None:
                 continue  # not in the stored tables (e.g. it failed in the run)
-            row = row.iloc[0] if isinstance(row, pd.DataFrame) else row
             compared += 1
             label = f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}"
             if list(row.continuation_ids) != list(res.continuation.ids):
@@ -81,6 +89,9 @@ def check(run_dir: Path, sample: int, tolerance: float) -> int:
             if stored_att is not None:
                 sel = stored_att[(stored_att.prompt_id == c.prompt_id) & (stored_att.group == c.group)
                                  & (stored_att.prefix_len == c.prefix_len)
+                                 & (stored_att.isolation == c.isolation.mode)
+                                 & ((stored_att.beta == c.isolation.beta) if c.isolation.beta is not None
+                                    else stored_att.beta.isna())
                                  & ((stored_att.prefix_id == c.prefix_id) if c.prefix_id else stored_att.prefix_id.isna())]
                 for segment, block in res.attention.items():
                     part = sel[sel.segment == segment].sort_values(["layer", "head"])

@@ -25,7 +25,8 @@ import torch
 from .assembly import Condition
 from .attention_metrics import ROW_METRICS, row_metrics, token_kl
 from .decoding import Continuation, forward, greedy_from
-from .probe import capture_rows
+from .isolation import KeyBias
+from .probe import capture_rows, key_bias
 
 SEGMENTS = ("task", "continuation")
 
@@ -133,9 +134,27 @@ class Engine:
         """Run B/C conditions of ``ref``'s prompt that share one input length, as one batch."""
         t0 = time.perf_counter()
         first = batch[0].assembled
+        iso = batch[0].isolation
         assert all(len(c.assembled.input_ids) == len(first.input_ids) and c.prompt_id == ref.condition.prompt_id
-                   for c in batch), "a batch needs one prompt and one input length"
+                   and c.isolation == iso for c in batch), "a batch needs one prompt, one length, one isolation"
+        bias = None if iso.key_bias is None else KeyBias(first.prefix_start, first.prefix_end, first.task_start,
+                                                         iso.key_bias)
+        with key_bias(bias):
+            return self._conditions(ref, batch, t0)
+
+    def _conditions(self, ref: Reference, batch: list[Condition], t0: float) -> list[Result]:
+        first = batch[0].assembled
         prefix = (first.prefix_start, first.prefix_end)
+        shift = first.prefix_len if batch[0].isolation.resets_positions else 0
+        n_in, B = len(first.input_ids), len(batch)
+
+        def positions(start: int, length: int) -> dict:
+            """Position ids for sequence indices [start, start + length), task restarting at A's."""
+            if not shift:
+                return {}
+            idx = torch.arange(start, start + length, device=self.device)
+            pos = torch.where(idx >= first.task_start, idx - shift, idx)
+            return {"position_ids": pos[None].expand(B, -1)}
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
 
         def compare(segment):
@@ -147,7 +166,7 @@ class Engine:
 
         ids = torch.tensor([c.assembled.input_ids for c in batch], device=self.device)
         with self._capture(slice(first.task_start, first.task_end), compare("task")):
-            logits, cache = forward(self.model, ids, last_only=True)
+            logits, cache = forward(self.model, ids, last_only=True, **positions(0, n_in))
         last = logits[:, -1]
         y_a = ref.continuation
         tf_logits = None
@@ -155,14 +174,15 @@ class Engine:
             tf_cache = copy.deepcopy(cache)
             y = torch.tensor([y_a.ids] * len(batch), device=self.device)
             with self._capture(slice(0, len(y_a.ids)), compare("continuation")):
-                tf_logits, _ = forward(self.model, y, tf_cache)
+                tf_logits, _ = forward(self.model, y, tf_cache, **positions(n_in, len(y_a.ids)))
             del tf_cache
         steps = _n_steps(y_a)
         output_kl = (
             token_kl(ref.step_logp[None], _step_logp(last, tf_logits, steps)).mean(-1).tolist()
             if steps else [None] * len(batch)
         )
-        ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
+        ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id, start_index=n_in,
+                         position_shift=shift)
         seconds = (time.perf_counter() - t0) / len(batch)
 
         per_row = {s: _metrics_to_numpy(m, len(batch)) for s, m in metrics.items() if m}

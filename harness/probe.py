@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import HarnessError
+from .isolation import KeyBias, additive_mask
 
 PROBE = "harness_probe"
 
@@ -44,6 +45,17 @@ class _Capture:
 
 
 _ACTIVE: ContextVar[_Capture | None] = ContextVar("harness_probe_capture", default=None)
+_BIAS: ContextVar[KeyBias | None] = ContextVar("harness_probe_key_bias", default=None)
+
+
+@contextlib.contextmanager
+def key_bias(bias: KeyBias | None) -> Iterator[None]:
+    """Apply an isolation bias toward prefix keys in every attention call of the enclosed passes."""
+    token = _BIAS.set(bias)
+    try:
+        yield
+    finally:
+        _BIAS.reset(token)
 
 
 @contextlib.contextmanager
@@ -95,6 +107,9 @@ def probe_attention(module, query, key, value, attention_mask, dropout=0.0, scal
     """The attention function the probe installs: SDPA output, plus row statistics when capturing."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    bias = _BIAS.get()
+    if bias is not None:
+        attention_mask = additive_mask(attention_mask, bias, query.shape[2], key.shape[2], query.dtype, query.device)
     out = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                  is_causal=is_causal, **kwargs)
     capture = _ACTIVE.get()

@@ -23,6 +23,7 @@ from .engine import Engine, Result
 from .manifest import harness_git_commit, now_iso, package_versions, set_determinism
 from .metrics import output_drift
 from .models import load_model
+from .isolation import isolations
 from .probe import install_probe
 from .report import write_outputs
 from .errors import HarnessError
@@ -67,7 +68,8 @@ def condition_keys(model_label: str, cond: Condition) -> dict:
         "group": cond.group,
         "prefix_id": cond.prefix_id,
         "prefix_len": cond.prefix_len,
-        "isolation": "none",
+        "isolation": cond.isolation.mode,
+        "beta": cond.isolation.beta,
     }
 
 
@@ -75,7 +77,9 @@ def batches_of(conditions: list[Condition], batch_size: int) -> list[list[Condit
     """Consecutive runs of same-length conditions, at most ``batch_size`` each (no padding needed)."""
     out: list[list[Condition]] = []
     for cond in conditions:
-        if out and len(out[-1]) < batch_size and len(out[-1][0].assembled.input_ids) == len(cond.assembled.input_ids):
+        head = out[-1][0] if out else None
+        if (head is not None and len(out[-1]) < batch_size and head.isolation == cond.isolation
+                and len(head.assembled.input_ids) == len(cond.assembled.input_ids)):
             out[-1].append(cond)
         else:
             out.append([cond])
@@ -83,8 +87,11 @@ def batches_of(conditions: list[Condition], batch_size: int) -> list[list[Condit
 
 
 def condition_label(cond: Condition) -> str:
-    """``prompt_id/prefix_id/prefix_len`` (``prompt_id/A`` for A): how failures are named."""
-    return f"{cond.prompt_id}/A" if cond.group == "A" else f"{cond.prompt_id}/{cond.prefix_id}/{cond.prefix_len}"
+    """``prompt_id/prefix_id/prefix_len[/isolation]`` (``prompt_id/A`` for A): how failures are named."""
+    if cond.group == "A":
+        return f"{cond.prompt_id}/A"
+    iso = "" if cond.isolation.mode == "none" else f"/{cond.isolation.label}"
+    return f"{cond.prompt_id}/{cond.prefix_id}/{cond.prefix_len}{iso}"
 
 
 def condition_key(result_fingerprint: dict, cond: Condition, reference: Condition) -> str:
@@ -92,7 +99,8 @@ def condition_key(result_fingerprint: dict, cond: Condition, reference: Conditio
     a, r = cond.assembled, reference.assembled
     return fingerprint({
         **result_fingerprint,
-        "keys": [cond.prompt_id, cond.group, cond.prefix_id, cond.prefix_len],
+        "keys": [cond.prompt_id, cond.group, cond.prefix_id, cond.prefix_len, cond.isolation.mode,
+                 cond.isolation.beta],
         "input_ids": a.input_ids,
         "spans": [a.prefix_start, a.prefix_end, a.task_start, a.task_end],
         "reference_input_ids": r.input_ids,
@@ -159,7 +167,8 @@ def run_conditions(engine: Engine, conditions: list[Condition], *, store: Result
                 save(a_result, ref.continuation)
                 computed += 1
                 bar.update()
-            others = sorted((c for c in missing if c.group != "A"), key=lambda c: len(c.assembled.input_ids))
+            others = sorted((c for c in missing if c.group != "A"),
+                            key=lambda c: (len(c.assembled.input_ids), c.isolation.label))
             for batch in batches_of(others, batch_size):
                 try:
                     check_injected(batch)
@@ -231,9 +240,11 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     determinism = set_determinism(cfg.seed, loaded.device)
     prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
     prefixes = load_prefixes(cfg.prefixes.path)
+    settings = isolations(list(cfg.isolation), list(cfg.isolation_betas))
     conditions = build_conditions(
         loaded.tokenizer, prompts, prefixes, groups=list(cfg.groups), lengths=list(cfg.prefix.lengths),
         separator=cfg.prefix.separator, bos_policy=m.bos, repeat_short=cfg.prefix.too_short == "repeat",
+        isolations=settings,
     )
     check_context(conditions, cfg.decode.max_new_tokens, loaded.max_positions)
     log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s)", len(prompts),
@@ -243,8 +254,8 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     config = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True) if not isinstance(cfg, dict) else cfg
     store = prepare_run_dir(run_dir, fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS}),
                             cfg.on_existing)
-    if cfg.analysis.attention:
-        install_probe(loaded.model)
+    if cfg.analysis.attention or any(iso.key_bias is not None for iso in settings):
+        install_probe(loaded.model)  # masks and biases are applied inside the harness's attention function
     result_fp = {
         "schema": RESULT_SCHEMA_VERSION,
         "model": m.name_or_path,
@@ -256,7 +267,6 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         "max_new_tokens": cfg.decode.max_new_tokens,
         "eos": loaded.tokenizer.eos_token_id,
         "attention_analysis": bool(cfg.analysis.attention),
-        "isolation": "none",
         "batch_size": cfg.batch_size,
     }
     reference_of = {c.prompt_id: c for c in conditions if c.group == "A"}

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "isolation"]
+KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "isolation", "beta"]
 CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "isolation"]
 
 CONDITION_COLUMNS = KEY_COLUMNS + [
@@ -62,6 +62,7 @@ def conditions_frame(records: list[dict]) -> pd.DataFrame:
     extra = [c for c in df.columns if c not in CONDITION_COLUMNS]
     df = df.reindex(columns=CONDITION_COLUMNS + extra)
     df["first_divergence"] = df["first_divergence"].astype("Int64")
+    df["beta"] = df["beta"].astype("float64")
     df["attn_kl_peak_layer"] = df["attn_kl_peak_layer"].astype("Int64")
     for col in ("output_kl", "attn_kl_mean", "attn_js_mean", "attn_prefix_mass_mean"):
         df[col] = df[col].astype("float64")
@@ -97,6 +98,7 @@ def attention_frame(keys: list[dict], blocks: list[dict[str, dict]], n_queries: 
     df = df.reindex(columns=ATTENTION_COLUMNS)
     for col in ("layer", "head", "n_queries", "prefix_len"):
         df[col] = df[col].astype("int64")
+    df["beta"] = df["beta"].astype("float64")
     for col in CATEGORICAL + ["segment"]:
         df[col] = df[col].astype("category")
     return df
