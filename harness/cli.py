@@ -16,6 +16,7 @@ USAGE = """usage: harness <command> [args]
 
 commands:
   sweep [overrides] [-m]   run a prefix sweep (Hydra; e.g. model=gpt2 prefix.lengths=[32,64])
+  locate [overrides]       find the prefix-length interval where drift rises fastest
   resume RUN_DIR           finish an interrupted run (computes only what is missing)
   collect DIR [...] --out  merge run directories (e.g. a multirun) into one table set
   check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
@@ -50,6 +51,32 @@ def _sweep_task(cfg) -> None:
             return  # the other jobs go on; the multirun summary names this one and sets the exit status
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2 if isinstance(exc, HarnessError) else 1)
+
+
+def _locate_task(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from .runner import locate
+
+    try:
+        locate(cfg, HydraConfig.get().runtime.output_dir)
+    except HarnessError as exc:
+        log.error("%s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def locate(args: list[str]) -> int:
+    import hydra
+
+    from .config import register_configs
+
+    register_configs()
+    if not any(a.startswith("hydra.run.dir=") for a in args):
+        args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S}", *args]
+    sys.argv = ["harness locate", *args, "hydra.job.name=locate"]
+    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_locate_task)()
+    return 0
 
 
 def sweep(args: list[str]) -> int:
@@ -92,7 +119,7 @@ def figures(args: list[str]) -> int:
     import argparse
 
     from .report import write_outputs
-    from .tables import load_runs
+    from .tables import load_noise, load_runs
 
     parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
@@ -104,7 +131,7 @@ def figures(args: list[str]) -> int:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     out = ns.out or ns.runs[0]
     conditions, attention = load_runs(ns.runs)
-    written = write_outputs(conditions, attention, out)
+    written = write_outputs(conditions, attention, out, noise=load_noise(ns.runs))
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -130,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             from .kvcache import main as kv_main
 
             return kv_main(rest)
+        if command == "locate":
+            return locate(rest)
         if command == "resume":
             return resume(rest)
         if command == "figures":

@@ -66,7 +66,19 @@ class DecodeConfig:
 
 @dataclass
 class AnalysisConfig:
-    attention: bool = True
+    attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
+    noise_floor: bool = True  # A against itself: batched, and without the KV cache
+    noise_prompts: int = 8  # how many prompts the noise floor is measured on
+
+
+@dataclass
+class LocateConfig:
+    """``harness locate``: coarse lengths, then bisection down to ``resolution`` tokens."""
+
+    coarse: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128, 256])
+    resolution: int = 8
+    metric: str = "norm_edit_distance"  # or edit_distance, output_kl, attn_kl_mean
+    groups: list[str] = field(default_factory=lambda: ["B", "C"])  # whose drift is pooled
 
 
 @dataclass
@@ -97,6 +109,7 @@ class RunConfig:
     # A run directory that already holds results: auto = resume when the configuration is the
     # same, refuse when it differs; resume = keep what still applies; fresh = delete and restart.
     on_existing: str = "auto"
+    locate: LocateConfig = field(default_factory=LocateConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
 
 

@@ -191,3 +191,51 @@ class Engine:
             Result(c, y, kl, {s: per_row[s][i] for s in per_row}, n_queries, seconds)
             for i, (c, y, kl) in enumerate(zip(batch, ys, output_kl))
         ]
+
+
+    @torch.no_grad()
+    def noise_floor(self, ref: Reference, batch_copies: int = 3) -> dict[str, Result]:
+        """Drift that numerics alone cause, for A against itself:
+
+        - ``batch``: A rerun as a batch of ``batch_copies`` identical rows (different kernel shapes);
+        - ``no_cache``: A decoded and analysed by full forward passes without the KV cache.
+        """
+        a = ref.condition
+        out = {"batch": self.conditions(ref, [a] * batch_copies)[0]}
+        t0 = time.perf_counter()
+        ids = list(a.assembled.input_ids)
+        tokens, stopped = [], False
+        for _ in range(self.max_new_tokens):  # greedy, recomputing everything each step
+            logits, _ = forward(self.model, torch.tensor([ids + tokens], device=self.device), last_only=True)
+            tok = int(logits[0, -1].argmax())
+            if self.eos_id is not None and tok == self.eos_id:
+                stopped = True
+                break
+            tokens.append(tok)
+        y = Continuation(tuple(tokens), stopped)
+        full = torch.tensor([ids + list(ref.continuation.ids)], device=self.device)
+        n_in, n = len(ids), len(ref.continuation.ids)
+        prefix = (a.assembled.prefix_start, a.assembled.prefix_end)
+        metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
+
+        def compare(segment):
+            def on_layer(layer, logp, scores):
+                lp_a, sc_a = ref.rows[segment][layer]
+                k = lp_a.shape[-1]  # keys beyond the cached pass's are causally masked: drop them
+                metrics[segment][layer] = {m: v.mean(-1) for m, v in
+                                           row_metrics(lp_a[None], sc_a[None], logp[..., :k], scores[..., :k],
+                                                       prefix).items()}
+            return on_layer
+
+        with self._capture(slice(a.assembled.task_start, a.assembled.task_end), compare("task")):
+            logits, _ = forward(self.model, full)
+        if n:
+            with self._capture(slice(n_in, n_in + n), compare("continuation")):
+                forward(self.model, full)
+        steps = _n_steps(ref.continuation)
+        step_logp = torch.log_softmax(logits[0, n_in - 1: n_in - 1 + steps].float(), dim=-1)
+        kl = float(token_kl(ref.step_logp, step_logp).mean()) if steps else None
+        per_row = {seg: _metrics_to_numpy(m, 1)[0] for seg, m in metrics.items() if m}
+        n_queries = {seg: ref.rows[seg][0][0].shape[1] for seg in per_row}
+        out["no_cache"] = Result(a, y, kl, per_row, n_queries, time.perf_counter() - t0)
+        return out

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
-OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
+OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000", "#F0E442"]
 GROUP_COLOURS = {"A": "#000000", "B": "#0072B2", "C": "#D55E00"}
 GROUP_NAMES = {"A": "A: prompt only", "B": "B: neutral prefix", "C": "C: instruction-like prefix"}
 STYLE = {
@@ -106,6 +106,33 @@ def plot_prefix_mass(ax, summary: pd.DataFrame):
     ``attn_prefix_mass_mean``)."""
     return plot_drift_vs_length(ax, summary, ylabel="attention on prefix keys (fraction, 0-1)",
                                 title="Attention captured by the prefix")
+
+
+def isolation_labels(df: pd.DataFrame) -> pd.Series:
+    """``none``, ``mask``, ..., ``decay(4)``: one label per isolation setting."""
+    beta = df["beta"] if "beta" in df.columns else pd.Series(np.nan, index=df.index)
+    return pd.Series([f"decay({b:g})" if m == "decay" else str(m) for m, b in zip(df["isolation"], beta)],
+                     index=df.index)
+
+
+def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, log: bool = False):
+    """Figure 5 (one panel): drift per isolation setting vs prefix length, B and C pooled, with the
+    measured noise floor drawn as a band. ``summary``: columns ``setting``, ``prefix_len``, ``mean``."""
+    settings = list(dict.fromkeys(summary.setting))
+    for colour, setting in zip(OKABE_ITO * 2, settings):
+        line = summary[summary.setting == setting].sort_values("prefix_len")
+        ax.plot(line.prefix_len, line["mean"], marker="o", color=colour, label=setting)
+    if floor is not None and np.isfinite(floor):
+        ax.axhspan(0, floor, color="grey", alpha=0.25, label="noise floor (A vs A)")
+        ax.axhline(floor, color="grey", linestyle="--", linewidth=1)
+    if log:
+        ax.set_yscale("symlog", linthresh=1e-8)
+        ax.set_ylim(bottom=0)  # divergences are >= 0; tiny negatives are rounding
+    _length_axis(ax, summary.prefix_len)
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.legend(title="isolation", fontsize=7)
+    return ax
 
 
 def save_figure(fig, path_stem: Path) -> list[Path]:

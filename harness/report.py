@@ -21,8 +21,29 @@ def _baseline(df: pd.DataFrame) -> pd.DataFrame:
     return df[df.isolation == "none"] if "isolation" in df.columns else df
 
 
-def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None) -> dict[str, plt.Figure]:
-    """Figures 1-4 of DESIGN.md section 7, one panel (or panel row) per model."""
+def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Mean ``value`` (B and C pooled, per prompt first) per model, isolation setting and length."""
+    x = conditions[conditions.group != "A"].copy()
+    x["setting"] = F.isolation_labels(x)
+    per = x.groupby(["model", "setting", "prefix_len", "prompt_id"], observed=True)[value].mean().reset_index()
+    order = {s: i for i, s in enumerate(dict.fromkeys(x.setting))}
+    out = per.groupby(["model", "setting", "prefix_len"], observed=True)[value].mean().reset_index()
+    out = out.rename(columns={value: "mean"})
+    return out.sort_values(["model", "setting", "prefix_len"], key=lambda c: c.map(order) if c.name == "setting" else c)
+
+
+def noise_floor(noise: pd.DataFrame | None, model: str, value: str) -> float | None:
+    """The largest drift the noise-floor probes measured for ``model`` (None when not measured)."""
+    if noise is None or noise.empty or value not in noise:
+        return None
+    vals = noise[noise.model == model][value].dropna()
+    return float(vals.max()) if len(vals) else None
+
+
+def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
+                 noise: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
+    """Figures 1-4 of DESIGN.md section 7, one panel (or panel row) per model, and figure 5 when
+    the run has isolation settings besides ``none``."""
     conds = _baseline(conditions)
     models = list(conds.model.unique())
     out = {}
@@ -63,6 +84,19 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None) -> di
             for ax, model in zip(axes[0], models):
                 F.plot_prefix_mass(ax, mass[mass.model == model])
                 out["fig4_prefix_mass"] = fig
+
+        if "isolation" in conditions and conditions.isolation.nunique() > 1:
+            panels = [("norm_edit_distance", "norm_edit_distance", "normalized edit distance to A (0-1)", False)]
+            if conditions.attn_kl_mean.notna().any():
+                panels.append(("attn_kl_mean", "attn_kl_mean", "mean attention KL(A‖X) (nats, symlog)", True))
+            fig, axes = plt.subplots(len(models), len(panels), figsize=(4.8 * len(panels), 3.6 * len(models)),
+                                     squeeze=False, layout="constrained")
+            for row, model in zip(axes, models):
+                for ax, (value, floor_value, label, log) in zip(row, panels):
+                    summary = isolation_summary(conditions[conditions.model == model], value)
+                    F.plot_isolation(ax, summary, noise_floor(noise, model, floor_value), label, log)
+                    ax.set_title(f"Isolation: {model}")
+            out["fig5_isolation"] = fig
     return out
 
 
@@ -71,7 +105,7 @@ def _fmt_ci(mean, low, high, digits=3) -> str:
 
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
-                    title: str = "Prefix contamination run") -> str:
+                    title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> str:
     """A GitHub-readable report: summary table, C minus B, top heads, figure links."""
     conds = _baseline(conditions)
     lines = [f"# {title}", ""]
@@ -110,20 +144,52 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
             lines += ["| model | prefix length | layer | head | mean C - B KL (nats) | q |", "| --- | --- | --- | --- | --- | --- |"]
             for _, row in top.iterrows():
                 lines.append(f"| {row.model} | {row.prefix_len} | {row['layer']} | {row['head']} | {row.mean_diff:.4f} | {row.q:.3g} |")
+    lines += _noise_and_isolation(conditions, noise)
     if figure_files:
         lines += ["", "## Figures", ""]
         lines += [f"![{Path(f).stem}]({f})" for f in figure_files]
     return "\n".join(lines) + "\n"
 
 
+def _noise_and_isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
+    """Report lines: the noise floor, and each isolation setting's drift measured against it."""
+    lines = []
+    if noise is not None and not noise.empty:
+        lines += ["", "## Noise floor (A against itself)", "",
+                  "Drift that numerics alone cause: A rerun in a batch of identical rows (`batch`), and A decoded "
+                  "and analysed without the KV cache (`no_cache`). Drift at or below these values is not "
+                  "distinguishable from noise.", "",
+                  "| model | probe | prompts | max edit distance | max output KL | max attention KL |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for (model, probe), cell in noise.groupby(["model", "probe"], observed=True):
+            lines.append(f"| {model} | {probe} | {len(cell)} | {cell.edit_distance.max()} | "
+                         f"{cell.output_kl.max():.3g} | {cell.attn_kl_max.max():.3g} |")
+    if "isolation" in conditions and conditions.isolation.nunique() > 1:
+        lines += ["", "## Isolation", "", "Mean over B and C conditions (per prompt first). \"within floor\" means "
+                  "both the edit distance and the attention KL are at or below the largest noise-floor value.", "",
+                  "| model | isolation | prefix length | edit distance (norm.) | attention KL (nats) | within floor |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        ed = isolation_summary(conditions, "norm_edit_distance")
+        has_att = conditions.attn_kl_mean.notna().any()
+        kl = isolation_summary(conditions, "attn_kl_mean") if has_att else None
+        for i, row in ed.reset_index(drop=True).iterrows():
+            k = kl.reset_index(drop=True).loc[i, "mean"] if kl is not None else float("nan")
+            f_ed = noise_floor(noise, row.model, "norm_edit_distance")
+            f_kl = noise_floor(noise, row.model, "attn_kl_mean")
+            within = ("n/a" if f_ed is None else
+                      "yes" if row["mean"] <= f_ed and (not has_att or (f_kl is not None and k <= f_kl)) else "no")
+            lines.append(f"| {row.model} | {row.setting} | {row.prefix_len} | {row['mean']:.3f} | {k:.3g} | {within} |")
+    return lines
+
+
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
-                  title: str = "Prefix contamination run") -> list[Path]:
+                  title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> list[Path]:
     """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md``; returns the paths."""
     out_dir = Path(out_dir)
     written = []
-    for name, fig in make_figures(conditions, attention).items():
+    for name, fig in make_figures(conditions, attention, noise).items():
         written += F.save_figure(fig, out_dir / "figures" / name)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
-    write_text(report_markdown(conditions, attention, pngs, title), report)
+    write_text(report_markdown(conditions, attention, pngs, title, noise), report)
     return written + [report]

@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from omegaconf import OmegaConf
@@ -35,7 +36,8 @@ from .texts import load_prefixes, load_prompts
 log = logging.getLogger(__name__)
 KIND_OF_GROUP = {"A": None, "B": "neutral", "C": "instruction"}
 # Settings that do not change any result: a run directory may be resumed with them changed.
-NOT_RESULT_KEYS = {"on_existing", "draw_figures", "debug"}
+NOT_RESULT_KEYS = {"on_existing", "draw_figures", "debug", "locate"}
+LOCATE_METRICS = ("norm_edit_distance", "edit_distance", "output_kl", "attn_kl_mean")
 
 
 def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer) -> dict:
@@ -278,6 +280,9 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.reused,
              len(outcome.failures))
     tables = tables_from_store(store, conditions, keys, cfg.analysis.attention)
+    if cfg.analysis.noise_floor and tables:
+        tables["noise.parquet"] = measure_noise_floor(engine, [c for c in conditions if c.group == "A"],
+                                                      cfg.analysis.noise_prompts, m.name_or_path)
     for name, df in tables.items():
         write_parquet(df, run_dir / name)
 
@@ -313,12 +318,40 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     write_json({"status": "failed" if outcome.failures else "complete", "conditions": len(conditions),
                 "failed": [f["condition"] for f in outcome.failures]}, run_dir / "status.json")
     if cfg.draw_figures and tables:
-        write_outputs(tables["conditions.parquet"], tables.get("attention.parquet"), run_dir)
+        write_outputs(tables["conditions.parquet"], tables.get("attention.parquet"), run_dir,
+                      noise=tables.get("noise.parquet"))
         log.info("figures in %s, report %s", (run_dir / "figures").resolve(), (run_dir / "report.md").resolve())
     log.info("wrote %s", run_dir.resolve())
     if outcome.failures:
         raise SweepFailed(run_dir, outcome.failures)
     return run_dir
+
+
+def noise_row(model_label: str, probe: str, result: Result, y_a: Continuation) -> dict:
+    drift = output_drift(result.continuation.ids, y_a.ids)
+    att = result.attention
+
+    def worst(metric):
+        return max((float(np.max(block[metric])) for block in att.values()), default=None)
+
+    return {"model": model_label, "prompt_id": result.condition.prompt_id, "probe": probe,
+            "edit_distance": drift["edit_distance"], "norm_edit_distance": drift["norm_edit_distance"],
+            "output_kl": result.output_kl,
+            "attn_kl_mean": headline_attention(att, result.n_queries)["attn_kl_mean"],
+            "attn_kl_max": worst("kl"), "attn_js_max": worst("js"), "score_rmse_max": worst("score_rmse")}
+
+
+def measure_noise_floor(engine: Engine, references: list[Condition], n_prompts: int, model_label: str) -> pd.DataFrame:
+    """The drift numerics alone cause, on up to ``n_prompts`` prompts (see :meth:`Engine.noise_floor`)."""
+    rows = []
+    for a in tqdm(references[:n_prompts], desc="noise floor", unit="prompt"):
+        ref, _ = engine.reference(a)
+        for probe, result in engine.noise_floor(ref).items():
+            rows.append(noise_row(model_label, probe, result, ref.continuation))
+    df = pd.DataFrame(rows)
+    for col in ("model", "prompt_id", "probe"):
+        df[col] = df[col].astype("category")
+    return df
 
 
 class SweepFailed(Exception):
@@ -335,3 +368,54 @@ def tokenizer_fingerprint(tokenizer) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
     return fingerprint([type(tokenizer).__name__, text])
+
+
+def locate(cfg, run_dir: str | Path, progress: bool = True) -> Path:
+    """``harness locate``: the prefix-length interval where drift rises fastest (see harness.locate)."""
+    from .locate import bisect_steepest, summary_table
+
+    run_dir = Path(run_dir)
+    m, spec = cfg.model, cfg.locate
+    if spec.metric not in LOCATE_METRICS:
+        raise HarnessError(f"locate.metric must be one of {LOCATE_METRICS}, got {spec.metric!r}")
+    loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=m.device,
+                        trust_remote_code=m.trust_remote_code)
+    set_determinism(cfg.seed, loaded.device)
+    prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
+    prefixes = [p for p in load_prefixes(cfg.prefixes.path) if p.group in spec.groups]
+    attention = spec.metric.startswith("attn_")
+    if attention:
+        install_probe(loaded.model)
+    engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, attention)
+    groups = ["A", *[g for g in ("B", "C") if g in spec.groups]]
+
+    def evaluate(length: int) -> pd.Series:
+        conds = build_conditions(loaded.tokenizer, prompts, prefixes, groups=groups, lengths=[length],
+                                 separator=cfg.prefix.separator, bos_policy=m.bos,
+                                 repeat_short=cfg.prefix.too_short == "repeat")
+        check_context(conds, cfg.decode.max_new_tokens, loaded.max_positions)
+        values: dict[str, list[float]] = defaultdict(list)
+        for prompt in tqdm(prompts, desc=f"length {length}", unit="prompt", disable=not progress, leave=False):
+            mine = [c for c in conds if c.prompt_id == prompt.id]
+            ref, _ = engine.reference(mine[0])
+            for batch in batches_of(mine[1:], cfg.batch_size):
+                for r in engine.conditions(ref, batch):
+                    record = condition_record(m.name_or_path, r, ref.continuation, loaded.tokenizer)
+                    values[prompt.id].append(record[spec.metric])
+        return pd.Series({pid: float(np.mean(v)) for pid, v in values.items()})
+
+    interval, seen = bisect_steepest(evaluate, list(spec.coarse), spec.resolution)
+    table = summary_table(seen, interval, spec.metric)
+    write_parquet(table, run_dir / "locate.parquet")
+    write_json({"model": m.name_or_path, "resolved_revision": loaded.resolved_revision, "metric": spec.metric,
+                "groups": list(spec.groups), "prompts": len(prompts), "interval": [interval.low, interval.high],
+                "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
+                "resolution": spec.resolution, "finished": now_iso()}, run_dir / "locate.json")
+    lo, hi = (table.set_index("prefix_len").loc[n] for n in (interval.low, interval.high))
+    print(f"{spec.metric} rises fastest between prefix lengths {interval.low} and {interval.high} tokens "
+          f"({m.name_or_path}, {len(prompts)} prompts, groups {'+'.join(spec.groups)}):\n"
+          f"  at {interval.low}: {lo['mean']:.4f} [95% CI {lo.ci_low:.4f}, {lo.ci_high:.4f}]\n"
+          f"  at {interval.high}: {hi['mean']:.4f} [95% CI {hi.ci_low:.4f}, {hi.ci_high:.4f}]\n"
+          f"  rise: {interval.rise:+.4f} [95% CI {interval.rise_ci[0]:+.4f}, {interval.rise_ci[1]:+.4f}], paired by prompt\n"
+          f"table: {(run_dir / 'locate.parquet').resolve()}")
+    return run_dir

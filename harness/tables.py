@@ -189,3 +189,9 @@ def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         if (run / "attention.parquet").is_file():
             attention.append(read_attention(run))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
+
+
+def load_noise(run_dirs: list[Path]) -> pd.DataFrame | None:
+    """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
+    frames = [pd.read_parquet(Path(r) / "noise.parquet") for r in run_dirs if (Path(r) / "noise.parquet").is_file()]
+    return concat_tables(frames) if frames else None

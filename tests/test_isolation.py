@@ -107,3 +107,22 @@ def test_kv_size_worked_example(tmp_path):
     result = run_harness("kv-size", "layers=24", "kv_heads=16", "head_dim=64", "seq_len=2048", "batch=1",
                          "dtype=float16", cwd=tmp_path)
     assert result.returncode == 0 and "201,326,592 bytes (192.0 MiB)" in result.stdout
+
+
+def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
+    run = tmp_path / "run"
+    result = run_harness("sweep", "model=tiny", "prompts.limit=2", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
+                         "isolation=[none,mask_reset,decay]", "isolation_betas=[2]", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    import pandas as pd
+
+    c = pd.read_parquet(run / "conditions.parquet")
+    assert set(c.isolation) == {"none", "mask_reset", "decay"}
+    assert set(c[c.isolation == "decay"].beta) == {2.0} and c[c.isolation != "decay"].beta.isna().all()
+    reset = c[c.isolation == "mask_reset"]
+    assert (reset.edit_distance == 0).all() and (reset.output_kl < 1e-6).all()
+    noise = pd.read_parquet(run / "noise.parquet")
+    assert set(noise.probe) == {"batch", "no_cache"} and len(noise) == 4
+    assert (run / "figures" / "fig5_isolation.png").is_file()
+    report = (run / "report.md").read_text()
+    assert "## Noise floor" in report and "| mask_reset |" in report
