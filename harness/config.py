@@ -104,7 +104,9 @@ class RunConfig:
     isolation: list[str] = field(default_factory=lambda: ["none"])
     isolation_betas: list[float] = field(default_factory=lambda: [1.0, 4.0, 16.0])  # for decay
     seed: int = 0
-    batch_size: int = 1  # conditions of equal input length run together (never padded)
+    # Conditions of one prompt with equal input length run as one batch (never padded); null picks a
+    # size from the device's free memory (harness.runner.auto_batch_size).
+    batch_size: int | None = None
     draw_figures: bool = True
     # A run directory that already holds results: auto = resume when the configuration is the
     # same, refuse when it differs; resume = keep what still applies; fresh = delete and restart.

@@ -233,8 +233,8 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     run_dir = Path(run_dir)
     started = now_iso()
     m = cfg.model
-    if cfg.batch_size < 1:
-        raise HarnessError(f"batch_size must be at least 1, got {cfg.batch_size}")
+    if cfg.batch_size is not None and cfg.batch_size < 1:
+        raise HarnessError(f"batch_size must be at least 1 (or null for automatic), got {cfg.batch_size}")
     if cfg.decode.max_new_tokens < 1:
         raise HarnessError(f"decode.max_new_tokens must be at least 1, got {cfg.decode.max_new_tokens}")
     loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=m.device,
@@ -253,6 +253,9 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
              list(cfg.groups), list(cfg.prefix.lengths), len(conditions), m.name_or_path, loaded.dtype,
              loaded.device)
 
+    batch_size = cfg.batch_size or auto_batch_size(loaded, max(len(c.assembled.input_ids) for c in conditions)
+                                                   + cfg.decode.max_new_tokens)
+    log.info("batch size %d%s", batch_size, "" if cfg.batch_size else " (automatic)")
     config = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True) if not isinstance(cfg, dict) else cfg
     store = prepare_run_dir(run_dir, fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS}),
                             cfg.on_existing)
@@ -269,13 +272,13 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         "max_new_tokens": cfg.decode.max_new_tokens,
         "eos": loaded.tokenizer.eos_token_id,
         "attention_analysis": bool(cfg.analysis.attention),
-        "batch_size": cfg.batch_size,
+        "batch_size": batch_size,
     }
     reference_of = {c.prompt_id: c for c in conditions if c.group == "A"}
     keys = {c: condition_key(result_fp, c, reference_of[c.prompt_id]) for c in conditions}
     engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, cfg.analysis.attention)
     outcome = run_conditions(engine, conditions, store=store, keys=keys, model_label=m.name_or_path,
-                             tokenizer=loaded.tokenizer, batch_size=cfg.batch_size,
+                             tokenizer=loaded.tokenizer, batch_size=batch_size,
                              fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
     log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.reused,
              len(outcome.failures))
@@ -306,7 +309,7 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
                    "completed": len(tables["conditions.parquet"]) if tables else 0},
         "started": started,
         "finished": now_iso(),
-        "batch_size": cfg.batch_size,
+        "batch_size": batch_size,
         "attention_analysis": bool(cfg.analysis.attention),
         "result_fingerprint": result_fp,
         "computed_this_run": outcome.computed,
@@ -325,6 +328,24 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     if outcome.failures:
         raise SweepFailed(run_dir, outcome.failures)
     return run_dir
+
+
+CPU_BATCH = 16
+
+
+def auto_batch_size(loaded, longest: int, cap: int = 64) -> int:
+    """A batch size that fits: on a GPU, what half of the free memory holds at ``longest`` tokens
+    per row (the KV cache twice, for the fork, plus float32 logits and scores of a row); on a CPU,
+    a fixed 16 (enough for every prefix of one length; memory is rarely the limit there)."""
+    from .kvcache import kv_cache_bytes, shape_of
+
+    if not loaded.device.startswith("cuda"):
+        return CPU_BATCH
+    free, _ = torch.cuda.mem_get_info(torch.device(loaded.device))
+    config = loaded.model.config
+    per_row = 2 * kv_cache_bytes(seq_len=longest, batch=1, dtype=loaded.dtype, **shape_of(config))
+    per_row += 4 * longest * (getattr(config, "vocab_size", 0) + 4 * getattr(config, "hidden_size", 1024))
+    return int(max(1, min(cap, (free // 2) // per_row)))
 
 
 def noise_row(model_label: str, probe: str, result: Result, y_a: Continuation) -> dict:
@@ -388,6 +409,7 @@ def locate(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         install_probe(loaded.model)
     engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, attention)
     groups = ["A", *[g for g in ("B", "C") if g in spec.groups]]
+    batch_size = cfg.batch_size or auto_batch_size(loaded, max(spec.coarse) + 512 + cfg.decode.max_new_tokens)
 
     def evaluate(length: int) -> pd.Series:
         conds = build_conditions(loaded.tokenizer, prompts, prefixes, groups=groups, lengths=[length],
@@ -398,7 +420,7 @@ def locate(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         for prompt in tqdm(prompts, desc=f"length {length}", unit="prompt", disable=not progress, leave=False):
             mine = [c for c in conds if c.prompt_id == prompt.id]
             ref, _ = engine.reference(mine[0])
-            for batch in batches_of(mine[1:], cfg.batch_size):
+            for batch in batches_of(mine[1:], batch_size):
                 for r in engine.conditions(ref, batch):
                     record = condition_record(m.name_or_path, r, ref.continuation, loaded.tokenizer)
                     values[prompt.id].append(record[spec.metric])
