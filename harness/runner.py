@@ -171,11 +171,18 @@ def run_conditions(engine: Engine, conditions: list[Condition], *, store: Result
                 bar.update()
             others = sorted((c for c in missing if c.group != "A"),
                             key=lambda c: (len(c.assembled.input_ids), c.isolation.label))
-            for batch in batches_of(others, batch_size):
+            pending = batches_of(others, batch_size)
+            while pending:
+                batch = pending.pop(0)
                 try:
                     check_injected(batch)
                     results = engine.conditions(ref, batch)
                 except Exception as exc:  # noqa: BLE001
+                    if len(batch) > 1:  # find the culprit (or fit in memory): retry one at a time
+                        log.warning("a batch of %d failed (%s: %s); retrying its conditions one at a time",
+                                    len(batch), type(exc).__name__, exc)
+                        pending[:0] = [[c] for c in batch]
+                        continue
                     fail(batch, exc)
                 else:
                     for r in results:
