@@ -108,13 +108,6 @@ def plot_prefix_mass(ax, summary: pd.DataFrame):
                                 title="Attention captured by the prefix")
 
 
-def isolation_labels(df: pd.DataFrame) -> pd.Series:
-    """``none``, ``mask``, ..., ``decay(4)``: one label per isolation setting."""
-    beta = df["beta"] if "beta" in df.columns else pd.Series(np.nan, index=df.index)
-    return pd.Series([f"decay({b:g})" if m == "decay" else str(m) for m, b in zip(df["isolation"], beta)],
-                     index=df.index)
-
-
 def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, log: bool = False):
     """Figure 5 (one panel): drift per isolation setting vs prefix length, B and C pooled, with the
     measured noise floor drawn as a band. ``summary``: columns ``setting``, ``prefix_len``, ``mean``."""

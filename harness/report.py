@@ -23,8 +23,8 @@ def _baseline(df: pd.DataFrame) -> pd.DataFrame:
 
 def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
     """Mean ``value`` (B and C pooled, per prompt first) per model, isolation setting and length."""
-    x = conditions[conditions.group != "A"].copy()
-    x["setting"] = F.isolation_labels(x)
+    x = stats.with_settings(conditions[conditions.group != "A"])
+    x["setting"] = x["isolation"].astype(str)
     per = x.groupby(["model", "setting", "prefix_len", "prompt_id"], observed=True)[value].mean().reset_index()
     order = {s: i for i, s in enumerate(dict.fromkeys(x.setting))}
     out = per.groupby(["model", "setting", "prefix_len"], observed=True)[value].mean().reset_index()

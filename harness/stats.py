@@ -32,6 +32,26 @@ def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RE
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def with_settings(df: pd.DataFrame) -> pd.DataFrame:
+    """Fold ``beta`` into ``isolation`` (``decay(4)``), so one key names each isolation setting
+    and no grouping has to cope with a null beta."""
+    if "beta" not in df.columns:
+        return df
+    labels = [f"decay({b:g})" if m == "decay" else str(m) for m, b in zip(df["isolation"], df["beta"])]
+    return df.drop(columns="beta").assign(isolation=pd.Categorical(labels))
+
+
+def paired_differences(df: pd.DataFrame, value: str, by: list[str], high: str, low: str) -> pd.DataFrame | None:
+    """Per ``by`` cell and prompt: ``value`` of group ``high`` minus group ``low`` (each averaged over
+    the group's prefixes) in a ``diff`` column; None when either group is absent."""
+    per = per_prompt(df[df.group.isin([high, low])], value, by + ["group"])
+    wide = per.pivot_table(index=by + ["prompt_id"], columns="group", values=value, observed=True).reset_index()
+    if high not in wide or low not in wide:
+        return None
+    wide["diff"] = wide[high] - wide[low]
+    return wide
+
+
 def per_prompt(df: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     """Mean of ``value`` per prompt within each ``by`` cell (averaging over prefixes)."""
     return df.groupby(by + ["prompt_id"], observed=True, dropna=False)[value].mean().reset_index()
@@ -51,6 +71,7 @@ def _summarise(per: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
 def drift_summary(conditions: pd.DataFrame, value: str = "norm_edit_distance",
                   by: tuple[str, ...] = ("model", "isolation", "group", "prefix_len")) -> pd.DataFrame:
     """Mean ``value`` per group and prefix length, with a bootstrap CI over prompts."""
+    conditions = with_settings(conditions)
     by = [c for c in by if c in conditions.columns]
     return _summarise(per_prompt(conditions, value, by), value, by)
 
@@ -59,12 +80,11 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
              by: tuple[str, ...] = ("model", "isolation", "prefix_len")) -> pd.DataFrame:
     """``high`` minus ``low`` at each length, paired by prompt: mean difference, bootstrap CI, and
     a two-sided Wilcoxon signed-rank p-value (NaN when every difference is zero)."""
+    conditions = with_settings(conditions)
     by = [c for c in by if c in conditions.columns]
-    per = per_prompt(conditions[conditions.group.isin([high, low])], value, by + ["group"])
-    wide = per.pivot_table(index=by + ["prompt_id"], columns="group", values=value, observed=True).reset_index()
-    if high not in wide or low not in wide:
+    wide = paired_differences(conditions, value, by, high, low)
+    if wide is None:
         return pd.DataFrame(columns=by + ["n_prompts", "mean_diff", "ci_low", "ci_high", "wilcoxon_p"])
-    wide["diff"] = wide[high] - wide[low]
     rows = []
     for key, cell in wide.groupby(by, observed=True, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -98,7 +118,7 @@ def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
 
 def layer_profile(attention: pd.DataFrame, value: str = "kl", segment: str | None = None) -> pd.DataFrame:
     """Mean ``value`` per group, prefix length and layer (over heads, prefixes and prompts)."""
-    att = attention if segment is None else attention[attention.segment == segment]
+    att = with_settings(attention if segment is None else attention[attention.segment == segment])
     by = [c for c in ("model", "isolation", "group", "prefix_len", "layer") if c in att.columns]
     per = att.groupby(by + ["prompt_id"], observed=True)[value].mean().reset_index()
     return _summarise(per, value, by)
@@ -106,7 +126,7 @@ def layer_profile(attention: pd.DataFrame, value: str = "kl", segment: str | Non
 
 def head_map(attention: pd.DataFrame, group: str = "C", value: str = "kl", segment: str | None = None) -> pd.DataFrame:
     """Mean ``value`` per prefix length, layer and head for one group."""
-    att = attention[attention.group == group]
+    att = with_settings(attention[attention.group == group])
     if segment is not None:
         att = att[att.segment == segment]
     by = [c for c in ("model", "isolation", "prefix_len", "layer", "head") if c in att.columns]
@@ -117,13 +137,11 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str = "t
                    high: str = "C", low: str = "B") -> pd.DataFrame:
     """Per head: does ``high``'s drift exceed ``low``'s? Paired by prompt, one-sided Wilcoxon,
     Benjamini-Hochberg across the heads of each model and length. Sorted by q-value."""
-    att = attention[(attention.segment == segment) & attention.group.isin([high, low])]
+    att = with_settings(attention[attention.segment == segment])
     by = [c for c in ("model", "isolation", "prefix_len", "layer", "head") if c in att.columns]
-    per = att.groupby(by + ["prompt_id", "group"], observed=True)[value].mean().reset_index()
-    wide = per.pivot_table(index=by + ["prompt_id"], columns="group", values=value, observed=True).reset_index()
-    if high not in wide or low not in wide:
+    wide = paired_differences(att, value, by, high, low)
+    if wide is None:
         return pd.DataFrame(columns=by + ["n_prompts", "mean_diff", "p", "q", "significant"])
-    wide["diff"] = wide[high] - wide[low]
     rows = []
     for key, cell in wide.groupby(by, observed=True, sort=True):
         d = cell["diff"].dropna().to_numpy()
