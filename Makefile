@@ -7,7 +7,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install demo test clean-outputs
+.PHONY: install demo test docs benchmarks clean-outputs
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,16 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest tests
+
+# Regenerate the README's figures (docs/) from a fresh demo run.
+docs: install
+	$(BIN)/harness sweep experiment=demo hydra.run.dir=outputs/docs-demo on_existing=fresh
+	cp outputs/docs-demo/figures/fig1_edit_distance.png outputs/docs-demo/figures/fig2_layer_kl.png docs/
+	cp outputs/docs-demo/report.md docs/demo-report.md
+
+benchmarks: install
+	$(BIN)/python benchmarks/attention_memory.py
+	$(BIN)/python benchmarks/throughput.py
 
 clean-outputs:
 	rm -rf outputs multirun
