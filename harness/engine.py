@@ -15,6 +15,7 @@ padding is ever needed, because their spans line up exactly.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
@@ -76,6 +77,22 @@ def _metrics_to_numpy(per_layer: dict[int, dict[str, torch.Tensor]], batch: int)
     return out
 
 
+def _comparer(ref: Reference, prefix: tuple[int, int], out: dict[str, dict[int, dict[str, torch.Tensor]]]):
+    """``compare(segment)`` gives the probe callback that compares a layer's rows with A's rows of
+    that layer and stores the row-averaged metrics, ``[batch, heads]``, in ``out[segment][layer]``."""
+
+    def compare(segment: str):
+        def on_layer(layer, logp, scores):
+            lp_a, sc_a = ref.rows[segment][layer]
+            # X's keys are A's plus the prefix; any beyond (a pass without the cache fork) are causal padding
+            k = lp_a.shape[-1] + prefix[1] - prefix[0]
+            rm = row_metrics(lp_a[None], sc_a[None], logp[..., :k], scores[..., :k], prefix)
+            out[segment][layer] = {m: v.mean(-1) for m, v in rm.items()}
+        return on_layer
+
+    return compare
+
+
 class Engine:
     """Runs conditions on one loaded model. ``attention=False`` skips the probe (behaviour only)."""
 
@@ -87,8 +104,6 @@ class Engine:
         self.device = next(model.parameters()).device
 
     def _capture(self, rows: slice, on_layer):
-        import contextlib
-
         return capture_rows(rows, on_layer) if self.attention else contextlib.nullcontext()
 
     @torch.no_grad()
@@ -156,13 +171,7 @@ class Engine:
             pos = torch.where(idx >= first.task_start, idx - shift, idx)
             return {"position_ids": pos[None].expand(B, -1)}
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
-
-        def compare(segment):
-            def on_layer(layer, logp, scores):
-                lp_a, sc_a = ref.rows[segment][layer]
-                rm = row_metrics(lp_a[None], sc_a[None], logp, scores, prefix)
-                metrics[segment][layer] = {m: v.mean(-1) for m, v in rm.items()}  # [B, H]
-            return on_layer
+        compare = _comparer(ref, prefix, metrics)
 
         ids = torch.tensor([c.assembled.input_ids for c in batch], device=self.device)
         with self._capture(slice(first.task_start, first.task_end), compare("task")):
@@ -217,15 +226,7 @@ class Engine:
         n_in, n = len(ids), len(ref.continuation.ids)
         prefix = (a.assembled.prefix_start, a.assembled.prefix_end)
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
-
-        def compare(segment):
-            def on_layer(layer, logp, scores):
-                lp_a, sc_a = ref.rows[segment][layer]
-                k = lp_a.shape[-1]  # keys beyond the cached pass's are causally masked: drop them
-                metrics[segment][layer] = {m: v.mean(-1) for m, v in
-                                           row_metrics(lp_a[None], sc_a[None], logp[..., :k], scores[..., :k],
-                                                       prefix).items()}
-            return on_layer
+        compare = _comparer(ref, prefix, metrics)
 
         with self._capture(slice(a.assembled.task_start, a.assembled.task_end), compare("task")):
             logits, _ = forward(self.model, full)
