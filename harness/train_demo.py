@@ -352,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def model_card(stats: dict, samples: list[str]) -> str:
     shape, settings = stats["shape"], stats["settings"]
-    rows = "\n".join(f"| {o} | {s} |" for o, s in zip(CARD_OPENINGS, samples))
+    def cell(text: str) -> str:  # one markdown table cell: no raw newlines or pipes
+        return text.replace("|", "\\|").replace("\n", "<br>")
+
+    rows = "\n".join(f"| {cell(o)} | {cell(s)} |" for o, s in zip(CARD_OPENINGS, samples))
     head_dim = shape["hidden_size"] // shape["num_attention_heads"]
     return f"""# demo-model: a small story-writing Llama trained by this project
 

@@ -76,3 +76,27 @@ def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
     assert kw["use_safetensors"] is True and kw["trust_remote_code"] is False
     assert calls["tok"][1]["trust_remote_code"] is False
     assert loaded.resolved_revision == "0123abcd" * 5
+
+
+def test_shipped_demo_model_loads_offline_and_writes_english(monkeypatch):
+    """The demo model goes through the same loading code as a hub model, with the hub off."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from harness.models import DEMO_MODEL_DIR
+
+    files = {p.name for p in DEMO_MODEL_DIR.iterdir()}
+    assert "model.safetensors" in files and not any(f.endswith((".bin", ".pt", ".pth")) for f in files)
+    assert sum(p.stat().st_size for p in DEMO_MODEL_DIR.iterdir()) <= 16 * 2**20
+    loaded = load_model("demo", device="cpu")
+    cfg = loaded.model.config
+    assert cfg.num_hidden_layers >= 6 and cfg.num_attention_heads >= 6
+    assert cfg.num_key_value_heads < cfg.num_attention_heads and cfg.max_position_embeddings >= 2048
+    assert sum(p.numel() for p in loaded.model.parameters()) <= 8_000_000
+    tok = loaded.tokenizer
+    ids = tok("Once upon a time, there was a little girl named", return_tensors="pt")["input_ids"]
+    assert ids[0, 0] == tok.bos_token_id  # the tokenizer adds BOS, like Llama's
+    from harness.decoding import greedy_decode
+
+    (y,) = greedy_decode(loaded.model, ids, 20, tok.eos_token_id)
+    text = tok.decode(list(y.ids))
+    words = text.split()
+    assert len(words) >= 5 and sum(w.strip(".,!\"'").isalpha() for w in words) / len(words) > 0.8, text
