@@ -22,7 +22,7 @@ demo: install
 	$(BIN)/harness sweep experiment=demo
 
 test: install
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -q tests
 
 # Regenerate the README's figures (docs/) from a fresh demo run.
 docs: install
