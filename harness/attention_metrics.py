@@ -11,6 +11,8 @@ of a rounded probability.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 ROW_METRICS = ("kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_a", "sink_mass_x")
@@ -19,12 +21,6 @@ ROW_METRICS = ("kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_
 def drop_span(t: torch.Tensor, start: int, end: int) -> torch.Tensor:
     """``t`` without the key columns ``[start, end)`` (X's keys mapped onto A's)."""
     return torch.cat([t[..., :start], t[..., end:]], dim=-1)
-
-
-def insert_span(t: torch.Tensor, start: int, end: int, value: float) -> torch.Tensor:
-    """``t`` with ``end - start`` columns of ``value`` inserted at ``start`` (A's keys on X's set)."""
-    pad = torch.full((*t.shape[:-1], end - start), value, dtype=t.dtype, device=t.device)
-    return torch.cat([t[..., :start], pad, t[..., start:]], dim=-1)
 
 
 def _xlogy_terms(logp: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
@@ -60,15 +56,20 @@ def row_metrics(
     """
     start, end = prefix
     shared_lx = drop_span(logp_x, start, end)
-    kl = _xlogy_terms(logp_a, shared_lx).sum(-1)
+    pa, px_shared = logp_a.exp(), shared_lx.exp()
+    zero = torch.zeros((), dtype=pa.dtype, device=pa.device)
+    kl = torch.where(pa > 0, pa * (logp_a - shared_lx), zero).sum(-1)
     log_shared_mass = torch.logsumexp(shared_lx, dim=-1)
     prefix_mass = (
         torch.logsumexp(logp_x[..., start:end], dim=-1).exp() if end > start else torch.zeros_like(kl)
     )
 
-    la_ext = insert_span(logp_a, start, end, float("-inf"))
-    log_mid = _log_mean_exp(la_ext, logp_x)
-    js = 0.5 * (_xlogy_terms(la_ext, log_mid).sum(-1) + _xlogy_terms(logp_x, log_mid).sum(-1))
+    # JS on X's key set. On a prefix key P_A is 0, so the mixture is P_X / 2 and the key adds
+    # 0.5 * P_X * ln 2: all prefix keys together add 0.5 * prefix_mass * ln 2.
+    log_mid = _log_mean_exp(logp_a, shared_lx)
+    js = 0.5 * (torch.where(pa > 0, pa * (logp_a - log_mid), zero).sum(-1)
+                + torch.where(px_shared > 0, px_shared * (shared_lx - log_mid), zero).sum(-1)
+                + prefix_mass * math.log(2.0))
 
     visible = torch.isfinite(scores_a)
     n_visible = visible.sum(-1).clamp(min=1)

@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .errors import HarnessError
 from .isolation import KeyBias, additive_mask
@@ -105,8 +106,6 @@ def row_scores(
 def probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
                     **kwargs):
     """The attention function the probe installs: SDPA output, plus row statistics when capturing."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     bias = _BIAS.get()
     if bias is not None:
         attention_mask = additive_mask(attention_mask, bias, query.shape[2], key.shape[2], query.dtype, query.device)
