@@ -6,6 +6,7 @@ plain argparse programs. Mistakes a user can fix print one line and exit with st
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -66,30 +67,29 @@ def _locate_task(cfg) -> None:
         sys.exit(2)
 
 
-def locate(args: list[str]) -> int:
+def _run_hydra_app(name: str, task, args: list[str]) -> None:
+    """Run ``task(cfg)`` as a Hydra application with ``args`` as its command line."""
     import hydra
 
     from .config import register_configs
 
     register_configs()
+    sys.argv = [f"harness {name}", *args]
+    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)()
+
+
+def locate(args: list[str]) -> int:
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S}", *args]
-    sys.argv = ["harness locate", *args, "hydra.job.name=locate"]
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_locate_task)()
+    _run_hydra_app("locate", _locate_task, [*args, "hydra.job.name=locate"])
     return 0
 
 
 def sweep(args: list[str]) -> int:
-    import hydra
-
-    from .config import register_configs
-
     from . import callbacks
 
-    register_configs()
-    sys.argv = ["harness sweep", *args]
     callbacks.last_multirun_problems.clear()
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_sweep_task)()
+    _run_hydra_app("sweep", _sweep_task, args)
     if callbacks.last_multirun_problems:
         print(f"error: {len(callbacks.last_multirun_problems)} job(s) incomplete:\n  "
               + "\n  ".join(callbacks.last_multirun_problems), file=sys.stderr)
@@ -136,42 +136,34 @@ def figures(args: list[str]) -> int:
     return 0
 
 
+# Each command's entry point, imported only when that command runs (keeps `--help` fast).
+COMMANDS = {
+    "sweep": "harness.cli:sweep",
+    "resume": "harness.cli:resume",
+    "locate": "harness.cli:locate",
+    "collect": "harness.collect:main",
+    "check-determinism": "harness.determinism:main",
+    "kv-size": "harness.kvcache:main",
+    "figures": "harness.cli:figures",
+    "train-demo": "harness.train_demo:main",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    module, function = COMMANDS[command].split(":")
     try:
-        if command == "sweep":
-            return sweep(rest)
-        if command == "collect":
-            from .collect import main as collect_main
-
-            return collect_main(rest)
-        if command == "check-determinism":
-            from .determinism import main as determinism_main
-
-            return determinism_main(rest)
-        if command == "kv-size":
-            from .kvcache import main as kv_main
-
-            return kv_main(rest)
-        if command == "locate":
-            return locate(rest)
-        if command == "resume":
-            return resume(rest)
-        if command == "figures":
-            return figures(rest)
-        if command == "train-demo":
-            from .train_demo import main as train_main
-
-            return train_main(rest)
+        return getattr(importlib.import_module(module), function)(rest)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-    return 2
 
 
 if __name__ == "__main__":
