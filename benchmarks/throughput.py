@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", nargs="+", default=["gpt2-small-random", "demo"])
     parser.add_argument("--quick", action="store_true", help="1 prompt, 2 prefixes (a smoke test)")
+    parser.add_argument("--settings", nargs="+", choices=["default", "long"], default=["default", "long"])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -164,6 +165,7 @@ def main() -> None:
         long_len = 2048 if model_name == "gpt2-small-random" else 1920
         settings = [("default lengths 32-256", [32, 64, 128, 256], 1 if args.quick else 2, 2 if args.quick else None),
                     (f"long prefix {long_len}", [long_len], 1, 2)]
+        settings = [s for s, key in zip(settings, ("default", "long")) if key in args.settings]
         for label, lengths, n_prompts, n_prefixes in settings:
             rows = {}
             for method in methods:
