@@ -21,13 +21,13 @@ from tqdm.auto import tqdm
 from .assembly import Condition, build_conditions, check_context
 from .decoding import Continuation
 from .engine import Engine, Result
+from .errors import HarnessError
+from .isolation import isolations
 from .manifest import harness_git_commit, now_iso, package_versions, set_determinism
 from .metrics import output_drift
 from .models import load_model
-from .isolation import isolations
 from .probe import install_probe
 from .report import write_outputs
-from .errors import HarnessError
 from .store import RESULT_SCHEMA_VERSION, ResultStore, fingerprint
 from .tables import (KEY_COLUMNS, attention_frame, conditions_frame, headline_attention, sha256_file, write_json,
                      write_parquet)
