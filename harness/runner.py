@@ -296,8 +296,9 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     for name, df in tables.items():
         write_parquet(df, run_dir / name)
 
+    versions = package_versions()
     manifest = {
-        "harness_version": package_versions()["prefix-harness"],
+        "harness_version": versions["prefix-harness"],
         "harness_commit": harness_git_commit(),
         "config": config,
         "model": {
@@ -311,7 +312,7 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         },
         "seed": cfg.seed,
         "determinism": determinism,
-        "versions": package_versions(),
+        "versions": versions,
         "counts": {"prompts": len(prompts), "prefixes": len(prefixes), "conditions": len(conditions),
                    "completed": len(tables["conditions.parquet"]) if tables else 0},
         "started": started,
