@@ -44,6 +44,10 @@ def _sweep_task(cfg) -> None:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
         run(cfg, run_dir)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished conditions are kept in {run_dir}/results; "
+              f"continue with: harness resume {run_dir}", file=sys.stderr)
+        sys.exit(130)
     except (HarnessError, SweepFailed) as exc:
         log.error("%s", exc)
         if isinstance(exc, HarnessError):
