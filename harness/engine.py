@@ -170,6 +170,7 @@ class Engine:
             idx = torch.arange(start, start + length, device=self.device)
             pos = torch.where(idx >= first.task_start, idx - shift, idx)
             return {"position_ids": pos[None].expand(B, -1)}
+
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
         compare = _comparer(ref, prefix, metrics)
 
@@ -201,7 +202,6 @@ class Engine:
             for i, (c, y, kl) in enumerate(zip(batch, ys, output_kl))
         ]
 
-
     @torch.no_grad()
     def noise_floor(self, ref: Reference, batch_copies: int = 3) -> dict[str, Result]:
         """Drift that numerics alone cause, for A against itself:
@@ -228,11 +228,17 @@ class Engine:
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
         compare = _comparer(ref, prefix, metrics)
 
-        with self._capture(slice(a.assembled.task_start, a.assembled.task_end), compare("task")):
+        # In A the task ends where the input ends, so one pass captures both segments' rows.
+        task_rows = a.assembled.task_end - a.assembled.task_start
+        to_task, to_continuation = compare("task"), compare("continuation")
+
+        def split(layer, logp, scores):
+            to_task(layer, logp[..., :task_rows, :], scores[..., :task_rows, :])
+            if n:
+                to_continuation(layer, logp[..., task_rows:, :], scores[..., task_rows:, :])
+
+        with self._capture(slice(a.assembled.task_start, n_in + n), split):
             logits, _ = forward(self.model, full)
-        if n:
-            with self._capture(slice(n_in, n_in + n), compare("continuation")):
-                forward(self.model, full)
         steps = _n_steps(ref.continuation)
         step_logp = torch.log_softmax(logits[0, n_in - 1: n_in - 1 + steps].float(), dim=-1)
         kl = float(token_kl(ref.step_logp, step_logp).mean()) if steps else None
