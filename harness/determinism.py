@@ -16,14 +16,12 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from .assembly import build_conditions
 from .config import RunConfig, register_configs
 from .engine import Engine
-from .isolation import isolations
 from .errors import HarnessError
 from .manifest import set_determinism
-from .models import load_model
 from .probe import install_probe
+from .runner import configured_conditions, load_configured_model
 from .tables import ATTENTION_METRICS, read_attention, read_conditions
 from .texts import load_prefixes, load_prompts
 
@@ -48,17 +46,13 @@ def check(run_dir: Path, sample: int, tolerance: float) -> int:
     register_configs()
     cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), manifest["config"])
     m = cfg.model
-    loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=manifest["model"]["device"],
-                        trust_remote_code=m.trust_remote_code)
+    loaded = load_configured_model(m, device=manifest["model"]["device"])
     if loaded.resolved_revision != manifest["model"]["resolved_revision"]:
         print(f"warning: model revision changed since the run ({manifest['model']['resolved_revision']} -> "
               f"{loaded.resolved_revision}); differences may come from that")
     set_determinism(cfg.seed, loaded.device)
-    conditions = build_conditions(
-        loaded.tokenizer, load_prompts(cfg.prompts.path, cfg.prompts.limit), load_prefixes(cfg.prefixes.path),
-        groups=list(cfg.groups), lengths=list(cfg.prefix.lengths), separator=cfg.prefix.separator,
-        bos_policy=m.bos, repeat_short=cfg.prefix.too_short == "repeat",
-        isolations=isolations(list(cfg.isolation), list(cfg.isolation_betas)))
+    conditions = configured_conditions(cfg, loaded.tokenizer, load_prompts(cfg.prompts.path, cfg.prompts.limit),
+                                       load_prefixes(cfg.prefixes.path))
     table = read_conditions(run_dir)
     stored = {row_key(r.prompt_id, r.group, r.prefix_id, r.prefix_len, r.isolation, r.beta): r
               for r in table.itertuples(index=False)}

@@ -22,10 +22,10 @@ from .assembly import Condition, build_conditions, check_context
 from .decoding import Continuation
 from .engine import Engine, Result
 from .errors import HarnessError
-from .isolation import isolations
+from .isolation import Isolation, isolations
 from .manifest import harness_git_commit, now_iso, package_versions, set_determinism
 from .metrics import output_drift
-from .models import load_model
+from .models import LoadedModel, load_model
 from .probe import install_probe
 from .report import write_outputs
 from .store import RESULT_SCHEMA_VERSION, ResultStore, fingerprint
@@ -230,6 +230,24 @@ def prepare_run_dir(run_dir: Path, config_fingerprint: str, on_existing: str) ->
     return store
 
 
+def load_configured_model(m, device: str | None = None) -> LoadedModel:
+    """The model a ``model`` config node names (``device`` overrides the node's device)."""
+    return load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=device or m.device,
+                      trust_remote_code=m.trust_remote_code)
+
+
+def configured_conditions(cfg, tokenizer, prompts, prefixes, *, groups=None, lengths=None,
+                          settings: list[Isolation] | None = None) -> list[Condition]:
+    """The conditions a run config describes; ``groups``, ``lengths`` and isolation ``settings``
+    override the config's (``harness locate`` evaluates one length at a time)."""
+    if settings is None:
+        settings = isolations(list(cfg.isolation), list(cfg.isolation_betas))
+    return build_conditions(
+        tokenizer, prompts, prefixes, groups=list(groups or cfg.groups), lengths=list(lengths or cfg.prefix.lengths),
+        separator=cfg.prefix.separator, bos_policy=cfg.model.bos, repeat_short=cfg.prefix.too_short == "repeat",
+        isolations=settings,
+    )
+
 
 def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     """Run the sweep described by ``cfg`` (a :class:`harness.config.RunConfig`) into ``run_dir``.
@@ -244,17 +262,11 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         raise HarnessError(f"batch_size must be at least 1 (or null for automatic), got {cfg.batch_size}")
     if cfg.decode.max_new_tokens < 1:
         raise HarnessError(f"decode.max_new_tokens must be at least 1, got {cfg.decode.max_new_tokens}")
-    loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=m.device,
-                        trust_remote_code=m.trust_remote_code)
+    loaded = load_configured_model(m)
     determinism = set_determinism(cfg.seed, loaded.device)
     prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
     prefixes = load_prefixes(cfg.prefixes.path)
-    settings = isolations(list(cfg.isolation), list(cfg.isolation_betas))
-    conditions = build_conditions(
-        loaded.tokenizer, prompts, prefixes, groups=list(cfg.groups), lengths=list(cfg.prefix.lengths),
-        separator=cfg.prefix.separator, bos_policy=m.bos, repeat_short=cfg.prefix.too_short == "repeat",
-        isolations=settings,
-    )
+    conditions = configured_conditions(cfg, loaded.tokenizer, prompts, prefixes)
     check_context(conditions, cfg.decode.max_new_tokens, loaded.max_positions)
     log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s)", len(prompts),
              list(cfg.groups), list(cfg.prefix.lengths), len(conditions), m.name_or_path, loaded.dtype,
@@ -266,7 +278,7 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     config = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True) if not isinstance(cfg, dict) else cfg
     store = prepare_run_dir(run_dir, fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS}),
                             cfg.on_existing)
-    if cfg.analysis.attention or any(iso.key_bias is not None for iso in settings):
+    if cfg.analysis.attention or any(c.isolation.key_bias is not None for c in conditions):
         install_probe(loaded.model)  # masks and biases are applied inside the harness's attention function
     result_fp = {
         "schema": RESULT_SCHEMA_VERSION,
@@ -407,8 +419,7 @@ def locate(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     m, spec = cfg.model, cfg.locate
     if spec.metric not in LOCATE_METRICS:
         raise HarnessError(f"locate.metric must be one of {LOCATE_METRICS}, got {spec.metric!r}")
-    loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype, device=m.device,
-                        trust_remote_code=m.trust_remote_code)
+    loaded = load_configured_model(m)
     set_determinism(cfg.seed, loaded.device)
     prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
     prefixes = [p for p in load_prefixes(cfg.prefixes.path) if p.group in spec.groups]
@@ -420,9 +431,8 @@ def locate(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     batch_size = cfg.batch_size or auto_batch_size(loaded, max(spec.coarse) + 512 + cfg.decode.max_new_tokens)
 
     def evaluate(length: int) -> pd.Series:
-        conds = build_conditions(loaded.tokenizer, prompts, prefixes, groups=groups, lengths=[length],
-                                 separator=cfg.prefix.separator, bos_policy=m.bos,
-                                 repeat_short=cfg.prefix.too_short == "repeat")
+        conds = configured_conditions(cfg, loaded.tokenizer, prompts, prefixes, groups=groups, lengths=[length],
+                                      settings=[Isolation()])
         check_context(conds, cfg.decode.max_new_tokens, loaded.max_positions)
         values: dict[str, list[float]] = defaultdict(list)
         for prompt in tqdm(prompts, desc=f"length {length}", unit="prompt", disable=not progress, leave=False):
