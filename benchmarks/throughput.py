@@ -1,7 +1,8 @@
 """What the analysis costs, side by side on the same conditions:
 
 (a) bare   greedy generation of every condition, one at a time, no analysis (the harness's own
-           KV-cache greedy loop on a plain SDPA model: the cheapest baseline there is);
+           greedy loop with its preallocated KV cache on a plain SDPA model: the cheapest
+           baseline there is);
 (b) naive  the pipeline a researcher would write: eager attention, ``generate(...,
            output_attentions=True)`` for each condition, plus a full forward with
            ``output_attentions=True`` over input + A's continuation for the teacher-forced rows, and
@@ -98,7 +99,7 @@ def run_method(method: str, model_name: str, lengths: list[int], n_prompts: int,
     from harness.decoding import greedy_decode
     from harness.engine import Engine
     from harness.probe import install_probe
-    from harness.runner import batches_of
+    from harness.runner import batches_of, prefix_cache_bytes
 
     model, tok = build(model_name, device)
     conds = conditions_for(tok, lengths, n_prompts, n_prefixes)
@@ -133,7 +134,7 @@ def run_method(method: str, model_name: str, lengths: list[int], n_prompts: int,
                              len(y_a))
         else:
             size = 1 if method == "harness" else 64
-            engine = Engine(model, eos, NEW_TOKENS, attention=True)
+            engine = Engine(model, eos, NEW_TOKENS, attention=True, prefix_cache_bytes=prefix_cache_bytes(None, device))
             for conds_p in by_prompt.values():
                 ref, _ = engine.reference(conds_p[0])
                 others = sorted(conds_p[1:], key=lambda c: len(c.assembled.input_ids))

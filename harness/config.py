@@ -107,6 +107,9 @@ class RunConfig:
     # Conditions of one prompt with equal input length run as one batch (never padded); null picks a
     # size from the device's free memory (harness.runner.auto_batch_size).
     batch_size: int | None = None
+    # MiB of BOS + prefix KV kept so every prompt reuses it (harness.prefix_cache): speed only, the
+    # results are the same whatever it is. null = a quarter of the free memory; 0 = recompute each time.
+    prefix_cache_mb: int | None = None
     draw_figures: bool = True
     # A run directory that already holds results: auto = resume when the configuration is the
     # same, refuse when it differs; resume = keep what still applies; fresh = delete and restart.

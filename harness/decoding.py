@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import torch
 
+from .kv_buffers import buffered_cache
+
 
 @dataclass(frozen=True)
 class Continuation:
@@ -94,5 +96,6 @@ def greedy_decode(
     eos_id: int | None,
 ) -> list[Continuation]:
     """Greedy continuations of each row, at most ``max_new_tokens`` tokens, stopping at EOS."""
-    logits, cache = forward(model, input_ids, last_only=True)
+    cache = buffered_cache(model, input_ids.shape[1] + max_new_tokens)
+    logits, cache = forward(model, input_ids, cache, last_only=True)
     return greedy_from(model, logits[:, -1], cache, max_new_tokens, eos_id)

@@ -4,8 +4,9 @@ Per prompt, group A runs first and becomes the reference: its greedy continuatio
 next-token distributions along Y_A, and (with attention analysis on) its attention rows at the
 task tokens and at Y_A's tokens, kept per layer. Every B/C condition of that prompt then runs as
 
+    BOS + prefix                  -> from the prefix cache (computed once per sweep, shared by prompts)
     prefill X's prompt            -> task rows, compared with A's layer by layer
-    fork the KV cache
+    fork the KV cache (rewind it after the first branch: harness.kv_buffers)
       branch 1: feed Y_A          -> continuation rows (same tokens as A's) and output_kl
       branch 2: decode greedily   -> Y_X
 
@@ -16,7 +17,6 @@ padding is ever needed, because their spans line up exactly.
 from __future__ import annotations
 
 import contextlib
-import copy
 import time
 from dataclasses import dataclass, field
 
@@ -27,6 +27,8 @@ from .assembly import Condition
 from .attention_metrics import ROW_METRICS, row_metrics, token_kl
 from .decoding import Continuation, forward, greedy_from
 from .isolation import KeyBias
+from .kv_buffers import buffered_cache, rewound
+from .prefix_cache import PrefixCache
 from .probe import capture_rows, key_bias
 
 SEGMENTS = ("task", "continuation")
@@ -94,14 +96,17 @@ def _comparer(ref: Reference, prefix: tuple[int, int], out: dict[str, dict[int, 
 
 
 class Engine:
-    """Runs conditions on one loaded model. ``attention=False`` skips the probe (behaviour only)."""
+    """Runs conditions on one loaded model. ``attention=False`` skips the probe (behaviour only);
+    up to ``prefix_cache_bytes`` of prefix KV is kept for reuse across prompts (speed only)."""
 
-    def __init__(self, model: torch.nn.Module, eos_id: int | None, max_new_tokens: int, attention: bool):
+    def __init__(self, model: torch.nn.Module, eos_id: int | None, max_new_tokens: int, attention: bool,
+                 prefix_cache_bytes: int = 0):
         self.model = model
         self.eos_id = eos_id
         self.max_new_tokens = max_new_tokens
         self.attention = attention
         self.device = next(model.parameters()).device
+        self.prefix_cache = PrefixCache(model, prefix_cache_bytes)
 
     def _capture(self, rows: slice, on_layer):
         return capture_rows(rows, on_layer) if self.attention else contextlib.nullcontext()
@@ -117,16 +122,17 @@ class Engine:
             return lambda layer, logp, scores: rows[segment].__setitem__(layer, (logp[0], scores[0]))
 
         ids = torch.tensor([a.input_ids], device=self.device)
+        cache = buffered_cache(self.model, len(a.input_ids) + self.max_new_tokens)
         with self._capture(slice(a.task_start, a.task_end), keep("task")):
-            logits, cache = forward(self.model, ids, last_only=True)
+            logits, cache = forward(self.model, ids, cache, last_only=True)
         last = logits[:, -1]
-        tf_cache = copy.deepcopy(cache)
-        (y_a,) = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
+        with rewound(cache):  # decoding Y_A first: the teacher-forced pass below needs it
+            (y_a,) = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
         tf_logits = None
         if y_a.ids:
             y = torch.tensor([y_a.ids], device=self.device)
             with self._capture(slice(0, len(y_a.ids)), keep("continuation")):
-                tf_logits, _ = forward(self.model, y, tf_cache)
+                tf_logits, _ = forward(self.model, y, cache)
         step_logp = _step_logp(last, tf_logits, _n_steps(y_a))[0]
         ref = Reference(cond, y_a, step_logp, rows, time.perf_counter() - t0)
 
@@ -174,18 +180,20 @@ class Engine:
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
         compare = _comparer(ref, prefix, metrics)
 
-        ids = torch.tensor([c.assembled.input_ids for c in batch], device=self.device)
-        with self._capture(slice(first.task_start, first.task_end), compare("task")):
-            logits, cache = forward(self.model, ids, last_only=True, **positions(0, n_in))
+        # BOS + prefix come from the prefix cache; only the task tokens run here (they end the input).
+        head, capacity = first.task_start, n_in + self.max_new_tokens
+        cache = (self.prefix_cache.batch([c.assembled.input_ids[:head] for c in batch], capacity) if head
+                 else buffered_cache(self.model, capacity))
+        task = torch.tensor([c.assembled.input_ids[head:] for c in batch], device=self.device)
+        with self._capture(slice(0, first.task_len), compare("task")):
+            logits, cache = forward(self.model, task, cache, last_only=True, **positions(head, first.task_len))
         last = logits[:, -1]
         y_a = ref.continuation
         tf_logits = None
         if y_a.ids:
-            tf_cache = copy.deepcopy(cache)
             y = torch.tensor([y_a.ids] * len(batch), device=self.device)
-            with self._capture(slice(0, len(y_a.ids)), compare("continuation")):
-                tf_logits, _ = forward(self.model, y, tf_cache, **positions(n_in, len(y_a.ids)))
-            del tf_cache
+            with rewound(cache), self._capture(slice(0, len(y_a.ids)), compare("continuation")):
+                tf_logits, _ = forward(self.model, y, cache, **positions(n_in, len(y_a.ids)))
         steps = _n_steps(y_a)
         output_kl = (
             token_kl(ref.step_logp[None], _step_logp(last, tf_logits, steps)).mean(-1).tolist()

@@ -70,6 +70,17 @@ def capture_rows(rows: slice, on_layer: LayerCallback) -> Iterator[_Capture]:
         _ACTIVE.reset(token)
 
 
+@contextlib.contextmanager
+def plain_attention() -> Iterator[None]:
+    """Neither capture nor isolation bias in the enclosed passes, whatever the caller has active."""
+    capture, bias = _ACTIVE.set(None), _BIAS.set(None)
+    try:
+        yield
+    finally:
+        _BIAS.reset(bias)
+        _ACTIVE.reset(capture)
+
+
 def _kv_heads_for(n_heads: int, n_kv: int, device) -> torch.Tensor:
     if n_heads % n_kv:
         raise HarnessError(f"{n_heads} query heads do not divide evenly over {n_kv} key/value heads")

@@ -36,7 +36,7 @@ from .texts import load_prefixes, load_prompts
 log = logging.getLogger(__name__)
 KIND_OF_GROUP = {"A": None, "B": "neutral", "C": "instruction"}
 # Settings that do not change any result: a run directory may be resumed with them changed.
-NOT_RESULT_KEYS = {"on_existing", "draw_figures", "debug", "locate"}
+NOT_RESULT_KEYS = {"on_existing", "draw_figures", "debug", "locate", "prefix_cache_mb"}
 LOCATE_METRICS = ("norm_edit_distance", "edit_distance", "output_kl", "attn_kl_mean")
 
 
@@ -295,7 +295,8 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     }
     reference_of = {c.prompt_id: c for c in conditions if c.group == "A"}
     keys = {c: condition_key(result_fp, c, reference_of[c.prompt_id]) for c in conditions}
-    engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, cfg.analysis.attention)
+    engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, cfg.analysis.attention,
+                    prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device))
     outcome = run_conditions(engine, conditions, store=store, keys=keys, model_label=m.name_or_path,
                              tokenizer=loaded.tokenizer, batch_size=batch_size,
                              fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
@@ -330,6 +331,8 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
         "started": started,
         "finished": now_iso(),
         "batch_size": batch_size,
+        "prefix_cache": {"budget_bytes": engine.prefix_cache.budget_bytes, "kept_bytes": engine.prefix_cache.kept_bytes,
+                         "heads_computed": engine.prefix_cache.misses, "heads_reused": engine.prefix_cache.hits},
         "attention_analysis": bool(cfg.analysis.attention),
         "result_fingerprint": result_fp,
         "computed_this_run": outcome.computed,
@@ -353,9 +356,27 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
 CPU_BATCH = 16
 
 
+def prefix_cache_bytes(megabytes: int | None, device: str) -> int:
+    """The prefix cache's budget: ``megabytes`` MiB, or for None a quarter of the memory free now
+    (the GPU's on CUDA, the machine's otherwise)."""
+    if megabytes is not None:
+        if megabytes < 0:
+            raise HarnessError(f"prefix_cache_mb must be 0 or more (or null for automatic), got {megabytes}")
+        return megabytes * 2**20
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return free // 4
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        available = 4 * 2**30  # not Linux: assume a modest machine
+    return available // 4
+
+
 def auto_batch_size(loaded, longest: int, cap: int = 64) -> int:
     """A batch size that fits: on a GPU, what half of the free memory holds at ``longest`` tokens
-    per row (the KV cache twice, for the fork, plus float32 logits and scores of a row); on a CPU,
+    per row (the KV cache twice, for headroom, plus float32 logits and scores of a row); on a CPU,
     a fixed 16 (enough for every prefix of one length; memory is rarely the limit there)."""
     from .kvcache import kv_cache_bytes, shape_of
 
@@ -426,7 +447,8 @@ def locate(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     attention = spec.metric.startswith("attn_")
     if attention:
         install_probe(loaded.model)
-    engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, attention)
+    engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, attention,
+                    prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device))
     groups = ["A", *[g for g in ("B", "C") if g in spec.groups]]
     batch_size = cfg.batch_size or auto_batch_size(loaded, max(spec.coarse) + 512 + cfg.decode.max_new_tokens)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 # Bump when the meaning or layout of a stored result changes: old results are then recomputed.
-RESULT_SCHEMA_VERSION = 1
+RESULT_SCHEMA_VERSION = 2  # 2: BOS + prefix computed apart from the task (prefix cache)
 
 
 def fingerprint(obj) -> str:
