@@ -214,7 +214,8 @@ class Engine:
     def noise_floor(self, ref: Reference, batch_copies: int = 3) -> dict[str, Result]:
         """Drift that numerics alone cause, for A against itself:
 
-        - ``batch``: A rerun as a batch of ``batch_copies`` identical rows (different kernel shapes);
+        - ``batch``: A rerun the way B/C conditions run: a batch of ``batch_copies`` identical rows
+          (different kernel shapes), its BOS (if any) taken from the prefix cache;
         - ``no_cache``: A decoded and analysed by full forward passes without the KV cache.
         """
         a = ref.condition

@@ -31,6 +31,24 @@ class BufferedLayer(DynamicLayer):
         self.capacity = capacity
         self.length = 0
 
+    @classmethod
+    def from_rows(cls, keys: list[torch.Tensor], values: list[torch.Tensor], capacity: int) -> BufferedLayer:
+        """A layer whose batch row ``b`` holds ``keys[b]`` and ``values[b]`` (each ``[1, kv_heads, n,
+        head_dim]``, one ``n`` for all), copied straight into the buffers (no stacked temporary)."""
+        k0, v0 = keys[0], values[0]
+        capacity = max(capacity, k0.shape[-2])
+        layer = cls(capacity)
+        layer.device = k0.device
+        layer._keys = k0.new_empty(len(keys), k0.shape[1], capacity, k0.shape[3])
+        layer._values = v0.new_empty(len(values), v0.shape[1], capacity, v0.shape[3])
+        layer.length = k0.shape[-2]
+        for b, (k, v) in enumerate(zip(keys, values)):
+            layer._keys[b, :, : layer.length] = k[0]
+            layer._values[b, :, : layer.length] = v[0]
+        layer.is_initialized = True
+        layer._expose()
+        return layer
+
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
         self._allocate(key_states, value_states, self.capacity)
@@ -105,14 +123,13 @@ def stack_caches(caches: list, capacity: int) -> DynamicCache:
     out = copy.copy(caches[0])
     out.layers = []
     for i, layer in enumerate(caches[0].layers):
-        keys = torch.cat([c.layers[i].keys for c in caches])
-        values = torch.cat([c.layers[i].values for c in caches])
+        keys = [c.layers[i].keys for c in caches]
+        values = [c.layers[i].values for c in caches]
         if type(layer) in (DynamicLayer, BufferedLayer):
-            row = BufferedLayer(capacity)
-            row.update(keys, values)
+            row = BufferedLayer.from_rows(keys, values, capacity)
         else:  # sliding window: its length bookkeeping is kept; update() rebinds, never writes in place
             row = copy.copy(layer)
-            row.keys, row.values = keys, values
+            row.keys, row.values = torch.cat(keys), torch.cat(values)
         out.layers.append(row)
     return out
 

@@ -275,6 +275,7 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     batch_size = cfg.batch_size or auto_batch_size(loaded, max(len(c.assembled.input_ids) for c in conditions)
                                                    + cfg.decode.max_new_tokens)
     log.info("batch size %d%s", batch_size, "" if cfg.batch_size else " (automatic)")
+    cache_budget = prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device)
     config = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True) if not isinstance(cfg, dict) else cfg
     store = prepare_run_dir(run_dir, fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS}),
                             cfg.on_existing)
@@ -296,7 +297,7 @@ def run(cfg, run_dir: str | Path, progress: bool = True) -> Path:
     reference_of = {c.prompt_id: c for c in conditions if c.group == "A"}
     keys = {c: condition_key(result_fp, c, reference_of[c.prompt_id]) for c in conditions}
     engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, cfg.analysis.attention,
-                    prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device))
+                    cache_budget)
     outcome = run_conditions(engine, conditions, store=store, keys=keys, model_label=m.name_or_path,
                              tokenizer=loaded.tokenizer, batch_size=batch_size,
                              fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)

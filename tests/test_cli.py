@@ -73,6 +73,23 @@ def test_attention_analysis_can_be_switched_off(tmp_path, first_run):
     assert df.continuation_ids.map(list).tolist() == with_probe.continuation_ids.map(list).tolist()
 
 
+def test_prefix_cache_changes_speed_not_results(first_run, tmp_path):
+    out1, _ = first_run
+    reused = json.loads((out1 / "manifest.json").read_text())["prefix_cache"]
+    assert reused["heads_reused"] >= 20  # the second prompt reused the first one's 10 prefixes x 2 lengths
+    result = harness("sweep", *FAST, "prefix_cache_mb=0", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["prefix_cache"]["heads_reused"] == 0 and manifest["prefix_cache"]["kept_bytes"] == 0
+    for name, drop in (("conditions.parquet", TIMING_COLUMNS), ("attention.parquet", [])):
+        pd.testing.assert_frame_equal(pd.read_parquet(out1 / name).drop(columns=drop),
+                                      pd.read_parquet(tmp_path / name).drop(columns=drop))
+    # not a result setting: the same run directory resumes with it changed, recomputing nothing
+    result = harness("sweep", *FAST, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "manifest.json").read_text())["computed_this_run"] == 0
+
+
 def _expect_error(result, *fragments):
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
@@ -87,6 +104,7 @@ def test_user_errors_are_one_line(tmp_path):
     _expect_error(harness("sweep", *FAST, "model.name_or_path=no-such-org/no-such-model", *run, cwd=tmp_path),
                   "no-such-org/no-such-model", "not available")
     _expect_error(harness("sweep", *FAST, "prefix.lengths=[0]", *run, cwd=tmp_path), "positive")
+    _expect_error(harness("sweep", *FAST, "prefix_cache_mb=-1", *run, cwd=tmp_path), "prefix_cache_mb")
     _expect_error(harness("sweep", *FAST, "prefix.lengths=[1000]", "decode.max_new_tokens=64", *run,
                           cwd=tmp_path), "context window of 1024")
     short = write_jsonl(tmp_path / "short.jsonl", [{"id": "tiny-ad", "kind": "neutral", "text": "Buy now."},
