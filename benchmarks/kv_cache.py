@@ -17,6 +17,7 @@ import torch
 
 from harness.decoding import forward, greedy_from
 from harness.kv_buffers import buffered_cache
+from throughput import build  # this folder is on sys.path when a script here runs
 
 NEW_TOKENS = 32
 
@@ -41,10 +42,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config()).eval().to(args.device)  # 12 layers, 768 wide, random weights
+    model, _ = build("gpt2-small-random", args.device)  # the same model as throughput.py's
     print(f"GPT-2-small-sized random model, {NEW_TOKENS} greedy steps, device {args.device}")
     print(f"  {'batch':>5} {'input':>6} {'dynamic s':>10} {'buffered s':>11} {'dynamic / buffered':>19}")
     with torch.no_grad():

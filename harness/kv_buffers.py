@@ -4,7 +4,7 @@ transformers' ``DynamicLayer`` grows by concatenation: every decoding step alloc
 ``[batch, kv_heads, seq, head_dim]`` tensor per layer and copies the whole cache into it.
 ``torch.profiler`` put two thirds of a batch-10 decode on a CPU in that copying (GPT-2-small-sized
 model, ~300-token inputs); without the profiler, ``benchmarks/kv_cache.py`` measures 32 steps at
-2.81 s with it and 2.18 s without (1.29x; 1.02-1.09x at batch 1).
+2.8 s with it and 2.1-2.2 s without (1.29-1.32x over two runs; 1.00-1.09x at batch 1).
 ``BufferedLayer`` instead writes new keys and values into a buffer sized for the whole condition
 (input plus continuation) and hands out views of its filled part; the attention arithmetic is
 unchanged.
