@@ -7,7 +7,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install demo test docs benchmarks clean-outputs
+.PHONY: install demo test test-fast docs benchmarks clean-outputs
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q tests
+
+# Skips the tests that start real processes (CLI, kills, launchers, wheel install); CI runs them all.
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 # Regenerate the README's figures (docs/) from a fresh demo run.
 docs: install

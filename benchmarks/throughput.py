@@ -102,7 +102,8 @@ def run_method(method: str, model_name: str, lengths: list[int], n_prompts: int,
     from harness.decoding import greedy_decode
     from harness.engine import Engine
     from harness.probe import install_probe
-    from harness.runner import batches_of, prefix_cache_bytes
+    from harness.driver import drive
+    from harness.resources import prefix_cache_bytes
 
     model, tok = build(model_name, device)
     conds = conditions_for(tok, lengths, n_prompts, n_prefixes)
@@ -136,13 +137,9 @@ def run_method(method: str, model_name: str, lengths: list[int], n_prompts: int,
                     naive_kl(att_a, att_x, (a.assembled.task_start, a.assembled.task_end), c.assembled.prefix_len,
                              len(y_a))
         else:
-            size = 1 if method == "harness" else 64
             engine = Engine(model, eos, NEW_TOKENS, attention=True, prefix_cache_bytes=prefix_cache_bytes(None, device))
-            for conds_p in by_prompt.values():
-                ref, _ = engine.reference(conds_p[0])
-                others = sorted(conds_p[1:], key=lambda c: len(c.assembled.input_ids))
-                for batch in batches_of(others, size):
-                    engine.conditions(ref, batch)
+            drive(engine, conds, batch_size=1 if method == "harness" else 64, on_result=lambda *_: None,
+                  progress=False)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0

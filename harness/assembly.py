@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from .errors import HarnessError
 from .isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
 
-BOS_POLICIES = ("auto", "always", "never")
-
 
 @dataclass(frozen=True)
 class Assembled:
@@ -43,19 +41,24 @@ class Assembled:
         return self.task_end - self.task_start
 
 
-def encode(tokenizer, text: str) -> list[int]:
-    """Token ids of ``text`` alone, without any special tokens."""
-    return list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+def encode(tokenizer, text: str, parse_special: bool = False) -> list[int]:
+    """Token ids of ``text`` alone, without added special tokens.
+
+    A special-token string written in the text (``<|endoftext|>``) is encoded as the ordinary
+    characters it is, unless ``parse_special``: in a contamination experiment data must stay data,
+    and a prompt must not be able to smuggle in a real end-of-text or role token.
+    """
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=not parse_special,
+                          verbose=False)["input_ids"])
 
 
 def bos_ids(tokenizer, policy: str) -> list[int]:
-    """The BOS ids to put at position 0 under ``policy``.
+    """The BOS ids to put at position 0 under ``policy`` (``auto``, ``always`` or ``never``).
 
     ``auto`` prepends BOS exactly when the tokenizer itself would (Llama yes, GPT-2 no); that is
     read from what the tokenizer does to a short text with special tokens on.
     """
-    if policy not in BOS_POLICIES:
-        raise HarnessError(f"model.bos must be one of {BOS_POLICIES}, got {policy!r}")
+    policy = getattr(policy, "value", policy)
     bos = tokenizer.bos_token_id
     if policy == "never":
         return []
@@ -125,36 +128,33 @@ def build_conditions(
     bos_policy: str,
     repeat_short: bool = False,
     isolations: list[Isolation] | None = None,
+    parse_special: bool = False,
 ) -> list[Condition]:
     """Every condition of a sweep, in a stable order: per prompt, A first, then each group's
-    prefixes at each length under each isolation setting. Each text is tokenized exactly once."""
+    prefixes at each length under each isolation setting. Each text is tokenized exactly once
+    (``parse_special``: see :func:`encode`). ``groups`` must include A (the reference)."""
     isolations = isolations or [Isolation()]
-    unknown = sorted(set(groups) - {"A", "B", "C"})
-    if unknown:
-        raise HarnessError(f"groups must be drawn from A, B, C; got {unknown}")
-    if "A" not in groups:
-        raise HarnessError("group A (the reference) must be in groups: drift is measured against it")
-    bad = [n for n in lengths if not isinstance(n, int) or n <= 0]
-    if bad:
-        raise HarnessError(f"prefix.lengths must be positive integers, got {bad}")
     for group in [g for g in ("B", "C") if g in groups]:
         if not any(p.group == group for p in prefixes):
             kind = "neutral" if group == "B" else "instruction"
             raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes")
+    def enc(text: str) -> list[int]:
+        return encode(tokenizer, text, parse_special)
+
     bos = bos_ids(tokenizer, bos_policy)
-    sep = encode(tokenizer, separator)
+    sep = enc(separator)
     cut = {
-        (p.id, n): cut_prefix(encode(tokenizer, p.text), sep, n, name=p.id, repeat=repeat_short)
+        (p.id, n): cut_prefix(enc(p.text), sep, n, name=p.id, repeat=repeat_short)
         for p in prefixes
         if p.group in groups
         for n in lengths
     }
     if any(iso.mode == "delimit" for iso in isolations):
-        opening, closing = encode(tokenizer, DELIMIT_OPEN), encode(tokenizer, DELIMIT_CLOSE)
+        opening, closing = enc(DELIMIT_OPEN), enc(DELIMIT_CLOSE)
         delimited = {k: opening + ids[: len(ids) - len(sep)] + closing + sep for k, ids in cut.items()}
     conditions = []
     for prompt in prompts:
-        task = encode(tokenizer, prompt.text)
+        task = enc(prompt.text)
         if not task:
             raise HarnessError(f"prompt {prompt.id!r} tokenizes to zero tokens")
         conditions.append(Condition(prompt.id, "A", None, 0, assemble(bos, [], task)))

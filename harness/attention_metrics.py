@@ -15,7 +15,6 @@ import math
 
 import torch
 
-ROW_METRICS = ("kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_a", "sink_mass_x")
 
 
 def drop_span(t: torch.Tensor, start: int, end: int) -> torch.Tensor:

@@ -1,13 +1,17 @@
 """Command line: ``harness <command> ...`` (also ``python -m harness``).
 
-``sweep`` is a Hydra application (config overrides, ``-m`` for multirun); the other commands are
-plain argparse programs. Mistakes a user can fix print one line and exit with status 2.
+``sweep`` and ``locate`` are Hydra applications (config overrides, ``-m`` for multirun,
+``--config-dir DIR`` for a directory of your own ``model/``, ``prompts/``, ``prefixes/`` and
+``experiment/`` configs); the other commands are plain argparse programs. Mistakes a user can fix
+print one line and exit with status 2; Ctrl-C and SIGTERM stop a sweep cleanly (what finished is
+kept) with status 130 and 143.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -23,99 +27,127 @@ commands:
   check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
   kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
+  build-prefixes ...       build a prefix bank from a text corpus or attack templates
   train-demo --corpus ...  train the shipped demo model
 
+sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
+--cfg job prints the composed config, --help lists the config groups.
 Run `harness <command> --help` for a command's options.
 """
 
 log = logging.getLogger("harness")
-# The Hydra config tree lives at the top of the checkout (DESIGN.md section 8).
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what SLURM and most schedulers send before a kill), handled like Ctrl-C."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
+class TaskExit(BaseException):
+    """How a Hydra task ends with an exit status: a BaseException passes through Hydra's own
+    error reporting (which turns every Exception into status 1)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
 
 
 def _sweep_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from .config import as_plain
+    from .rundir import RunDir
     from .runner import SweepFailed, run
-    from .tables import write_json
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        run(cfg, run_dir)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: finished conditions are kept in {run_dir}/results; "
-              f"continue with: harness resume {run_dir}", file=sys.stderr)
-        sys.exit(130)
+        run(cfg, run_dir, overrides=list(hydra_cfg.overrides.task))
+    except KeyboardInterrupt as exc:
+        print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: finished conditions are kept in "
+              f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
+        raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
     except (HarnessError, SweepFailed) as exc:
         log.error("%s", exc)
-        if isinstance(exc, HarnessError):
-            write_json({"status": "error", "error": str(exc)}, run_dir / "status.json")
         if hydra_cfg.mode == RunMode.MULTIRUN:
+            rundir = RunDir(run_dir)
+            if not rundir.is_run():  # a new job directory: say why it holds nothing
+                rundir.write_hydra(as_plain(cfg), list(hydra_cfg.overrides.task))
+                rundir.write_status("error", error=str(exc))
             return  # the other jobs go on; the multirun summary names this one and sets the exit status
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2 if isinstance(exc, HarnessError) else 1)
+        raise TaskExit(2 if isinstance(exc, HarnessError) else 1) from None
 
 
 def _locate_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from .runner import locate
+    from .locate import locate
 
     try:
         locate(cfg, HydraConfig.get().runtime.output_dir)
     except HarnessError as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        raise TaskExit(2) from None
 
 
-def _run_hydra_app(name: str, task, args: list[str]) -> None:
-    """Run ``task(cfg)`` as a Hydra application with ``args`` as its command line."""
+def _run_hydra_app(name: str, task, args: list[str]) -> int:
+    """Run ``task(cfg)`` as a Hydra application with ``args`` as its command line; returns the exit
+    status. Hydra reports its own errors (a misspelt key, a value not among a choice's) and exits
+    1: a mistake in the command, so 2 here, like every other user error."""
     import hydra
 
-    from .config import register_configs
+    from .callbacks import JobsIncomplete
+    from .config import CONFIG_MODULE, register_configs
 
     register_configs()
     sys.argv = [f"harness {name}", *args]
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name="config")(task)()
+    except TaskExit as exc:
+        return exc.code
+    except JobsIncomplete as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:
+        return 2 if exc.code == 1 else (exc.code or 0)
+    except KeyboardInterrupt as exc:  # before the task started: nothing was written
+        print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'} before the sweep started",
+              file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def sweep(args: list[str]) -> int:
+    return _run_hydra_app("sweep", _sweep_task, args)
 
 
 def locate(args: list[str]) -> int:
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S}", *args]
-    _run_hydra_app("locate", _locate_task, [*args, "hydra.job.name=locate"])
-    return 0
-
-
-def sweep(args: list[str]) -> int:
-    from . import callbacks
-
-    callbacks.last_multirun_problems.clear()
-    _run_hydra_app("sweep", _sweep_task, args)
-    if callbacks.last_multirun_problems:
-        print(f"error: {len(callbacks.last_multirun_problems)} job(s) incomplete:\n  "
-              + "\n  ".join(callbacks.last_multirun_problems), file=sys.stderr)
-        return 1
-    return 0
+    return _run_hydra_app("locate", _locate_task, [*args, "hydra.job.name=locate"])
 
 
 def resume(args: list[str]) -> int:
     """Rerun a run directory's own command (its saved overrides) into the same directory."""
     import argparse
 
-    import yaml
+    from .rundir import RunDir
 
     parser = argparse.ArgumentParser(prog="harness resume", description="Finish an interrupted or partly "
                                      "failed run: computes only the conditions without a stored result.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("overrides", nargs="*", help="extra overrides (e.g. on_existing=resume)")
     ns = parser.parse_args(args)
-    saved = ns.run_dir / ".hydra" / "overrides.yaml"
-    if not saved.is_file():
-        raise HarnessError(f"{ns.run_dir}: no .hydra/overrides.yaml; is this a harness run directory?")
-    overrides = [o for o in (yaml.safe_load(saved.read_text()) or []) if not o.startswith("hydra.run.dir=")]
+    overrides = [o for o in RunDir(ns.run_dir).overrides() if not o.startswith("hydra.run.dir=")]
     return sweep([*overrides, *ns.overrides, f"hydra.run.dir={ns.run_dir}"])
 
 
@@ -149,6 +181,7 @@ COMMANDS = {
     "check-determinism": "harness.determinism:main",
     "kv-size": "harness.kvcache:main",
     "figures": "harness.cli:figures",
+    "build-prefixes": "harness.prefix_bank:main",
     "train-demo": "harness.train_demo:main",
 }
 

@@ -1,32 +1,65 @@
 """Typed configuration schema for a sweep, registered with Hydra's ConfigStore.
 
-The YAML files under ``conf/`` fill in these dataclasses; because every node is typed, a key that
-does not exist here (a typo) is an error at composition time, not a silently ignored setting.
-Call :func:`register_configs` once before Hydra composes (the CLI does).
+The YAML files under ``harness/conf/`` fill in these dataclasses. Every node is typed, so a key
+that does not exist here (a typo) is an error at composition time, and every setting that is a
+choice is an :class:`~enum.Enum`, so ``prefix.too_short=repat`` is refused by Hydra with the
+allowed values. What types cannot say (positive lengths, a non-empty isolation list, ...) is
+checked by :func:`validate`, which runs before any model is loaded. Call :func:`register_configs`
+once before Hydra composes (the CLI does; :func:`compose` does it for tests and notebooks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from .errors import HarnessError
 
 DATA_DIR = Path(__file__).parent / "data"
-GROUPS = ("A", "B", "C")
+CONFIG_MODULE = "harness.conf"  # the config tree ships inside the package (Hydra's pkg:// search path)
+
+
+def _choice(name: str, values: str, doc: str) -> type[Enum]:
+    """An :class:`Enum` whose members are named and valued by ``values`` (space-separated), as
+    Hydra refuses any other value at composition with the list of allowed ones."""
+    enum = Enum(name, [(v, v) for v in values.split()], module=__name__, qualname=name)
+    enum.__doc__ = doc
+    return enum
+
+
+Dtype = _choice("Dtype", "float32 float16 bfloat16", "The dtype the model's weights are loaded in.")
+BosPolicy = _choice("BosPolicy", "auto always never",
+                    "``auto``: prepend BOS exactly when the tokenizer itself would (Llama yes, GPT-2 no).")
+TooShort = _choice("TooShort", "error repeat",
+                   "What a prefix text shorter than the requested length does: refuse, or cycle the text.")
+SpecialTokens = _choice("SpecialTokens", "text control", (
+    "How special-token strings (``<|endoftext|>``) written inside prompts and prefixes are encoded: "
+    "``text`` as the ordinary characters they are (data stays data), ``control`` as the tokenizer's "
+    "control tokens (only for deliberate experiments)."))
+OnExisting = _choice("OnExisting", "auto resume fresh", (
+    "A run directory that already holds results: ``auto`` resumes when the configuration is the same and "
+    "refuses when it differs; ``resume`` keeps what still applies; ``fresh`` deletes them."))
+IsolationMode = _choice("IsolationMode", "none mask mask_reset decay delimit", "Isolation interventions "
+                        "(harness.isolation).")
+Group = _choice("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix.")
+LocateMetric = _choice("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean",
+                       "The drift measure ``harness locate`` bisects on.")
 
 
 @dataclass
 class ModelConfig:
-    """Which model to load and how. ``name_or_path`` is a hub id, a local directory, or
+    """Which model to load and how. ``name_or_path`` is a hub id, a local directory, ``demo``, or
     ``builtin:tiny-llama`` / ``builtin:tiny-gpt2`` (random tiny models built in memory)."""
 
     name_or_path: str = MISSING
     revision: str | None = None
-    dtype: str = "float32"  # float32 | float16 | bfloat16
+    dtype: Dtype = Dtype.float32
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     trust_remote_code: bool = False
-    bos: str = "auto"  # auto | always | never
+    bos: BosPolicy = BosPolicy.auto
     notes: str = ""
 
 
@@ -46,6 +79,9 @@ class PrefixesConfig:
 
     name: str = MISSING
     path: str = MISSING
+    # Use a random subset of N prefixes per group (matched pairs kept together; drawn with the run's
+    # seed), or all of them (null).
+    per_group: int | None = None
 
 
 @dataclass
@@ -54,7 +90,7 @@ class PrefixConfig:
 
     lengths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
     separator: str = "\n\n"
-    too_short: str = "error"  # error | repeat
+    too_short: TooShort = TooShort.error
 
 
 @dataclass
@@ -77,8 +113,8 @@ class LocateConfig:
 
     coarse: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128, 256])
     resolution: int = 8
-    metric: str = "norm_edit_distance"  # or edit_distance, output_kl, attn_kl_mean
-    groups: list[str] = field(default_factory=lambda: ["B", "C"])  # whose drift is pooled
+    metric: LocateMetric = LocateMetric.norm_edit_distance
+    groups: list[Group] = field(default_factory=lambda: [Group.B, Group.C])  # whose drift is pooled
 
 
 @dataclass
@@ -99,23 +135,26 @@ class RunConfig:
     prefix: PrefixConfig = field(default_factory=PrefixConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
-    groups: list[str] = field(default_factory=lambda: list(GROUPS))
-    # Isolation interventions (harness/isolation.py): none, mask, mask_reset, decay, delimit.
-    isolation: list[str] = field(default_factory=lambda: ["none"])
+    groups: list[Group] = field(default_factory=lambda: list(Group))
+    # Isolation interventions (harness/isolation.py).
+    isolation: list[IsolationMode] = field(default_factory=lambda: [IsolationMode.none])
     isolation_betas: list[float] = field(default_factory=lambda: [1.0, 4.0, 16.0])  # for decay
+    special_tokens: SpecialTokens = SpecialTokens.text
     seed: int = 0
     # Conditions of one prompt with equal input length run as one batch (never padded); null picks a
-    # size from the device's free memory (harness.runner.auto_batch_size).
+    # size from the device's free memory (harness.resources.auto_batch_size).
     batch_size: int | None = None
     # MiB of BOS + prefix KV kept so every prompt reuses it (harness.prefix_cache): speed only, the
     # results are the same whatever it is. null = a quarter of the free memory; 0 = recompute each time.
     prefix_cache_mb: int | None = None
     draw_figures: bool = True
-    # A run directory that already holds results: auto = resume when the configuration is the
-    # same, refuse when it differs; resume = keep what still applies; fresh = delete and restart.
-    on_existing: str = "auto"
+    on_existing: OnExisting = OnExisting.auto
     locate: LocateConfig = field(default_factory=LocateConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
+
+
+# Settings that change no result: a run directory may be resumed with any of them changed.
+NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "prefix_cache_mb")
 
 
 def register_configs() -> None:
@@ -125,3 +164,86 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("harness_data"):
         OmegaConf.register_new_resolver("harness_data", lambda name: str(DATA_DIR / name))
     ConfigStore.instance().store(name="run_schema", node=RunConfig)
+
+
+def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> DictConfig:
+    """The run config that ``harness sweep OVERRIDES`` would run, composed in-process (tests,
+    notebooks). ``config_dir`` adds a user config directory, like ``--config-dir``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    register_configs()
+    if config_dir is not None:
+        overrides = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]", *overrides]
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
+
+
+def as_plain(cfg) -> dict:
+    """A config (or config node) as plain JSON-able Python: enums become their names."""
+    if isinstance(cfg, dict):
+        return cfg
+    if not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.structured(cfg)
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+
+
+def validate(cfg) -> DictConfig:
+    """Check everything types cannot express, before any model is loaded; returns the config
+    merged into the schema (which refuses keys the schema does not have, e.g. an added
+    ``+decode.max_tokens``). Raises :class:`HarnessError` naming the key."""
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(RunConfig), as_plain(cfg))
+    except Exception as exc:  # omegaconf's errors name the key on their first line
+        raise HarnessError(f"invalid configuration: {str(exc).strip().splitlines()[0]}") from None
+    problems = []
+
+    def positive(key: str, values) -> None:
+        bad = [v for v in values if not (isinstance(v, int) and v > 0)]
+        if bad:
+            problems.append(f"{key} must hold positive integers, got {bad}")
+
+    if not typed.prefix.lengths and list(typed.groups) != [Group.A]:
+        problems.append("prefix.lengths is empty: give at least one prefix length (e.g. prefix.lengths=[32])")
+    positive("prefix.lengths", typed.prefix.lengths)
+    if len(set(typed.prefix.lengths)) != len(typed.prefix.lengths):
+        problems.append(f"prefix.lengths lists a length twice: {list(typed.prefix.lengths)}")
+    if Group.A not in typed.groups:
+        problems.append("groups must include A (the reference): drift is measured against it")
+    if len(set(typed.groups)) != len(typed.groups):
+        problems.append(f"groups lists a group twice: {[g.name for g in typed.groups]}")
+    if typed.decode.max_new_tokens < 1:
+        problems.append(f"decode.max_new_tokens must be at least 1, got {typed.decode.max_new_tokens}")
+    if typed.batch_size is not None and typed.batch_size < 1:
+        problems.append(f"batch_size must be at least 1 (or null for automatic), got {typed.batch_size}")
+    if typed.prefix_cache_mb is not None and typed.prefix_cache_mb < 0:
+        problems.append(f"prefix_cache_mb must be 0 or more (or null for automatic), got {typed.prefix_cache_mb}")
+    if typed.prompts.limit is not None and typed.prompts.limit < 1:
+        problems.append(f"prompts.limit must be positive (or null for all), got {typed.prompts.limit}")
+    if typed.prefixes.per_group is not None and typed.prefixes.per_group < 1:
+        problems.append(f"prefixes.per_group must be positive (or null for all), got {typed.prefixes.per_group}")
+    if typed.analysis.noise_floor and typed.analysis.noise_prompts < 1:
+        problems.append(f"analysis.noise_prompts must be at least 1 (or analysis.noise_floor=false), "
+                        f"got {typed.analysis.noise_prompts}")
+    if not typed.isolation:
+        problems.append("isolation is empty: use isolation=[none] for plain concatenation")
+    if len(set(typed.isolation)) != len(typed.isolation):
+        problems.append(f"isolation lists a mode twice: {[m.name for m in typed.isolation]}")
+    if IsolationMode.decay in typed.isolation:
+        if not typed.isolation_betas:
+            problems.append("isolation decay needs at least one beta in isolation_betas")
+        bad = [b for b in typed.isolation_betas if not b >= 0]
+        if bad:
+            problems.append(f"isolation_betas must be non-negative, got {bad}")
+        if len(set(typed.isolation_betas)) != len(typed.isolation_betas):
+            problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
+    if len(set(typed.locate.coarse)) < 2:
+        problems.append(f"locate.coarse needs at least two distinct lengths, got {list(typed.locate.coarse)}")
+    positive("locate.coarse", typed.locate.coarse)
+    if typed.locate.resolution < 1:
+        problems.append(f"locate.resolution must be at least 1, got {typed.locate.resolution}")
+    if not typed.locate.groups or Group.A in typed.locate.groups:
+        problems.append(f"locate.groups must name B and/or C, got {[g.name for g in typed.locate.groups]}")
+    if problems:
+        raise HarnessError("; ".join(problems))
+    return typed

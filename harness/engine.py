@@ -24,12 +24,13 @@ import numpy as np
 import torch
 
 from .assembly import Condition
-from .attention_metrics import ROW_METRICS, row_metrics, token_kl
+from .attention_metrics import row_metrics, token_kl
 from .decoding import Continuation, forward, greedy_from
 from .isolation import KeyBias
 from .kv_buffers import buffered_cache, rewound
 from .prefix_cache import PrefixCache
 from .probe import capture_rows, key_bias
+from .schema import ROW_METRICS
 
 SEGMENTS = ("task", "continuation")
 

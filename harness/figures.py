@@ -129,10 +129,12 @@ def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, 
 
 
 def save_figure(fig, path_stem: Path) -> list[Path]:
-    """Write ``<stem>.pdf`` (vector) and ``<stem>.png`` (200 dpi) with no timestamps."""
-    path_stem.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``<stem>.pdf`` (vector) and ``<stem>.png`` (200 dpi) atomically, with no timestamps."""
+    from .tables import atomic_write
+
     pdf, png = path_stem.with_suffix(".pdf"), path_stem.with_suffix(".png")
-    fig.savefig(pdf, metadata={"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None})
-    fig.savefig(png, dpi=200, metadata={"Software": None})
+    atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={
+        "CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}))
+    atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=200, metadata={"Software": None}))
     plt.close(fig)
     return [pdf, png]

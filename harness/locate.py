@@ -6,7 +6,8 @@ have equal width, so this is the steeper half), until it is at most ``locate.res
 wide. Every length evaluated is a full set of B/C conditions on every prompt, so each reported
 number has a bootstrap CI over prompts, and the rise across the final interval has a paired CI.
 
-:func:`bisect_steepest` is the pure search, driven by any ``evaluate(length) -> per-prompt drift``.
+:func:`bisect_steepest` is the pure search, driven by any ``evaluate(length) -> per-prompt drift``;
+:func:`locate` is the command, which evaluates lengths with an :class:`~harness.experiment.Experiment`.
 """
 
 from __future__ import annotations
@@ -69,3 +70,52 @@ def summary_table(seen: dict[int, pd.Series], interval: Interval, metric: str) -
         rows.append({"prefix_len": n, "metric": metric, "n_prompts": len(seen[n]), "mean": float(seen[n].mean()),
                      "ci_low": low, "ci_high": high, "in_interval": interval.low <= n <= interval.high})
     return pd.DataFrame(rows)
+
+
+def locate(cfg, run_dir, progress: bool = True):
+    """``harness locate``: evaluate lengths on the configured model and prompts, write
+    ``locate.parquet`` and ``locate.json`` into ``run_dir``, and print the interval."""
+    from pathlib import Path
+
+    from .experiment import Experiment
+    from .isolation import Isolation
+    from .manifest import now_iso
+    from .records import condition_record
+    from .tables import write_json, write_parquet
+
+    run_dir, spec = Path(run_dir), cfg.locate
+    metric = spec.metric.value
+    groups = ["A", *sorted(g.value for g in spec.groups)]
+    exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,
+                           settings=[Isolation()])
+
+    def evaluate(length: int) -> pd.Series:
+        values: dict[str, list[float]] = {}
+
+        def keep(result, ref, alone) -> None:
+            if result.condition.group != "A":
+                record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer)
+                values.setdefault(result.condition.prompt_id, []).append(record[metric])
+
+        outcome = exp.drive(exp.conditions_at(lengths=[length], groups=groups, settings=[Isolation()]),
+                            on_result=keep, progress=progress, desc=f"length {length}")
+        if outcome.failures:
+            cond, exc = outcome.failures[0]
+            raise HarnessError(f"locate: a condition failed at length {length} ({type(exc).__name__}: {exc})")
+        return pd.Series({pid: float(np.mean(v)) for pid, v in values.items()})
+
+    interval, seen = bisect_steepest(evaluate, list(spec.coarse), spec.resolution)
+    table = summary_table(seen, interval, metric)
+    write_parquet(table, run_dir / "locate.parquet")
+    write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,
+                "groups": groups[1:], "prompts": len(exp.prompts), "interval": [interval.low, interval.high],
+                "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
+                "resolution": spec.resolution, "finished": now_iso()}, run_dir / "locate.json")
+    lo, hi = (table.set_index("prefix_len").loc[n] for n in (interval.low, interval.high))
+    print(f"{metric} rises fastest between prefix lengths {interval.low} and {interval.high} tokens "
+          f"({exp.model_label}, {len(exp.prompts)} prompts, groups {'+'.join(groups[1:])}):\n"
+          f"  at {interval.low}: {lo['mean']:.4f} [95% CI {lo.ci_low:.4f}, {lo.ci_high:.4f}]\n"
+          f"  at {interval.high}: {hi['mean']:.4f} [95% CI {hi.ci_low:.4f}, {hi.ci_high:.4f}]\n"
+          f"  rise: {interval.rise:+.4f} [95% CI {interval.rise_ci[0]:+.4f}, {interval.rise_ci[1]:+.4f}], paired by prompt\n"
+          f"table: {(run_dir / 'locate.parquet').resolve()}")
+    return run_dir

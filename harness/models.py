@@ -116,11 +116,14 @@ def _weights_sha256(model: torch.nn.Module) -> str:
 
 
 def _local_files_sha256(path: Path) -> str:
+    """sha256 over every file of a model directory: weights, configs, tokenizer files, chat
+    templates and any model code (remote code can change results without changing a weight)."""
     h = hashlib.sha256()
-    for f in sorted(path.iterdir()):
-        if f.suffix in (".safetensors", ".json") and f.is_file():
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.parts):
+        h.update(str(f.relative_to(path)).encode())
+        with open(f, "rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 

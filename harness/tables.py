@@ -1,8 +1,10 @@
-"""The run's tables and manifest: tidy DataFrames with stable columns, written atomically.
+"""The run's tables: tidy DataFrames with stable columns, written atomically, read with clear errors.
 
-``conditions.parquet`` has one row per condition (DESIGN.md section 6). Keys are categorical; list
-columns (token ids) are stored as parquet lists. Files are written to a temporary name and renamed,
-so a crash never leaves a half-written table behind.
+``conditions.parquet`` has one row per condition and ``attention.parquet`` one per condition x
+layer x head x segment (columns: :mod:`harness.schema`). Keys are categorical; list columns
+(token ids) are stored as parquet lists. Files are written to a temporary name and renamed, so a
+crash never leaves a half-written file behind; a write the disk or the permissions refuse is a
+one-line error naming the file.
 """
 
 from __future__ import annotations
@@ -16,44 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "isolation", "beta"]
-CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "isolation"]
-
-CONDITION_COLUMNS = KEY_COLUMNS + [
-    "prefix_kind",
-    # output drift against A's continuation (zeros for A itself)
-    "edit_distance",
-    "norm_edit_distance",
-    "first_divergence",
-    "exact_match",
-    # the continuation
-    "continuation_text",
-    "continuation_ids",
-    "n_continuation_tokens",
-    "stopped_on_eos",
-    # the input and its segment spans (half-open token offsets)
-    "input_ids",
-    "n_input_tokens",
-    "prefix_start",
-    "prefix_end",
-    "task_start",
-    "task_end",
-    # next-token distribution drift along A's continuation
-    "output_kl",
-    # headline attention drift (details in attention.parquet)
-    "attn_kl_mean",
-    "attn_kl_peak_layer",
-    "attn_js_mean",
-    "attn_prefix_mass_mean",
-    # timing
-    "seconds",
-]
-
-# Columns that legitimately differ between two identical runs.
-TIMING_COLUMNS = ["seconds"]
-
-ATTENTION_METRICS = ["kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_a", "sink_mass_x"]
-ATTENTION_COLUMNS = KEY_COLUMNS + ["layer", "head", "segment"] + ATTENTION_METRICS + ["n_queries"]
+from .errors import HarnessError
+from .schema import ATTENTION_COLUMNS, ATTENTION_METRICS, CATEGORICAL, CONDITION_COLUMNS
 
 
 def conditions_frame(records: list[dict]) -> pd.DataFrame:
@@ -104,50 +70,43 @@ def attention_frame(keys: list[dict], blocks: list[dict[str, dict]], n_queries: 
     return df
 
 
-def headline_attention(block: dict[str, dict[str, np.ndarray]], n_queries: dict[str, int]) -> dict:
-    """Per-condition summary of attention drift: query-weighted means over layers, heads and
-    segments, and the layer with the largest mean KL."""
-    if not block:
-        return {"attn_kl_mean": None, "attn_kl_peak_layer": None, "attn_js_mean": None,
-                "attn_prefix_mass_mean": None}
-    weights = {s: n_queries[s] for s in block}
-    total = sum(weights.values())
-
-    def mean_of(metric):  # [layers] query-weighted over segments, mean over heads
-        return sum(block[s][metric].mean(axis=1) * weights[s] for s in block) / total
-
-    kl_by_layer = mean_of("kl")
-    return {
-        "attn_kl_mean": float(kl_by_layer.mean()),
-        "attn_kl_peak_layer": int(np.argmax(kl_by_layer)),
-        "attn_js_mean": float(mean_of("js").mean()),
-        "attn_prefix_mass_mean": float(mean_of("prefix_mass").mean()),
-    }
+_UMASK = os.umask(0)
+os.umask(_UMASK)  # read once: temporary files are created 0600, results should follow the umask
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(temporary path)``, then rename the result to ``path``; a write the disk or the
+    permissions refuse is a :class:`HarnessError` naming ``path``."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    _atomic_write(Path(path), lambda tmp: df.to_parquet(tmp, index=False))
+    atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
 def write_json(obj, path: Path) -> None:
     text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
-    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def write_text(text: str, path: Path) -> None:
-    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def sha256_file(path: Path) -> str:
@@ -158,12 +117,17 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_conditions(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / "conditions.parquet")
-
-
-def read_attention(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / "attention.parquet")
+def read_table(path: Path) -> pd.DataFrame:
+    """A parquet table; a missing or damaged file is a one-line error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise HarnessError(f"{path}: no such table")
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HarnessError(f"{path} is not a readable parquet table ({first}); regenerate it with "
+                           f"`harness resume` on its run directory") from None
 
 
 def concat_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -179,19 +143,21 @@ def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The conditions and attention tables of one or more run directories, concatenated.
 
     Attention is None when no run has an attention table (behaviour-only sweeps)."""
-    from .errors import HarnessError
+    from .rundir import RunDir
 
     conditions, attention = [], []
-    for run in map(Path, run_dirs):
-        if not (run / "conditions.parquet").is_file():
-            raise HarnessError(f"{run}: no conditions.parquet here; is this a run directory?")
-        conditions.append(read_conditions(run))
-        if (run / "attention.parquet").is_file():
-            attention.append(read_attention(run))
+    for run in map(RunDir, run_dirs):
+        if not run.has(run.CONDITIONS):
+            raise HarnessError(f"{run}: no {run.CONDITIONS} here; is this a run directory?")
+        conditions.append(run.table(run.CONDITIONS))
+        if run.has(run.ATTENTION):
+            attention.append(run.table(run.ATTENTION))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
 
 
 def load_noise(run_dirs: list[Path]) -> pd.DataFrame | None:
     """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
-    frames = [pd.read_parquet(Path(r) / "noise.parquet") for r in run_dirs if (Path(r) / "noise.parquet").is_file()]
+    from .rundir import RunDir
+
+    frames = [r.table(r.NOISE) for r in map(RunDir, run_dirs) if r.has(r.NOISE)]
     return concat_tables(frames) if frames else None

@@ -1,9 +1,18 @@
-"""Shared fixtures: tiny models and tokenizers built in memory; nothing is downloaded."""
+"""Shared fixtures: tiny models and tokenizers built in memory; nothing is downloaded.
+
+Most tests run sweeps in-process with :func:`sweep` (a config composed exactly as the CLI composes
+it, passed to :func:`harness.runner.run`). Tests marked ``slow`` start real ``harness`` processes
+(the CLI itself, SIGKILL/SIGTERM, multirun launchers, an installed wheel); ``make test`` runs them
+too, ``make test-fast`` skips them.
+"""
 
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The test models are tiny: one thread is faster than two, and it keeps the suite from fighting
+# over the cores with another process (OpenMP threads spinning on a busy core cost up to 10x).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import json
 import subprocess
@@ -12,9 +21,23 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import DATA_DIR
+from harness.config import DATA_DIR, compose
+from harness.driver import drive
 from harness.models import byte_level_tokenizer
+from harness.runner import run
 from harness.texts import load_prefixes, load_prompts
+
+TEST_DATA = Path(__file__).resolve().parent / "data"
+SMALL_PREFIXES = TEST_DATA / "prefixes_small.jsonl"  # 5 neutral + 5 instruction-like, ids fixed
+
+# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths).
+FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2",
+        f"prefixes.path={SMALL_PREFIXES}"]
+
+
+def sweep(run_dir: Path, *overrides: str) -> Path:
+    """``harness sweep OVERRIDES hydra.run.dir=RUN_DIR``, in this process."""
+    return run(compose(list(overrides)), run_dir, overrides=list(overrides), progress=False)
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +47,7 @@ def prompts():
 
 @pytest.fixture(scope="session")
 def prefixes():
-    return load_prefixes(DATA_DIR / "prefixes.jsonl")
+    return load_prefixes(SMALL_PREFIXES)
 
 
 @pytest.fixture(scope="session")
@@ -60,20 +83,28 @@ def write_jsonl(path: Path, rows) -> Path:
     return path
 
 
-def run_harness(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_harness(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python -m harness ARGS`` in a fresh process, offline."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=600)
-
-
-# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths).
-FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2"]
+                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny_run")
-    result = run_harness("sweep", *FAST, f"hydra.run.dir={out}", cwd=out)
-    assert result.returncode == 0, result.stderr
-    return out, result
+    """The FAST sweep, run once per session in-process."""
+    return sweep(tmp_path_factory.mktemp("tiny_run"), *FAST)
+
+
+def run_all(engine, conditions, batch_size: int = 1):
+    """Every condition through :func:`harness.driver.drive`: (results in the order computed, the
+    reference of each prompt)."""
+    results, references = [], {}
+
+    def keep(result, ref, alone):
+        results.append(result)
+        references[ref.condition.prompt_id] = ref
+
+    outcome = drive(engine, conditions, batch_size=batch_size, on_result=keep, progress=False)
+    assert not outcome.failures, outcome.failures
+    return results, references

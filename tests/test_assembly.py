@@ -36,8 +36,6 @@ def test_bos_policy_follows_tokenizer():
     assert bos_ids(plain, "auto") == []
     assert bos_ids(plain, "always") == [plain.bos_token_id]
     assert bos_ids(adds, "never") == []
-    with pytest.raises(HarnessError, match="model.bos"):
-        bos_ids(adds, "sometimes")
 
 
 def test_separate_tokenization_differs_from_joined_string(bpe_tokenizer, prompts, prefixes):
@@ -71,17 +69,23 @@ def test_cut_prefix_errors_and_repeat():
         cut_prefix([1, 2, 3], [4, 4], 1, name="p")
 
 
-def test_groups_validated(prompts, prefixes):
+def test_a_group_without_prefixes_is_refused(prompts, prefixes):
     tok = byte_level_tokenizer(add_bos=True)
-    with pytest.raises(HarnessError, match="group A"):
-        build_conditions(tok, prompts, prefixes, groups=["B"], lengths=[8], separator="\n\n", bos_policy="auto")
-    with pytest.raises(HarnessError, match="A, B, C"):
-        build_conditions(tok, prompts, prefixes, groups=["A", "D"], lengths=[8], separator="\n\n", bos_policy="auto")
-    with pytest.raises(HarnessError, match="positive integers"):
-        build_conditions(tok, prompts, prefixes, groups=["A", "B"], lengths=[-4], separator="\n\n", bos_policy="auto")
     only_b = [p for p in prefixes if p.kind == "neutral"]
     with pytest.raises(HarnessError, match="no 'instruction' prefixes"):
         build_conditions(tok, prompts, only_b, groups=["A", "C"], lengths=[8], separator="\n\n", bos_policy="auto")
+
+
+def test_special_token_strings_in_data_stay_text():
+    tok = byte_level_tokenizer(add_bos=True)
+    eot = tok.convert_tokens_to_ids("<|endoftext|>")
+    text = "The end <|endoftext|> of the story"
+    assert eot not in encode(tok, text)  # data stays data: no real end-of-text in the middle of a prompt
+    assert tok.decode(encode(tok, text)) == text
+    assert eot in encode(tok, text, parse_special=True)  # the documented switch (special_tokens=control)
+    conds = build_conditions(tok, [Prompt("p", text)], [], groups=["A"], lengths=[8], separator="\n\n",
+                             bos_policy="auto")
+    assert list(conds[0].assembled.input_ids).count(eot) == 1  # only the real BOS
 
 
 def test_context_window_check(prefixes):

@@ -18,8 +18,9 @@ from harness.engine import Engine
 from harness.errors import HarnessError
 from harness.models import build_tiny
 from harness.probe import install_probe
-from harness.runner import batches_of
 from harness.texts import Prefix, Prompt
+
+from .conftest import run_all
 
 PROMPT = Prompt("p", "The little robot opened the door and")
 PREFIXES = [
@@ -36,12 +37,8 @@ def run_engine(family, dtype=torch.float32, lengths=(9, 17), max_new=6, batch_si
     conds = build_conditions(tok, [PROMPT], PREFIXES, groups=["A", "B", "C"], lengths=list(lengths),
                              separator="\n\n", bos_policy="auto")
     engine = Engine(model, tok.eos_token_id, max_new, attention=True)
-    ref, a_result = engine.reference(conds[0])
-    results = [a_result]
-    others = sorted(conds[1:], key=lambda c: len(c.assembled.input_ids))
-    for batch in batches_of(others, batch_size):
-        results += engine.conditions(ref, batch)
-    return results, ref, tok
+    results, references = run_all(engine, conds, batch_size)
+    return results, references[PROMPT.id], tok
 
 
 def eager_oracle(family, input_ids, y_a):

@@ -1,27 +1,42 @@
-"""Every shipped config composes against the schema (offline, no model loaded)."""
+"""Configuration: every shipped config composes against the schema, choices are enums refused at
+composition, everything else is validated before a model loads, and a user config directory adds
+models and experiments (offline, no model loaded unless said)."""
+
+from importlib import resources
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from harness.cli import CONF_DIR
-from harness.config import register_configs
+from harness.config import CONFIG_MODULE, Dtype, IsolationMode, OnExisting, compose, validate
+from harness.errors import HarnessError
 
-MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+from .conftest import SMALL_PREFIXES
+
+CONF = resources.files(CONFIG_MODULE)
+MODELS = sorted(p.name.removesuffix(".yaml") for p in (CONF / "model").iterdir() if p.name.endswith(".yaml"))
 
 
 def composed(overrides):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    from harness.config import register_configs
+
     register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=True)
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return hydra_compose("config", overrides=overrides, return_hydra_config=True)
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_model_configs_compose(model):
-    cfg = composed([f"model={model}"])
+    cfg = compose([f"model={model}"])
     assert cfg.model.name_or_path and cfg.model.trust_remote_code is False
+    assert isinstance(cfg.model.dtype, Dtype)
     assert list(cfg.prefix.lengths) == [32, 64, 128, 256] and cfg.decode.max_new_tokens == 32 and cfg.seed == 0
-    assert list(cfg.groups) == ["A", "B", "C"]
+    assert [g.name for g in cfg.groups] == ["A", "B", "C"]
+    validate(cfg)
 
 
 def test_launchers_compose():
@@ -32,9 +47,78 @@ def test_launchers_compose():
 
 
 def test_experiments_state_only_what_they_change():
-    quick = composed(["experiment=quick"])
+    quick = compose(["experiment=quick"])
     assert quick.prompts.limit == 4 and list(quick.prefix.lengths) == [32, 128]
-    demo = composed(["experiment=demo"])
+    demo = compose(["experiment=demo"])
     assert demo.model.name_or_path == "demo" and demo.prompts.name == "stories_en"
     resolved = OmegaConf.to_container(demo, resolve=False)
     assert resolved["prompts"]["path"] == "${harness_data:prompts_stories_en.jsonl}"
+
+
+@pytest.mark.parametrize("override", ["prefix.too_short=repat", "model.dtype=float8", "model.bos=sometimes",
+                                      "on_existing=overwrite", "isolation=[firewall]", "locate.metric=accuracy",
+                                      "groups=[A,D]", "special_tokens=maybe"])
+def test_choices_are_refused_at_composition(override):
+    with pytest.raises((HydraException, OmegaConfBaseException)) as info:
+        compose(["model=tiny", override])
+    assert override.split("=")[1].strip("[]").split(",")[-1] in str(info.value)
+
+
+def test_choices_are_enums():
+    cfg = compose(["model=tiny", "isolation=[none,decay]", "on_existing=fresh"])
+    assert cfg.isolation == [IsolationMode.none, IsolationMode.decay] and cfg.on_existing is OnExisting.fresh
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["prefix.lengths=[]"], "prefix.lengths is empty"),
+    (["prefix.lengths=[8,8]"], "twice"),
+    (["groups=[B,C]"], "groups must include A"),
+    (["batch_size=0"], "batch_size"),
+    (["analysis.noise_prompts=0"], "analysis.noise_prompts"),
+    (["isolation=[]"], "isolation is empty"),
+    (["isolation=[decay]", "isolation_betas=[-1]"], "non-negative"),
+    (["locate.coarse=[]"], "locate.coarse"),
+    (["locate.resolution=0"], "locate.resolution"),
+    (["prompts.limit=0"], "prompts.limit"),
+    (["prefixes.per_group=0"], "prefixes.per_group"),
+    (["+decode.max_tokens=8"], "max_tokens"),
+])
+def test_validation_before_any_model_loads(overrides, fragment, monkeypatch):
+    from harness.experiment import Experiment
+
+    monkeypatch.setattr("harness.experiment.load_model", lambda *a, **k: pytest.fail("model loaded before validation"))
+    with pytest.raises(HarnessError, match=fragment):
+        Experiment.build(compose(["model=tiny", *overrides]))
+
+
+def test_user_config_directory_adds_a_model_and_an_experiment(tmp_path):
+    """The documented way to bring your own configs: a directory with model/, prompts/, prefixes/
+    and experiment/ entries, given as --config-dir (here: config_dir=)."""
+    from harness.models import build_tiny
+
+    model, tok = build_tiny("gpt2", seed=3)
+    model.save_pretrained(tmp_path / "weights")
+    tok.save_pretrained(tmp_path / "weights")
+    mine = tmp_path / "my_conf"
+    (mine / "model").mkdir(parents=True)
+    (mine / "experiment").mkdir()
+    (mine / "prompts").mkdir()
+    (mine / "prompts" / "three.jsonl").write_text(
+        '{"id": "q1", "text": "The weather today is"}\n{"id": "q2", "text": "My favourite food is"}\n'
+        '{"id": "q3", "text": "The train leaves at"}\n')
+    (mine / "model" / "my-gpt2.yaml").write_text(f"name_or_path: {tmp_path / 'weights'}\ndtype: float32\n")
+    (mine / "prompts" / "mine.yaml").write_text(f"name: mine\npath: {mine / 'prompts' / 'three.jsonl'}\n")
+    (mine / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: my-gpt2\n  - override /prompts: mine\n"
+        f"prefixes:\n  path: {SMALL_PREFIXES}\nprefix:\n  lengths: [8]\ndecode:\n  max_new_tokens: 3\n"
+        "draw_figures: false\nanalysis:\n  noise_floor: false\n")
+    cfg = compose(["experiment=mine"], config_dir=mine)
+    assert cfg.model.name_or_path == str(tmp_path / "weights") and cfg.prompts.name == "mine"
+    from harness.runner import run
+
+    out = run(cfg, tmp_path / "run", progress=False)
+    import pandas as pd
+
+    df = pd.read_parquet(out / "conditions.parquet")
+    assert set(df.prompt_id) == {"q1", "q2", "q3"} and set(df.prefix_len) == {0, 8}
+    assert df.model.iloc[0] == str(tmp_path / "weights")

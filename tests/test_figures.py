@@ -12,13 +12,13 @@ from harness import figures as F
 from harness import stats
 from harness.tables import load_runs
 
-from .conftest import run_harness
+from harness.cli import main
 
 NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks" / "analysis.ipynb"
 
 
 def test_figure_functions_draw_expected_artists(tiny_run):
-    conditions, attention = load_runs([tiny_run[0]])
+    conditions, attention = load_runs([tiny_run])
     fig, ax = plt.subplots()
     F.plot_drift_vs_length(ax, stats.drift_summary(conditions, "norm_edit_distance"))
     assert len(ax.lines) == 2 and len(ax.collections) == 2  # B and C lines, two CI bands
@@ -41,11 +41,10 @@ def test_figure_functions_draw_expected_artists(tiny_run):
 
 
 def test_figures_command_is_byte_identical_twice(tiny_run, tmp_path):
-    run_dir = tiny_run[0]
+    run_dir = tiny_run
     outs = []
     for name in ("first", "second"):
-        result = run_harness("figures", str(run_dir), "--out", str(tmp_path / name), cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
+        assert main(["figures", str(run_dir), "--out", str(tmp_path / name)]) == 0
         outs.append(tmp_path / name)
     files = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
     assert {f.name for f in files} >= {f"fig{i}_{n}.{ext}" for i, n in
@@ -58,16 +57,16 @@ def test_figures_command_is_byte_identical_twice(tiny_run, tmp_path):
 
 
 def test_sweep_writes_figures_and_report(tiny_run):
-    run_dir = tiny_run[0]
+    run_dir = tiny_run
     assert (run_dir / "figures" / "fig1_edit_distance.pdf").is_file()
     assert (run_dir / "report.md").is_file()
 
 
 def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
-    monkeypatch.setenv("HARNESS_RUN_DIR", str(tiny_run[0]))
+    monkeypatch.setenv("HARNESS_RUN_DIR", str(tiny_run))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
-    assert any(str(tiny_run[0]) in o.get("text", "") for o in outputs)
+    assert any(str(tiny_run) in o.get("text", "") for o in outputs)

@@ -12,10 +12,9 @@ from harness.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation, isolations
 from harness.kvcache import cache_tensor_bytes, kv_cache_bytes, shape_of
 from harness.models import build_tiny
 from harness.probe import install_probe
-from harness.runner import batches_of
 from harness.texts import Prefix, Prompt
 
-from .conftest import run_harness
+from .conftest import SMALL_PREFIXES, run_all, run_harness, sweep
 
 PROMPTS = [Prompt("p1", "The little robot opened the door and"), Prompt("p2", "Once upon a time, a cat")]
 PREFIXES = [
@@ -30,14 +29,8 @@ def run(family, settings, lengths=(12, 40), max_new=10):
     conds = build_conditions(tok, PROMPTS, PREFIXES, groups=["A", "B", "C"], lengths=list(lengths),
                              separator="\n\n", bos_policy="auto", isolations=settings)
     engine = Engine(model, tok.eos_token_id, max_new, attention=True)
-    results = []
-    for prompt in PROMPTS:
-        mine = [c for c in conds if c.prompt_id == prompt.id]
-        ref, _ = engine.reference(mine[0])
-        others = sorted(mine[1:], key=lambda c: (len(c.assembled.input_ids), c.isolation.label))
-        for batch in batches_of(others, 4):
-            results += [(r, ref) for r in engine.conditions(ref, batch)]
-    return results, tok
+    results, references = run_all(engine, conds, batch_size=4)
+    return [(r, references[r.condition.prompt_id]) for r in results if r.condition.group != "A"], tok
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])  # rotary and absolute positions
@@ -85,10 +78,8 @@ def test_delimit_wraps_the_prefix_and_changes_the_token_count():
         assert tok.decode(list(a.input_ids[a.prefix_start:a.prefix_end])).startswith(DELIMIT_OPEN)
 
 
-def test_isolation_settings_are_validated():
+def test_isolation_settings_expand_decay():
     assert [i.label for i in isolations(["none", "decay"], [1, 4])] == ["none", "decay(1)", "decay(4)"]
-    with pytest.raises(Exception, match="unknown"):
-        isolations(["firewall"], [])
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
@@ -110,12 +101,10 @@ def test_kv_size_worked_example(tmp_path):
 
 
 def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
-    run = tmp_path / "run"
-    result = run_harness("sweep", "model=tiny", "prompts.limit=2", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
-                         "isolation=[none,mask_reset,decay]", "isolation_betas=[2]", f"hydra.run.dir={run}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
     import pandas as pd
 
+    run = sweep(tmp_path, "model=tiny", "prompts.limit=2", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
+                f"prefixes.path={SMALL_PREFIXES}", "isolation=[none,mask_reset,decay]", "isolation_betas=[2]")
     c = pd.read_parquet(run / "conditions.parquet")
     assert set(c.isolation) == {"none", "mask_reset", "decay"}
     assert set(c[c.isolation == "decay"].beta) == {2.0} and c[c.isolation != "decay"].beta.isna().all()

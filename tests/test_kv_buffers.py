@@ -11,7 +11,8 @@ from harness.engine import Engine
 from harness.kv_buffers import BufferedLayer, buffered_cache, rewound, stack_caches
 from harness.models import build_tiny, tiny_config
 from harness.probe import install_probe
-from harness.runner import batches_of
+
+from .conftest import run_all
 from harness.texts import Prefix, Prompt
 
 
@@ -101,24 +102,19 @@ PREFIXES = [
 ]
 
 
-def sweep(budget_bytes: int):
+def run_with_budget(budget_bytes: int):
     model, tok = build_tiny("llama", seed=1)
     install_probe(model)
     conds = build_conditions(tok, PROMPTS, PREFIXES, groups=["A", "B", "C"], lengths=[9, 17], separator="\n\n",
                              bos_policy="auto")
     engine = Engine(model, tok.eos_token_id, 6, attention=True, prefix_cache_bytes=budget_bytes)
-    results = []
-    for prompt in PROMPTS:
-        mine = [c for c in conds if c.prompt_id == prompt.id]
-        ref, _ = engine.reference(mine[0])
-        for batch in batches_of(sorted(mine[1:], key=lambda c: len(c.assembled.input_ids)), 8):
-            results += engine.conditions(ref, batch)
-    return results, engine.prefix_cache
+    results, _ = run_all(engine, conds, batch_size=8)
+    return [r for r in results if r.condition.group != "A"], engine.prefix_cache
 
 
 def test_prefix_cache_changes_speed_not_results():
-    kept, cache = sweep(budget_bytes=2**30)
-    recomputed, no_cache = sweep(budget_bytes=0)
+    kept, cache = run_with_budget(budget_bytes=2**30)
+    recomputed, no_cache = run_with_budget(budget_bytes=0)
     # 2 prefixes x 2 lengths: computed for the first prompt, reused by the second
     assert (cache.misses, cache.hits) == (4, 4) and cache.kept_bytes > 0
     assert (no_cache.misses, no_cache.hits, no_cache.kept_bytes) == (8, 0, 0)

@@ -9,7 +9,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.locate import bisect_steepest
 
-from .conftest import run_harness
+from .conftest import SMALL_PREFIXES
 
 
 def sigmoid_drift(centre: float, width: float = 12.0, prompts: int = 6):
@@ -43,12 +43,14 @@ def test_bad_search_settings():
         bisect_steepest(evaluate, [8, 32], 0)
 
 
-def test_locate_on_the_demo_model(tmp_path):
+def test_locate_on_the_demo_model(tmp_path, capsys):
+    from harness.config import compose
+    from harness.locate import locate
+
     out = tmp_path / "locate"
-    result = run_harness("locate", "model=demo", "prompts.limit=3", "locate.coarse=[8,32,128]", "locate.resolution=24",
-                         "decode.max_new_tokens=8", f"hydra.run.dir={out}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "rises fastest between prefix lengths" in result.stdout
+    locate(compose(["model=demo", "prompts.limit=3", "locate.coarse=[8,32,128]", "locate.resolution=24",
+                    "decode.max_new_tokens=8", f"prefixes.path={SMALL_PREFIXES}"]), out, progress=False)
+    assert "rises fastest between prefix lengths" in capsys.readouterr().out
     table = pd.read_parquet(out / "locate.parquet")
     found = json.loads((out / "locate.json").read_text())
     low, high = found["interval"]

@@ -10,7 +10,7 @@ from harness.config import ModelConfig
 from harness.errors import HarnessError
 from harness.models import build_tiny, load_model
 
-CONF = Path(__file__).resolve().parent.parent / "conf" / "model"
+CONF = Path(__file__).resolve().parent.parent / "harness" / "conf" / "model"
 
 
 def test_local_directory_roundtrip(tmp_path):

@@ -1,116 +1,98 @@
-"""Sweeps that survive: SIGKILL and resume, failure isolation, multirun launchers, collect."""
+"""Sweeps that survive, in-process: failure isolation and retry, changed settings, resuming,
+check-determinism and collect. (Real kills and launchers: test_faults.py.)"""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
-import numpy as np
 import pandas as pd
+import pytest
 
-from harness.tables import TIMING_COLUMNS
+from harness.collect import collect
+from harness.determinism import check
+from harness.errors import HarnessError
+from harness.runner import SweepFailed
+from harness.schema import TIMING_COLUMNS
 
-from .conftest import run_harness
+from .conftest import SMALL_PREFIXES, sweep
 
-# 6 prompts x (A + 10 prefixes x 4 lengths) = 246 conditions: a few seconds on the tiny model.
-SWEEP = ["model=tiny", "prefix.lengths=[8,16,24,32]", "decode.max_new_tokens=6", "prompts.limit=6",
-         "draw_figures=false"]
-TOTAL = 6 * (1 + 10 * 4)
+SMALL = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
+         f"prefixes.path={SMALL_PREFIXES}", "analysis.noise_floor=false"]
 
 
 def manifest(run_dir):
     return json.loads((run_dir / "manifest.json").read_text())
 
 
-def tables(run_dir):
-    c = pd.read_parquet(run_dir / "conditions.parquet").drop(columns=TIMING_COLUMNS)
-    return c, pd.read_parquet(run_dir / "attention.parquet")
-
-
-def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
-    killed = tmp_path / "killed"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "sweep", *SWEEP, f"hydra.run.dir={killed}"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results = killed / "results"
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        if results.is_dir() and len(list(results.glob("*.npz"))) >= 40:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "the sweep finished before it could be killed; make it longer"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    finished = {p.name: p.stat().st_mtime_ns for p in results.glob("*.npz")}
-    assert 40 <= len(finished) < TOTAL
-    assert not (killed / "conditions.parquet").exists()
-    for p in results.glob("*.npz"):  # every stored result is complete and readable
-        with np.load(p) as data:
-            assert "record" in data.files
-
-    result = run_harness("resume", str(killed), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    m = manifest(killed)
-    assert m["reused"] == len(finished) and m["computed_this_run"] == TOTAL - len(finished)
-    for name, mtime in finished.items():  # nothing finished before the kill was recomputed
-        assert (results / name).stat().st_mtime_ns == mtime
-    assert not list(results.glob(".*.tmp"))
-
-    fresh = tmp_path / "fresh"
-    assert run_harness("sweep", *SWEEP, f"hydra.run.dir={fresh}", cwd=tmp_path).returncode == 0
-    (c1, a1), (c2, a2) = tables(killed), tables(fresh)
-    assert len(c1) == TOTAL and not c1.duplicated(["prompt_id", "group", "prefix_id", "prefix_len"]).any()
-    pd.testing.assert_frame_equal(c1, c2)
-    pd.testing.assert_frame_equal(a1, a2)
+def conditions(run_dir):
+    return pd.read_parquet(run_dir / "conditions.parquet").drop(columns=TIMING_COLUMNS)
 
 
 def test_one_failing_condition_is_isolated_and_retried_alone(tmp_path):
     run = tmp_path / "run"
-    small = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false"]
-    result = run_harness("sweep", *small, "debug.fail_conditions=[story-02/news-harbour/24]", f"hydra.run.dir={run}",
-                         cwd=tmp_path)
-    assert result.returncode == 1
-    assert "story-02/news-harbour/24" in result.stderr.strip().splitlines()[-1]
+    with pytest.raises(SweepFailed, match="story-02/news-harbour/24"):
+        sweep(run, *SMALL, "debug.fail_conditions=[story-02/news-harbour/24]")
     status = json.loads((run / "status.json").read_text())
-    assert status == {"status": "failed", "conditions": 42, "failed": ["story-02/news-harbour/24"]}
-    assert len(pd.read_parquet(run / "conditions.parquet")) == 41
-    result = run_harness("sweep", *small, f"hydra.run.dir={run}", cwd=tmp_path)  # the same run, no injection
-    assert result.returncode == 0, result.stderr
+    assert status["status"] == "failed" and status["failed"] == ["story-02/news-harbour/24"]
+    assert status["conditions"] == 42
+    df = pd.read_parquet(run / "conditions.parquet")
+    assert len(df) == 41
+    # the failing batch was retried one condition at a time: its other members say so
+    alone = df[df.computed_alone]
+    assert len(alone) == 9 and set(alone.prefix_len) == {24} and set(alone.prompt_id) == {"story-02"}
+    failures = list((run / "failures").glob("*.json"))
+    assert len(failures) == 1 and "InjectedFailure" in failures[0].read_text()
+    sweep(run, *SMALL)  # the same run, no injection: only the failed condition is computed
     assert manifest(run)["computed_this_run"] == 1 and manifest(run)["reused"] == 41
-    assert len(pd.read_parquet(run / "conditions.parquet")) == 42
+    assert len(pd.read_parquet(run / "conditions.parquet")) == 42 and not list((run / "failures").glob("*.json"))
+
+
+def test_a_failing_reference_fails_its_prompt_only(tmp_path):
+    with pytest.raises(SweepFailed, match="21 condition"):
+        sweep(tmp_path, *SMALL, "debug.fail_conditions=[story-01/A]")
+    df = pd.read_parquet(tmp_path / "conditions.parquet")
+    assert set(df.prompt_id) == {"story-02"} and len(df) == 21
 
 
 def test_changed_settings_are_refused_or_recomputed(tmp_path):
     run = tmp_path / "run"
-    small = ["model=tiny", "prefix.lengths=[8]", "decode.max_new_tokens=4", "prompts.limit=1", "draw_figures=false"]
-    assert run_harness("sweep", *small, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
+    small = ["model=tiny", "prefix.lengths=[8]", "decode.max_new_tokens=4", "prompts.limit=1", *SMALL[4:]]
+    sweep(run, *small)
+    before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
     changed = [*small[:2], "decode.max_new_tokens=5", *small[3:]]
-    result = run_harness("sweep", *changed, f"hydra.run.dir={run}", cwd=tmp_path)
-    assert result.returncode == 2 and "different configuration" in result.stderr
+    with pytest.raises(HarnessError, match="different configuration"):
+        sweep(run, *changed)
+    after = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    assert after == before  # the refused command changed nothing, not even the status or .hydra
     # resume keeps the files, but no stored result matches the new settings: all recomputed
-    result = run_harness("sweep", *changed, "on_existing=resume", f"hydra.run.dir={run}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    sweep(run, *changed, "on_existing=resume")
     assert manifest(run)["reused"] == 0 and manifest(run)["computed_this_run"] == 11
     assert pd.read_parquet(run / "conditions.parquet").n_continuation_tokens.max() <= 5
-    result = run_harness("sweep", *small, "on_existing=fresh", f"hydra.run.dir={run}", cwd=tmp_path)
-    assert result.returncode == 0 and manifest(run)["reused"] == 0
+    sweep(run, *small, "on_existing=fresh")
+    assert manifest(run)["reused"] == 0
     assert len(list((run / "results").glob("*.npz"))) == 11
 
 
-def test_multirun_with_joblib_then_collect(tmp_path):
-    sweep = tmp_path / "sweep"
-    result = run_harness("sweep", "-m", "hydra/launcher=local", "model=tiny", "prefix.lengths=[8],[24]",
-                         "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
-                         f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    for job in ("0", "1"):
-        lengths = set(pd.read_parquet(sweep / job / "conditions.parquet").prefix_len) - {0}
-        assert len(lengths) == 1
+def test_check_determinism_reproduces_a_batched_run(tiny_run, capsys):
+    assert check(tiny_run, sample=4, tolerance=1e-5) == 0
+    out = capsys.readouterr().out
+    assert "rechecked 6 conditions" in out and "token differences: 0" in out and "reproduced" in out
+
+
+def test_check_determinism_sees_a_changed_table(tiny_run, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_run, copy)
+    df = pd.read_parquet(copy / "conditions.parquet")
+    df.loc[df.group != "A", "continuation_ids"] = df.loc[df.group != "A", "continuation_ids"].map(lambda ids: [1, 2, 3])
+    df.to_parquet(copy / "conditions.parquet", index=False)
+    assert check(copy, sample=2, tolerance=1e-5) == 1
+    assert "NOT reproduced: 2 token differences" in capsys.readouterr().out
+
+
+def test_collect_keeps_shared_reference_once(tmp_path):
+    runs = [sweep(tmp_path / f"job{n}", *SMALL[:1], f"prefix.lengths=[{n}]", *SMALL[2:]) for n in (8, 24)]
     out = tmp_path / "collected"
-    result = run_harness("collect", str(sweep), "--out", str(out), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert collect(runs, out) == 0
     c = pd.read_parquet(out / "conditions.parquet")
     # 2 prompts x (A once + 10 prefixes x 2 lengths): A ran in both jobs and is kept once
     assert len(c) == 2 * (1 + 10 * 2)
@@ -119,24 +101,33 @@ def test_multirun_with_joblib_then_collect(tmp_path):
     assert len(a) == len(c) * 2 * 4 * 2
     combined = json.loads((out / "manifest.json").read_text())
     assert len(combined["sources"]) == 2 and combined["incomplete"] == []
+    assert combined["duplicate_keys_dropped"] == 2 and combined["duplicate_keys_disagreeing"] == 0
 
-    # a job that did not finish is reported, not dropped silently
-    (sweep / "1" / "status.json").unlink()
-    result = run_harness("collect", str(sweep), "--out", str(tmp_path / "partial"), cwd=tmp_path)
-    assert result.returncode == 1 and "did not finish" in result.stdout
-
-
-def test_multirun_with_submitit_local(tmp_path):
-    sweep = tmp_path / "sweep"
-    result = run_harness("sweep", "-m", "hydra/launcher=submitit_local", "model=tiny", "prefix.lengths=[8]",
-                         "decode.max_new_tokens=4", "prompts.limit=1", "draw_figures=false",
-                         f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert json.loads((sweep / "0" / "status.json").read_text())["status"] == "complete"
-    assert len(pd.read_parquet(sweep / "0" / "conditions.parquet")) == 11
+    (runs[1] / "status.json").unlink()  # a run that did not finish is reported, not dropped silently
+    assert collect(runs, tmp_path / "partial") == 1
+    assert collect(runs, tmp_path / "partial", allow_partial=True) == 0
 
 
-def test_check_determinism(tiny_run, tmp_path):
-    result = run_harness("check-determinism", str(tiny_run[0]), "--sample", "4", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "token differences: 0" in result.stdout and "reproduced" in result.stdout
+def test_collect_refuses_disagreeing_duplicates(tmp_path, capsys):
+    runs = [sweep(tmp_path / f"n{n}", *SMALL[:2], f"decode.max_new_tokens={n}", *SMALL[3:]) for n in (3, 6)]
+    with pytest.raises(HarnessError, match=r"42 condition\(s\) appear in several runs with different results.*"
+                                           r"decode\.max_new_tokens \(3 vs 6\)"):
+        collect(runs, tmp_path / "out")
+    assert collect(runs, tmp_path / "out", allow_disagreement=True) == 0
+    assert "42 repeated keys have different results" in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["duplicate_keys_disagreeing"] == 42
+
+
+def test_collect_aligns_a_run_without_attention(tmp_path, capsys):
+    with_att = sweep(tmp_path / "att", *SMALL[:1], "prefix.lengths=[8]", *SMALL[2:])
+    without = sweep(tmp_path / "noatt", *SMALL[:1], "prefix.lengths=[24]", *SMALL[2:], "analysis.attention=false")
+    for order in ([without, with_att], [with_att, without]):
+        out = tmp_path / f"out{order[0].name}"
+        assert collect(order, out) == 0
+        c = pd.read_parquet(out / "conditions.parquet")
+        # A (in both runs) keeps the copy with attention values, whichever run is listed first
+        assert c[c.group == "A"].attn_kl_mean.notna().all() and len(c[c.group == "A"]) == 2
+        assert c[c.prefix_len == 24].attn_kl_mean.isna().all() and c[c.prefix_len == 8].attn_kl_mean.notna().all()
+        assert set(pd.read_parquet(out / "attention.parquet").prefix_len) == {0, 8}
+    assert "ran without attention analysis" in capsys.readouterr().out
+

@@ -1,0 +1,120 @@
+"""Real processes killed at random points (SIGKILL and SIGTERM), two sweeps racing for one run
+directory, and Hydra's multirun launchers."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from harness.schema import TIMING_COLUMNS
+
+from .conftest import SMALL_PREFIXES, run_harness, sweep
+
+pytestmark = pytest.mark.slow
+
+# 3 prompts x (A + 10 prefixes x 4 lengths) = 123 conditions: a few seconds on the tiny model.
+SWEEP = ["model=tiny", "prefix.lengths=[8,16,24,32]", "decode.max_new_tokens=6", "prompts.limit=3",
+         "draw_figures=false", f"prefixes.path={SMALL_PREFIXES}", "analysis.noise_floor=false", "batch_size=4"]
+TOTAL = 3 * (1 + 10 * 4)
+
+
+def tables(run_dir):
+    return (pd.read_parquet(run_dir / "conditions.parquet").drop(columns=TIMING_COLUMNS),
+            pd.read_parquet(run_dir / "attention.parquet"))
+
+
+def start(run_dir, *overrides):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen([sys.executable, "-m", "harness", "sweep", *overrides, f"hydra.run.dir={run_dir}"],
+                            cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_killed_at_random_points_resume_to_the_uninterrupted_tables(tmp_path):
+    reference = tables(sweep(tmp_path / "reference", *SWEEP))
+    rng = random.Random(1)
+    seen_statuses = set()
+    for trial in range(10):
+        sig = signal.SIGKILL if trial % 2 == 0 else signal.SIGTERM
+        run = tmp_path / f"trial{trial}"
+        run.mkdir()
+        target = rng.randint(0, TOTAL - 10)  # results to wait for before the signal (0: during start-up)
+        proc = start(run, *SWEEP)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            done = len(list((run / "results").glob("*.npz"))) if (run / "results").is_dir() else 0
+            if done >= target:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, f"trial {trial}: the sweep finished before the signal; make it longer"
+        time.sleep(rng.uniform(0, 0.2))
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+        if sig == signal.SIGTERM:
+            # handled like Ctrl-C: a message and exit 143 (-15 only if it came before Python set up the handler),
+            # status "interrupted" once the sweep owned the directory, and no half-written file left behind
+            assert proc.returncode in (143, -15), stderr
+            if (run / "status.json").is_file():
+                assert proc.returncode == 143 and "harness resume" in stderr, stderr
+                seen_statuses.add(json.loads((run / "status.json").read_text())["status"])
+            assert not list((run / "results").glob(".*.tmp"))
+        sweep(run, *SWEEP)  # resume
+        for got, want in zip(tables(run), reference):
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert "interrupted" in seen_statuses
+
+
+def test_two_sweeps_racing_into_one_directory(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    first = start(run, *SWEEP)
+    while not (run / "results").is_dir() or not list((run / "results").glob("*.npz")):
+        assert first.poll() is None, first.stderr.read()
+        time.sleep(0.02)
+    second = run_harness("sweep", *SWEEP[:2], "decode.max_new_tokens=3", *SWEEP[3:], f"hydra.run.dir={run}",
+                         cwd=tmp_path)
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr
+    assert second.returncode == 2 and ("another sweep is writing" in second.stderr
+                                       or "different configuration" in second.stderr), second.stderr
+    c = pd.read_parquet(run / "conditions.parquet")
+    assert len(c) == TOTAL and c.n_continuation_tokens.max() == 6  # the first sweep's settings only
+    assert "max_new_tokens: 6" in (run / ".hydra" / "config.yaml").read_text()
+
+
+def test_multirun_with_joblib_then_collect(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_harness("sweep", "-m", "hydra/launcher=local", "model=tiny", "prefix.lengths=[8],[24]",
+                         "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
+                         f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for job in ("0", "1"):
+        lengths = set(pd.read_parquet(sweep_dir / job / "conditions.parquet").prefix_len) - {0}
+        assert len(lengths) == 1
+    result = run_harness("collect", str(sweep_dir), "--out", str(tmp_path / "collected"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert len(pd.read_parquet(tmp_path / "collected" / "conditions.parquet")) == 2 * (1 + 10 * 2)
+
+
+def test_multirun_names_a_failed_job_and_exits_1(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_harness("sweep", "-m", "model=tiny", "prefix.lengths=[8],[0]", "decode.max_new_tokens=2",
+                         "prompts.limit=1", "draw_figures=false", "analysis.noise_floor=false",
+                         f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "1 of 2 job(s)" in result.stderr and "positive integers" in result.stderr
+
+
+def test_multirun_with_submitit_local(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_harness("sweep", "-m", "hydra/launcher=submitit_local", "model=tiny", "prefix.lengths=[8]",
+                         "decode.max_new_tokens=4", "prompts.limit=1", "draw_figures=false",
+                         f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((sweep_dir / "0" / "status.json").read_text())["status"] == "complete"
+    assert len(pd.read_parquet(sweep_dir / "0" / "conditions.parquet")) == 11
