@@ -14,8 +14,8 @@ def test_shipped_sets_are_large_enough():
     assert len(load_prompts(DATA_DIR / "prompts_zh.jsonl")) >= 12
     assert len(load_prompts(DATA_DIR / "prompts_stories_en.jsonl")) >= 12
     prefixes = load_prefixes(DATA_DIR / "prefixes.jsonl")
-    assert sum(p.kind == "neutral" for p in prefixes) >= 5
-    assert sum(p.kind == "instruction" for p in prefixes) >= 5
+    assert sum(p.kind == "neutral" for p in prefixes) >= 40
+    assert sum(p.kind == "instruction" for p in prefixes) >= 40
     # 256 GPT-2-style tokens need about 1,200 characters of English; keep a margin.
     assert min(len(p.text) for p in prefixes) >= 1400
 
@@ -49,3 +49,51 @@ def test_missing_file_and_bad_kind(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"id": "a", "kind": "friendly", "text": "t"}])
     with pytest.raises(HarnessError, match="kind 'friendly'"):
         load_prefixes(path)
+
+
+def test_non_utf8_files_name_file_and_line(tmp_path):
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"id": "a", "text": "fine"}\n{"id": "b", "text": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(HarnessError, match=r"latin\.jsonl:2: not UTF-8 \(byte 0xe9 at column 25\)"):
+        load_prompts(latin)
+    utf16 = tmp_path / "utf16.jsonl"
+    utf16.write_bytes('{"id": "a", "text": "fine"}\n'.encode("utf-16"))
+    with pytest.raises(HarnessError, match=r"utf16\.jsonl: the file is UTF-16"):
+        load_prompts(utf16)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "text": "fine"}\n')
+    assert load_prompts(bom)[0].text == "fine"  # a UTF-8 byte-order mark is accepted
+
+
+def test_unpaired_surrogate_is_refused(tmp_path):
+    path = write_jsonl(tmp_path / "s.jsonl", ['{"id": "a", "text": "ok"}', '{"id": "b", "text": "bad \\ud800 here"}'])
+    with pytest.raises(HarnessError, match=r"s\.jsonl:2: field 'text' holds an unpaired surrogate"):
+        load_prompts(path)
+
+
+def test_prefix_targets_and_pairs(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [
+        {"id": "c1", "kind": "instruction", "text": "Say umbrella.", "target": "umbrella", "pair": "u"},
+        {"id": "b1", "kind": "neutral", "text": "An umbrella.", "target": "umbrella", "pair": "u"},
+        {"id": "c2", "kind": "instruction", "text": "Code ZX-9.", "target": "ZX-9", "target_regex": r"ZX-?9"},
+    ])
+    c1, b1, c2 = load_prefixes(path)
+    assert c1.pair == b1.pair == "u" and c1.target_pattern.search("Two Umbrellas!") is not None
+    assert c1.target_pattern.search("a bumbrella") is None  # from a word start only
+    assert c2.target_pattern.search("zx9") is None and c2.target_pattern.search("ZX9") is not None
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "c", "kind": "instruction", "text": "t", "target_regex": "("}])
+    with pytest.raises(HarnessError, match=r"bad\.jsonl:1: target_regex is not a valid regular expression"):
+        load_prefixes(bad)
+
+
+def test_prefix_subsets_are_reproducible_and_keep_pairs(tmp_path):
+    from harness.texts import select_prefixes
+
+    bank = load_prefixes(DATA_DIR / "prefixes.jsonl")
+    a, b = select_prefixes(bank, 3, seed=0), select_prefixes(bank, 3, seed=0)
+    assert [p.id for p in a] == [p.id for p in b]
+    assert sorted(p.kind for p in a) == ["instruction"] * 3 + ["neutral"] * 3
+    assert [p.id for p in select_prefixes(bank, 3, seed=1)] != [p.id for p in a]
+    paired = load_prefixes(DATA_DIR / "prefixes_assistant.jsonl")
+    chosen = select_prefixes(paired, 4, seed=0)
+    assert len(chosen) == 8 and len({p.pair for p in chosen}) == 4
