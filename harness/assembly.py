@@ -117,6 +117,14 @@ class Condition:
     isolation: Isolation = Isolation()
 
 
+def batchable(a: Condition, b: Condition) -> bool:
+    """Whether two conditions can run in one batch without padding: equal input lengths, the same
+    spans and the same isolation (so one attention mask and one set of position ids serve both)."""
+    x, y = a.assembled, b.assembled
+    return (a.isolation == b.isolation and len(x.input_ids) == len(y.input_ids)
+            and (x.prefix_start, x.prefix_end, x.task_start) == (y.prefix_start, y.prefix_end, y.task_start))
+
+
 def build_conditions(
     tokenizer,
     prompts,

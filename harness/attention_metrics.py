@@ -1,9 +1,31 @@
 """Attention-drift metrics (DESIGN.md section 3): pure functions on attention rows.
 
 Inputs are float32 log-probabilities and pre-softmax scores of the same query tokens in run A and
-in run X, shaped ``[..., rows, keys]`` (leading dims: batch, heads). X's keys are A's keys with a
-prefix span ``[start, end)`` inserted after BOS, so A's key ``k`` is X's key ``k`` before the span
-and ``k + (end - start)`` after it. Masked keys are ``-inf`` in both.
+in run X, shaped ``[..., rows, keys]`` (leading dims: batch, heads). X's keys are A's keys with
+one block ``[start, end)`` inserted (the prefix, with whatever wrapper tokens its placement adds),
+so A's key ``k`` is X's key ``k`` before the block and ``k + (end - start)`` after it. Keys a row
+cannot see are ``-inf`` in its scores and log-probabilities.
+
+Two quantities make up the headline divergence, per query row:
+
+- **capture**: how much of X's attention the block takes. ``prefix_mass`` = m is X's mass on the
+  block; ``capture`` = -log(1 - m) (exactly: minus the log of X's mass on the keys it shares with
+  A); ``mass_from_*`` says whose mass it took, as A's mass minus X's mass on each class of A's keys
+  (``sink``: position 0 and a learned sink logit; ``context``: other keys before the block;
+  ``task``: from the block to the end of A's input; ``continuation``: A's generated tokens). The
+  four sum to m.
+- **redistribution**: ``kl_shared`` = KL(P_A || P_X renormalized over the shared keys): does X,
+  among the keys A also has, attend differently?
+
+and ``kl`` = KL(P_A || P_X), P_A extended by zeros on the block, is exactly their sum, per row and
+so for row means too (the stored values are row means of each).
+
+Sliding windows: a block pushes the keys before it (BOS, a system prompt) out of a windowed
+layer's reach in X while A still sees them. P_A is then compared on the keys both runs can see,
+renormalized, and the mass it loses is reported as ``unseen_mass_a`` (zero in full-attention
+layers). Learned attention sinks (GPT-OSS) are one more softmax outcome that is not a key: they
+enter every metric as a shared "key" present in both runs (sink logits ``sink_a``, ``sink_x``,
+shaped ``[..., rows]``), count towards ``mass_from_sink``, and are never part of the block.
 
 Every metric is computed from log-probabilities (``log_softmax`` of the scores), never as the log
 of a rounded probability.
@@ -14,7 +36,6 @@ from __future__ import annotations
 import math
 
 import torch
-
 
 
 def drop_span(t: torch.Tensor, start: int, end: int) -> torch.Tensor:
@@ -37,56 +58,83 @@ def _log_mean_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(finite, mid, top)
 
 
+def _with_sink(t: torch.Tensor, sink: torch.Tensor | None) -> torch.Tensor:
+    return t if sink is None else torch.cat([t, sink[..., None]], dim=-1)
+
+
 def row_metrics(
     logp_a: torch.Tensor,  # [..., R, Ka]
     scores_a: torch.Tensor,  # [..., R, Ka]
     logp_x: torch.Tensor,  # [..., R, Kx], Kx = Ka + (end - start)
     scores_x: torch.Tensor,  # [..., R, Kx]
-    prefix: tuple[int, int],  # X's prefix key span [start, end)
+    block: tuple[int, int],  # X's inserted key span [start, end)
+    a_input_len: int | None = None,  # A's input length: keys from here on are its continuation
+    sink_a: tuple[torch.Tensor, torch.Tensor] | None = None,  # (log-prob, score) of a learned sink, [..., R]
+    sink_x: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Per-row metrics, each shaped ``[..., R]``.
-
-    - ``kl``: KL(P_A || P_X) with P_A extended by zeros on the prefix keys;
-    - ``prefix_mass``: X's attention on prefix keys;
-    - ``kl_shared``: KL(P_A || P_X renormalized over shared keys) = kl + log(1 - prefix_mass);
-    - ``js``: Jensen-Shannon divergence on X's key set, in nats (0 .. ln 2);
-    - ``score_rmse``: RMS difference of the row-centred scores on the keys A can see;
-    - ``sink_mass_a`` / ``sink_mass_x``: attention on position 0 in each run.
-    """
-    start, end = prefix
+    """Per-row metrics (see the module docstring), each shaped ``[..., R]``."""
+    start, end = block
+    ka = logp_a.shape[-1]
+    a_input_len = ka if a_input_len is None else a_input_len
     shared_lx = drop_span(logp_x, start, end)
-    pa, px_shared = logp_a.exp(), shared_lx.exp()
-    zero = torch.zeros((), dtype=pa.dtype, device=pa.device)
-    kl = torch.where(pa > 0, pa * (logp_a - shared_lx), zero).sum(-1)
-    log_shared_mass = torch.logsumexp(shared_lx, dim=-1)
-    prefix_mass = (
-        torch.logsumexp(logp_x[..., start:end], dim=-1).exp() if end > start else torch.zeros_like(kl)
-    )
+    shared_sx = drop_span(scores_x, start, end)
+    zero = torch.zeros((), dtype=logp_a.dtype, device=logp_a.device)
 
-    # JS on X's key set. On a prefix key P_A is 0, so the mixture is P_X / 2 and the key adds
-    # 0.5 * P_X * ln 2: all prefix keys together add 0.5 * prefix_mass * ln 2.
-    log_mid = _log_mean_exp(logp_a, shared_lx)
-    js = 0.5 * (torch.where(pa > 0, pa * (logp_a - log_mid), zero).sum(-1)
-                + torch.where(px_shared > 0, px_shared * (shared_lx - log_mid), zero).sum(-1)
+    # Keys both runs see; A's mass on the others (out of X's window) is renormalized away.
+    seen_a = torch.isfinite(logp_a)
+    both = seen_a & torch.isfinite(shared_lx)
+    unseen = torch.where(seen_a & ~both, logp_a.exp(), zero).sum(-1)
+    log_keep = torch.log1p(-unseen.clamp(max=1.0))[..., None]
+    la = torch.where(both, logp_a - log_keep, torch.full_like(logp_a, -math.inf))
+    lx = torch.where(both, shared_lx, torch.full_like(shared_lx, -math.inf))
+    sa_sink = sx_sink = None
+    if sink_a is not None:
+        la = _with_sink(la, sink_a[0] - log_keep[..., 0])
+        lx = _with_sink(lx, sink_x[0])
+        sa_sink, sx_sink = sink_a[1], sink_x[1]
+    pa, px = la.exp(), lx.exp()
+
+    kl = torch.where(pa > 0, pa * (la - lx), zero).sum(-1)
+    log_shared_mass = torch.logsumexp(lx, dim=-1)
+    prefix_mass = (torch.logsumexp(logp_x[..., start:end], dim=-1).exp() if end > start
+                   else torch.zeros_like(kl))
+
+    # JS on the union of both runs' keys. On a block key P_A is 0, so the mixture is P_X / 2 and
+    # the key adds 0.5 * P_X * ln 2: all block keys together add 0.5 * prefix_mass * ln 2.
+    log_mid = _log_mean_exp(la, lx)
+    js = 0.5 * (torch.where(pa > 0, pa * (la - log_mid), zero).sum(-1)
+                + torch.where(px > 0, px * (lx - log_mid), zero).sum(-1)
                 + prefix_mass * math.log(2.0))
 
-    visible = torch.isfinite(scores_a)
-    n_visible = visible.sum(-1).clamp(min=1)
-    sa = torch.where(visible, scores_a, torch.zeros_like(scores_a))
-    sx = torch.where(visible, drop_span(scores_x, start, end), torch.zeros_like(scores_a))
-    ca = sa - (sa.sum(-1) / n_visible)[..., None]
-    cx = sx - (sx.sum(-1) / n_visible)[..., None]
-    sq = torch.where(visible, (ca - cx) ** 2, torch.zeros_like(ca))
-    score_rmse = (sq.sum(-1) / n_visible).sqrt()
+    # Centred scores on the keys both see (the sink logit counts as one of them).
+    vis = _with_sink(both, None if sa_sink is None else torch.ones_like(sa_sink, dtype=torch.bool))
+    sa = torch.where(vis, _with_sink(scores_a, sa_sink), zero)
+    sx = torch.where(vis, _with_sink(shared_sx, sx_sink), zero)
+    n_vis = vis.sum(-1).clamp(min=1)
+    ca = sa - (sa.sum(-1) / n_vis)[..., None]
+    cx = sx - (sx.sum(-1) / n_vis)[..., None]
+    score_rmse = (torch.where(vis, (ca - cx) ** 2, zero).sum(-1) / n_vis).sqrt()
 
+    # Where the captured mass came from: A's mass minus X's mass, by class of A's keys.
+    moved = torch.where(both, pa[..., :ka] - px[..., :ka], zero)
+    first_task = max(start, 1)
+    from_sink = moved[..., 0] + (pa[..., ka] - px[..., ka] if sink_a is not None else zero)
+
+    sink_x_index = 0 if start > 0 else end  # A's position 0, wherever it sits in X
     return {
         "kl": kl,
         "kl_shared": kl + log_shared_mass,
+        "capture": -log_shared_mass,
         "js": js,
         "prefix_mass": prefix_mass,
+        "mass_from_sink": from_sink,
+        "mass_from_context": moved[..., 1:start].sum(-1),
+        "mass_from_task": moved[..., first_task:a_input_len].sum(-1),
+        "mass_from_continuation": moved[..., a_input_len:].sum(-1),
         "score_rmse": score_rmse,
         "sink_mass_a": logp_a[..., 0].exp().expand_as(kl),
-        "sink_mass_x": logp_x[..., 0].exp(),
+        "sink_mass_x": logp_x[..., sink_x_index].exp(),
+        "unseen_mass_a": unseen,
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -56,10 +57,16 @@ class ModelConfig:
 
     name_or_path: str = MISSING
     revision: str | None = None
-    dtype: Dtype = Dtype.float32
+    dtype: Dtype = Dtype.float32  # bfloat16 for GPU configs of 1B parameters and up
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    # Spread a big model over several devices with accelerate: "auto", or {module name: device}.
+    device_map: Any = None
+    # null lets transformers choose what the family supports (sdpa where it can, else eager).
+    attn_implementation: str | None = None
     trust_remote_code: bool = False
     bos: BosPolicy = BosPolicy.auto
+    context_limit: int | None = None  # tokens the model was trained for, when below its position table
+    gated: bool = False  # the hub asks you to accept a licence and log in before downloading
     notes: str = ""
 
 

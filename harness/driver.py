@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from .assembly import Condition
+from .assembly import Condition, batchable
 from .engine import Engine, Reference, Result
 from .records import condition_label
 
@@ -44,14 +44,13 @@ class DriveOutcome:
 
 
 def plan_batches(conditions: list[Condition], batch_size: int) -> list[list[Condition]]:
-    """One prompt's B/C conditions as batches that can run together without padding (equal input
-    length, same isolation), at most ``batch_size`` each, in a fixed order."""
-    ordered = sorted(conditions, key=lambda c: (len(c.assembled.input_ids), c.isolation.label))
+    """One prompt's B/C conditions as batches that can run together without padding
+    (:func:`harness.assembly.batchable`), at most ``batch_size`` each, in a fixed order."""
+    ordered = sorted(conditions, key=lambda c: (len(c.assembled.input_ids), c.isolation.label,
+                                                c.assembled.prefix_start, c.assembled.prefix_end))
     out: list[list[Condition]] = []
     for cond in ordered:
-        head = out[-1][0] if out else None
-        if (head is not None and len(out[-1]) < batch_size and head.isolation == cond.isolation
-                and len(head.assembled.input_ids) == len(cond.assembled.input_ids)):
+        if out and len(out[-1]) < batch_size and batchable(out[-1][0], cond):
             out[-1].append(cond)
         else:
             out.append([cond])

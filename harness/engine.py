@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .assembly import Condition
+from .assembly import Condition, batchable
 from .attention_metrics import row_metrics, token_kl
 from .decoding import Continuation, forward, greedy_from
 from .isolation import KeyBias
@@ -42,8 +42,9 @@ class Reference:
     condition: Condition
     continuation: Continuation
     step_logp: torch.Tensor  # [steps, vocab] float32: next-token log-probs along Y_A
-    # rows[segment][layer] = (log_probs, scores), each [heads, rows, keys] float32
-    rows: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+    # rows[segment][layer] = (log_probs, scores, sink): [heads, rows, keys] float32, and for learned
+    # sinks their (log_prob, score) [heads, rows] (else None)
+    rows: dict[str, dict[int, tuple]] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -80,16 +81,22 @@ def _metrics_to_numpy(per_layer: dict[int, dict[str, torch.Tensor]], batch: int)
     return out
 
 
-def _comparer(ref: Reference, prefix: tuple[int, int], out: dict[str, dict[int, dict[str, torch.Tensor]]]):
+def _comparer(ref: Reference, block: tuple[int, int], out: dict[str, dict[int, dict[str, torch.Tensor]]]):
     """``compare(segment)`` gives the probe callback that compares a layer's rows with A's rows of
-    that layer and stores the row-averaged metrics, ``[batch, heads]``, in ``out[segment][layer]``."""
+    that layer and stores the row-averaged metrics, ``[batch, heads]``, in ``out[segment][layer]``.
+    ``block`` is X's inserted key span (empty when X is A itself)."""
+    a_input_len = len(ref.condition.assembled.input_ids)
 
     def compare(segment: str):
-        def on_layer(layer, logp, scores):
-            lp_a, sc_a = ref.rows[segment][layer]
-            # X's keys are A's plus the prefix; any beyond (a pass without the cache fork) are causal padding
-            k = lp_a.shape[-1] + prefix[1] - prefix[0]
-            rm = row_metrics(lp_a[None], sc_a[None], logp[..., :k], scores[..., :k], prefix)
+        def on_layer(layer, logp, scores, sink):
+            lp_a, sc_a, sink_a = ref.rows[segment][layer]
+            lp_a, sc_a = lp_a.to(logp.device)[None], sc_a.to(logp.device)[None]
+            # X's keys are A's plus the block; any beyond (a pass without the cache fork) are causal padding
+            k = lp_a.shape[-1] + block[1] - block[0]
+            sinks = {}
+            if sink is not None:
+                sinks = {"sink_a": tuple(t.to(logp.device)[None] for t in sink_a), "sink_x": sink}
+            rm = row_metrics(lp_a, sc_a, logp[..., :k], scores[..., :k], block, a_input_len, **sinks)
             out[segment][layer] = {m: v.mean(-1) for m, v in rm.items()}
         return on_layer
 
@@ -117,10 +124,12 @@ class Engine:
         """Run group A for one prompt; returns the reference and A's own result row."""
         t0 = time.perf_counter()
         a = cond.assembled
-        rows: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {s: {} for s in SEGMENTS}
+        rows: dict[str, dict[int, tuple]] = {s: {} for s in SEGMENTS}
 
         def keep(segment):
-            return lambda layer, logp, scores: rows[segment].__setitem__(layer, (logp[0], scores[0]))
+            def on_layer(layer, logp, scores, sink):
+                rows[segment][layer] = (logp[0], scores[0], None if sink is None else (sink[0][0], sink[1][0]))
+            return on_layer
 
         ids = torch.tensor([a.input_ids], device=self.device)
         cache = buffered_cache(self.model, len(a.input_ids) + self.max_new_tokens)
@@ -141,11 +150,11 @@ class Engine:
         for segment, by_layer in rows.items():
             if not by_layer:
                 continue
-            per_layer = {
-                layer: {m: v[None].mean(-1) for m, v in
-                        row_metrics(lp, sc, lp, sc, (a.prefix_start, a.prefix_end)).items()}
-                for layer, (lp, sc) in by_layer.items()
-            }
+            per_layer = {}
+            for layer, (lp, sc, sink) in by_layer.items():
+                sinks = {} if sink is None else {"sink_a": sink, "sink_x": sink}
+                rm = row_metrics(lp, sc, lp, sc, (a.prefix_start, a.prefix_end), len(a.input_ids), **sinks)
+                per_layer[layer] = {m: v[None].mean(-1) for m, v in rm.items()}
             attention[segment] = _metrics_to_numpy(per_layer, 1)[0]
             n_queries[segment] = next(iter(by_layer.values()))[0].shape[1]
         own_kl = float(token_kl(step_logp, step_logp).mean()) if len(step_logp) else None
@@ -157,8 +166,8 @@ class Engine:
         t0 = time.perf_counter()
         first = batch[0].assembled
         iso = batch[0].isolation
-        assert all(len(c.assembled.input_ids) == len(first.input_ids) and c.prompt_id == ref.condition.prompt_id
-                   and c.isolation == iso for c in batch), "a batch needs one prompt, one length, one isolation"
+        assert all(batchable(batch[0], c) and c.prompt_id == ref.condition.prompt_id for c in batch), \
+            "a batch needs one prompt and conditions that batchable() allows together"
         bias = None if iso.key_bias is None else KeyBias(first.prefix_start, first.prefix_end, first.task_start,
                                                          iso.key_bias)
         with key_bias(bias):
@@ -242,10 +251,14 @@ class Engine:
         task_rows = a.assembled.task_end - a.assembled.task_start
         to_task, to_continuation = compare("task"), compare("continuation")
 
-        def split(layer, logp, scores):
-            to_task(layer, logp[..., :task_rows, :], scores[..., :task_rows, :])
+        def split(layer, logp, scores, sink):
+            def rows(part: slice):
+                return (logp[..., part, :], scores[..., part, :],
+                        None if sink is None else tuple(t[..., part] for t in sink))
+
+            to_task(layer, *rows(slice(0, task_rows)))
             if n:
-                to_continuation(layer, logp[..., task_rows:, :], scores[..., task_rows:, :])
+                to_continuation(layer, *rows(slice(task_rows, None)))
 
         with self._capture(slice(a.assembled.task_start, n_in + n), split):
             logits, _ = forward(self.model, full)

@@ -45,6 +45,7 @@ class Experiment:
     batch_size: int
     determinism: dict
     result_fingerprint: dict  # everything besides the condition itself that determines a result
+    attn_base: str = ""  # the attention implementation the model computes with (the probe wraps it)
 
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
@@ -57,13 +58,21 @@ class Experiment:
         attention = bool(cfg.analysis.attention) if attention is None else attention
         prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
         prefixes = select_prefixes(load_prefixes(cfg.prefixes.path), cfg.prefixes.per_group, cfg.seed)
+        device_map = m.device_map
+        if device_map is not None and not isinstance(device_map, str):
+            device_map = dict(device_map)
         loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype.value, device=device or m.device,
-                            trust_remote_code=m.trust_remote_code)
+                            trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
+                            device_map=device_map, gated=m.gated)
+        if m.context_limit is not None:
+            loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
         exp = cls(cfg, loaded, prompts, prefixes, [], None, 0, determinism, {})  # type: ignore[arg-type]
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
+        exp.attn_base = loaded.model.config._attn_implementation
         if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
-            install_probe(loaded.model)  # masks and biases are applied inside the harness's attention function
+            # masks and biases are applied inside the harness's attention function
+            exp.attn_base = install_probe(loaded.model)
         longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         exp.engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, attention,
@@ -76,7 +85,9 @@ class Experiment:
             "tokenizer": tokenizer_fingerprint(loaded.tokenizer),
             "dtype": loaded.dtype,
             "device": torch.device(loaded.device).type,
-            "attn_implementation": loaded.model.config._attn_implementation,
+            # CPU reductions are split over threads: another thread count rounds differently
+            "cpu_threads": torch.get_num_threads() if loaded.device == "cpu" else None,
+            "attn_implementation": exp.attn_base,
             "max_new_tokens": cfg.decode.max_new_tokens,
             "eos": loaded.tokenizer.eos_token_id,
             "attention_analysis": attention,

@@ -5,7 +5,9 @@
   after the prefix, so the drift that remains is the position offset's.
 - ``mask_reset``: ``mask``, and the task's position ids restart as if the prefix were absent.
   In exact arithmetic this is A itself: its drift is the numerical noise floor and a self-check.
-  Works for rotary and absolute position embeddings alike (both read ``position_ids``).
+  Works for rotary and absolute position embeddings alike (both read ``position_ids``). Not in
+  sliding-window layers: a window counts sequence positions, masked prefix keys included, so the
+  task tokens nearest the prefix see fewer task keys than in A (Mistral, Gemma 2/3, GPT-OSS).
 - ``decay``: an additive bias ``-beta`` on the scores from task and continuation queries toward
   prefix keys ("low-trust block" down-weighting); ``beta`` is swept.
 - ``delimit``: a text-level defence. The prefix is wrapped as

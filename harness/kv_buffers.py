@@ -100,17 +100,23 @@ class BufferedLayer(DynamicLayer):
 
 
 def buffered_cache(model: torch.nn.Module, capacity: int) -> DynamicCache:
-    """An empty cache for ``model`` whose full-attention layers hold ``capacity`` tokens without
-    reallocating (sliding-window layers keep transformers' own class)."""
+    """An empty cache for ``model`` whose attention layers hold ``capacity`` tokens without
+    reallocating.
+
+    Sliding-window layers get a full buffer too: the model builds each layer's window into its
+    attention mask from its config, so the arithmetic is the same, but every layer's keys are then
+    the whole sequence in order, which is what aligns A's keys with X's for the attention
+    metrics (a sliding cache keeps only the last window, at shifting positions)."""
     cache = DynamicCache(config=model.config)
     if not cache.layers:  # a config transformers cannot read layer types from: one layer per update
         return cache
-    cache.layers = [BufferedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    cache.layers = [BufferedLayer(capacity) if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) else layer
+                    for layer in cache.layers]
     return cache
 
 
 # Cache layers whose whole state is keys, values and lengths equal across rows: safe to stack.
-STACKABLE = (DynamicLayer, DynamicSlidingWindowLayer, BufferedLayer)
+STACKABLE = (DynamicLayer, BufferedLayer)
 
 
 def stackable(cache) -> bool:
@@ -127,12 +133,7 @@ def stack_caches(caches: list, capacity: int) -> DynamicCache:
     for i, layer in enumerate(caches[0].layers):
         keys = [c.layers[i].keys for c in caches]
         values = [c.layers[i].values for c in caches]
-        if type(layer) in (DynamicLayer, BufferedLayer):
-            row = BufferedLayer.from_rows(keys, values, capacity)
-        else:  # sliding window: its length bookkeeping is kept; update() rebinds, never writes in place
-            row = copy.copy(layer)
-            row.keys, row.values = torch.cat(keys), torch.cat(values)
-        out.layers.append(row)
+        out.layers.append(BufferedLayer.from_rows(keys, values, capacity))
     return out
 
 
@@ -146,7 +147,8 @@ def rewound(cache) -> Iterator[None]:
     """Run the enclosed passes on ``cache``, then put it back as it was before them.
 
     Exact for the layer types here: their updates append beyond the recorded length (buffered
-    layers) or rebind new tensors (transformers' dynamic layers), never alter what was recorded."""
+    layers) or rebind new tensors (transformers' dynamic layers), never alter what was recorded;
+    any other layer type is deep-copied instead."""
     if not stackable(cache):  # other layer types may write in place: keep a deep copy instead
         layers = copy.deepcopy(cache.layers)
         try:

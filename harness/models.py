@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def build_tiny(family: str, seed: int = 0, **shape):
     config = tiny_config(family, **shape)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_config(config)
     # GPT-2's tokenizer does not add BOS; Llama-family tokenizers do. Mirror that.
     return model.eval(), byte_level_tokenizer(add_bos=family != "gpt2")
 
@@ -131,6 +132,47 @@ def max_positions_of(config) -> int | None:
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
 
+def _why_unavailable(name_or_path: str, source: str, exc: BaseException, gated: bool) -> str:
+    """The real cause of a failed load, as one line: missing files, no safetensors, offline,
+    gated, unsupported architecture or attention, or what transformers said."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    local = Path(source)
+    if local.is_dir():
+        files = {p.name for p in local.iterdir()}
+        if "config.json" not in files:
+            return f"{source} is a directory but has no config.json (save the model with save_pretrained)"
+        if not any(f.endswith(".safetensors") or f.endswith(".safetensors.index.json") for f in files):
+            pickled = sorted(f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt")))
+            return (f"{source} has no safetensors weights" + (f" (only {', '.join(pickled)}, which could run code when "
+                    f"loaded; convert them with save_pretrained(safe_serialization=True))" if pickled else ""))
+    lowered = text.lower()
+    if "does not support an attention implementation" in lowered or "attention implementation" in lowered:
+        return f"unsupported attention implementation: {first}; leave model.attn_implementation unset"
+    if "does not recognize this architecture" in lowered or "unrecognized configuration class" in lowered \
+            or "model type" in lowered and "not recognized" in lowered:
+        return f"unsupported architecture for transformers {_transformers_version()}: {first}"
+    if gated or "gated" in lowered or "401" in lowered or "403" in lowered or "restricted" in lowered:
+        return (f"gated on the hub: accept its licence on huggingface.co/{name_or_path} and log in "
+                f"(huggingface-cli login), or point model.name_or_path at a local copy ({first})")
+    if local.exists() or name_or_path.startswith((".", "/", "~")):
+        return f"{source} is not a loadable model directory ({first})"
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+    if offline or "offline" in lowered or "connect" in lowered or "cannot find the requested files" in lowered:
+        return (f"not a local directory, and not in the local hub cache with the hub unreachable"
+                f"{' (HF_HUB_OFFLINE is set)' if offline else ''}: download it once with network access, or "
+                f"give a local directory")
+    if "safetensors" in lowered or "use_safetensors" in lowered:
+        return f"no safetensors weights on the hub for this revision (pickled weights are refused): {first}"
+    return f"not a local model directory, and not loadable from the Hugging Face hub: {first}"
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
 def load_model(
     name_or_path: str,
     *,
@@ -138,9 +180,16 @@ def load_model(
     dtype: str = "float32",
     device: str = "auto",
     trust_remote_code: bool = False,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str | None = None,
+    device_map: str | dict | None = None,
+    gated: bool = False,
 ) -> LoadedModel:
-    """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``)."""
+    """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``).
+
+    ``attn_implementation`` None lets transformers choose what the family supports (SDPA where
+    it can, else eager); the choice is recorded in ``model.config._attn_implementation``.
+    ``device_map`` (``auto`` or an explicit ``{module: device}`` map) spreads a big model over
+    several devices with accelerate's dispatch instead of moving it to ``device``."""
     if dtype not in DTYPES:
         raise HarnessError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     device = resolve_device(device)
@@ -148,12 +197,20 @@ def load_model(
         family = name_or_path[len(BUILTIN):].removeprefix("tiny-")
         model, tokenizer = build_tiny(family)
         model = model.to(DTYPES[dtype])
-        model.set_attn_implementation(attn_implementation)
+        if attn_implementation:
+            model.set_attn_implementation(attn_implementation)
         return LoadedModel(model.to(device), tokenizer, name_or_path, None, _weights_sha256(model), dtype,
                            device, max_positions_of(model.config))
     source = str(DEMO_MODEL_DIR) if name_or_path == "demo" else name_or_path
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    placement = {}
+    if device_map is not None:
+        try:
+            import accelerate  # noqa: F401 - device_map needs it
+        except ImportError:
+            raise HarnessError("model.device_map needs the accelerate package: pip install accelerate") from None
+        placement = {"device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
@@ -163,17 +220,19 @@ def load_model(
             use_safetensors=True,
             trust_remote_code=trust_remote_code,
             attn_implementation=attn_implementation,
+            **placement,
         )
-    except (OSError, ValueError, json.JSONDecodeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HarnessError(
-            f"model {name_or_path!r} is not available: not a local model directory, and not loadable from "
-            f"the Hugging Face hub (offline, gated, no safetensors weights, or a typo?): {first}"
-        ) from None
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"model {name_or_path!r} is not available: "
+                           f"{_why_unavailable(name_or_path, source, exc, gated)}") from None
     local = Path(source)
     resolved = (
         _local_files_sha256(local) if local.is_dir()
         else getattr(model.config, "_commit_hash", None) or revision or "unknown"
     )
-    return LoadedModel(model.eval().to(device), tokenizer, name_or_path, revision, resolved, dtype, device,
+    if device_map is None:
+        model = model.to(device)
+    else:
+        device = str(next(model.parameters()).device)
+    return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
                        max_positions_of(model.config))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from .decoding import forward
-from .kv_buffers import cache_nbytes, stack_caches, stackable
+from .kv_buffers import buffered_cache, cache_nbytes, stack_caches, stackable
 from .probe import plain_attention
 
 
@@ -46,7 +46,8 @@ class PrefixCache:
             return cache
         self.misses += 1
         with plain_attention():
-            _, cache = forward(self.model, torch.tensor([ids], device=self.device), last_only=True)
+            _, cache = forward(self.model, torch.tensor([ids], device=self.device),
+                               buffered_cache(self.model, len(ids)), last_only=True)
         self._stackable = stackable(cache)
         size = cache_nbytes(cache)
         if self._stackable and self.kept_bytes + size <= self.budget_bytes:
@@ -65,5 +66,6 @@ class PrefixCache:
         # A cache type with more state than keys and values (none of the shipped model families):
         # nothing is kept, and the heads run as one batch.
         with plain_attention():
-            _, cache = forward(self.model, torch.tensor([list(h) for h in heads], device=self.device), last_only=True)
+            _, cache = forward(self.model, torch.tensor([list(h) for h in heads], device=self.device),
+                               buffered_cache(self.model, capacity), last_only=True)
         return cache

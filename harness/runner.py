@@ -135,7 +135,10 @@ def _manifest(exp: Experiment, config: dict, started: str, outcome, failed: list
             "dtype": loaded.dtype,
             "device": loaded.device,
             "class": type(loaded.model).__name__,
-            "attn_implementation": loaded.model.config._attn_implementation,
+            "attn_implementation": exp.attn_base,
+            "probe": loaded.model.config._attn_implementation if exp.attn_base != loaded.model.config._attn_implementation
+            else None,
+            "device_map": getattr(loaded.model, "hf_device_map", None),  # where accelerate put each module
             "max_positions": loaded.max_positions,
         },
         "seed": exp.cfg.seed,

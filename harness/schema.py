@@ -10,8 +10,11 @@ from __future__ import annotations
 KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "isolation", "beta"]
 CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "isolation"]
 
-# Per query row metrics of the attention probe (harness.attention_metrics), in table order.
-ROW_METRICS = ("kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_a", "sink_mass_x")
+# Per query row metrics of the attention probe (harness.attention_metrics), in table order: the
+# headline kl is redistribution (kl_shared) plus capture; mass_from_* say whose mass the prefix took.
+ROW_METRICS = ("kl", "kl_shared", "capture", "js", "prefix_mass", "mass_from_sink", "mass_from_context",
+               "mass_from_task", "mass_from_continuation", "score_rmse", "sink_mass_a", "sink_mass_x",
+               "unseen_mass_a")
 
 CONDITION_COLUMNS = KEY_COLUMNS + [
     "prefix_kind",

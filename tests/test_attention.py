@@ -10,8 +10,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.spatial.distance import jensenshannon
-from scipy.special import log_softmax, rel_entr
 
 from harness.assembly import build_conditions
 from harness.engine import Engine
@@ -20,6 +18,7 @@ from harness.models import build_tiny
 from harness.probe import install_probe
 from harness.texts import Prefix, Prompt
 
+from . import oracle
 from .conftest import run_all
 
 PROMPT = Prompt("p", "The little robot opened the door and")
@@ -41,70 +40,25 @@ def run_engine(family, dtype=torch.float32, lengths=(9, 17), max_new=6, batch_si
     return results, references[PROMPT.id], tok
 
 
-def eager_oracle(family, input_ids, y_a):
-    """Attention probabilities [layers][heads, T, T] and logits [T, V] of input + Y_A, eager."""
-    model, _ = build_tiny(family, seed=1)
-    model.set_attn_implementation("eager")
-    seq = torch.tensor([list(input_ids) + list(y_a)])
-    with torch.no_grad():
-        out = model(seq, output_attentions=True)
-    return [a[0].double().numpy() for a in out.attentions], out.logits[0].double().numpy()
-
-
-def oracle_metrics(pa_rows, px_rows, rows_pos_a, prefix):
-    """Mean over rows of each metric, for one head; rows are absolute positions (A's numbering)."""
-    start, end = prefix
-    out = {k: [] for k in ("kl", "kl_shared", "js", "prefix_mass", "score_rmse", "sink_mass_a", "sink_mass_x")}
-    for pa, px, pos in zip(pa_rows, px_rows, rows_pos_a):
-        pa = pa[: pos + 1]  # keys A can see
-        px = px[: pos + 1 + (end - start)]
-        shared = np.concatenate([px[:start], px[end:]])
-        out["kl"].append(rel_entr(pa, shared).sum())
-        out["prefix_mass"].append(px[start:end].sum())
-        out["kl_shared"].append(rel_entr(pa, shared / shared.sum()).sum())
-        pa_ext = np.concatenate([pa[:start], np.zeros(end - start), pa[start:]])
-        out["js"].append(jensenshannon(pa_ext, px) ** 2)
-        ca, cx = np.log(pa) - np.log(pa).mean(), np.log(shared) - np.log(shared).mean()
-        out["score_rmse"].append(np.sqrt(((ca - cx) ** 2).mean()))
-        out["sink_mass_a"].append(pa[0])
-        out["sink_mass_x"].append(px[0])
-    return {k: float(np.mean(v)) for k, v in out.items()}
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_metrics_match_eager_oracle(family):
     results, ref, _ = run_engine(family)
+    model, _ = build_tiny(family, seed=1)
     a = ref.condition.assembled
     y_a = ref.continuation.ids
     assert len(y_a) > 0
-    att_a, logits_a = eager_oracle(family, a.input_ids, y_a)
-    n_a = len(a.input_ids)
     checked = 0
     for res in results:
         x = res.condition.assembled
-        att_x, logits_x = eager_oracle(family, x.input_ids, y_a)
-        n_x = len(x.input_ids)
-        shift = x.prefix_len
-        segments = {
-            "task": (np.arange(a.task_start, a.task_end), np.arange(x.task_start, x.task_end)),
-            "continuation": (np.arange(n_a, n_a + len(y_a)), np.arange(n_x, n_x + len(y_a))),
-        }
-        for segment, (rows_a, rows_x) in segments.items():
-            assert np.array_equal(rows_x, rows_a + shift)
-            assert res.n_queries[segment] == len(rows_a)
-            for layer in range(len(att_a)):
-                for head in range(att_a[layer].shape[0]):
-                    want = oracle_metrics(att_a[layer][head][rows_a], att_x[layer][head][rows_x], rows_a,
-                                          (x.prefix_start, x.prefix_end))
-                    for metric, value in want.items():
-                        got = res.attention[segment][metric][layer, head]
-                        assert abs(got - value) < 1e-5, (family, res.condition, segment, layer, head, metric, got, value)
-                        checked += 1
-        # output_kl: KL(p_A || p_X) over the vocabulary at the steps predicting Y_A (and EOS)
-        steps = len(y_a) + int(ref.continuation.stopped_on_eos)
-        la = log_softmax(logits_a[n_a - 1: n_a - 1 + steps], axis=-1)
-        lx = log_softmax(logits_x[n_x - 1: n_x - 1 + steps], axis=-1)
-        want_kl = float(rel_entr(np.exp(la), np.exp(lx)).sum(-1).mean())
+        want = oracle.condition_metrics(model, a.input_ids, x.input_ids, y_a, (x.prefix_start, x.prefix_end),
+                                        (a.task_start, a.task_end))
+        for segment, metrics in want.items():
+            assert res.n_queries[segment] == (a.task_len if segment == "task" else len(y_a))
+            for metric, values in metrics.items():
+                np.testing.assert_allclose(res.attention[segment][metric], values, atol=1e-5, rtol=0,
+                                           err_msg=f"{family} {res.condition} {segment} {metric}")
+                checked += values.size
+        want_kl = oracle.output_kl(model, a.input_ids, x.input_ids, y_a, ref.continuation.stopped_on_eos)
         assert abs(res.output_kl - want_kl) < 1e-5
     assert checked > 0
 
@@ -132,9 +86,13 @@ def test_properties(family):
     for res in results[1:]:
         for segment, m in res.attention.items():
             assert np.all(m["kl"] >= -1e-6)
-            # kl_shared = kl + log(1 - prefix_mass) holds per query row (test_row_metrics.py); the
-            # row mean of log(1 - m) is at most log(1 - mean m), so on means kl_shared is bounded:
-            assert np.all(m["kl_shared"] <= m["kl"] + np.log1p(-m["prefix_mass"]) + 1e-5)
+            # kl = redistribution + capture per row, so on the stored row means too
+            np.testing.assert_allclose(m["kl"], m["kl_shared"] + m["capture"], atol=1e-6)
+            # capture = -log(1 - prefix_mass) per row; by Jensen the row mean is at least -log(1 - mean)
+            assert np.all(m["capture"] >= -np.log1p(-m["prefix_mass"]) - 1e-6)
+            mass_from = sum(m[f"mass_from_{c}"] for c in ("sink", "context", "task", "continuation"))
+            np.testing.assert_allclose(mass_from, m["prefix_mass"], atol=1e-6)
+            assert np.all(m["unseen_mass_a"] == 0)  # no sliding windows in these families
             assert np.all(m["js"] >= -1e-7) and np.all(m["js"] <= math.log(2) + 1e-7)
             assert np.all((m["prefix_mass"] > 0) & (m["prefix_mass"] < 1))
 

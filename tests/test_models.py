@@ -26,20 +26,74 @@ def test_local_directory_roundtrip(tmp_path):
     assert loaded.max_positions == 1024
 
 
-def test_pickle_weights_are_refused(tmp_path):
+def test_pickle_weights_are_refused_and_said_so(tmp_path):
     model, tok = build_tiny("gpt2")
     model.config.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")  # pickle: could run code on load
-    with pytest.raises(HarnessError, match="not available"):
+    with pytest.raises(HarnessError, match=r"has no safetensors weights \(only pytorch_model.bin"):
         load_model(str(tmp_path), device="cpu")
 
 
-def test_unavailable_model_is_one_clear_line():
+def test_unavailable_model_names_the_real_cause(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(HarnessError) as info:
         load_model("no-such-org/no-such-model", device="cpu")
     msg = str(info.value)
     assert "no-such-org/no-such-model" in msg and "not available" in msg and "\n" not in msg
+    assert "HF_HUB_OFFLINE is set" in msg
+    with pytest.raises(HarnessError, match="gated on the hub: accept its licence"):
+        load_model("meta-llama/Llama-3.2-1B", device="cpu", gated=True)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HarnessError, match="is a directory but has no config.json"):
+        load_model(str(tmp_path / "empty"), device="cpu")
+    model, tok = build_tiny("llama")
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    config = (tmp_path / "model" / "config.json").read_text().replace('"model_type": "llama"',
+                                                                      '"model_type": "llama9000"')
+    (tmp_path / "model" / "config.json").write_text(config)
+    with pytest.raises(HarnessError, match="unsupported architecture for transformers"):
+        load_model(str(tmp_path / "model"), device="cpu")
+
+
+@pytest.mark.parametrize("family, chosen", [("gemma2", "eager"), ("gpt_oss", "eager"), ("llama", "sdpa")])
+def test_loader_chooses_what_the_family_supports(family, chosen, tmp_path):
+    from .zoo import tiny_model
+
+    model, tok = tiny_model(family)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert load_model(str(tmp_path), device="cpu").model.config._attn_implementation == chosen
+    if chosen == "eager":  # asking for what the family cannot do is named as such
+        with pytest.raises(HarnessError, match="unsupported attention implementation"):
+            load_model(str(tmp_path), device="cpu", attn_implementation="sdpa")
+
+
+def test_an_explicit_device_map_spreads_the_model_and_the_probe_follows(tmp_path):
+    """accelerate's dispatch with an explicit map (one device here; the same code spreads a model
+    over several GPUs): the model loads through it and a sweep's attention analysis still works."""
+    from .conftest import SMALL_PREFIXES, sweep
+
+    model, tok = build_tiny("llama", seed=4)
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    device_map = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.1": "cpu", "model.norm": "cpu",
+                  "model.rotary_emb": "cpu", "lm_head": "cpu"}
+    loaded = load_model(str(tmp_path / "model"), device="cpu", device_map=device_map)
+    assert {p.device.type for p in loaded.model.parameters()} == {"cpu"} and loaded.device == "cpu"
+    overrides = [f"prefixes.path={SMALL_PREFIXES}", "prompts.limit=1", "prefix.lengths=[8]", "decode.max_new_tokens=3",
+                 "draw_figures=false", "analysis.noise_floor=false", f"model.name_or_path={tmp_path / 'model'}"]
+    mapped = sweep(tmp_path / "mapped", *overrides, "+model.device_map={" + ",".join(
+        f"{k}:cpu" for k in device_map) + "}")
+    plain = sweep(tmp_path / "plain", *overrides)
+    import json
+
+    import pandas as pd
+
+    assert json.loads((mapped / "manifest.json").read_text())["config"]["model"]["device_map"] == device_map
+    pd.testing.assert_frame_equal(pd.read_parquet(mapped / "attention.parquet"),
+                                  pd.read_parquet(plain / "attention.parquet"))
 
 
 def test_bad_dtype_and_device():
@@ -50,7 +104,8 @@ def test_bad_dtype_and_device():
             load_model("builtin:tiny-llama", device="cuda")
 
 
-@pytest.mark.parametrize("name", ["gpt2", "pythia-160m", "pythia-1b", "qwen2.5-1.5b", "llama-3.2-1b"])
+@pytest.mark.parametrize("name", ["gpt2", "pythia-160m", "pythia-1b", "qwen2.5-1.5b", "llama-3.2-1b", "gemma-2-2b",
+                                  "qwen3-1.7b", "gpt-oss-20b", "mistral-7b"])
 def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
     """Each shipped hub config validates against the schema and is passed to transformers with
     safetensors on and remote code off (the download itself is mocked: no hub here)."""
@@ -70,10 +125,13 @@ def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
 
     monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", fake_model)
     monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", fake_tok)
-    loaded = load_model(cfg.name_or_path, revision=cfg.revision, dtype="float32", device="cpu")
+    loaded = load_model(cfg.name_or_path, revision=cfg.revision, dtype="float32", device="cpu",
+                        device_map=cfg.device_map)
     source, kw = calls["model"]
     assert source == cfg.name_or_path and kw["revision"] == cfg.revision
     assert kw["use_safetensors"] is True and kw["trust_remote_code"] is False
+    assert kw["attn_implementation"] is None  # transformers picks what the family supports
+    assert cfg.context_limit and cfg.dtype.value in ("float32", "float16", "bfloat16")
     assert calls["tok"][1]["trust_remote_code"] is False
     assert loaded.resolved_revision == "0123abcd" * 5
 

@@ -39,7 +39,7 @@ def test_sweep_writes_documented_tables(tiny_run):
     assert df.attn_kl_mean[df.group != "A"].gt(0).all() and df.output_kl.notna().all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["model"]["name_or_path"] == "builtin:tiny-llama"
-    assert manifest["model"]["attn_implementation"] == "harness_probe"
+    assert manifest["model"]["attn_implementation"] == "sdpa" and manifest["model"]["probe"] == "harness_probe_sdpa"
     assert manifest["seed"] == 0 and manifest["determinism"]["torch_deterministic_algorithms"]
     assert manifest["config"]["prefix"]["lengths"] == [8, 24] and manifest["special_tokens_in_data"] == "text"
     for name in ("conditions.parquet", "attention.parquet", "noise.parquet"):
