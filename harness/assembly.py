@@ -17,9 +17,14 @@ from .isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
 
 @dataclass(frozen=True)
 class Assembled:
-    """One model input: ``[bos] + prefix + task`` as token ids, with half-open segment spans.
+    """One model input as token ids, with half-open spans.
 
-    For group A the prefix span is empty (``prefix_start == prefix_end == task_start``).
+    X's input is A's input with one contiguous *block* ``[block_start, block_end)`` inserted: the
+    prefix and whatever tokens its placement wraps it in (a delimiter, a chat role header). The
+    *prefix* span holds the prefix's own tokens inside the block (raw placement: the L tokens of
+    the cut, separator included; so there block and prefix coincide), and the *task* span the task
+    prompt's tokens, which come after the block. For A the block and prefix spans are empty, at
+    the point where X's block goes.
     """
 
     input_ids: tuple[int, ...]
@@ -27,10 +32,26 @@ class Assembled:
     prefix_end: int
     task_start: int
     task_end: int
+    block_start: int | None = None  # None: the prefix span
+    block_end: int | None = None
+
+    def __post_init__(self):
+        if self.block_start is None:
+            object.__setattr__(self, "block_start", self.prefix_start)
+        if self.block_end is None:
+            object.__setattr__(self, "block_end", self.prefix_end)
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return self.block_start, self.block_end
+
+    @property
+    def block_len(self) -> int:
+        return self.block_end - self.block_start
 
     @property
     def n_bos(self) -> int:
-        return self.prefix_start
+        return self.block_start
 
     @property
     def prefix_len(self) -> int:
@@ -96,13 +117,15 @@ def cut_prefix(
     return list(prefix_ids[:body]) + list(separator_ids)
 
 
-def assemble(bos: list[int], prefix: list[int], task: list[int]) -> Assembled:
-    """``bos + prefix + task`` with its spans; ``prefix`` is empty for group A."""
+def assemble(bos: list[int], prefix: list[int], task: list[int], text_span: tuple[int, int] | None = None) -> Assembled:
+    """``bos + prefix + task`` (raw placement) with its spans; ``prefix`` is empty for group A.
+    ``text_span`` locates the prefix's own tokens inside ``prefix`` when it is wrapped (delimit)."""
     if not task:
         raise HarnessError("a task prompt tokenized to zero tokens")
     p0 = len(bos)
     t0 = p0 + len(prefix)
-    return Assembled(tuple(bos) + tuple(prefix) + tuple(task), p0, t0, t0, t0 + len(task))
+    s0, s1 = (p0 + text_span[0], p0 + text_span[1]) if text_span else (p0, t0)
+    return Assembled(tuple(bos) + tuple(prefix) + tuple(task), s0, s1, t0, t0 + len(task), p0, t0)
 
 
 @dataclass(frozen=True)
@@ -115,6 +138,16 @@ class Condition:
     prefix_len: int  # 0 for A
     assembled: Assembled
     isolation: Isolation = Isolation()
+    placement: str = "raw"
+    target: str | None = None  # what the prefix's instruction asks for (harness.texts.target_pattern)
+    target_regex: str | None = None
+    pair: str | None = None  # shared by a matched B and C prefix
+
+    @property
+    def target_pattern(self):
+        from .texts import target_pattern
+
+        return target_pattern(self.target, self.target_regex) if (self.target or self.target_regex) else None
 
 
 def batchable(a: Condition, b: Condition) -> bool:
@@ -122,7 +155,7 @@ def batchable(a: Condition, b: Condition) -> bool:
     spans and the same isolation (so one attention mask and one set of position ids serve both)."""
     x, y = a.assembled, b.assembled
     return (a.isolation == b.isolation and len(x.input_ids) == len(y.input_ids)
-            and (x.prefix_start, x.prefix_end, x.task_start) == (y.prefix_start, y.prefix_end, y.task_start))
+            and (x.block, x.task_start, x.task_end) == (y.block, y.task_start, y.task_end))
 
 
 def build_conditions(
@@ -137,41 +170,64 @@ def build_conditions(
     repeat_short: bool = False,
     isolations: list[Isolation] | None = None,
     parse_special: bool = False,
+    placement: str = "raw",
+    chat=None,
 ) -> list[Condition]:
     """Every condition of a sweep, in a stable order: per prompt, A first, then each group's
     prefixes at each length under each isolation setting. Each text is tokenized exactly once
-    (``parse_special``: see :func:`encode`). ``groups`` must include A (the reference)."""
+    (``parse_special``: see :func:`encode`). ``groups`` must include A (the reference).
+
+    ``placement`` is where the prefix goes: ``raw`` concatenates ``[bos] + prefix + separator +
+    task``; any other placement puts the task in a chat template and the prefix where the
+    placement says (``harness.chat``, configured by ``chat``), always as one contiguous block."""
     isolations = isolations or [Isolation()]
     for group in [g for g in ("B", "C") if g in groups]:
         if not any(p.group == group for p in prefixes):
             kind = "neutral" if group == "B" else "instruction"
             raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes")
+
     def enc(text: str) -> list[int]:
         return encode(tokenizer, text, parse_special)
 
-    bos = bos_ids(tokenizer, bos_policy)
-    sep = enc(separator)
-    cut = {
-        (p.id, n): cut_prefix(enc(p.text), sep, n, name=p.id, repeat=repeat_short)
-        for p in prefixes
-        if p.group in groups
-        for n in lengths
-    }
-    if any(iso.mode == "delimit" for iso in isolations):
-        opening, closing = enc(DELIMIT_OPEN), enc(DELIMIT_CLOSE)
-        delimited = {k: opening + ids[: len(ids) - len(sep)] + closing + sep for k, ids in cut.items()}
+    if placement == "raw":
+        bos, sep = bos_ids(tokenizer, bos_policy), enc(separator)
+
+        def place(task, body=(), text_span=None):
+            return assemble(bos, list(body), task, text_span)
+    else:
+        from .chat import chat_layout
+
+        sep, place = [], chat_layout(tokenizer, placement, chat, parse_special).assemble
+    opening, closing = enc(DELIMIT_OPEN), enc(DELIMIT_CLOSE)
+    text_ids = {p.id: enc(p.text) for p in prefixes if p.group in groups}
+
+    def body(prefix, n: int, iso: Isolation) -> tuple[list[int], tuple[int, int]]:
+        """The block's tokens for a prefix at length ``n`` under ``iso``, and its text span."""
+        span = n + len(opening) + len(closing) if iso.mode == "delimit_control" else n
+        try:  # delimit_control: the plain prefix as long as the delimited block
+            ids = cut_prefix(text_ids[prefix.id], sep, span, name=prefix.id, repeat=repeat_short)
+        except HarnessError as exc:
+            if span == n:
+                raise
+            raise HarnessError(f"{exc} (delimit_control at length {n} matches the {span}-token delimited block)") from None
+        if iso.mode != "delimit":
+            return ids, (0, len(ids))
+        text = ids[: len(ids) - len(sep)]
+        return opening + text + closing + sep, (len(opening), len(opening) + len(text))
+
     conditions = []
     for prompt in prompts:
         task = enc(prompt.text)
         if not task:
             raise HarnessError(f"prompt {prompt.id!r} tokenizes to zero tokens")
-        conditions.append(Condition(prompt.id, "A", None, 0, assemble(bos, [], task)))
+        conditions.append(Condition(prompt.id, "A", None, 0, place(task), placement=placement))
         for group in [g for g in ("B", "C") if g in groups]:
             for prefix in [p for p in prefixes if p.group == group]:
                 for n in lengths:
                     for iso in isolations:
-                        ids = delimited[prefix.id, n] if iso.mode == "delimit" else cut[prefix.id, n]
-                        conditions.append(Condition(prompt.id, group, prefix.id, n, assemble(bos, ids, task), iso))
+                        ids, span = body(prefix, n, iso)
+                        conditions.append(Condition(prompt.id, group, prefix.id, n, place(task, ids, span), iso,
+                                                    placement, prefix.target, prefix.target_regex, prefix.pair))
     return conditions
 
 

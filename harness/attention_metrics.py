@@ -95,7 +95,8 @@ def row_metrics(
     pa, px = la.exp(), lx.exp()
 
     kl = torch.where(pa > 0, pa * (la - lx), zero).sum(-1)
-    log_shared_mass = torch.logsumexp(lx, dim=-1)
+    # with nothing inserted (A against itself) X has no mass outside the shared keys: exactly 0
+    log_shared_mass = torch.logsumexp(lx, dim=-1) if end > start else torch.zeros_like(kl)
     prefix_mass = (torch.logsumexp(logp_x[..., start:end], dim=-1).exp() if end > start
                    else torch.zeros_like(kl))
 

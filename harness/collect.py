@@ -28,7 +28,7 @@ from .tables import concat_tables, sha256_file, write_json, write_parquet
 
 # Compared between copies of a key: every result column (timing differs between identical runs).
 COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS]
-ATTENTION_HEADLINE = ["attn_kl_mean", "attn_kl_peak_layer", "attn_js_mean", "attn_prefix_mass_mean"]
+ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
 
 
 def find_runs(paths: list[Path]) -> list[RunDir]:

@@ -43,8 +43,12 @@ SpecialTokens = _choice("SpecialTokens", "text control", (
 OnExisting = _choice("OnExisting", "auto resume fresh", (
     "A run directory that already holds results: ``auto`` resumes when the configuration is the same and "
     "refuses when it differs; ``resume`` keeps what still applies; ``fresh`` deletes them."))
-IsolationMode = _choice("IsolationMode", "none mask mask_reset decay delimit", "Isolation interventions "
-                        "(harness.isolation).")
+IsolationMode = _choice("IsolationMode", "none mask mask_reset decay delimit delimit_control",
+                        "Isolation interventions (harness.isolation).")
+Placement = _choice("Placement", "auto raw system turn document tool", (
+    "Where the prefix goes (harness.chat): raw concatenation, or inside the model's chat template as the "
+    "system message, an earlier turn, a document in the task's user message, or a tool result; auto is the "
+    "model's default placement."))
 Group = _choice("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix.")
 LocateMetric = _choice("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean",
                        "The drift measure ``harness locate`` bisects on.")
@@ -67,6 +71,9 @@ class ModelConfig:
     bos: BosPolicy = BosPolicy.auto
     context_limit: int | None = None  # tokens the model was trained for, when below its position table
     gated: bool = False  # the hub asks you to accept a licence and log in before downloading
+    # Where prefix.placement=auto puts the prefix for this model (instruction-tuned models: a chat
+    # placement; base models: raw).
+    default_placement: Placement = Placement.raw
     notes: str = ""
 
 
@@ -96,8 +103,23 @@ class PrefixConfig:
     """How prefixes are cut: each is exactly ``L`` tokens, the separator included."""
 
     lengths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
-    separator: str = "\n\n"
+    separator: str = "\n\n"  # raw placement only (chat placements are separated by the template)
     too_short: TooShort = TooShort.error
+    placement: Placement = Placement.auto
+
+
+@dataclass
+class ChatConfig:
+    """How chat placements (harness.chat) build A and X from the model's chat template."""
+
+    # A fixed system message in both A and X: the scaffolding that keeps a template's default system
+    # prompt (or a date line) out of the comparison. null: none, unless the template needs one.
+    system_prompt: str | None = None
+    turn_reply: str = "OK."  # placement=turn: the assistant's reply after the earlier user turn
+    document_open: str = "<document>\n"  # placement=document: delimiters around the prefix text
+    document_close: str = "\n</document>\n\n"
+    # Passed to apply_chat_template, e.g. {enable_thinking: false} for Qwen3, or a fixed date_string.
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,8 +132,12 @@ class DecodeConfig:
 @dataclass
 class AnalysisConfig:
     attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
-    noise_floor: bool = True  # A against itself: batched, and without the KV cache
-    noise_prompts: int = 8  # how many prompts the noise floor is measured on
+    # The run's own numerical noise: B/C conditions batched as the sweep batches them against the
+    # same conditions alone (harness.noise), on whole batches of the first noise_prompts prompts,
+    # about noise_conditions conditions in all.
+    noise_floor: bool = True
+    noise_prompts: int = 8
+    noise_conditions: int = 40
 
 
 @dataclass
@@ -140,6 +166,7 @@ class RunConfig:
     prompts: PromptsConfig = MISSING
     prefixes: PrefixesConfig = MISSING
     prefix: PrefixConfig = field(default_factory=PrefixConfig)
+    chat: ChatConfig = field(default_factory=ChatConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     groups: list[Group] = field(default_factory=lambda: list(Group))
@@ -229,6 +256,9 @@ def validate(cfg) -> DictConfig:
         problems.append(f"prompts.limit must be positive (or null for all), got {typed.prompts.limit}")
     if typed.prefixes.per_group is not None and typed.prefixes.per_group < 1:
         problems.append(f"prefixes.per_group must be positive (or null for all), got {typed.prefixes.per_group}")
+    if typed.analysis.noise_floor and typed.analysis.noise_conditions < 1:
+        problems.append(f"analysis.noise_conditions must be at least 1 (or analysis.noise_floor=false), "
+                        f"got {typed.analysis.noise_conditions}")
     if typed.analysis.noise_floor and typed.analysis.noise_prompts < 1:
         problems.append(f"analysis.noise_prompts must be at least 1 (or analysis.noise_floor=false), "
                         f"got {typed.analysis.noise_prompts}")

@@ -8,7 +8,7 @@ the continuation.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
@@ -20,6 +20,9 @@ from .kv_buffers import buffered_cache
 class Continuation:
     ids: tuple[int, ...]
     stopped_on_eos: bool
+    # The smallest top-1 minus top-2 logit margin over the greedy steps: how close the path came to
+    # a tie (a near-tie can flip under numerical noise alone). Not part of equality.
+    min_margin: float | None = field(default=None, compare=False)
 
 
 @lru_cache(maxsize=None)
@@ -68,11 +71,14 @@ def greedy_from(
     tokens: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
     stopped = [False] * batch
+    margins = [float("inf")] * batch
     for step in range(max_new_tokens):
         next_ids = logits.argmax(dim=-1)  # [batch]
-        for row, tok in enumerate(next_ids.tolist()):
+        top2 = logits.float().topk(2, dim=-1).values
+        for row, (tok, margin) in enumerate(zip(next_ids.tolist(), (top2[:, 0] - top2[:, 1]).tolist())):
             if done[row]:
                 continue
+            margins[row] = min(margins[row], margin)
             if eos_id is not None and tok == eos_id:
                 done[row] = stopped[row] = True
             else:
@@ -85,7 +91,7 @@ def greedy_from(
             extra["position_ids"] = torch.full((batch, 1), pos, dtype=torch.long, device=next_ids.device)
         logits, cache = forward(model, next_ids[:, None], cache, **extra)
         logits = logits[:, -1]
-    return [Continuation(tuple(t), s) for t, s in zip(tokens, stopped)]
+    return [Continuation(tuple(t), s, m) for t, s, m in zip(tokens, stopped, margins)]
 
 
 @torch.no_grad()

@@ -22,11 +22,14 @@ from .rundir import RunDir
 from .schema import ATTENTION_METRICS
 
 
-def row_key(prompt_id, group, prefix_id, prefix_len, isolation, beta) -> tuple:
-    """A condition's key columns as a hashable tuple, nulls normalised (NaN and None alike)."""
-    missing = lambda v: v is None or (isinstance(v, float) and np.isnan(v))  # noqa: E731
-    return (str(prompt_id), str(group), None if missing(prefix_id) else str(prefix_id), int(prefix_len),
-            str(isolation), None if missing(beta) else float(beta))
+def row_key(*values) -> tuple:
+    """A condition's key values (the key columns but ``model``, in order) as a hashable tuple,
+    nulls normalised (NaN and None alike) and numbers as numbers."""
+    def norm(v):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        return float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (int, np.integer)) else str(v)
+    return tuple(norm(v) for v in values)
 
 
 def sample_evenly(items: list, n: int) -> list:

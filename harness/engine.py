@@ -59,6 +59,8 @@ class Result:
     attention: dict[str, dict[str, np.ndarray]]
     n_queries: dict[str, int]
     seconds: float
+    output_kl_steps: list[float] | None = None  # KL at each step of A's continuation (its mean is output_kl)
+    step_logp: torch.Tensor | None = None  # [steps, vocab] X's log-probs along Y_A (kept in memory only)
 
 
 def _n_steps(y: Continuation) -> int:
@@ -157,8 +159,9 @@ class Engine:
                 per_layer[layer] = {m: v[None].mean(-1) for m, v in rm.items()}
             attention[segment] = _metrics_to_numpy(per_layer, 1)[0]
             n_queries[segment] = next(iter(by_layer.values()))[0].shape[1]
-        own_kl = float(token_kl(step_logp, step_logp).mean()) if len(step_logp) else None
-        return ref, Result(cond, y_a, own_kl, attention, n_queries, ref.seconds)
+        own = token_kl(step_logp, step_logp)
+        own_kl = float(own.mean()) if len(step_logp) else None
+        return ref, Result(cond, y_a, own_kl, attention, n_queries, ref.seconds, own.tolist(), step_logp)
 
     @torch.no_grad()
     def conditions(self, ref: Reference, batch: list[Condition]) -> list[Result]:
@@ -168,35 +171,36 @@ class Engine:
         iso = batch[0].isolation
         assert all(batchable(batch[0], c) and c.prompt_id == ref.condition.prompt_id for c in batch), \
             "a batch needs one prompt and conditions that batchable() allows together"
-        bias = None if iso.key_bias is None else KeyBias(first.prefix_start, first.prefix_end, first.task_start,
-                                                         iso.key_bias)
+        bias = None if iso.key_bias is None else KeyBias(first.block_start, first.block_end, iso.key_bias)
         with key_bias(bias):
             return self._conditions(ref, batch, t0)
 
     def _conditions(self, ref: Reference, batch: list[Condition], t0: float) -> list[Result]:
         first = batch[0].assembled
-        prefix = (first.prefix_start, first.prefix_end)
-        shift = first.prefix_len if batch[0].isolation.resets_positions else 0
+        shift = first.block_len if batch[0].isolation.resets_positions else 0
         n_in, B = len(first.input_ids), len(batch)
 
         def positions(start: int, length: int) -> dict:
-            """Position ids for sequence indices [start, start + length), task restarting at A's."""
+            """Position ids for sequence indices [start, start + length), restarting after the block
+            as if it were absent."""
             if not shift:
                 return {}
             idx = torch.arange(start, start + length, device=self.device)
-            pos = torch.where(idx >= first.task_start, idx - shift, idx)
+            pos = torch.where(idx >= first.block_end, idx - shift, idx)
             return {"position_ids": pos[None].expand(B, -1)}
 
         metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
-        compare = _comparer(ref, prefix, metrics)
+        compare = _comparer(ref, first.block, metrics)
 
-        # BOS + prefix come from the prefix cache; only the task tokens run here (they end the input).
+        # Everything before the task (BOS, template scaffolding, the block) does not depend on the
+        # prompt: it comes from the prefix cache. The rest (task, and a chat template's generation
+        # prompt after it) runs here; its first task_len rows are the task rows.
         head, capacity = first.task_start, n_in + self.max_new_tokens
         cache = (self.prefix_cache.batch([c.assembled.input_ids[:head] for c in batch], capacity) if head
                  else buffered_cache(self.model, capacity))
-        task = torch.tensor([c.assembled.input_ids[head:] for c in batch], device=self.device)
+        rest = torch.tensor([c.assembled.input_ids[head:] for c in batch], device=self.device)
         with self._capture(slice(0, first.task_len), compare("task")):
-            logits, cache = forward(self.model, task, cache, last_only=True, **positions(head, first.task_len))
+            logits, cache = forward(self.model, rest, cache, last_only=True, **positions(head, n_in - head))
         last = logits[:, -1]
         y_a = ref.continuation
         tf_logits = None
@@ -205,10 +209,8 @@ class Engine:
             with rewound(cache), self._capture(slice(0, len(y_a.ids)), compare("continuation")):
                 tf_logits, _ = forward(self.model, y, cache, **positions(n_in, len(y_a.ids)))
         steps = _n_steps(y_a)
-        output_kl = (
-            token_kl(ref.step_logp[None], _step_logp(last, tf_logits, steps)).mean(-1).tolist()
-            if steps else [None] * len(batch)
-        )
+        step_logp = _step_logp(last, tf_logits, steps)
+        step_kl = token_kl(ref.step_logp[None], step_logp) if steps else None  # [batch, steps]
         ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id, start_index=n_in,
                          position_shift=shift)
         seconds = (time.perf_counter() - t0) / len(batch)
@@ -216,56 +218,7 @@ class Engine:
         per_row = {s: _metrics_to_numpy(m, len(batch)) for s, m in metrics.items() if m}
         n_queries = {s: ref.rows[s][0][0].shape[1] for s in per_row}
         return [
-            Result(c, y, kl, {s: per_row[s][i] for s in per_row}, n_queries, seconds)
-            for i, (c, y, kl) in enumerate(zip(batch, ys, output_kl))
+            Result(c, y, float(step_kl[i].mean()) if steps else None, {s: per_row[s][i] for s in per_row}, n_queries,
+                   seconds, step_kl[i].tolist() if steps else None, step_logp[i])
+            for i, (c, y) in enumerate(zip(batch, ys))
         ]
-
-    @torch.no_grad()
-    def noise_floor(self, ref: Reference, batch_copies: int = 3) -> dict[str, Result]:
-        """Drift that numerics alone cause, for A against itself:
-
-        - ``batch``: A rerun the way B/C conditions run: a batch of ``batch_copies`` identical rows
-          (different kernel shapes), its BOS (if any) taken from the prefix cache;
-        - ``no_cache``: A decoded and analysed by full forward passes without the KV cache.
-        """
-        a = ref.condition
-        out = {"batch": self.conditions(ref, [a] * batch_copies)[0]}
-        t0 = time.perf_counter()
-        ids = list(a.assembled.input_ids)
-        tokens, stopped = [], False
-        for _ in range(self.max_new_tokens):  # greedy, recomputing everything each step
-            logits, _ = forward(self.model, torch.tensor([ids + tokens], device=self.device), last_only=True)
-            tok = int(logits[0, -1].argmax())
-            if self.eos_id is not None and tok == self.eos_id:
-                stopped = True
-                break
-            tokens.append(tok)
-        y = Continuation(tuple(tokens), stopped)
-        full = torch.tensor([ids + list(ref.continuation.ids)], device=self.device)
-        n_in, n = len(ids), len(ref.continuation.ids)
-        prefix = (a.assembled.prefix_start, a.assembled.prefix_end)
-        metrics: dict[str, dict[int, dict[str, torch.Tensor]]] = {s: {} for s in SEGMENTS}
-        compare = _comparer(ref, prefix, metrics)
-
-        # In A the task ends where the input ends, so one pass captures both segments' rows.
-        task_rows = a.assembled.task_end - a.assembled.task_start
-        to_task, to_continuation = compare("task"), compare("continuation")
-
-        def split(layer, logp, scores, sink):
-            def rows(part: slice):
-                return (logp[..., part, :], scores[..., part, :],
-                        None if sink is None else tuple(t[..., part] for t in sink))
-
-            to_task(layer, *rows(slice(0, task_rows)))
-            if n:
-                to_continuation(layer, *rows(slice(task_rows, None)))
-
-        with self._capture(slice(a.assembled.task_start, n_in + n), split):
-            logits, _ = forward(self.model, full)
-        steps = _n_steps(ref.continuation)
-        step_logp = torch.log_softmax(logits[0, n_in - 1: n_in - 1 + steps].float(), dim=-1)
-        kl = float(token_kl(ref.step_logp, step_logp).mean()) if steps else None
-        per_row = {seg: _metrics_to_numpy(m, 1)[0] for seg, m in metrics.items() if m}
-        n_queries = {seg: ref.rows[seg][0][0].shape[1] for seg in per_row}
-        out["no_cache"] = Result(a, y, kl, per_row, n_queries, time.perf_counter() - t0)
-        return out

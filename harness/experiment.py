@@ -102,6 +102,12 @@ class Experiment:
         return exp
 
     @property
+    def placement(self) -> str:
+        """``prefix.placement``, with ``auto`` resolved to the model's default placement."""
+        chosen = self.cfg.prefix.placement.value
+        return self.cfg.model.default_placement.value if chosen == "auto" else chosen
+
+    @property
     def model_label(self) -> str:
         return self.cfg.model.name_or_path
 
@@ -122,6 +128,7 @@ class Experiment:
             lengths=list(lengths or cfg.prefix.lengths), separator=cfg.prefix.separator,
             bos_policy=cfg.model.bos.value, repeat_short=cfg.prefix.too_short.value == "repeat",
             isolations=settings, parse_special=cfg.special_tokens.value == "control",
+            placement=self.placement, chat=cfg.chat,
         )
         check_context(conditions, cfg.decode.max_new_tokens, self.loaded.max_positions)
         return conditions
@@ -136,9 +143,11 @@ class Experiment:
             a, r = c.assembled, reference_of[c.prompt_id].assembled
             out[c] = fingerprint({
                 **self.result_fingerprint,
-                "keys": [c.prompt_id, c.group, c.prefix_id, c.prefix_len, c.isolation.mode, c.isolation.beta],
+                "keys": [c.prompt_id, c.group, c.prefix_id, c.prefix_len, c.placement, c.isolation.mode,
+                         c.isolation.beta],
                 "input_ids": a.input_ids,
-                "spans": [a.prefix_start, a.prefix_end, a.task_start, a.task_end],
+                "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
+                "target": [c.target, c.target_regex],
                 "reference_input_ids": r.input_ids,
             })
         return out

@@ -17,6 +17,7 @@ import pandas as pd
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000", "#F0E442"]
 GROUP_COLOURS = {"A": "#000000", "B": "#0072B2", "C": "#D55E00"}
 GROUP_NAMES = {"A": "A: prompt only", "B": "B: neutral prefix", "C": "C: instruction-like prefix"}
+MASS_SOURCES = ("sink", "context", "task", "continuation")
 STYLE = {
     "figure.dpi": 100,
     "savefig.dpi": 200,
@@ -48,8 +49,10 @@ def _length_axis(ax, lengths) -> None:
 
 
 def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized edit distance to A (0-1)",
-                         title: str = "Output drift vs prefix length"):
-    """Figure 1: mean drift vs prefix length, one line per group, bootstrap 95% CI band.
+                         title: str = "Output drift vs prefix length", ceiling: pd.Series | None = None,
+                         value: str = "mean", band: str = "95% bootstrap CI over prompts"):
+    """Figure 1: mean drift vs prefix length, one line per group, 95% CI band; ``ceiling`` (a row
+    of :func:`harness.stats.ceiling`) draws how far unrelated prompts' continuations are apart.
 
     ``summary``: :func:`harness.stats.drift_summary` output (one model, one isolation)."""
     for group in ("B", "C"):
@@ -57,17 +60,21 @@ def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized ed
         if cell.empty:
             continue
         x = cell.prefix_len.to_numpy()
-        ax.plot(x, cell["mean"], marker="o", color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
+        ax.plot(x, cell[value], marker="o", color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
         ax.fill_between(x, cell.ci_low, cell.ci_high, color=GROUP_COLOURS[group], alpha=0.2, linewidth=0)
+    if ceiling is not None:
+        ax.axhspan(ceiling.ci_low, ceiling.ci_high, color="grey", alpha=0.2, linewidth=0)
+        ax.axhline(ceiling["mean"], color="grey", linestyle="--", linewidth=1, label="ceiling: A vs other prompts' A")
     _length_axis(ax, summary[summary.group != "A"].prefix_len)
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(title="shaded: 95% bootstrap CI over prompts", title_fontsize=7)
+    ax.legend(title=f"shaded: {band}", title_fontsize=7)
     return ax
 
 
-def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mean attention KL(A‖X) (nats)"):
+def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mean attention KL(A‖X) (nats)",
+                       title: str | None = None):
     """Figure 2 (one panel): mean KL by layer for ``group``, one line per prefix length.
 
     ``profile``: :func:`harness.stats.layer_profile` output."""
@@ -80,9 +87,9 @@ def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mea
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("layer")
     ax.set_ylabel(ylabel)
-    ax.set_title(GROUP_NAMES[group])
+    ax.set_title(title or GROUP_NAMES[group])
     if lengths:
-        ax.legend(title="prefix length")
+        ax.legend(title="prefix length", fontsize=7)
     return ax
 
 
@@ -99,6 +106,91 @@ def plot_head_heatmap(ax, heads: pd.DataFrame, length: int, value: str = "kl", v
     ax.set_yticks(range(grid.shape[0]))
     ax.grid(False)
     return image
+
+
+def plot_mass_sources(ax, sources: pd.DataFrame, group: str = "C"):
+    """Figure 4 (right): where the prefix's attention came from, per prefix length: A's attention
+    minus X's on position 0 (sink), other keys before the prefix (context), the task and A's
+    continuation, stacked (the four sum to the prefix mass). ``sources``: rows with ``prefix_len``,
+    ``source`` and ``mean`` for one group."""
+    cell = sources[sources.group == group]
+    lengths = sorted(cell.prefix_len.unique())
+    colours = dict(zip(MASS_SOURCES, OKABE_ITO))
+    bottom_pos, bottom_neg = np.zeros(len(lengths)), np.zeros(len(lengths))
+    for source in MASS_SOURCES:
+        vals = np.array([float(cell[(cell.prefix_len == n) & (cell.source == source)]["mean"].sum()) for n in lengths])
+        base = np.where(vals >= 0, bottom_pos, bottom_neg)
+        ax.bar(np.arange(len(lengths)), vals, bottom=base, color=colours[source], label=source)
+        bottom_pos, bottom_neg = bottom_pos + np.clip(vals, 0, None), bottom_neg + np.clip(vals, None, 0)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(lengths)), [str(n) for n in lengths])
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel("attention taken by the prefix (fraction)")
+    ax.set_title(f"Where the prefix's attention came from ({group})")
+    ax.legend(title="taken from", fontsize=7)
+    return ax
+
+
+def plot_survival(ax, surv: pd.DataFrame, group: str):
+    """Figure 6 (one panel): fraction of ``group``'s conditions whose continuation is still A's
+    after k tokens, one line per prefix length, 95% CI band (:func:`harness.stats.survival`)."""
+    cell = surv[surv.group == group]
+    lengths = sorted(cell.prefix_len.unique())
+    colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.9, max(len(lengths), 1)))
+    for colour, length in zip(colours, lengths):
+        line = cell[cell.prefix_len == length].sort_values("k")
+        ax.step(line.k, line.survival, where="post", color=colour, label=f"{length} tokens")
+        ax.fill_between(line.k, line.ci_low, line.ci_high, step="post", color=colour, alpha=0.15, linewidth=0)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("generated tokens k")
+    ax.set_ylabel("still identical to A (fraction)")
+    ax.set_title(GROUP_NAMES[group])
+    if lengths:
+        ax.legend(title="prefix length", fontsize=7)
+    return ax
+
+
+def plot_step_profile(ax, steps: pd.DataFrame, group: str):
+    """Figure 7 (one panel): output KL at each generated step of A's continuation, one line per
+    prefix length, 95% CI band over prompts (:func:`harness.stats.step_profile`)."""
+    cell = steps[steps.group == group]
+    lengths = sorted(cell.prefix_len.unique())
+    colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.9, max(len(lengths), 1)))
+    for colour, length in zip(colours, lengths):
+        line = cell[cell.prefix_len == length].sort_values("step")
+        ax.plot(line.step, line["mean"], color=colour, label=f"{length} tokens")
+        ax.fill_between(line.step, line.ci_low, line.ci_high, color=colour, alpha=0.15, linewidth=0)
+    ax.set_xlabel("step of A's continuation")
+    ax.set_ylabel("output KL(p_A ‖ p_X) (nats)")
+    ax.set_title(GROUP_NAMES[group])
+    if lengths:
+        ax.legend(title="prefix length", fontsize=7)
+    return ax
+
+
+def plot_hit_rate(ax, rates: pd.DataFrame):
+    """Figure 8: how often the continuation does what the prefix's instruction asks (its target),
+    per group and prefix length, with 95% intervals; A's base rate (the same targets in A's
+    continuations) as a band. ``rates``: :func:`harness.inference.rate_summary` of ``target_hit``
+    with A's base rate rows (group ``A``)."""
+    for group in ("B", "C"):
+        cell = rates[rates.group == group].sort_values("prefix_len")
+        if cell.empty:
+            continue
+        ax.errorbar(cell.prefix_len, cell.rate, yerr=[cell.rate - cell.ci_low, cell.ci_high - cell.rate], marker="o",
+                    capsize=3, color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
+    base = rates[rates.group == "A"]
+    if not base.empty:
+        row = base.iloc[0]
+        ax.axhspan(row.ci_low, row.ci_high, color="grey", alpha=0.2, linewidth=0)
+        ax.axhline(row.rate, color="grey", linestyle="--", linewidth=1, label="A: same targets, no prefix")
+    _length_axis(ax, rates[rates.group != "A"].prefix_len)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel("target hit rate")
+    ax.set_title("Does the model do what the prefix asks?")
+    ax.legend(title="95% CI: prompts x prefixes resampled", title_fontsize=7, fontsize=7)
+    return ax
 
 
 def plot_prefix_mass(ax, summary: pd.DataFrame):

@@ -12,8 +12,11 @@
   prefix keys ("low-trust block" down-weighting); ``beta`` is swept.
 - ``delimit``: a text-level defence. The prefix is wrapped as
   ``DELIMIT_OPEN + <the L-token prefix, separator excluded> + DELIMIT_CLOSE + separator``, which
-  adds ``len(DELIMIT_OPEN) + len(DELIMIT_CLOSE)`` tokens to the prefix span; ``prefix_len`` still
+  adds ``len(DELIMIT_OPEN) + len(DELIMIT_CLOSE)`` tokens to the block; ``prefix_len`` still
   names the L tokens of prefix text.
+- ``delimit_control``: added whenever ``delimit`` is swept, its control of equal length: the plain
+  prefix (no wrapper) cut to the delimited block's total length, so that ``delimit`` is compared
+  with concatenation at the same span, not with a block 50+ tokens shorter.
 
 Masks and biases are applied inside the harness's attention function (``harness.probe``), to the
 real computation and to the analysed rows alike; position ids are passed to the model. No model
@@ -70,17 +73,18 @@ def isolations(modes, betas: list[float]) -> list[Isolation]:
     for mode in modes:
         mode = getattr(mode, "value", mode)
         out += [Isolation("decay", float(b)) for b in betas] if mode == "decay" else [Isolation(mode)]
+    if Isolation("delimit") in out and Isolation("delimit_control") not in out:
+        out.append(Isolation("delimit_control"))
     return out
 
 
 @dataclass(frozen=True)
 class KeyBias:
-    """What the attention function applies: ``value`` on prefix keys ``[prefix_start, prefix_end)``
-    for queries at sequence index ``>= task_start``."""
+    """What the attention function applies: ``value`` on the block's keys ``[block_start,
+    block_end)`` for queries after the block (sequence index ``>= block_end``)."""
 
-    prefix_start: int
-    prefix_end: int
-    task_start: int
+    block_start: int
+    block_end: int
     value: float
 
 
@@ -96,6 +100,6 @@ def additive_mask(attention_mask: torch.Tensor | None, bias: KeyBias, tq: int, t
         base = torch.where(attention_mask[..., :tk], 0.0, neg).to(dtype)
     else:
         base = attention_mask[..., :tk].to(dtype)
-    hit = (q_idx >= bias.task_start) & (k_idx >= bias.prefix_start) & (k_idx < bias.prefix_end)
+    hit = (q_idx >= bias.block_end) & (k_idx >= bias.block_start) & (k_idx < bias.block_end)
     value = neg if math.isinf(bias.value) else bias.value
     return base + torch.where(hit, value, 0.0).to(dtype)[None, None]

@@ -24,6 +24,7 @@ def condition_keys(model_label: str, cond: Condition) -> dict:
         "group": cond.group,
         "prefix_id": cond.prefix_id,
         "prefix_len": cond.prefix_len,
+        "placement": cond.placement,
         "isolation": cond.isolation.mode,
         "beta": cond.isolation.beta,
     }
@@ -40,59 +41,61 @@ def condition_label(cond: Condition) -> str:
 
 def headline_attention(block: dict[str, dict[str, np.ndarray]], n_queries: dict[str, int]) -> dict:
     """Per-condition summary of attention drift: means over layers and heads, segments weighted by
-    their query rows (the one aggregation rule), and the layer with the largest mean KL."""
+    their query rows (the one aggregation rule), and the layer with the largest mean KL. The
+    headline ``attn_kl_mean`` is ``attn_kl_shared_mean`` (redistribution) plus
+    ``attn_capture_mean`` (capture)."""
+    names = {"attn_kl_mean": "kl", "attn_kl_shared_mean": "kl_shared", "attn_capture_mean": "capture",
+             "attn_prefix_mass_mean": "prefix_mass", "attn_js_mean": "js"}
     if not block:
-        return {"attn_kl_mean": None, "attn_kl_peak_layer": None, "attn_js_mean": None,
-                "attn_prefix_mass_mean": None}
+        return {**{name: None for name in names}, "attn_kl_peak_layer": None}
     weights = {s: n_queries[s] for s in block}
     total = sum(weights.values())
 
     def mean_of(metric):  # [layers] query-weighted over segments, mean over heads
         return sum(block[s][metric].mean(axis=1) * weights[s] for s in block) / total
 
-    kl_by_layer = mean_of("kl")
-    return {
-        "attn_kl_mean": float(kl_by_layer.mean()),
-        "attn_kl_peak_layer": int(np.argmax(kl_by_layer)),
-        "attn_js_mean": float(mean_of("js").mean()),
-        "attn_prefix_mass_mean": float(mean_of("prefix_mass").mean()),
-    }
+    out = {name: float(mean_of(metric).mean()) for name, metric in names.items()}
+    out["attn_kl_peak_layer"] = int(np.argmax(mean_of("kl")))
+    return out
 
 
-def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer) -> dict:
+def target_hits(cond: Condition, text_x: str, text_a: str) -> dict:
+    """Whether X's continuation and A's contain the target of the condition's prefix (null when the
+    prefix has none, and for A itself)."""
+    pattern = cond.target_pattern
+    if pattern is None or cond.group == "A":
+        return {"target_hit": None, "target_hit_a": None}
+    return {"target_hit": bool(pattern.search(text_x)), "target_hit_a": bool(pattern.search(text_a))}
+
+
+def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer, computed_alone: bool = False
+                     ) -> dict:
     """The conditions-table row of one condition, measured against A's continuation ``y_a``."""
     cond, y_x, a = result.condition, result.continuation, result.condition.assembled
+    text_x = tokenizer.decode(list(y_x.ids))
     return {
         **condition_keys(model_label, cond),
         "prefix_kind": KIND_OF_GROUP[cond.group],
+        "pair": cond.pair,
+        **target_hits(cond, text_x, tokenizer.decode(list(y_a.ids))),
         **output_drift(y_x.ids, y_a.ids),
-        "continuation_text": tokenizer.decode(list(y_x.ids)),
+        "continuation_text": text_x,
         "continuation_ids": list(y_x.ids),
         "n_continuation_tokens": len(y_x.ids),
         "stopped_on_eos": y_x.stopped_on_eos,
         "input_ids": list(a.input_ids),
         "n_input_tokens": len(a.input_ids),
+        "block_start": a.block_start,
+        "block_end": a.block_end,
         "prefix_start": a.prefix_start,
         "prefix_end": a.prefix_end,
         "task_start": a.task_start,
         "task_end": a.task_end,
         "output_kl": result.output_kl,
+        "output_kl_steps": result.output_kl_steps,
+        "min_margin_a": y_a.min_margin,
+        "min_margin_x": y_x.min_margin,
         **headline_attention(result.attention, result.n_queries),
         "seconds": result.seconds,
+        "computed_alone": computed_alone,
     }
-
-
-def noise_record(model_label: str, probe: str, result: Result, y_a: Continuation) -> dict:
-    """A noise-floor row: A against itself under one numerical ``probe`` (batch, no_cache)."""
-    drift = output_drift(result.continuation.ids, y_a.ids)
-    att = result.attention
-
-    def worst(metric):
-        return max((float(np.max(block[metric])) for block in att.values()), default=None)
-
-    return {"model": model_label, "prompt_id": result.condition.prompt_id, "probe": probe,
-            "edit_distance": drift["edit_distance"], "norm_edit_distance": drift["norm_edit_distance"],
-            "output_kl": result.output_kl,
-            "attn_kl_mean": headline_attention(att, result.n_queries)["attn_kl_mean"],
-            "attn_kl_max": worst("kl"), "attn_js_max": worst("js"), "score_rmse_max": worst("score_rmse")}
-

@@ -1,24 +1,52 @@
-"""The standard figure set and the run report, built from the tables alone (no model needed).
+"""The run report (``report.md``): every finding with its number, interval and unit of replication.
 
-:func:`make_figures` and :func:`report_markdown` are pure; :func:`write_outputs` is the edge that
-writes ``figures/`` and ``report.md``.
+Each section states what was resampled. "prompts" intervals (bootstrap over prompts, BCa where it
+applies) support claims about *these* prefixes; "prompts x prefixes" intervals (two-way cluster
+bootstrap) and prefix-permutation p-values support claims about instruction-like content *in
+general*, and the report leads with those. Attention is reported as capture and redistribution.
+:func:`report_markdown` is pure; :func:`write_outputs` writes ``figures/`` and ``report.md``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from . import figures as F
-from . import stats
+from . import inference, stats
+from .figure_set import baseline, hit_rates, make_figures
+from .noise import margin_floor
 from .tables import write_text
 
+CONTRASTED = [("target_hit", "target hit rate"), ("norm_edit_distance", "edit distance (norm.)"),
+              ("output_kl", "output KL (nats)"), ("attn_capture_mean", "attention capture (nats)"),
+              ("attn_kl_shared_mean", "attention redistribution (nats)")]
+SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
 
-def _baseline(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows without an isolation intervention (figures 1-4 describe plain concatenation)."""
-    return df[df.isolation == "none"] if "isolation" in df.columns else df
+
+def _num(v, digits: int = 3) -> str:
+    """Fixed decimals for ordinary values, significant digits for small ones (never "-0.000")."""
+    if v is None or pd.isna(v):
+        return "n/a"
+    if v == 0:
+        return "0"
+    return f"{v:.{digits}g}" if abs(v) < 10 ** -(digits - 1) else f"{v:.{digits}f}"
+
+
+def _ci(mean, low, high, digits=3) -> str:
+    if mean is None or pd.isna(mean):
+        return "n/a"
+    return f"{_num(mean, digits)} [{_num(low, digits)}, {_num(high, digits)}]"
+
+
+def _p(p) -> str:
+    return "n/a" if p is None or pd.isna(p) else f"{p:.2g}"
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + [
+        "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
 
 
 def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -27,164 +55,199 @@ def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
     x["setting"] = x["isolation"].astype(str)
     per = x.groupby(["model", "setting", "prefix_len", "prompt_id"], observed=True)[value].mean().reset_index()
     order = {s: i for i, s in enumerate(dict.fromkeys(x.setting))}
-    out = per.groupby(["model", "setting", "prefix_len"], observed=True)[value].mean().reset_index()
-    out = out.rename(columns={value: "mean"})
+    rows = []
+    for (model, setting, length), cell in per.groupby(["model", "setting", "prefix_len"], observed=True):
+        low, high = stats.bootstrap_ci(cell[value].dropna().to_numpy())
+        rows.append({"model": model, "setting": setting, "prefix_len": length, "mean": cell[value].mean(),
+                     "ci_low": low, "ci_high": high})
+    out = pd.DataFrame(rows, columns=["model", "setting", "prefix_len", "mean", "ci_low", "ci_high"])
     return out.sort_values(["model", "setting", "prefix_len"], key=lambda c: c.map(order) if c.name == "setting" else c)
 
 
-def noise_floor(noise: pd.DataFrame | None, model: str, value: str) -> float | None:
-    """The largest drift the noise-floor probes measured for ``model`` (None when not measured)."""
+def noise_level(noise: pd.DataFrame | None, model: str, value: str) -> float | None:
+    """The upper 95% bound of the mean numerical noise in ``value`` for ``model`` (batched against
+    alone, per condition), or None when not measured."""
     if noise is None or noise.empty or value not in noise:
         return None
-    vals = noise[noise.model == model][value].dropna()
-    return float(vals.max()) if len(vals) else None
-
-
-def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
-                 noise: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
-    """Figures 1-4 of DESIGN.md section 7, one panel (or panel row) per model, and figure 5 when
-    the run has isolation settings besides ``none``."""
-    conds = _baseline(conditions)
-    models = list(conds.model.unique())
-    out = {}
-    with F.style():
-        fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 3.4), squeeze=False, layout="constrained")
-        summary = stats.drift_summary(conds, "norm_edit_distance")
-        for ax, model in zip(axes[0], models):
-            F.plot_drift_vs_length(ax, summary[summary.model == model], title=f"Output drift: {model}")
-        out["fig1_edit_distance"] = fig
-
-        if attention is not None and not attention.empty:
-            att = _baseline(attention)
-            profile = stats.layer_profile(att, "kl")
-            fig, axes = plt.subplots(len(models), 2, figsize=(9, 3.2 * len(models)), squeeze=False, sharey="row", layout="constrained")
-            for row, model in zip(axes, models):
-                for ax, group in zip(row, ("B", "C")):
-                    F.plot_layer_profile(ax, profile[profile.model == model], group)
-                    ax.set_title(f"{F.GROUP_NAMES[group]} ({model})")
-                out["fig2_layer_kl"] = fig
-
-            heads = stats.head_map(att, "C", "kl")
-            lengths = sorted(heads.prefix_len.unique())
-            if lengths:
-                fig, axes = plt.subplots(len(models), len(lengths), figsize=(2.6 * len(lengths) + 1, 2.6 * len(models)),
-                                         squeeze=False, layout="constrained")
-                for row, model in zip(axes, models):
-                    cells = heads[heads.model == model]
-                    vmax = float(cells.kl.max()) if len(cells) else None
-                    image = None
-                    for ax, length in zip(row, lengths):
-                        image = F.plot_head_heatmap(ax, cells, length, vmax=vmax)
-                    fig.colorbar(image, ax=list(row), label="mean attention KL(A‖C) (nats)")
-                fig.suptitle("Layer x head attention drift, group C")
-                out["fig3_head_kl_C"] = fig
-
-            mass = stats.drift_summary(conds, "attn_prefix_mass_mean")
-            fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 3.4), squeeze=False, layout="constrained")
-            for ax, model in zip(axes[0], models):
-                F.plot_prefix_mass(ax, mass[mass.model == model])
-                out["fig4_prefix_mass"] = fig
-
-        if "isolation" in conditions and conditions.isolation.nunique() > 1:
-            panels = [("norm_edit_distance", "norm_edit_distance", "normalized edit distance to A (0-1)", False)]
-            if conditions.attn_kl_mean.notna().any():
-                panels.append(("attn_kl_mean", "attn_kl_mean", "mean attention KL(A‖X) (nats, symlog)", True))
-            fig, axes = plt.subplots(len(models), len(panels), figsize=(4.8 * len(panels), 3.6 * len(models)),
-                                     squeeze=False, layout="constrained")
-            for row, model in zip(axes, models):
-                for ax, (value, floor_value, label, log) in zip(row, panels):
-                    summary = isolation_summary(conditions[conditions.model == model], value)
-                    F.plot_isolation(ax, summary, noise_floor(noise, model, floor_value), label, log)
-                    ax.set_title(f"Isolation: {model}")
-            out["fig5_isolation"] = fig
-    return out
-
-
-def _fmt_ci(mean, low, high, digits=3) -> str:
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    vals = noise[noise.model.astype(str) == str(model)][value].dropna().to_numpy(dtype=float)
+    if not len(vals):
+        return None
+    return float(vals.max()) if np.all(vals == vals[0]) else stats.bootstrap_ci(vals)[1]
 
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
                     title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> str:
-    """A GitHub-readable report: summary table, C minus B, top heads, figure links."""
-    conds = _baseline(conditions)
-    lines = [f"# {title}", ""]
-    lines.append(f"Models: {', '.join(map(str, conds.model.unique()))}. Prompts: {conds.prompt_id.nunique()}. "
-                 f"Conditions: {len(conditions)}. Intervals are 95% bootstrap CIs over prompts.")
-    lines += ["", "## Output drift (normalized edit distance to A) by group and prefix length", ""]
-    summary = stats.drift_summary(conds, "norm_edit_distance")
-    kl = stats.drift_summary(conds, "output_kl")
-    att_kl = stats.drift_summary(conds, "attn_kl_mean") if conds.attn_kl_mean.notna().any() else None
-    header = "| model | group | prefix length | prompts | edit distance (norm.) | output KL (nats) |"
-    header += " attention KL (nats) |" if att_kl is not None else ""
-    lines += [header, "|" + " --- |" * (header.count("|") - 1)]
-    for i, row in summary[summary.group != "A"].iterrows():
-        k = kl.loc[i]
-        line = (f"| {row.model} | {row.group} | {row.prefix_len} | {row.n_prompts} | "
-                f"{_fmt_ci(row['mean'], row.ci_low, row.ci_high)} | {_fmt_ci(k['mean'], k.ci_low, k.ci_high)} |")
-        if att_kl is not None:
-            a = att_kl.loc[i]
-            line += f" {_fmt_ci(a['mean'], a.ci_low, a.ci_high)} |"
-        lines.append(line)
-    lines += ["", "## Instruction-like minus neutral (C - B), paired by prompt", "",
-              "| model | prefix length | prompts | C - B edit distance | Wilcoxon p |", "| --- | --- | --- | --- | --- |"]
-    for _, row in stats.contrast(conds, "norm_edit_distance").iterrows():
-        p = "n/a (no differences)" if pd.isna(row.wilcoxon_p) else f"{row.wilcoxon_p:.3g}"
-        lines.append(f"| {row.model} | {row.prefix_len} | {row.n_prompts} | "
-                     f"{_fmt_ci(row.mean_diff, row.ci_low, row.ci_high)} | {p} |")
+    """A GitHub-readable report of one run (or several collected ones)."""
+    conds = baseline(conditions)
+    x = conds[conds.group != "A"]
+    lines = [f"# {title}", "",
+             f"Models: {', '.join(map(str, conds.model.unique()))}. Placement: "
+             f"{', '.join(map(str, conds.placement.unique())) if 'placement' in conds else 'raw'}. "
+             f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "
+             f"{x[x.group == 'C'].prefix_id.nunique()} instruction-like (C). Conditions: {len(conditions)}.", "",
+             "Intervals are 95%. *prompts x prefixes*: two-way cluster bootstrap over prompts and prefixes, and "
+             "p-values from permuting the prefixes' B/C labels: these support claims about instruction-like "
+             "content in general, and lead. *prompts*: bootstrap over prompts (BCa where it applies) and Wilcoxon "
+             "tests paired by prompt: claims about these particular prefixes only."]
+    lines += _behaviour(conds) + _output(conds) + _contrasts(conds)
     if attention is not None and not attention.empty:
-        heads = stats.head_contrasts(_baseline(attention), "kl", "task")
-        lines += ["", "## Heads whose drift is larger under C than under B (task rows, one-sided Wilcoxon, "
-                  "Benjamini-Hochberg q < 0.05)", ""]
-        top = heads[heads.significant].head(10)
-        if top.empty:
-            lines.append(f"No head passes q < 0.05 ({len(heads)} head tests; smallest q "
-                         f"{heads.q.min():.3g}).")
-        else:
-            lines += ["| model | prefix length | layer | head | mean C - B KL (nats) | q |", "| --- | --- | --- | --- | --- | --- |"]
-            for _, row in top.iterrows():
-                lines.append(f"| {row.model} | {row.prefix_len} | {row['layer']} | {row['head']} | {row.mean_diff:.4f} | {row.q:.3g} |")
-    lines += _noise_and_isolation(conditions, noise)
+        lines += _attention(conds, baseline(attention))
+    lines += _noise(conditions, noise) + _isolation(conditions, noise)
     if figure_files:
-        lines += ["", "## Figures", ""]
-        lines += [f"![{Path(f).stem}]({f})" for f in figure_files]
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files]
     return "\n".join(lines) + "\n"
 
 
-def _noise_and_isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
-    """Report lines: the noise floor, and each isolation setting's drift measured against it."""
-    lines = []
-    if noise is not None and not noise.empty:
-        lines += ["", "## Noise floor (A against itself)", "",
-                  "Drift that numerics alone cause: A rerun in a batch of identical rows (`batch`), and A decoded "
-                  "and analysed without the KV cache (`no_cache`). Drift at or below these values is not "
-                  "distinguishable from noise.", "",
-                  "| model | probe | prompts | max edit distance | max output KL | max attention KL |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for (model, probe), cell in noise.groupby(["model", "probe"], observed=True):
-            lines.append(f"| {model} | {probe} | {len(cell)} | {cell.edit_distance.max()} | "
-                         f"{cell.output_kl.max():.3g} | {cell.attn_kl_max.max():.3g} |")
-    if "isolation" in conditions and conditions.isolation.nunique() > 1:
-        lines += ["", "## Isolation", "", "Mean over B and C conditions (per prompt first). \"within floor\" means "
-                  "both the edit distance and the attention KL are at or below the largest noise-floor value.", "",
-                  "| model | isolation | prefix length | edit distance (norm.) | attention KL (nats) | within floor |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        ed = isolation_summary(conditions, "norm_edit_distance")
-        has_att = conditions.attn_kl_mean.notna().any()
-        kl = isolation_summary(conditions, "attn_kl_mean") if has_att else None
-        for i, row in ed.reset_index(drop=True).iterrows():
-            k = kl.reset_index(drop=True).loc[i, "mean"] if kl is not None else float("nan")
-            f_ed = noise_floor(noise, row.model, "norm_edit_distance")
-            f_kl = noise_floor(noise, row.model, "attn_kl_mean")
-            within = ("n/a" if f_ed is None else
-                      "yes" if row["mean"] <= f_ed and (not has_att or (f_kl is not None and k <= f_kl)) else "no")
-            lines.append(f"| {row.model} | {row.setting} | {row.prefix_len} | {row['mean']:.3f} | {k:.3g} | {within} |")
+def _behaviour(conds: pd.DataFrame) -> list[str]:
+    rates = hit_rates(conds)
+    if rates.empty:
+        return []
+    base = rates[rates.group == "A"]
+    lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
+             "`target_hit`: the continuation contains the target the prefix names (C: asks for it; B: only "
+             "mentions it). A's base rate looks for the same targets in A's continuations."]
+    rows = [[r.model, r.group, r.prefix_len, f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
+             r.resampled] for r in rates[rates.group != "A"].itertuples()]
+    rows += [[r.model, "A (base rate)", "-", f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
+              r.resampled] for r in base.itertuples()]
+    return lines + [""] + _table(["model", "group", "prefix length", "hits", "hit rate", "resampled"], rows)
+
+
+def _output(conds: pd.DataFrame) -> list[str]:
+    summary = stats.drift_summary(conds[conds.group != "A"], "norm_edit_distance")
+    kl = stats.drift_summary(conds[conds.group != "A"], "output_kl")
+    surv = stats.survival(conds[conds.group != "A"], max_k=int(conds.n_continuation_tokens.max()))
+    lines = ["", "## Output drift", "",
+             "Normalized edit distance of the continuation to A's, output KL along A's continuation, and the "
+             "share of conditions still identical to A after 1 and 8 generated tokens (means over prompts; "
+             "intervals: prompts)."]
+    rows = []
+    for s_row, k_row in zip(summary.itertuples(), kl.itertuples()):
+        cell = surv[(surv.group == s_row.group) & (surv.prefix_len == s_row.prefix_len) & (surv.model == s_row.model)]
+        at = {k: cell[cell.k == k] for k in (1, 8)}
+        rows.append([s_row.model, s_row.group, s_row.prefix_len, s_row.n_prompts,
+                     _ci(s_row.mean, s_row.ci_low, s_row.ci_high), _ci(k_row.mean, k_row.ci_low, k_row.ci_high),
+                     *[_ci(c.survival.iloc[0], c.ci_low.iloc[0], c.ci_high.iloc[0], 2) if len(c) else "n/a"
+                       for c in at.values()]])
+    lines += [""] + _table(["model", "group", "prefix length", "prompts", "edit distance (norm.)", "output KL (nats)",
+                            "identical after 1", "identical after 8"], rows)
+    ceiling = stats.ceiling(conds)
+    for r in ceiling.itertuples():
+        lines += ["", f"Ceiling ({r.model}): A's continuations of different prompts are {_ci(r.mean, r.ci_low, r.ci_high)} "
+                  f"apart (normalized edit distance, {r.n_prompts} prompts; intervals: prompts). Edit distance close to "
+                  "this value says little more than \"different\": the per-step output KL and the survival curves "
+                  "(figures 6 and 7) do not saturate."]
     return lines
+
+
+def _contrasts(conds: pd.DataFrame) -> list[str]:
+    lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
+             "The claim column says what each interval supports. Lead: prompts x prefixes."]
+    rows = []
+    for value, label in CONTRASTED:
+        if value not in conds or conds[value].isna().all():
+            continue
+        data = conds.assign(**{value: conds[value].astype(float)})
+        for r in inference.compare_groups(data, value).itertuples():
+            rows.append([label, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
+                         _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
+                         _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
+    return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
+                                  "prefix permutation p", "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
+
+
+def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:
+    lines = ["", "## Attention: capture and redistribution", "",
+             "Per condition, means over layers, heads and query rows (segments weighted by their rows): "
+             "`prefix_mass` is the share of attention the prefix takes; capture = -log(1 - mass); "
+             "redistribution = KL on the keys A also has; total KL = capture + redistribution. Intervals: prompts."]
+    rows = []
+    parts = {v: stats.drift_summary(conds[conds.group != "A"], v) for v in
+             ("attn_prefix_mass_mean", "attn_capture_mean", "attn_kl_shared_mean", "attn_kl_mean")}
+    for rs in zip(*(p.itertuples() for p in parts.values())):
+        rows.append([rs[0].model, rs[0].group, rs[0].prefix_len] + [_ci(r.mean, r.ci_low, r.ci_high) for r in rs])
+    lines += [""] + _table(["model", "group", "prefix length", "prefix mass", "capture (nats)", "redistribution (nats)",
+                            "total KL (nats)"], rows)
+    return lines + _heads(att)
+
+
+def _heads(att: pd.DataFrame) -> list[str]:
+    tables = []
+    for value in ("capture", "kl_shared"):
+        t = inference.head_contrasts(att, value, segment=None, family="model")
+        tables.append(t.assign(quantity="capture" if value == "capture" else "redistribution"))
+    heads = pd.concat(tables, ignore_index=True)
+    for col, q in (("p", "q"), ("p_perm", "q_perm")):  # BH over the whole reported family
+        heads[q] = stats.benjamini_hochberg(heads[col].to_numpy(dtype=float))
+    n = len(heads)
+    lines = ["", "## Heads where C moves attention more than B", "",
+             f"One-sided tests per head, segment and length, for capture and for redistribution separately; "
+             f"Benjamini-Hochberg over all {n} tests (lengths x segments x heads x both quantities). "
+             "q (prompts): Wilcoxon over prompts, about these prefixes. q (prompts x prefixes): prefix-label "
+             "permutation, about instruction-like content in general; with k prefixes per group no p can fall "
+             "below 1 / C(2k, k), so few prefixes cannot support a general claim about one head."]
+    top = heads[(heads.q < 0.05) | (heads.q_perm < 0.05)].sort_values(["q_perm", "q"]).head(12)
+    if top.empty:
+        return lines + ["", f"No head passes q < 0.05 in either test (smallest q: prompts {heads.q.min():.2g}, "
+                            f"prompts x prefixes {heads.q_perm.min():.2g})."]
+    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q), _p(r.q_perm)]
+            for r in top.itertuples()]
+    return lines + [""] + _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
+                                  "q (prompts)", "q (prompts x prefixes)"], rows)
+
+
+def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
+    if noise is None or noise.empty:
+        return []
+    floor = margin_floor(noise)
+    lines = ["", "## Numerical noise floor", "",
+             f"{len(noise)} B/C conditions computed as the sweep batches them (batch size "
+             f"{int(noise.batch_size.iloc[0])}) and alone; the differences are what rounding alone does to each number "
+             "(mean [95% CI over conditions] and largest)."]
+    rows = []
+    for col, label in (("norm_edit_distance", "edit distance (norm.)"), ("output_kl", "output KL (nats)"),
+                       ("attn_kl_mean", "attention KL (nats)"), ("logp_max_diff", "largest log-prob difference")):
+        vals = noise[col].dropna().to_numpy(dtype=float)
+        if len(vals):
+            low, high = stats.bootstrap_ci(vals)
+            rows.append([label, _ci(vals.mean(), low, high) if np.ptp(vals) else _num(vals.mean()), _num(vals.max())])
+    lines += [""] + _table(["measure", "mean", "largest"], rows)
+    if floor is not None and "near_tie" in conditions:
+        ties = conditions[conditions.group != "A"].near_tie.astype("boolean")
+        lines += ["", f"A greedy step whose top-1 minus top-2 logit margin is below {floor:.3g} (twice the largest "
+                      f"log-prob difference) could flip under this noise: {int(ties.sum())} of {int(ties.notna().sum())} "
+                      f"B/C conditions (column `near_tie`) came that close to a tie on A's or their own path."]
+    return lines
+
+
+def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
+    if "isolation" not in conditions or conditions.isolation.nunique() < 2:
+        return []
+    lines = ["", "## Isolation", "",
+             "Mean over B and C conditions (per prompt first; intervals: prompts). \"within noise\" compares like with "
+             "like: the setting's upper 95% bound against the upper 95% bound of the mean noise of the same measure "
+             "(batched against alone). `mask` removes attention to the prefix but keeps its position offset; "
+             "`delimit` is compared with `delimit_control`, the same total span without the wrapper."]
+    has_att = conditions.attn_kl_mean.notna().any()
+    ed = isolation_summary(conditions, "norm_edit_distance").reset_index(drop=True)
+    kl = isolation_summary(conditions, "attn_kl_mean").reset_index(drop=True) if has_att else None
+    rows = []
+    for i, r in ed.iterrows():
+        k = kl.loc[i] if kl is not None else None
+        f_ed, f_kl = noise_level(noise, r.model, "norm_edit_distance"), noise_level(noise, r.model, "attn_kl_mean")
+        within = ("n/a" if f_ed is None else "yes" if r.ci_high <= f_ed and (k is None or (f_kl is not None and
+                                                                                           k.ci_high <= f_kl)) else "no")
+        rows.append([r.model, SETTING_NOTES.get(r.setting, r.setting), r.prefix_len, _ci(r["mean"], r.ci_low, r.ci_high),
+                     _ci(k["mean"], k.ci_low, k.ci_high, 4) if k is not None else "n/a", within])
+    return lines + [""] + _table(["model", "isolation", "prefix length", "edit distance (norm.)", "attention KL (nats)",
+                                  "within noise"], rows)
 
 
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
                   title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> list[Path]:
     """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md``; returns the paths."""
+    from . import figures as F
+
     out_dir = Path(out_dir)
     written = []
     for name, fig in make_figures(conditions, attention, noise).items():

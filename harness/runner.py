@@ -19,7 +19,7 @@ from .config import NOT_RESULT_KEYS, as_plain, validate
 from .errors import HarnessError
 from .experiment import Experiment
 from .manifest import harness_git_commit, now_iso, package_versions
-from .noise import measure_noise_floor
+from .noise import flag_near_ties, margin_floor, measure_noise_floor
 from .records import condition_keys, condition_label, condition_record
 from .report import write_outputs
 from .rundir import RunDir
@@ -73,8 +73,8 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool
     rundir.write_status("running", conditions=len(exp.conditions))
 
     def save(result, ref, alone: bool) -> None:
-        record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer)
-        store.save(keys[result.condition], {**record, "computed_alone": alone}, result.attention, result.n_queries)
+        record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
+        store.save(keys[result.condition], record, result.attention, result.n_queries)
 
     def record_failure(cond, exc) -> None:
         store.record_failure(keys[cond], {"condition": condition_label(cond), **condition_keys(exp.model_label, cond)},
@@ -87,8 +87,12 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool
              len(failed))
     tables = tables_from_store(store, exp.conditions, keys, exp.engine.attention)
     if cfg.analysis.noise_floor and tables:
-        tables[RunDir.NOISE] = measure_noise_floor(exp.engine, [c for c in exp.conditions if c.group == "A"],
-                                                   cfg.analysis.noise_prompts, exp.model_label, progress)
+        noise = measure_noise_floor(exp.engine, exp.conditions, exp.batch_size, cfg.analysis.noise_prompts,
+                                    cfg.analysis.noise_conditions, exp.model_label, progress)
+        if not noise.empty:
+            tables[RunDir.NOISE] = noise
+    if tables:
+        tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
     write_json(_manifest(exp, config, started, outcome, failed, tables, rundir), rundir / RunDir.MANIFEST)

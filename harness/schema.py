@@ -7,8 +7,8 @@ from __future__ import annotations
 
 # What identifies a condition's row. A has prefix_id null and prefix_len 0; beta is null except
 # for the decay isolation.
-KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "isolation", "beta"]
-CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "isolation"]
+KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation", "beta"]
+CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair"]
 
 # Per query row metrics of the attention probe (harness.attention_metrics), in table order: the
 # headline kl is redistribution (kl_shared) plus capture; mass_from_* say whose mass the prefix took.
@@ -18,6 +18,10 @@ ROW_METRICS = ("kl", "kl_shared", "capture", "js", "prefix_mass", "mass_from_sin
 
 CONDITION_COLUMNS = KEY_COLUMNS + [
     "prefix_kind",
+    "pair",  # shared by a matched B and C prefix (null when the prefix set has no pairs)
+    # behaviour: did the continuation do what the prefix's instruction asked (null without a target)?
+    "target_hit",
+    "target_hit_a",  # A's continuation, against the same target: the base rate
     # output drift against A's continuation (zeros for A itself)
     "edit_distance",
     "norm_edit_distance",
@@ -31,19 +35,31 @@ CONDITION_COLUMNS = KEY_COLUMNS + [
     # the input and its segment spans (half-open token offsets)
     "input_ids",
     "n_input_tokens",
-    "prefix_start",
+    "block_start",  # the inserted block: the prefix and any tokens its placement wraps it in
+    "block_end",
+    "prefix_start",  # the prefix's own tokens inside the block
     "prefix_end",
     "task_start",
     "task_end",
-    # next-token distribution drift along A's continuation
+    # next-token distribution drift along A's continuation, its mean and each step
     "output_kl",
-    # headline attention drift (details in attention.parquet)
+    "output_kl_steps",
+    # how close A's and X's greedy paths came to a tie (top-1 minus top-2 logit), and whether that is
+    # within the run's measured noise (harness.noise)
+    "min_margin_a",
+    "min_margin_x",
+    "near_tie",
+    # headline attention drift (details in attention.parquet): kl = kl_shared (redistribution) +
+    # capture, query-weighted means over layers, heads and segments
     "attn_kl_mean",
-    "attn_kl_peak_layer",
-    "attn_js_mean",
+    "attn_kl_shared_mean",
+    "attn_capture_mean",
     "attn_prefix_mass_mean",
-    # timing
+    "attn_js_mean",
+    "attn_kl_peak_layer",
+    # timing, and whether the condition ran alone after its batch failed (float rounding differs)
     "seconds",
+    "computed_alone",
 ]
 
 # Columns that legitimately differ between two identical runs.

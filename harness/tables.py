@@ -30,13 +30,17 @@ def conditions_frame(records: list[dict]) -> pd.DataFrame:
     df["first_divergence"] = df["first_divergence"].astype("Int64")
     df["beta"] = df["beta"].astype("float64")
     df["attn_kl_peak_layer"] = df["attn_kl_peak_layer"].astype("Int64")
-    for col in ("output_kl", "attn_kl_mean", "attn_js_mean", "attn_prefix_mass_mean"):
+    for col in ("output_kl", "min_margin_a", "min_margin_x", "attn_kl_mean", "attn_kl_shared_mean",
+                "attn_capture_mean", "attn_prefix_mass_mean", "attn_js_mean"):
         df[col] = df[col].astype("float64")
+    df["near_tie"] = df["near_tie"].astype("boolean")
     for col in ("prefix_len", "edit_distance", "n_continuation_tokens", "n_input_tokens",
-                "prefix_start", "prefix_end", "task_start", "task_end"):
+                "block_start", "block_end", "prefix_start", "prefix_end", "task_start", "task_end"):
         df[col] = df[col].astype("int64")
-    df["exact_match"] = df["exact_match"].astype(bool)
-    df["stopped_on_eos"] = df["stopped_on_eos"].astype(bool)
+    for col in ("exact_match", "stopped_on_eos", "computed_alone"):
+        df[col] = df[col].astype(bool)
+    for col in ("target_hit", "target_hit_a"):
+        df[col] = df[col].astype("boolean")
     for col in CATEGORICAL:
         df[col] = df[col].astype("category")
     return df
@@ -65,7 +69,7 @@ def attention_frame(keys: list[dict], blocks: list[dict[str, dict]], n_queries: 
     for col in ("layer", "head", "n_queries", "prefix_len"):
         df[col] = df[col].astype("int64")
     df["beta"] = df["beta"].astype("float64")
-    for col in CATEGORICAL + ["segment"]:
+    for col in [c for c in CATEGORICAL if c in df.columns] + ["segment"]:
         df[col] = df[col].astype("category")
     return df
 

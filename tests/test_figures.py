@@ -13,6 +13,7 @@ from harness import stats
 from harness.tables import load_runs
 
 from harness.cli import main
+from harness.figure_set import mass_sources
 
 NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks" / "analysis.ipynb"
 
@@ -37,6 +38,29 @@ def test_figure_functions_draw_expected_artists(tiny_run):
     fig, ax = plt.subplots()
     F.plot_prefix_mass(ax, stats.drift_summary(conditions, "attn_prefix_mass_mean"))
     assert len(ax.lines) == 2
+
+    fig, ax = plt.subplots()
+    sources = mass_sources(attention)
+    F.plot_mass_sources(ax, sources, "C")
+    assert len(ax.patches) == 4 * 2  # four sources x two lengths, stacked
+    heights = {}
+    for patch, (source, length) in zip(ax.patches, [(s, n) for s in F.MASS_SOURCES for n in (8, 24)]):
+        heights[length] = heights.get(length, 0.0) + patch.get_height()
+    mass = stats.drift_summary(conditions[conditions.group == "C"], "attn_prefix_mass_mean")
+    for length, total in heights.items():  # the stacked sources add up to the prefix mass
+        assert abs(total - float(mass[mass.prefix_len == length]["mean"].iloc[0])) < 1e-6
+
+    fig, ax = plt.subplots()
+    F.plot_drift_vs_length(ax, stats.drift_summary(conditions, "norm_edit_distance"),
+                           ceiling=stats.ceiling(conditions).iloc[0])
+    assert len(ax.lines) == 3 and "ceiling" in ax.get_legend().get_texts()[-1].get_text()
+
+    fig, ax = plt.subplots()
+    F.plot_survival(ax, stats.survival(conditions[conditions.group != "A"]), "C")
+    assert len(ax.lines) == 2  # one step curve per prefix length
+    fig, ax = plt.subplots()
+    F.plot_step_profile(ax, stats.step_profile(conditions), "B")
+    assert len(ax.lines) == 2 and len(ax.lines[0].get_xdata()) > 1
     plt.close("all")
 
 
@@ -48,12 +72,14 @@ def test_figures_command_is_byte_identical_twice(tiny_run, tmp_path):
         outs.append(tmp_path / name)
     files = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
     assert {f.name for f in files} >= {f"fig{i}_{n}.{ext}" for i, n in
-                                       [(1, "edit_distance"), (2, "layer_kl"), (3, "head_kl_C"), (4, "prefix_mass")]
+                                       [(1, "edit_distance"), (2, "layer_drift"), (3, "heads_C"), (4, "prefix_mass"),
+                                        (6, "survival"), (7, "output_kl_steps")]
                                        for ext in ("pdf", "png")} | {"report.md"}
     for f in files:
         assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), f
     report = (outs[0] / "report.md").read_text()
     assert "C - B" in report and "figures/fig1_edit_distance.png" in report
+    assert "prompts x prefixes" in report and "capture" in report and "redistribution" in report
 
 
 def test_sweep_writes_figures_and_report(tiny_run):

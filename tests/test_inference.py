@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness import stats
+from harness import inference, stats
 
 COLUMNS = ["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "v"]
 
@@ -31,23 +31,23 @@ def test_unpaired_permutation_3_vs_3_by_hand():
     # label sum s, so |statistic| >= 7/3 iff s >= 11 or s <= 4:
     #   s >= 11: {3,4,5}=12, {2,4,5}=11;  s <= 4: {0,1,2}=3, {0,1,3}=4  -> two-sided p = 4/20, greater 2/20.
     df = crossed({("C", "c2"): 2, ("C", "c4"): 4, ("C", "c5"): 5, ("B", "b0"): 0, ("B", "b1"): 1, ("B", "b3"): 3})
-    two = stats.prefix_permutation_test(df, "v").iloc[0]
+    two = inference.prefix_permutation_test(df, "v").iloc[0]
     assert two.statistic == pytest.approx(7 / 3)
     assert two.p_perm == pytest.approx(4 / 20) and bool(two.exact) and two.design == "unpaired"
     assert (two.n_prompts, two.n_prefixes_high, two.n_prefixes_low) == (4, 3, 3)
-    greater = stats.prefix_permutation_test(df, "v", alternative="greater").iloc[0]
+    greater = inference.prefix_permutation_test(df, "v", alternative="greater").iloc[0]
     assert greater.p_perm == pytest.approx(2 / 20)
-    less = stats.prefix_permutation_test(df, "v", alternative="less").iloc[0]
+    less = inference.prefix_permutation_test(df, "v", alternative="less").iloc[0]
     assert less.p_perm == pytest.approx(19 / 20)
 
     # fewer permutations allowed than relabelings: Monte Carlo, (b + 1) / (m + 1)
-    mc = stats.prefix_permutation_test(df, "v", n_permutations=999, seed=1)
+    mc = inference.prefix_permutation_test(df, "v", n_permutations=999, seed=1)
     assert bool(mc.exact.iloc[0])  # 20 <= 999: still exact
-    mc = stats.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
+    mc = inference.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
     assert not mc.exact
     b = mc.p_perm * 20 - 1
     assert b == pytest.approx(round(b)) and 0 <= round(b) <= 19
-    big = stats.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
+    big = inference.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
     assert big.p_perm == mc.p_perm  # seeded
 
 
@@ -58,18 +58,18 @@ def test_paired_permutation_4_pairs_by_hand():
               ("C", "c3"): 3.0, ("B", "b3"): 0.0, ("C", "c4"): 0.0, ("B", "b4"): 0.5}
     pair = {"c1": 1, "b1": 1, "c2": 2, "b2": 2, "c3": 3, "b3": 3, "c4": 4, "b4": 4}
     df = crossed(values, pair=pair)
-    row = stats.prefix_permutation_test(df, "v").iloc[0]
+    row = inference.prefix_permutation_test(df, "v").iloc[0]
     assert row.design == "paired" and bool(row.exact)
     assert row.statistic == pytest.approx(5.5 / 4)
     assert row.p_perm == pytest.approx(4 / 16)
-    assert stats.prefix_permutation_test(df, "v", alternative="greater").p_perm.iloc[0] == pytest.approx(2 / 16)
+    assert inference.prefix_permutation_test(df, "v", alternative="greater").p_perm.iloc[0] == pytest.approx(2 / 16)
 
     # a pair holding two C prefixes is no matched pair: the whole cell falls back to unpaired
     broken = crossed(values, pair={**pair, "b4": 3})
-    assert stats.prefix_permutation_test(broken, "v").design.iloc[0] == "unpaired"
+    assert inference.prefix_permutation_test(broken, "v").design.iloc[0] == "unpaired"
     # a prefix without a pair: unpaired as well
     missing = crossed(values, pair={**pair, "c4": None})
-    assert stats.prefix_permutation_test(missing, "v").design.iloc[0] == "unpaired"
+    assert inference.prefix_permutation_test(missing, "v").design.iloc[0] == "unpaired"
 
 
 def two_c_two_b(seed: int = 0, n_prompts: int = 30) -> pd.DataFrame:
@@ -85,7 +85,7 @@ def two_c_two_b(seed: int = 0, n_prompts: int = 30) -> pd.DataFrame:
 
 
 def test_prompt_only_significant_but_prefix_permutation_not():
-    out = stats.compare_groups(two_c_two_b(), "v").iloc[0]
+    out = inference.compare_groups(two_c_two_b(), "v").iloc[0]
     # prompt-only: every prompt's C - B is about +0.5, so it looks overwhelming
     assert out.wilcoxon_p < 1e-6 and out.ci_low_prompts > 0.4
     assert out.claim_prompts == "these prefixes (prompts resampled)"
@@ -102,10 +102,10 @@ def test_prompt_only_significant_but_prefix_permutation_not():
 
 def test_compare_groups_agrees_with_the_separate_functions():
     df = two_c_two_b(seed=3, n_prompts=12)
-    both = stats.compare_groups(df, "v").iloc[0]
+    both = inference.compare_groups(df, "v").iloc[0]
     prompts = stats.contrast(df, "v").iloc[0]
-    perm = stats.prefix_permutation_test(df, "v").iloc[0]
-    boot = stats.two_way_bootstrap(df, "v").iloc[0]
+    perm = inference.prefix_permutation_test(df, "v").iloc[0]
+    boot = inference.two_way_bootstrap(df, "v").iloc[0]
     assert both.mean_diff == pytest.approx(prompts.mean_diff) and both.wilcoxon_p == pytest.approx(prompts.wilcoxon_p)
     assert (both.ci_low_prompts, both.ci_high_prompts) == (pytest.approx(prompts.ci_low), pytest.approx(prompts.ci_high))
     assert both.ci_method_prompts == prompts.ci_method == "BCa"
@@ -133,7 +133,7 @@ def test_two_way_bootstrap_covers_the_population_difference():
     n_sim = 50
     for seed in range(n_sim):
         df = simulate(np.random.default_rng(seed))
-        row = stats.two_way_bootstrap(df, "v", n_resamples=400, seed=seed).iloc[0]
+        row = inference.two_way_bootstrap(df, "v", n_resamples=400, seed=seed).iloc[0]
         d = stats.paired_differences(df, "v", ["model"], "C", "B")["diff"].to_numpy()
         low_p, high_p = stats.bootstrap_ci(d, n_resamples=400, seed=seed)
         covered_two_way += row.ci_low <= 0.2 <= row.ci_high
@@ -151,10 +151,10 @@ def test_two_way_bootstrap_is_point_when_nothing_varies_and_pairs_resample_toget
     values = {("C", "c1"): 1.0, ("B", "b1"): 0.0, ("C", "c2"): 3.0, ("B", "b2"): 2.0}
     flat = crossed(values, prompt_offsets=[0.0, 0.0, 0.0])
     # unpaired: C draws and B draws are independent, so the interval is wide ...
-    unpaired = stats.two_way_bootstrap(flat, "v", n_resamples=400).iloc[0]
+    unpaired = inference.two_way_bootstrap(flat, "v", n_resamples=400).iloc[0]
     assert unpaired.statistic == pytest.approx(1.0) and unpaired.ci_low < 0 < 2 < unpaired.ci_high
     # ... paired, each drawn pair differs by exactly 1: the interval is the point 1
-    paired = stats.two_way_bootstrap(crossed(values, prompt_offsets=[0.0, 0.0, 0.0],
+    paired = inference.two_way_bootstrap(crossed(values, prompt_offsets=[0.0, 0.0, 0.0],
                                              pair={"c1": "x", "b1": "x", "c2": "y", "b2": "y"}), "v",
                                      n_resamples=400).iloc[0]
     assert paired.design == "paired"
@@ -164,7 +164,7 @@ def test_two_way_bootstrap_is_point_when_nothing_varies_and_pairs_resample_toget
 def test_cell_means_averages_repeats_and_keeps_pairs():
     df = crossed({("C", "c"): 1.0, ("B", "b"): 0.0}, prompt_offsets=[0.0], pair={"c": 7, "b": 7})
     doubled = pd.concat([df, df.assign(v=df.v + 2)], ignore_index=True)
-    cells = stats.cell_means(doubled, "v", ["model", "prefix_len"])
+    cells = inference.cell_means(doubled, "v", ["model", "prefix_len"])
     assert len(cells) == 2
     assert cells.set_index("prefix_id").loc["c", "v"] == pytest.approx(2.0)
     assert (cells.pair == 7).all()
@@ -222,13 +222,13 @@ def head_table(n_prompts=8, n_prefixes=3, lengths=(32, 64), planted=((1, 0),), e
 
 def test_head_contrasts_family_and_permutation_columns():
     att = head_table()
-    out = stats.head_contrasts(att, "kl", segment=None)
+    out = inference.head_contrasts(att, "kl", segment=None)
     assert len(out) == 2 * 2 * 2 * 2  # lengths x segments x layers x heads
     assert set(out.segment) == {"task", "continuation"}
     # family-wide (default): one BH over every row of the model
     np.testing.assert_allclose(out.q, stats.benjamini_hochberg(out.p.to_numpy()))
     np.testing.assert_allclose(out.q_perm, stats.benjamini_hochberg(out.p_perm.to_numpy()))
-    per = stats.head_contrasts(att, "kl", segment=None, family="length")
+    per = inference.head_contrasts(att, "kl", segment=None, family="length")
     for _, cell in per.groupby(["prefix_len", "segment"]):
         np.testing.assert_allclose(cell.q, stats.benjamini_hochberg(cell.p.to_numpy()))
     # 3 + 3 prefixes: C(6,3) = 20 relabelings, exact; the planted head is the most extreme: p = 1/20
@@ -238,20 +238,20 @@ def test_head_contrasts_family_and_permutation_columns():
     assert (out.significant_by == "wilcoxon").all() and out.significant.sum() == 4
     # resting on the permutation test: every p >= 1/20, so over a family of 16 no q can fall below .05
     # (BH: q >= min p * m / m), although the planted head is as extreme as 3 + 3 prefixes allow
-    by_perm = stats.head_contrasts(att, "kl", segment=None, significant_by="permutation")
+    by_perm = inference.head_contrasts(att, "kl", segment=None, significant_by="permutation")
     assert (by_perm.significant_by == "permutation").all() and not by_perm.significant.any()
     assert by_perm.p_perm.min() == pytest.approx(1 / 20) and by_perm.q_perm.min() >= 0.05 - 1e-12
     # the default still tests the task segment only
-    assert set(stats.head_contrasts(att, "kl").segment) == {"task"}
+    assert set(inference.head_contrasts(att, "kl").segment) == {"task"}
 
 
 def test_head_permutation_matches_the_single_cell_test():
     att = head_table(seed=4, effect=0.02)
-    out = stats.head_contrasts(att, "kl", segment="task")
+    out = inference.head_contrasts(att, "kl", segment="task")
     for _, row in out.iterrows():
         cell = att[(att.segment == "task") & (att["layer"] == row["layer"]) & (att["head"] == row["head"])
                    & (att.prefix_len == row.prefix_len)]
-        ref = stats.prefix_permutation_test(cell, "kl", alternative="greater", n_permutations=2000).iloc[0]
+        ref = inference.prefix_permutation_test(cell, "kl", alternative="greater", n_permutations=2000).iloc[0]
         assert row.p_perm == pytest.approx(ref.p_perm)
         d = stats.paired_differences(cell, "kl", ["model"], "C", "B")["diff"]
         assert row.p == pytest.approx(stats.wilcoxon_p(d, alternative="greater"))
@@ -353,7 +353,7 @@ def test_rate_summary_by_hand():
     df = pd.DataFrame([("m", "none", f"p{i // 4}", g, pre, n, hit) for i, (g, pre, n, hit) in enumerate(rows)],
                       columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "target_hit"])
     df["prompt_id"] = [f"p{i}" for i in range(4) for _ in range(4)]
-    out = stats.rate_summary(df, n_resamples=500).set_index("group")
+    out = inference.rate_summary(df, n_resamples=500).set_index("group")
     assert out.loc["A", "rate"] == pytest.approx(0.25) and out.loc["A", "resampled"] == "prompts"
     assert out.loc["C", "rate"] == pytest.approx(0.75) and out.loc["C", "resampled"] == "prompts x prefixes"
     assert (out.loc["C", "n_hits"], out.loc["C", "n_conditions"], out.loc["C", "n_prefixes"]) == (6, 8, 2)
@@ -361,4 +361,4 @@ def test_rate_summary_by_hand():
     # two prefixes: a quarter of the draws hold only c2, whose rate over resampled prompts can be 0 or 1/4
     assert out.loc["C", "ci_low"] <= 0.25 and out.loc["C", "ci_high"] == 1.0
     assert out.loc["A", "ci_low"] == 0 and out.loc["A", "ci_high"] <= 0.75
-    assert stats.rate_summary(df.drop(columns="target_hit")).empty
+    assert inference.rate_summary(df.drop(columns="target_hit")).empty

@@ -23,10 +23,10 @@ PREFIXES = [
 ]
 
 
-def run(family, settings, lengths=(12, 40), max_new=10):
+def run(family, settings, lengths=(12, 40), max_new=10, prefixes=PREFIXES):
     model, tok = build_tiny(family, seed=2)
     install_probe(model)
-    conds = build_conditions(tok, PROMPTS, PREFIXES, groups=["A", "B", "C"], lengths=list(lengths),
+    conds = build_conditions(tok, PROMPTS, prefixes, groups=["A", "B", "C"], lengths=list(lengths),
                              separator="\n\n", bos_policy="auto", isolations=settings)
     engine = Engine(model, tok.eos_token_id, max_new, attention=True)
     results, references = run_all(engine, conds, batch_size=4)
@@ -69,13 +69,21 @@ def test_decay_moves_prefix_mass_monotonically_to_zero():
         assert seq[-1] < 1e-6
 
 
-def test_delimit_wraps_the_prefix_and_changes_the_token_count():
-    results, tok = run("llama", [Isolation("delimit")], lengths=(12,))
+def test_delimit_wraps_the_prefix_and_brings_a_control_of_equal_span():
+    results, tok = run("llama", isolations(["delimit"], []), lengths=(12,), prefixes=[
+        Prefix(p.id, p.kind, " ".join([p.text] * 3)) for p in PREFIXES])
     extra = len(encode(tok, DELIMIT_OPEN)) + len(encode(tok, DELIMIT_CLOSE))
+    by_mode = {}
     for r, _ in results:
         a = r.condition.assembled
-        assert a.prefix_len == 12 + extra and r.condition.prefix_len == 12
-        assert tok.decode(list(a.input_ids[a.prefix_start:a.prefix_end])).startswith(DELIMIT_OPEN)
+        by_mode.setdefault(r.condition.isolation.mode, []).append(a)
+        assert a.block_len == 12 + extra and r.condition.prefix_len == 12
+    assert set(by_mode) == {"delimit", "delimit_control"}  # the control comes with delimit
+    for a in by_mode["delimit"]:
+        assert tok.decode(list(a.input_ids[a.block_start:a.block_end])).startswith(DELIMIT_OPEN)
+        assert a.prefix_len == 12 - len(encode(tok, "\n\n"))  # the prefix's own text inside the wrapper
+    for a in by_mode["delimit_control"]:  # plain concatenation, as long as the wrapped block
+        assert (a.prefix_start, a.prefix_end) == a.block and DELIMIT_OPEN not in tok.decode(list(a.input_ids))
 
 
 def test_isolation_settings_expand_decay():
@@ -111,7 +119,8 @@ def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
     reset = c[c.isolation == "mask_reset"]
     assert (reset.edit_distance == 0).all() and (reset.output_kl < 1e-6).all()
     noise = pd.read_parquet(run / "noise.parquet")
-    assert set(noise.probe) == {"batch", "no_cache"} and len(noise) == 4
+    assert set(noise.probe) == {"batch_vs_alone"} and len(noise) >= 40 and set(noise.group) == {"B", "C"}
+    assert (noise.edit_distance == 0).all() and noise.logp_max_diff.max() < 1e-4  # rounding, not drift
     assert (run / "figures" / "fig5_isolation.png").is_file()
     report = (run / "report.md").read_text()
-    assert "## Noise floor" in report and "| mask_reset |" in report
+    assert "## Numerical noise floor" in report and "| mask_reset |" in report

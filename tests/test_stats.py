@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from harness import stats
+from harness import inference, stats
 
 
 def frame(rows):
@@ -74,7 +74,7 @@ def test_head_contrasts_finds_the_planted_head():
                     rows.append(("m", "none", f"p{prompt}", group, group, 32, layer, head, "task", v))
     att = pd.DataFrame(rows, columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len",
                                       "layer", "head", "segment", "kl"])
-    out = stats.head_contrasts(att, "kl", "task")
+    out = inference.head_contrasts(att, "kl", "task")
     assert len(out) == 6
     top = out.iloc[0]
     assert (top["layer"], top["head"]) == (1, 2) and top.significant
