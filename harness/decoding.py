@@ -1,13 +1,14 @@
 """Greedy decoding with the KV cache.
 
 Rows of a batch must have the same length (the harness never pads: padding changes numerics and
-would itself be a source of drift). Each row stops at its own EOS; the EOS token is not part of
-the continuation.
+would itself be a source of drift). Each row stops at its own EOS (any of the model's stop ids);
+the EOS token is not part of the continuation.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -23,6 +24,21 @@ class Continuation:
     # The smallest top-1 minus top-2 logit margin over the greedy steps: how close the path came to
     # a tie (a near-tie can flip under numerical noise alone). Not part of equality.
     min_margin: float | None = field(default=None, compare=False)
+
+
+def stop_set(eos_id: int | Collection[int] | None) -> frozenset[int]:
+    """The token ids that end a continuation (an int, several, or none)."""
+    if eos_id is None:
+        return frozenset()
+    return frozenset([eos_id]) if isinstance(eos_id, int) else frozenset(int(i) for i in eos_id)
+
+
+def stop_ids(model: torch.nn.Module, tokenizer) -> frozenset[int]:
+    """Where a continuation ends: the tokenizer's EOS and every EOS the model's generation config
+    names (chat models end a turn with their own token, e.g. Gemma's ``<end_of_turn>``)."""
+    ids = stop_set(tokenizer.eos_token_id)
+    generation = getattr(model, "generation_config", None)
+    return ids | stop_set(getattr(generation, "eos_token_id", None))
 
 
 @lru_cache(maxsize=None)
@@ -59,7 +75,7 @@ def greedy_from(
     logits: torch.Tensor,  # [batch, vocab], the prefill's last-position logits
     cache,
     max_new_tokens: int,
-    eos_id: int | None,
+    eos_id: int | Collection[int] | None,
     start_index: int | None = None,
     position_shift: int = 0,
 ) -> list[Continuation]:
@@ -67,6 +83,7 @@ def greedy_from(
 
     With ``position_shift``, the token at sequence index ``i`` gets position id ``i - shift``
     (``start_index`` is the index of the first new token)."""
+    stop = stop_set(eos_id)
     batch = logits.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
@@ -79,7 +96,7 @@ def greedy_from(
             if done[row]:
                 continue
             margins[row] = min(margins[row], margin)
-            if eos_id is not None and tok == eos_id:
+            if tok in stop:
                 done[row] = stopped[row] = True
             else:
                 tokens[row].append(tok)
@@ -99,7 +116,7 @@ def greedy_decode(
     model: torch.nn.Module,
     input_ids: torch.Tensor,  # [batch, seq], one row per condition, no padding
     max_new_tokens: int,
-    eos_id: int | None,
+    eos_id: int | Collection[int] | None,
 ) -> list[Continuation]:
     """Greedy continuations of each row, at most ``max_new_tokens`` tokens, stopping at EOS."""
     cache = buffered_cache(model, input_ids.shape[1] + max_new_tokens)

@@ -109,7 +109,7 @@ class Engine:
     """Runs conditions on one loaded model. ``attention=False`` skips the probe (behaviour only);
     up to ``prefix_cache_bytes`` of prefix KV is kept for reuse across prompts (speed only)."""
 
-    def __init__(self, model: torch.nn.Module, eos_id: int | None, max_new_tokens: int, attention: bool,
+    def __init__(self, model: torch.nn.Module, eos_id, max_new_tokens: int, attention: bool,
                  prefix_cache_bytes: int = 0):
         self.model = model
         self.eos_id = eos_id

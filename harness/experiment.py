@@ -21,6 +21,7 @@ import torch
 
 from .assembly import Condition, build_conditions, check_context
 from .config import Group, validate
+from .decoding import stop_ids
 from .driver import DriveOutcome, drive
 from .engine import Engine
 from .isolation import Isolation, isolations
@@ -75,7 +76,8 @@ class Experiment:
             exp.attn_base = install_probe(loaded.model)
         longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
-        exp.engine = Engine(loaded.model, loaded.tokenizer.eos_token_id, cfg.decode.max_new_tokens, attention,
+        stops = stop_ids(loaded.model, loaded.tokenizer)
+        exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
                             prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device))
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
@@ -89,7 +91,7 @@ class Experiment:
             "cpu_threads": torch.get_num_threads() if loaded.device == "cpu" else None,
             "attn_implementation": exp.attn_base,
             "max_new_tokens": cfg.decode.max_new_tokens,
-            "eos": loaded.tokenizer.eos_token_id,
+            "eos": sorted(stops),
             "attention_analysis": attention,
             "batch_size": exp.batch_size,
             "special_tokens": cfg.special_tokens.value,

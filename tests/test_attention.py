@@ -134,3 +134,32 @@ def test_probe_refuses_a_layer_that_bypasses_the_interface():
     attn.forward = bypass
     with pytest.raises(HarnessError, match="1 of 2 layers"):
         install_probe(model)
+
+
+def test_min_margin_and_step_kl_against_direct_computation():
+    from scipy.special import log_softmax, rel_entr
+
+    results, ref, tok = run_engine("llama", max_new=8)
+    model, _ = build_tiny("llama", seed=1)
+    y_a = list(ref.continuation.ids)
+    for res in results:
+        ids = torch.tensor([res.condition.assembled.input_ids])
+        with torch.no_grad():
+            gen = model.generate(ids, max_new_tokens=8, do_sample=False, output_logits=True,
+                                 return_dict_in_generate=True, eos_token_id=tok.eos_token_id,
+                                 pad_token_id=tok.eos_token_id)
+        logits = torch.stack(gen.logits)[:, 0]  # [steps, vocab], the raw logits of each greedy step
+        top2 = logits.topk(2, dim=-1).values
+        steps = len(res.continuation.ids) + int(res.continuation.stopped_on_eos)
+        assert abs(res.continuation.min_margin - float((top2[:, 0] - top2[:, 1])[:steps].min())) < 1e-4
+        if res.condition.group == "A":
+            continue
+        # output KL at each step of A's continuation, from one uncached pass over input + Y_A
+        _, la = oracle.eager_attention(model, list(ref.condition.assembled.input_ids) + y_a)
+        _, lx = oracle.eager_attention(model, list(res.condition.assembled.input_ids) + y_a)
+        n_a, n_x = len(ref.condition.assembled.input_ids), len(res.condition.assembled.input_ids)
+        k = len(y_a) + int(ref.continuation.stopped_on_eos)
+        pa = log_softmax(la[n_a - 1: n_a - 1 + k], axis=-1)
+        px = log_softmax(lx[n_x - 1: n_x - 1 + k], axis=-1)
+        np.testing.assert_allclose(res.output_kl_steps, rel_entr(np.exp(pa), np.exp(px)).sum(-1), atol=1e-5)
+        assert abs(np.mean(res.output_kl_steps) - res.output_kl) < 1e-7

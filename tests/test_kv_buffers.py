@@ -125,3 +125,18 @@ def test_prefix_cache_changes_speed_not_results():
         for segment in a.attention:
             for metric, values in a.attention[segment].items():
                 np.testing.assert_array_equal(values, b.attention[segment][metric])
+
+
+def test_a_continuation_stops_at_every_stop_id_the_model_names():
+    """Chat models end a turn with their own token (Gemma's <end_of_turn>), listed beside the
+    tokenizer's EOS in the generation config: decoding stops at any of them."""
+    from harness.decoding import stop_ids
+
+    model, tok = build_tiny("llama", seed=3)
+    ids = ids_of(6, seed=11)
+    (free,) = greedy_decode(model, ids, 4, tok.eos_token_id)
+    model.generation_config.eos_token_id = [tok.eos_token_id, free.ids[1]]
+    stops = stop_ids(model, tok)
+    assert stops == {tok.eos_token_id, free.ids[1]}
+    (y,) = greedy_decode(model, ids, 4, stops)
+    assert y.ids == free.ids[:1] and y.stopped_on_eos

@@ -73,3 +73,44 @@ def test_hand_example():
     assert abs(float(m["prefix_mass"]) - 0.5) < 1e-6
     assert abs(float(m["sink_mass_a"]) - 0.5) < 1e-6 and abs(float(m["sink_mass_x"]) - 0.25) < 1e-6
     assert abs(float(token_kl(la, la))) == 0
+
+
+@st.composite
+def windowed_rows(draw):
+    """A's and X's scores where X's window has lost A's first keys, optionally with a sink logit."""
+    ka = draw(st.integers(3, 10))
+    n_block = draw(st.integers(1, 5))
+    start = draw(st.integers(1, 2))
+    lost = draw(st.integers(0, start))  # keys before the block that X no longer sees
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    sa = torch.randn(2, ka, generator=g) * 2
+    sx = torch.randn(2, ka + n_block, generator=g) * 2
+    sx[:, :lost] = float("-inf")
+    sinks = torch.randn(2, generator=g) if draw(st.booleans()) else None
+    return sa, sx, (start, start + n_block), sinks
+
+
+def _with_sink(scores, sink):
+    if sink is None:
+        return torch.log_softmax(scores, -1), None
+    logp = torch.log_softmax(torch.cat([scores, sink[:, None]], -1), -1)
+    return logp[:, :-1], (logp[:, -1], sink)
+
+
+@settings(max_examples=200, deadline=None)
+@given(windowed_rows())
+def test_capture_plus_redistribution_is_kl_and_sources_sum_to_mass(case):
+    sa, sx, block, sink = case
+    la, sink_a = _with_sink(sa, sink)
+    lx, sink_x = _with_sink(sx, sink)
+    kw = {} if sink is None else {"sink_a": sink_a, "sink_x": sink_x}
+    m = row_metrics(la, sa, lx, sx, block, a_input_len=sa.shape[-1] - 1, **kw)
+    torch.testing.assert_close(m["kl"], m["kl_shared"] + m["capture"], atol=1e-5, rtol=0)
+    sources = m["mass_from_sink"] + m["mass_from_context"] + m["mass_from_task"] + m["mass_from_continuation"]
+    torch.testing.assert_close(sources, m["prefix_mass"], atol=1e-5, rtol=0)
+    # capture is -log(1 - prefix mass): X sees nothing outside the block and the keys it shares with A
+    torch.testing.assert_close(m["capture"], -torch.log1p(-m["prefix_mass"]), atol=1e-4, rtol=1e-4)
+    lost = torch.isinf(sx[:, : block[0]]).any()
+    assert bool((m["unseen_mass_a"] > 0).all()) == bool(lost)
+    assert torch.all(m["kl"] >= -1e-6) and torch.all(m["js"] <= math.log(2) + 1e-6)
