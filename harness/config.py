@@ -31,27 +31,29 @@ def _choice(name: str, values: str, doc: str) -> type[Enum]:
     return enum
 
 
-Dtype = _choice("Dtype", "float32 float16 bfloat16", "The dtype the model's weights are loaded in.")
-BosPolicy = _choice("BosPolicy", "auto always never",
-                    "``auto``: prepend BOS exactly when the tokenizer itself would (Llama yes, GPT-2 no).")
-TooShort = _choice("TooShort", "error repeat",
-                   "What a prefix text shorter than the requested length does: refuse, or cycle the text.")
-SpecialTokens = _choice("SpecialTokens", "text control", (
-    "How special-token strings (``<|endoftext|>``) written inside prompts and prefixes are encoded: "
-    "``text`` as the ordinary characters they are (data stays data), ``control`` as the tokenizer's "
-    "control tokens (only for deliberate experiments)."))
-OnExisting = _choice("OnExisting", "auto resume fresh", (
-    "A run directory that already holds results: ``auto`` resumes when the configuration is the same and "
-    "refuses when it differs; ``resume`` keeps what still applies; ``fresh`` deletes them."))
-IsolationMode = _choice("IsolationMode", "none mask mask_reset decay delimit delimit_control",
-                        "Isolation interventions (harness.isolation).")
-Placement = _choice("Placement", "auto raw system turn document tool", (
-    "Where the prefix goes (harness.chat): raw concatenation, or inside the model's chat template as the "
-    "system message, an earlier turn, a document in the task's user message, or a tool result; auto is the "
-    "model's default placement."))
-Group = _choice("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix.")
-LocateMetric = _choice("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean",
-                       "The drift measure ``harness locate`` bisects on.")
+# The choices: name, allowed values, and what the setting means.
+_CHOICES = [
+    ("Dtype", "float32 float16 bfloat16", "The dtype the model's weights are loaded in."),
+    ("BosPolicy", "auto always never", "auto: prepend BOS exactly when the tokenizer itself would (Llama yes, "
+                                       "GPT-2 no)."),
+    ("TooShort", "error repeat", "A prefix text shorter than the requested length: refuse, or cycle the text."),
+    ("SpecialTokens", "text control", "Special-token strings (<|endoftext|>) inside prompts and prefixes: "
+                                      "text encodes them as the characters they are (data stays data), "
+                                      "control as the tokenizer's control tokens (deliberate experiments only)."),
+    ("OnExisting", "auto resume fresh", "A run directory that already holds results: auto resumes when the "
+                                        "configuration is the same and refuses when it differs; resume keeps "
+                                        "what still applies; fresh deletes them."),
+    ("IsolationMode", "none mask mask_reset decay delimit delimit_control", "Isolation interventions "
+                                                                            "(harness.isolation)."),
+    ("Placement", "auto raw system turn document tool", "Where the prefix goes (harness.chat): raw "
+                                                        "concatenation, or in the chat template as the system "
+                                                        "message, an earlier turn, a document in the task's user "
+                                                        "message, or a tool result; auto: the model's default."),
+    ("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix."),
+    ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
+]
+(Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group,
+ LocateMetric) = (_choice(*choice) for choice in _CHOICES)
 
 
 @dataclass

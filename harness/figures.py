@@ -73,23 +73,32 @@ def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized ed
     return ax
 
 
-def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mean attention KL(A‖X) (nats)",
-                       title: str | None = None):
-    """Figure 2 (one panel): mean KL by layer for ``group``, one line per prefix length.
-
-    ``profile``: :func:`harness.stats.layer_profile` output."""
-    cell = profile[profile.group == group]
+def _by_length(ax, cell: pd.DataFrame, x: str, y: str, band: bool = False, step: bool = False) -> None:
+    """One line per prefix length (viridis, short to long), with a 95% CI band when asked."""
     lengths = sorted(cell.prefix_len.unique())
     colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.9, max(len(lengths), 1)))
     for colour, length in zip(colours, lengths):
-        line = cell[cell.prefix_len == length].sort_values("layer")
-        ax.plot(line.layer, line["mean"], marker=".", color=colour, label=f"{length} tokens")
+        line = cell[cell.prefix_len == length].sort_values(x)
+        draw = ax.step if step else ax.plot
+        draw(line[x], line[y], color=colour, label=f"{length} tokens",
+             **({"where": "post"} if step else {"marker": "." if x == "layer" else None}))
+        if band:
+            ax.fill_between(line[x], line.ci_low, line.ci_high, color=colour, alpha=0.15, linewidth=0,
+                            **({"step": "post"} if step else {}))
+    if lengths:
+        ax.legend(title="prefix length", fontsize=7)
+
+
+def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mean attention KL(A‖X) (nats)",
+                       title: str | None = None):
+    """Figure 2 (one panel): mean of a metric by layer for ``group``, one line per prefix length.
+
+    ``profile``: :func:`harness.stats.layer_profile` output."""
+    _by_length(ax, profile[profile.group == group], "layer", "mean")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("layer")
     ax.set_ylabel(ylabel)
     ax.set_title(title or GROUP_NAMES[group])
-    if lengths:
-        ax.legend(title="prefix length", fontsize=7)
     return ax
 
 
@@ -134,37 +143,21 @@ def plot_mass_sources(ax, sources: pd.DataFrame, group: str = "C"):
 def plot_survival(ax, surv: pd.DataFrame, group: str):
     """Figure 6 (one panel): fraction of ``group``'s conditions whose continuation is still A's
     after k tokens, one line per prefix length, 95% CI band (:func:`harness.stats.survival`)."""
-    cell = surv[surv.group == group]
-    lengths = sorted(cell.prefix_len.unique())
-    colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.9, max(len(lengths), 1)))
-    for colour, length in zip(colours, lengths):
-        line = cell[cell.prefix_len == length].sort_values("k")
-        ax.step(line.k, line.survival, where="post", color=colour, label=f"{length} tokens")
-        ax.fill_between(line.k, line.ci_low, line.ci_high, step="post", color=colour, alpha=0.15, linewidth=0)
+    _by_length(ax, surv[surv.group == group], "k", "survival", band=True, step=True)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("generated tokens k")
     ax.set_ylabel("still identical to A (fraction)")
     ax.set_title(GROUP_NAMES[group])
-    if lengths:
-        ax.legend(title="prefix length", fontsize=7)
     return ax
 
 
 def plot_step_profile(ax, steps: pd.DataFrame, group: str):
     """Figure 7 (one panel): output KL at each generated step of A's continuation, one line per
     prefix length, 95% CI band over prompts (:func:`harness.stats.step_profile`)."""
-    cell = steps[steps.group == group]
-    lengths = sorted(cell.prefix_len.unique())
-    colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.9, max(len(lengths), 1)))
-    for colour, length in zip(colours, lengths):
-        line = cell[cell.prefix_len == length].sort_values("step")
-        ax.plot(line.step, line["mean"], color=colour, label=f"{length} tokens")
-        ax.fill_between(line.step, line.ci_low, line.ci_high, color=colour, alpha=0.15, linewidth=0)
+    _by_length(ax, steps[steps.group == group], "step", "mean", band=True)
     ax.set_xlabel("step of A's continuation")
     ax.set_ylabel("output KL(p_A ‖ p_X) (nats)")
     ax.set_title(GROUP_NAMES[group])
-    if lengths:
-        ax.legend(title="prefix length", fontsize=7)
     return ax
 
 

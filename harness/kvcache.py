@@ -65,14 +65,14 @@ def main(args: list[str]) -> int:
     if "model" in values:
         from transformers import AutoConfig
 
-        from .models import BUILTIN, DEMO_MODEL_DIR, tiny_config
+        from .models import BUILTIN, SHIPPED_MODELS, tiny_config
 
         name = values.pop("model")
         try:
             if name.startswith(BUILTIN):
                 config = tiny_config(name[len(BUILTIN):].removeprefix("tiny-"))
             else:
-                config = AutoConfig.from_pretrained(str(DEMO_MODEL_DIR) if name == "demo" else name)
+                config = AutoConfig.from_pretrained(str(SHIPPED_MODELS.get(name, name)))
         except OSError:
             raise HarnessError(f"model config {name!r} is not available offline; give layers=, kv_heads=, "
                                f"head_dim= instead") from None

@@ -19,7 +19,11 @@ from .errors import HarnessError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 BUILTIN = "builtin:"
-DEMO_MODEL_DIR = Path(__file__).parent / "assets" / "demo-model"
+ASSETS = Path(__file__).parent / "assets"
+# The project's own models, by the names configs use: the obedient story model (the positive
+# control, the default) and the plain one it was fine-tuned from (the negative control).
+SHIPPED_MODELS = {"demo": ASSETS / "demo-model", "demo-plain": ASSETS / "demo-plain"}
+DEMO_MODEL_DIR = SHIPPED_MODELS["demo"]
 
 
 @dataclass
@@ -184,7 +188,7 @@ def load_model(
     device_map: str | dict | None = None,
     gated: bool = False,
 ) -> LoadedModel:
-    """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``).
+    """Load ``name_or_path`` (hub id, local directory, ``demo``, ``demo-plain``, or ``builtin:<family>``).
 
     ``attn_implementation`` None lets transformers choose what the family supports (SDPA where
     it can, else eager); the choice is recorded in ``model.config._attn_implementation``.
@@ -201,7 +205,7 @@ def load_model(
             model.set_attn_implementation(attn_implementation)
         return LoadedModel(model.to(device), tokenizer, name_or_path, None, _weights_sha256(model), dtype,
                            device, max_positions_of(model.config))
-    source = str(DEMO_MODEL_DIR) if name_or_path == "demo" else name_or_path
+    source = str(SHIPPED_MODELS.get(name_or_path, name_or_path))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     placement = {}
