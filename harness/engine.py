@@ -4,14 +4,15 @@ Per prompt, group A runs first and becomes the reference: its greedy continuatio
 next-token distributions along Y_A, and (with attention analysis on) its attention rows at the
 task tokens and at Y_A's tokens, kept per layer. Every B/C condition of that prompt then runs as
 
-    BOS + prefix                  -> from the prefix cache (computed once per sweep, shared by prompts)
-    prefill X's prompt            -> task rows, compared with A's layer by layer
+    everything before the task   -> from the prefix cache (BOS, template scaffolding and the
+                                    inserted block: computed once per sweep, shared by prompts)
+    prefill the rest of the input -> task rows, compared with A's layer by layer
     fork the KV cache (rewind it after the first branch: harness.kv_buffers)
-      branch 1: feed Y_A          -> continuation rows (same tokens as A's) and output_kl
-      branch 2: decode greedily   -> Y_X
+      branch 1: feed Y_A          -> continuation rows (same tokens as A's), output KL per step
+      branch 2: decode greedily   -> Y_X, and how close each step came to a tie
 
-Conditions with the same input length (every B and C prefix at one L) can run as one batch: no
-padding is ever needed, because their spans line up exactly.
+Conditions with the same input length and spans (every B and C prefix at one L) can run as one
+batch (:func:`harness.assembly.batchable`): no padding is ever needed.
 """
 
 from __future__ import annotations

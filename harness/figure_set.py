@@ -16,6 +16,7 @@ from . import inference, stats
 
 CAPTURE = ("capture", "capture: -log(1 - prefix mass) (nats)")
 REDISTRIBUTION = ("kl_shared", "redistribution: KL on shared keys (nats)")
+NAMES = {"capture": "capture", "kl_shared": "redistribution"}
 
 
 def baseline(df: pd.DataFrame) -> pd.DataFrame:
@@ -79,7 +80,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                 for ax, (metric, label), group in zip(row, (CAPTURE, CAPTURE, REDISTRIBUTION, REDISTRIBUTION),
                                                       ("B", "C", "B", "C")):
                     F.plot_layer_profile(ax, stats.layer_profile(cell, metric), group, ylabel=label,
-                                         title=f"{F.GROUP_NAMES[group]}\n{metric} ({title(model, placement)})")
+                                         title=f"{F.GROUP_NAMES[group]}\n{NAMES[metric]} ({title(model, placement)})")
             out["fig2_layer_drift"] = fig
 
             heads_c = att[att.group == "C"]
