@@ -18,8 +18,17 @@ $(BIN)/harness: pyproject.toml
 
 install: $(BIN)/harness
 
+# Three sweeps: the default demo, then the positive control (the obedient model on story prefixes
+# carrying directives, against matched prefixes that only mention the word) and the negative control
+# (the plain model on the same conditions), and one report that puts the two controls side by side.
+# Rerunning reuses every stored result.
+DEMO_OUT ?= outputs/demo
 demo: install
-	$(BIN)/harness sweep experiment=demo
+	$(BIN)/harness sweep experiment=demo hydra.run.dir=$(DEMO_OUT)/default
+	$(BIN)/harness sweep experiment=demo-directives hydra.run.dir=$(DEMO_OUT)/obedient
+	$(BIN)/harness sweep experiment=demo-plain-directives hydra.run.dir=$(DEMO_OUT)/plain
+	$(BIN)/harness figures $(DEMO_OUT)/obedient $(DEMO_OUT)/plain --out $(DEMO_OUT)/controls
+	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/controls/report.md (both controls side by side)"
 
 test: install
 	$(BIN)/python -m pytest -q tests
@@ -28,11 +37,14 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
-# Regenerate the README's figures (docs/) from a fresh demo run.
+# Regenerate the README's figures and the demo reports (docs/) from a fresh demo run.
 docs: install
-	$(BIN)/harness sweep experiment=demo hydra.run.dir=outputs/docs-demo on_existing=fresh
-	cp outputs/docs-demo/figures/fig1_edit_distance.png outputs/docs-demo/figures/fig2_layer_kl.png docs/
-	cp outputs/docs-demo/report.md docs/demo-report.md
+	rm -rf outputs/docs-demo
+	$(MAKE) demo DEMO_OUT=outputs/docs-demo
+	cp outputs/docs-demo/controls/figures/fig8_hit_rate.png docs/fig8_hit_rate_controls.png
+	cp outputs/docs-demo/default/figures/fig1_edit_distance.png outputs/docs-demo/default/figures/fig2_layer_drift.png docs/
+	cp outputs/docs-demo/default/report.md docs/demo-report.md
+	cp outputs/docs-demo/controls/report.md docs/demo-controls-report.md
 
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from .store import ResultStore, fingerprint
 from .tables import attention_frame, conditions_frame, write_json, write_parquet
 
 log = logging.getLogger(__name__)
+STATUS_EVERY_S = 60  # how often status.json says how far a running sweep has got
 
 
 class SweepFailed(Exception):
@@ -70,11 +72,16 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool
     exp = Experiment.build(cfg)
     keys = exp.keys()
     good = store.verify(keys.values())
-    rundir.write_status("running", conditions=len(exp.conditions))
+    progress_at = {"done": len(good), "written": time.monotonic()}
+    rundir.write_status("running", conditions=len(exp.conditions), done=len(good))
 
     def save(result, ref, alone: bool) -> None:
         record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
         store.save(keys[result.condition], record, result.attention, result.n_queries)
+        progress_at["done"] += 1
+        if time.monotonic() - progress_at["written"] > STATUS_EVERY_S:  # a heartbeat for long sweeps
+            rundir.write_status("running", conditions=len(exp.conditions), done=progress_at["done"])
+            progress_at["written"] = time.monotonic()
 
     def record_failure(cond, exc) -> None:
         store.record_failure(keys[cond], {"condition": condition_label(cond), **condition_keys(exp.model_label, cond)},
