@@ -46,20 +46,21 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     produced ``cfg``, kept for ``harness resume``).
 
     Results already stored in ``run_dir`` by an interrupted run of the same configuration are
-    verified and reused. Raises :class:`HarnessError` for a refused directory or bad input (the
-    directory untouched), :class:`SweepFailed` after writing the tables of the rest if a condition
-    failed, and lets KeyboardInterrupt through after marking the run interrupted."""
+    verified and reused. Raises :class:`HarnessError` for a refused directory or configuration
+    (the directory untouched) or for input that turns out bad once the run is claimed (status
+    ``error``), :class:`SweepFailed` after writing the tables of the rest if a condition failed,
+    and lets KeyboardInterrupt through after marking the run interrupted."""
     cfg = validate(cfg)
     rundir, config = RunDir(run_dir), as_plain(cfg)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
         rundir.write_hydra(config, overrides)
-        previous = rundir.status()
+        previous = (rundir.status() or {}).get("status")
         try:
             return _sweep(cfg, config, rundir, store, progress)
         except HarnessError as exc:
-            if previous is None or previous.get("status") != "complete" or (rundir.status() or {}).get(
-                    "status") == "running":
+            # a complete run that a rerun could not even start (say, offline) stays complete
+            if previous != "complete" or (rundir.status() or {}).get("status") == "running":
                 rundir.write_status("error", error=str(exc))
             raise
         except KeyboardInterrupt:
