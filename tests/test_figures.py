@@ -96,3 +96,14 @@ def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
     assert any(str(tiny_run) in o.get("text", "") for o in outputs)
+
+
+def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_run, copy)
+    (copy / "conditions.parquet").write_bytes((copy / "conditions.parquet").read_bytes()[:100])
+    assert main(["figures", str(copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "conditions.parquet is not a readable parquet table" in err[0]

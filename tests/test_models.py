@@ -158,3 +158,21 @@ def test_shipped_demo_model_loads_offline_and_writes_english(monkeypatch):
     text = tok.decode(list(y.ids))
     words = text.split()
     assert len(words) >= 5 and sum(w.strip(".,!\"'").isalpha() for w in words) / len(words) > 0.8, text
+
+
+def test_model_code_and_every_file_change_the_resolved_revision(tmp_path):
+    """A local model's content hash covers every file, remote code included: editing a
+    modeling_*.py changes the result key, so a rerun never reuses results of the old code."""
+    from harness.models import _local_files_sha256
+
+    model, tok = build_tiny("llama")
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    (tmp_path / "modeling_custom.py").write_text("SCALE = 1.0\n")
+    before = _local_files_sha256(tmp_path)
+    (tmp_path / "modeling_custom.py").write_text("SCALE = 2.0\n")
+    assert _local_files_sha256(tmp_path) != before
+    (tmp_path / "modeling_custom.py").write_text("SCALE = 1.0\n")
+    assert _local_files_sha256(tmp_path) == before
+    (tmp_path / "chat_template.jinja").write_text("{{ messages }}")
+    assert _local_files_sha256(tmp_path) != before
