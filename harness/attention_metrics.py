@@ -80,11 +80,16 @@ def row_metrics(
     shared_sx = drop_span(scores_x, start, end)
     zero = torch.zeros((), dtype=logp_a.dtype, device=logp_a.device)
 
-    # Keys both runs see; A's mass on the others (out of X's window) is renormalized away.
+    # Keys both runs see; A's mass on the others (out of X's window) is renormalized away. The
+    # kept mass is summed in log space: when the window loses nearly all of A's mass, 1 - lost
+    # would cancel catastrophically.
     seen_a = torch.isfinite(logp_a)
     both = seen_a & torch.isfinite(shared_lx)
-    unseen = torch.where(seen_a & ~both, logp_a.exp(), zero).sum(-1)
-    log_keep = torch.log1p(-unseen.clamp(max=1.0))[..., None]
+    lost_any = (seen_a & ~both).any(-1, keepdim=True)
+    kept = _with_sink(torch.where(both, logp_a, torch.full_like(logp_a, -math.inf)),
+                      None if sink_a is None else sink_a[0])
+    log_keep = torch.where(lost_any, torch.logsumexp(kept, dim=-1, keepdim=True), zero)
+    unseen = -torch.expm1(log_keep[..., 0])
     la = torch.where(both, logp_a - log_keep, torch.full_like(logp_a, -math.inf))
     lx = torch.where(both, shared_lx, torch.full_like(shared_lx, -math.inf))
     sa_sink = sx_sink = None
