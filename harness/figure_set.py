@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from . import figures as F
-from . import inference, stats
+from . import curves, inference, stats
 
 CAPTURE = ("capture", "capture: -log(1 - prefix mass) (nats)")
 REDISTRIBUTION = ("kl_shared", "redistribution: KL on shared keys (nats)")
@@ -65,7 +65,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     with F.style():
         fig, axes = _grid(len(combos), 1)
         summary = stats.drift_summary(conds, "norm_edit_distance")
-        ceilings = stats.ceiling(conds)
+        ceilings = curves.ceiling(conds)
         for row, (model, placement) in zip(axes, combos):
             top = select(ceilings, model, placement)
             F.plot_drift_vs_length(row[0], select(summary, model, placement), title=f"Output drift: {title(model, placement)}",
@@ -109,7 +109,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
         if "isolation" in conditions and conditions.isolation.nunique() > 1:
             out["fig5_isolation"] = _isolation_figure(conditions, noise)
 
-        surv = stats.survival(conds[conds.group != "A"])
+        surv = curves.survival(conds[conds.group != "A"])
         fig, axes = _grid(len(combos), 2)
         for row, (model, placement) in zip(axes, combos):
             for ax, group in zip(row, ("B", "C")):
@@ -117,7 +117,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
         out["fig6_survival"] = fig
 
         if "output_kl_steps" in conds and conds.output_kl_steps.notna().any():
-            steps = stats.step_profile(conds)
+            steps = curves.step_profile(conds)
             fig, axes = _grid(len(combos), 2, sharey="row")
             for row, (model, placement) in zip(axes, combos):
                 for ax, group in zip(row, ("B", "C")):

@@ -52,7 +52,7 @@ def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized ed
                          title: str = "Output drift vs prefix length", ceiling: pd.Series | None = None,
                          value: str = "mean", band: str = "95% bootstrap CI over prompts"):
     """Figure 1: mean drift vs prefix length, one line per group, 95% CI band; ``ceiling`` (a row
-    of :func:`harness.stats.ceiling`) draws how far unrelated prompts' continuations are apart.
+    of :func:`harness.curves.ceiling`) draws how far unrelated prompts' continuations are apart.
 
     ``summary``: :func:`harness.stats.drift_summary` output (one model, one isolation)."""
     for group in ("B", "C"):
@@ -142,7 +142,7 @@ def plot_mass_sources(ax, sources: pd.DataFrame, group: str = "C"):
 
 def plot_survival(ax, surv: pd.DataFrame, group: str):
     """Figure 6 (one panel): fraction of ``group``'s conditions whose continuation is still A's
-    after k tokens, one line per prefix length, 95% CI band (:func:`harness.stats.survival`)."""
+    after k tokens, one line per prefix length, 95% CI band (:func:`harness.curves.survival`)."""
     _by_length(ax, surv[surv.group == group], "k", "survival", band=True, step=True)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("generated tokens k")
@@ -153,7 +153,7 @@ def plot_survival(ax, surv: pd.DataFrame, group: str):
 
 def plot_step_profile(ax, steps: pd.DataFrame, group: str):
     """Figure 7 (one panel): output KL at each generated step of A's continuation, one line per
-    prefix length, 95% CI band over prompts (:func:`harness.stats.step_profile`)."""
+    prefix length, 95% CI band over prompts (:func:`harness.curves.step_profile`)."""
     _by_length(ax, steps[steps.group == group], "step", "mean", band=True)
     ax.set_xlabel("step of A's continuation")
     ax.set_ylabel("output KL(p_A ‖ p_X) (nats)")

@@ -12,6 +12,10 @@ descriptive summaries):
 * :func:`head_contrasts`: per attention head, prompt-level Wilcoxon and prefix-level permutation
   tests with Benjamini-Hochberg over the whole reported family;
 * :func:`rate_summary`: behavioural hit rates with crossed intervals.
+
+It is longer than the project's other modules on purpose: every function here rests on the same
+crossed-design machinery (the prompts x prefixes cell layout, relabelings, crossed resamples), one
+concept that splitting would scatter.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import inference, stats
+from . import curves, inference, stats
 from .figure_set import baseline, hit_rates, make_figures
 from .noise import margin_floor
 from .tables import write_text
@@ -116,7 +116,7 @@ def _behaviour(conds: pd.DataFrame) -> list[str]:
 def _output(conds: pd.DataFrame) -> list[str]:
     summary = stats.drift_summary(conds[conds.group != "A"], "norm_edit_distance")
     kl = stats.drift_summary(conds[conds.group != "A"], "output_kl")
-    surv = stats.survival(conds[conds.group != "A"], max_k=int(conds.n_continuation_tokens.max()))
+    surv = curves.survival(conds[conds.group != "A"], max_k=int(conds.n_continuation_tokens.max()))
     lines = ["", "## Output drift", "",
              "Normalized edit distance of the continuation to A's, output KL along A's continuation, and the "
              "share of conditions still identical to A after 1 and 8 generated tokens (means over prompts; "
@@ -131,7 +131,7 @@ def _output(conds: pd.DataFrame) -> list[str]:
                        for c in at.values()]])
     lines += [""] + _table(["model", "group", "prefix length", "prompts", "edit distance (norm.)", "output KL (nats)",
                             "identical after 1", "identical after 8"], rows)
-    ceiling = stats.ceiling(conds)
+    ceiling = curves.ceiling(conds)
     for r in ceiling.itertuples():
         lines += ["", f"Ceiling ({r.model}): A's continuations of different prompts are {_ci(r.mean, r.ci_low, r.ci_high)} "
                   f"apart (normalized edit distance, {r.n_prompts} prompts; intervals: prompts). Edit distance close to "

@@ -9,7 +9,7 @@ import pandas as pd
 from nbclient import NotebookClient
 
 from harness import figures as F
-from harness import stats
+from harness import curves, stats
 from harness.tables import load_runs
 
 from harness.cli import main
@@ -52,14 +52,14 @@ def test_figure_functions_draw_expected_artists(tiny_run):
 
     fig, ax = plt.subplots()
     F.plot_drift_vs_length(ax, stats.drift_summary(conditions, "norm_edit_distance"),
-                           ceiling=stats.ceiling(conditions).iloc[0])
+                           ceiling=curves.ceiling(conditions).iloc[0])
     assert len(ax.lines) == 3 and "ceiling" in ax.get_legend().get_texts()[-1].get_text()
 
     fig, ax = plt.subplots()
-    F.plot_survival(ax, stats.survival(conditions[conditions.group != "A"]), "C")
+    F.plot_survival(ax, curves.survival(conditions[conditions.group != "A"]), "C")
     assert len(ax.lines) == 2  # one step curve per prefix length
     fig, ax = plt.subplots()
-    F.plot_step_profile(ax, stats.step_profile(conditions), "B")
+    F.plot_step_profile(ax, curves.step_profile(conditions), "B")
     assert len(ax.lines) == 2 and len(ax.lines[0].get_xdata()) > 1
     plt.close("all")
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness import inference, stats
+from harness import curves, inference, stats
 
 COLUMNS = ["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "v"]
 
@@ -283,7 +283,7 @@ def test_survival_against_a_direct_count():
                       columns=["model", "isolation", "group", "prefix_id", "prefix_len", "prompt_id",
                                "first_divergence", "n_continuation_tokens"])
     df["first_divergence"] = df["first_divergence"].astype("Int64")
-    out = stats.survival(df, n_resamples=300)
+    out = curves.survival(df, n_resamples=300)
     assert sorted(out.k.unique()) == list(range(7))  # max_k = n_continuation_tokens
     curve = {g: cell.sort_values("k").survival.to_numpy() for g, cell in out.groupby("group")}
     #            k = 0    1     2     3     4     5     6
@@ -292,7 +292,7 @@ def test_survival_against_a_direct_count():
     np.testing.assert_allclose(curve["A"], np.ones(7))
     first = out[out.k == 0]
     assert (first.ci_low == 1).all() and (first.ci_high == 1).all() and (first.n == 4).all()
-    assert stats.survival(df, max_k=3).k.max() == 3
+    assert curves.survival(df, max_k=3).k.max() == 3
 
 
 @settings(max_examples=40, deadline=None)
@@ -303,7 +303,7 @@ def test_survival_is_monotone_and_a_count(conds, two_way):
                        "prompt_id": [f"p{p}" for p, _ in conds],
                        "prefix_id": [f"x{i % 3}" for i in range(len(conds))],
                        "first_divergence": pd.array([fd for _, fd in conds], dtype="Int64")})
-    out = stats.survival(df, n_resamples=50, two_way=two_way).sort_values("k")
+    out = curves.survival(df, n_resamples=50, two_way=two_way).sort_values("k")
     s = out.survival.to_numpy()
     assert s[0] == 1
     assert (np.diff(s) <= 1e-12).all()
