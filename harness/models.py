@@ -210,10 +210,10 @@ def load_model(
 
     placement = {}
     if device_map is not None:
-        try:
-            import accelerate  # noqa: F401 - device_map needs it
-        except ImportError:
-            raise HarnessError("model.device_map needs the accelerate package: pip install accelerate") from None
+        import importlib.util
+
+        if importlib.util.find_spec("accelerate") is None:
+            raise HarnessError("model.device_map needs the accelerate package: pip install accelerate")
         placement = {"device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)

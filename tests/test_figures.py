@@ -5,7 +5,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import nbformat
-import pandas as pd
 from nbclient import NotebookClient
 
 from harness import figures as F

@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
