@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["gpt2-small-random", "demo"])
     parser.add_argument("--quick", action="store_true", help="1 prompt, 2 prefixes (a smoke test)")
     parser.add_argument("--prompts", type=int, default=4,
-                        help="prompts at the default lengths (each with 10 prefixes x 4 lengths; default 4)")
+                        help="prompts at the default lengths (each with the first 5 + 5 prefixes x 4 lengths; default 4)")
     parser.add_argument("--settings", nargs="+", choices=["default", "long"], default=["default", "long"])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -167,7 +167,7 @@ def main() -> None:
         # the demo model's context is 2,048 tokens: its long setting leaves room for task and continuation
         long_len = 2048 if model_name == "gpt2-small-random" else 1920
         settings = [("default lengths 32-256", [32, 64, 128, 256], 1 if args.quick else args.prompts,
-                     2 if args.quick else None),
+                     2 if args.quick else 10),  # the first 5 + 5 prefixes of the bank: a demo-sized sweep
                     (f"long prefix {long_len}", [long_len], 1, 2)]
         settings = [s for s, key in zip(settings, ("default", "long")) if key in args.settings]
         for label, lengths, n_prompts, n_prefixes in settings:

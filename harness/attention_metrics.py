@@ -49,15 +49,6 @@ def _xlogy_terms(logp: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     return torch.where(p > 0, p * (logp - other), torch.zeros_like(p))
 
 
-def _log_mean_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``log((exp(a) + exp(b)) / 2)``, exactly ``a`` when ``a == b`` (so JS(P, P) is exactly 0)."""
-    top = torch.maximum(a, b)
-    finite = torch.isfinite(top)
-    safe = torch.where(finite, top, torch.zeros_like(top))
-    mid = safe + torch.log(0.5 * ((a - safe).exp() + (b - safe).exp()))
-    return torch.where(finite, mid, top)
-
-
 def _with_sink(t: torch.Tensor, sink: torch.Tensor | None) -> torch.Tensor:
     return t if sink is None else torch.cat([t, sink[..., None]], dim=-1)
 
@@ -80,49 +71,53 @@ def row_metrics(
     shared_sx = drop_span(scores_x, start, end)
     zero = torch.zeros((), dtype=logp_a.dtype, device=logp_a.device)
 
-    # Keys both runs see; A's mass on the others (out of X's window) is renormalized away. The
-    # kept mass is summed in log space: when the window loses nearly all of A's mass, 1 - lost
-    # would cancel catastrophically.
-    seen_a = torch.isfinite(logp_a)
-    both = seen_a & torch.isfinite(shared_lx)
-    lost_any = (seen_a & ~both).any(-1, keepdim=True)
-    kept = _with_sink(torch.where(both, logp_a, torch.full_like(logp_a, -math.inf)),
-                      None if sink_a is None else sink_a[0])
-    log_keep = torch.where(lost_any, torch.logsumexp(kept, dim=-1, keepdim=True), zero)
-    unseen = -torch.expm1(log_keep[..., 0])
-    la = torch.where(both, logp_a - log_keep, torch.full_like(logp_a, -math.inf))
-    lx = torch.where(both, shared_lx, torch.full_like(shared_lx, -math.inf))
+    # Keys both runs see (log-probabilities are finite or -inf, never NaN or +inf); A's mass on the
+    # others (out of X's window) is renormalized away, the kept mass summed in log space: when the
+    # window loses nearly all of A's mass, 1 - lost would cancel catastrophically.
+    seen_a, seen_x = logp_a > -math.inf, shared_lx > -math.inf
+    if torch.equal(seen_a, seen_x):  # no window lost anything (the usual case): nothing to renormalize
+        both, log_keep = seen_a, torch.zeros_like(logp_a[..., :1])
+        la, lx = logp_a, shared_lx
+    else:
+        both = seen_a & seen_x
+        lost_any = (seen_a & ~both).any(-1, keepdim=True)
+        kept = _with_sink(logp_a.masked_fill(~both, -math.inf), None if sink_a is None else sink_a[0])
+        log_keep = torch.where(lost_any, torch.logsumexp(kept, dim=-1, keepdim=True), zero)
+        la, lx = (logp_a - log_keep).masked_fill(~both, -math.inf), shared_lx.masked_fill(~both, -math.inf)
+    unseen = -torch.expm1(log_keep[..., 0]).expand(logp_a.shape[:-1])
     sa_sink = sx_sink = None
+    vis = both
     if sink_a is not None:
         la = _with_sink(la, sink_a[0] - log_keep[..., 0])
         lx = _with_sink(lx, sink_x[0])
         sa_sink, sx_sink = sink_a[1], sink_x[1]
+        vis = _with_sink(both, torch.ones_like(sa_sink, dtype=torch.bool))  # the sink is seen by both
     pa, px = la.exp(), lx.exp()
 
-    kl = torch.where(pa > 0, pa * (la - lx), zero).sum(-1)
+    kl = (pa * (la - lx)).masked_fill_(~vis, 0.0).sum(-1)
     # with nothing inserted (A against itself) X has no mass outside the shared keys: exactly 0
     log_shared_mass = torch.logsumexp(lx, dim=-1) if end > start else torch.zeros_like(kl)
     prefix_mass = (torch.logsumexp(logp_x[..., start:end], dim=-1).exp() if end > start
                    else torch.zeros_like(kl))
 
     # JS on the union of both runs' keys. On a block key P_A is 0, so the mixture is P_X / 2 and
-    # the key adds 0.5 * P_X * ln 2: all block keys together add 0.5 * prefix_mass * ln 2.
-    log_mid = _log_mean_exp(la, lx)
-    js = 0.5 * (torch.where(pa > 0, pa * (la - log_mid), zero).sum(-1)
-                + torch.where(px > 0, px * (lx - log_mid), zero).sum(-1)
+    # the key adds 0.5 * P_X * ln 2: all block keys together add 0.5 * prefix_mass * ln 2. On a
+    # shared key both are seen, so log M is finite there (elsewhere it is masked out), and exactly
+    # log P_A when P_X = P_A (so JS(P, P) is exactly 0).
+    top = torch.maximum(la, lx)
+    log_mid = top + torch.log(0.5 * ((la - top).exp() + (lx - top).exp()))
+    js = 0.5 * ((pa * (la - log_mid) + px * (lx - log_mid)).masked_fill_(~vis, 0.0).sum(-1)
                 + prefix_mass * math.log(2.0))
 
     # Centred scores on the keys both see (the sink logit counts as one of them).
-    vis = _with_sink(both, None if sa_sink is None else torch.ones_like(sa_sink, dtype=torch.bool))
-    sa = torch.where(vis, _with_sink(scores_a, sa_sink), zero)
-    sx = torch.where(vis, _with_sink(shared_sx, sx_sink), zero)
+    sa = _with_sink(scores_a, sa_sink).masked_fill(~vis, 0.0)
+    sx = _with_sink(shared_sx, sx_sink).masked_fill(~vis, 0.0)
     n_vis = vis.sum(-1).clamp(min=1)
-    ca = sa - (sa.sum(-1) / n_vis)[..., None]
-    cx = sx - (sx.sum(-1) / n_vis)[..., None]
-    score_rmse = (torch.where(vis, (ca - cx) ** 2, zero).sum(-1) / n_vis).sqrt()
+    d = (sa - sx) - ((sa.sum(-1) - sx.sum(-1)) / n_vis)[..., None]
+    score_rmse = ((d * d).masked_fill_(~vis, 0.0).sum(-1) / n_vis).sqrt()
 
     # Where the captured mass came from: A's mass minus X's mass, by class of A's keys.
-    moved = torch.where(both, pa[..., :ka] - px[..., :ka], zero)
+    moved = pa[..., :ka] - px[..., :ka]  # both are 0 on keys one of them does not see
     first_task = max(start, 1)
     from_sink = moved[..., 0] + (pa[..., ka] - px[..., ka] if sink_a is not None else zero)
 
