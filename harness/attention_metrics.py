@@ -75,7 +75,8 @@ def row_metrics(
     # others (out of X's window) is renormalized away, the kept mass summed in log space: when the
     # window loses nearly all of A's mass, 1 - lost would cancel catastrophically.
     seen_a, seen_x = logp_a > -math.inf, shared_lx > -math.inf
-    if torch.equal(seen_a, seen_x):  # no window lost anything (the usual case): nothing to renormalize
+    rows = torch.broadcast_shapes(logp_a.shape, shared_lx.shape)[:-1]  # A's rows may broadcast over a batch
+    if torch.equal(*torch.broadcast_tensors(seen_a, seen_x)):  # no window lost anything (the usual case)
         both, log_keep = seen_a, torch.zeros_like(logp_a[..., :1])
         la, lx = logp_a, shared_lx
     else:
@@ -84,7 +85,7 @@ def row_metrics(
         kept = _with_sink(logp_a.masked_fill(~both, -math.inf), None if sink_a is None else sink_a[0])
         log_keep = torch.where(lost_any, torch.logsumexp(kept, dim=-1, keepdim=True), zero)
         la, lx = (logp_a - log_keep).masked_fill(~both, -math.inf), shared_lx.masked_fill(~both, -math.inf)
-    unseen = -torch.expm1(log_keep[..., 0]).expand(logp_a.shape[:-1])
+    unseen = -torch.expm1(log_keep[..., 0]).expand(rows)
     sa_sink = sx_sink = None
     vis = both
     if sink_a is not None:

@@ -99,12 +99,14 @@ def tiny_run(tmp_path_factory):
 def run_all(engine, conditions, batch_size: int = 1):
     """Every condition through :func:`harness.driver.drive`: (results in the order computed, the
     reference of each prompt)."""
-    results, references = [], {}
+    results, references, alone = [], {}, []
 
-    def keep(result, ref, alone):
+    def keep(result, ref, computed_alone):
         results.append(result)
         references[ref.condition.prompt_id] = ref
+        alone.append(computed_alone)
 
     outcome = drive(engine, conditions, batch_size=batch_size, on_result=keep, progress=False)
     assert not outcome.failures, outcome.failures
+    assert not any(alone), "a batch failed and was retried one condition at a time"  # a bug, not a test
     return results, references
