@@ -18,17 +18,14 @@ $(BIN)/harness: pyproject.toml
 
 install: $(BIN)/harness
 
-# Three sweeps: the default demo, then the positive control (the obedient model on story prefixes
-# carrying directives, against matched prefixes that only mention the word) and the negative control
-# (the plain model on the same conditions), and one report that puts the two controls side by side.
+# Two sweeps: the default demo, then the directive control (story prefixes carrying a directive,
+# against matched prefixes that only mention the same word: does the model obey, or only echo?).
 # Rerunning reuses every stored result.
 DEMO_OUT ?= outputs/demo
 demo: install
 	$(BIN)/harness sweep experiment=demo hydra.run.dir=$(DEMO_OUT)/default
-	$(BIN)/harness sweep experiment=demo-directives hydra.run.dir=$(DEMO_OUT)/obedient
-	$(BIN)/harness sweep experiment=demo-plain-directives hydra.run.dir=$(DEMO_OUT)/plain
-	$(BIN)/harness figures $(DEMO_OUT)/obedient $(DEMO_OUT)/plain --out $(DEMO_OUT)/controls
-	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/controls/report.md (both controls side by side)"
+	$(BIN)/harness sweep experiment=demo-directives hydra.run.dir=$(DEMO_OUT)/directives
+	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives/report.md"
 
 test: install
 	$(BIN)/python -m pytest -q tests
@@ -41,10 +38,9 @@ test-fast: install
 docs: install
 	rm -rf outputs/docs-demo
 	$(MAKE) demo DEMO_OUT=outputs/docs-demo
-	cp outputs/docs-demo/controls/figures/fig8_hit_rate.png docs/fig8_hit_rate_controls.png
 	cp outputs/docs-demo/default/figures/fig1_edit_distance.png outputs/docs-demo/default/figures/fig2_layer_drift.png docs/
 	cp outputs/docs-demo/default/report.md docs/demo-report.md
-	cp outputs/docs-demo/controls/report.md docs/demo-controls-report.md
+	cp outputs/docs-demo/directives/report.md docs/demo-directives-report.md
 
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py

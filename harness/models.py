@@ -20,9 +20,8 @@ from .errors import HarnessError
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 BUILTIN = "builtin:"
 ASSETS = Path(__file__).parent / "assets"
-# The project's own models, by the names configs use: the obedient story model (the positive
-# control, the default) and the plain one it was fine-tuned from (the negative control).
-SHIPPED_MODELS = {"demo": ASSETS / "demo-model", "demo-plain": ASSETS / "demo-plain"}
+# The project's own models, by the names configs use (the story model the demo runs offline).
+SHIPPED_MODELS = {"demo": ASSETS / "demo-model"}
 DEMO_MODEL_DIR = SHIPPED_MODELS["demo"]
 
 
@@ -188,7 +187,7 @@ def load_model(
     device_map: str | dict | None = None,
     gated: bool = False,
 ) -> LoadedModel:
-    """Load ``name_or_path`` (hub id, local directory, ``demo``, ``demo-plain``, or ``builtin:<family>``).
+    """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``).
 
     ``attn_implementation`` None lets transformers choose what the family supports (SDPA where
     it can, else eager); the choice is recorded in ``model.config._attn_implementation``.

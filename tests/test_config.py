@@ -16,6 +16,7 @@ from .conftest import SMALL_PREFIXES
 
 CONF = resources.files(CONFIG_MODULE)
 MODELS = sorted(p.name.removesuffix(".yaml") for p in (CONF / "model").iterdir() if p.name.endswith(".yaml"))
+EXPERIMENTS = sorted(p.name.removesuffix(".yaml") for p in (CONF / "experiment").iterdir() if p.name.endswith(".yaml"))
 
 
 def composed(overrides):
@@ -53,6 +54,20 @@ def test_experiments_state_only_what_they_change():
     assert demo.model.name_or_path == "demo" and demo.prompts.name == "stories_en"
     resolved = OmegaConf.to_container(demo, resolve=False)
     assert resolved["prompts"]["path"] == "${harness_data:prompts_stories_en.jsonl}"
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_names_files_and_models_that_exist(experiment):
+    """What `make demo` runs must be there on a fresh clone: data files, and shipped models by name."""
+    from pathlib import Path
+
+    from harness.models import BUILTIN, SHIPPED_MODELS
+
+    cfg = compose([f"experiment={experiment}"])
+    validate(cfg)
+    assert Path(cfg.prompts.path).is_file() and Path(cfg.prefixes.path).is_file()
+    name = cfg.model.name_or_path
+    assert name.startswith(BUILTIN) or (SHIPPED_MODELS[name] / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize("override", ["prefix.too_short=repat", "model.dtype=float8", "model.bos=sometimes",

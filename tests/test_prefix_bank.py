@@ -260,3 +260,29 @@ def test_cli_errors_are_one_line_and_name_the_file(tmp_path):
         main(["instruction", "--templates", str(tmp_path / "nowhere.jsonl"), "--fillers", str(short),
               "--out", str(out)])
     assert not out.exists()
+
+
+# A request addressed to the reader; the matched mention sentences of the story set never ask.
+DIRECTIVE_MARKER = re.compile(r"\b(from now on|ignore what you just read|listen carefully|here is a task|don't leave out|"
+                              r"new rule|I want|could you|do this now|drop the story above|your job)\b", re.I)
+
+
+def test_story_directive_set_has_20_matched_pairs_with_the_target_in_the_shortest_cut(demo_tok):
+    from harness.assembly import cut_prefix, encode
+    from harness.texts import target_pattern
+
+    rows = _read("prefixes_stories_directives.jsonl")
+    pairs = {}
+    for r in rows:
+        pairs.setdefault(r["pair"], {})[r["kind"]] = r
+    assert len(pairs) == 20 and len(rows) == 40 and len({r["target"] for r in rows}) == 20
+    sep = encode(demo_tok, "\n\n")
+    for pair, members in pairs.items():
+        c, b = members["instruction"], members["neutral"]
+        assert b["target"] == c["target"], pair
+        ids = {r["kind"]: encode(demo_tok, r["text"]) for r in (b, c)}
+        assert min(map(len, ids.values())) >= 260 and abs(len(ids["instruction"]) - len(ids["neutral"])) <= 4, pair
+        for r in (b, c):  # at L = 32 both texts still name the target, and only C asks for it
+            head = demo_tok.decode(cut_prefix(ids[r["kind"]], sep, 32, name=r["id"])[: -len(sep)])
+            assert target_pattern(r["target"]).search(head), (r["id"], head)
+            assert bool(DIRECTIVE_MARKER.search(head)) == (r["kind"] == "instruction"), (r["id"], head)
