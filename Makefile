@@ -27,12 +27,13 @@ demo: install
 	$(BIN)/harness sweep experiment=demo-directives hydra.run.dir=$(DEMO_OUT)/directives
 	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives/report.md"
 
+# Two workers: the machines this is built on have two cores (each test process uses one thread).
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 tests
 
 # Skips the tests that start real processes (CLI, kills, launchers, wheel install); CI runs them all.
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
 # Regenerate the README's figures and the demo reports (docs/) from a fresh demo run.
 docs: install

@@ -10,6 +10,9 @@ with ``save_pretrained`` (safetensors) and loads through the same code as any hu
 
 The same command runs unchanged on a GPU (``--device cuda``). Training is seeded; a checkpoint is
 written at every evaluation so an interrupted run continues with ``--resume``.
+
+It is one module, over the usual size, because it is one command read top to bottom (held-out
+split, tokenizer, model shape, training loop, evaluation, model card) and nothing else imports it.
 """
 
 from __future__ import annotations

@@ -35,38 +35,41 @@ def start(run_dir, *overrides):
                             cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def test_killed_at_random_points_resume_to_the_uninterrupted_tables(tmp_path):
-    reference = tables(sweep(tmp_path / "reference", *SWEEP))
-    rng = random.Random(1)
-    seen_statuses = set()
-    for trial in range(10):
-        sig = signal.SIGKILL if trial % 2 == 0 else signal.SIGTERM
-        run = tmp_path / f"trial{trial}"
-        run.mkdir()
-        target = rng.randint(0, TOTAL - 10)  # results to wait for before the signal (0: during start-up)
-        proc = start(run, *SWEEP)
-        deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:
-            done = len(list((run / "results").glob("*.npz"))) if (run / "results").is_dir() else 0
-            if done >= target:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, f"trial {trial}: the sweep finished before the signal; make it longer"
-        time.sleep(rng.uniform(0, 0.2))
-        proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
-        if sig == signal.SIGTERM:
-            # handled like Ctrl-C: a message and exit 143 (-15 only if it came before Python set up the handler),
-            # status "interrupted" once the sweep owned the directory, and no half-written file left behind
-            assert proc.returncode in (143, -15), stderr
-            if (run / "status.json").is_file():
-                assert proc.returncode == 143 and "harness resume" in stderr, stderr
-                seen_statuses.add(json.loads((run / "status.json").read_text())["status"])
-            assert not list((run / "results").glob(".*.tmp"))
-        sweep(run, *SWEEP)  # resume
-        for got, want in zip(tables(run), reference):
-            pd.testing.assert_frame_equal(got, want, check_exact=True)
-    assert "interrupted" in seen_statuses
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return tables(sweep(tmp_path_factory.mktemp("reference") / "run", *SWEEP))
+
+
+# Ten trials, each its own test so that parallel workers share them out; even trials SIGKILL,
+# odd ones SIGTERM, each at a random point drawn from its own seed.
+@pytest.mark.parametrize("trial", range(10))
+def test_killed_at_random_points_resume_to_the_uninterrupted_tables(tmp_path, reference, trial):
+    rng = random.Random(trial)
+    sig = signal.SIGKILL if trial % 2 == 0 else signal.SIGTERM
+    run = tmp_path / f"trial{trial}"
+    run.mkdir()
+    # results to wait for before the signal: trial 0 kills during start-up; the others wait for at
+    # least one, so the sweep owns the directory (and, for SIGTERM, its handler is what is tested)
+    target = 0 if trial == 0 else rng.randint(1, TOTAL - 30)
+    proc = start(run, *SWEEP)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        done = len(list((run / "results").glob("*.npz"))) if (run / "results").is_dir() else 0
+        if done >= target:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"trial {trial}: the sweep finished before the signal; make it longer"
+    time.sleep(rng.uniform(0, 0.05))
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    if sig == signal.SIGTERM:
+        # handled like Ctrl-C: a message, exit 143, status "interrupted", no half-written file left behind
+        assert proc.returncode == 143 and "harness resume" in stderr, stderr
+        assert json.loads((run / "status.json").read_text())["status"] == "interrupted"
+        assert not list((run / "results").glob(".*.tmp"))
+    sweep(run, *SWEEP)  # resume
+    for got, want in zip(tables(run), reference):
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
 def test_two_sweeps_racing_into_one_directory(tmp_path):
