@@ -445,6 +445,13 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     return out.sort_values([q_col, "mean_diff"], ascending=[True, False], na_position="last").reset_index(drop=True)
 
 
+def all_or_none_interval(n: int, all_hit: bool = False, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval for a rate when none (or all) of ``n`` units hit:
+    [0, 1 - (alpha/2)^(1/n)], or its mirror image."""
+    bound = 1 - ((1 - confidence) / 2) ** (1 / n)
+    return (1 - bound, 1.0) if all_hit else (0.0, bound)
+
+
 def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence[str] = GROUP_BY,
                  n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Hit rate (e.g. ``target_hit``) per group and length with a 95% percentile interval.
@@ -455,11 +462,19 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
     groups with prefixes, and prompts only for A (``"prompts"``: its base rate). Rows whose ``hit``
     is null are left out; an absent ``hit`` column gives an empty table.
 
-    Columns: by..., rate, ci_low, ci_high, n_hits, n_conditions, n_prompts, n_prefixes, resampled.
+    A cell where no condition hits (or every one does) has a degenerate bootstrap ([0, 0]) that
+    says nothing; its interval is then the exact Clopper-Pearson one for 0 (or all) of ``n`` with
+    ``n`` the number of replicating units of the scarcer factor (prompts, or prefixes when fewer):
+    conservative, since hits are not independent within a prompt or a prefix. ``ci_method`` says
+    which interval a row has.
+
+    Columns: by..., rate, ci_low, ci_high, n_hits, n_conditions, n_prompts, n_prefixes, resampled,
+    ci_method.
     """
     df = with_settings(conditions)
     by = _present(df, by)
-    columns = by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts", "n_prefixes", "resampled"]
+    columns = by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts", "n_prefixes", "resampled",
+                    "ci_method"]
     if hit not in df.columns:
         return pd.DataFrame(columns=columns)
     df = df[df[hit].notna()].assign(_hit=lambda d: d[hit].astype(float))
@@ -484,9 +499,16 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
             rate = float(np.nanmean(np.nanmean(Y, axis=0)))
         samples = _crossed_resamples(Y, blocks, n_resamples, np.random.default_rng(seed),
                                      resample_prefixes=bool(with_prefix))
-        low, high = _percentile(samples, confidence)
+        n_prefixes = int(cell["prefix_id"].nunique())
+        if n_hits in (0, n_conditions):
+            n_units = min(len(prompts), n_prefixes) if with_prefix else len(prompts)
+            low, high = all_or_none_interval(n_units, all_hit=n_hits > 0, confidence=confidence)
+            method = f"exact, {'all' if n_hits else 'none'} of {n_units} units"
+        else:
+            low, high = _percentile(samples, confidence)
+            method = "percentile bootstrap"
         rows.append({**dict(zip(by, key)), "rate": rate, "ci_low": low, "ci_high": high,
                      "n_hits": int(n_hits), "n_conditions": int(n_conditions), "n_prompts": len(prompts),
-                     "n_prefixes": int(cell["prefix_id"].nunique()),
-                     "resampled": "prompts x prefixes" if with_prefix else "prompts"})
+                     "n_prefixes": n_prefixes, "resampled": "prompts x prefixes" if with_prefix else "prompts",
+                     "ci_method": method})
     return pd.DataFrame(rows, columns=columns)

@@ -107,10 +107,14 @@ def _behaviour(conds: pd.DataFrame) -> list[str]:
              "`target_hit`: the continuation contains the target the prefix names (C: asks for it; B: only "
              "mentions it). A's base rate looks for the same targets in A's continuations."]
     rows = [[r.model, r.group, r.prefix_len, f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
-             r.resampled] for r in rates[rates.group != "A"].itertuples()]
+             r.resampled, r.ci_method] for r in rates[rates.group != "A"].itertuples()]
     rows += [[r.model, "A (base rate)", "-", f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
-              r.resampled] for r in base.itertuples()]
-    return lines + [""] + _table(["model", "group", "prefix length", "hits", "hit rate", "resampled"], rows)
+              r.resampled, r.ci_method] for r in base.itertuples()]
+    if rates.ci_method.str.startswith("exact").any():
+        lines.append("Where no condition hits (or all do), resampling gives a degenerate interval; those rows have "
+                     "the exact 95% interval for none (all) of n units, n the number of prompts or prefixes, "
+                     "whichever is fewer (conservative: hits within a prompt or a prefix are not independent).")
+    return lines + [""] + _table(["model", "group", "prefix length", "hits", "hit rate", "resampled", "interval"], rows)
 
 
 def _output(conds: pd.DataFrame) -> list[str]:

@@ -357,8 +357,21 @@ def test_rate_summary_by_hand():
     assert out.loc["A", "rate"] == pytest.approx(0.25) and out.loc["A", "resampled"] == "prompts"
     assert out.loc["C", "rate"] == pytest.approx(0.75) and out.loc["C", "resampled"] == "prompts x prefixes"
     assert (out.loc["C", "n_hits"], out.loc["C", "n_conditions"], out.loc["C", "n_prefixes"]) == (6, 8, 2)
-    assert out.loc["B", "rate"] == 0 and out.loc["B", "ci_low"] == 0 and out.loc["B", "ci_high"] == 0
+    # no hits: the bootstrap would say [0, 0]; the exact interval over the scarcer factor (1 prefix)
+    assert out.loc["B", "rate"] == 0 and out.loc["B", "ci_low"] == 0
+    assert out.loc["B", "ci_high"] == pytest.approx(0.975) and out.loc["B", "ci_method"] == "exact, none of 1 units"
+    assert out.loc["C", "ci_method"] == "percentile bootstrap"
     # two prefixes: a quarter of the draws hold only c2, whose rate over resampled prompts can be 0 or 1/4
     assert out.loc["C", "ci_low"] <= 0.25 and out.loc["C", "ci_high"] == 1.0
     assert out.loc["A", "ci_low"] == 0 and out.loc["A", "ci_high"] <= 0.75
     assert inference.rate_summary(df.drop(columns="target_hit")).empty
+
+
+@pytest.mark.parametrize("n", [1, 5, 12, 144])
+def test_all_or_none_interval_is_clopper_pearson(n):
+    from scipy.stats import beta
+
+    low, high = inference.all_or_none_interval(n)
+    assert low == 0 and high == pytest.approx(beta.ppf(0.975, 1, n), rel=1e-12)
+    low, high = inference.all_or_none_interval(n, all_hit=True)
+    assert high == 1 and low == pytest.approx(beta.ppf(0.025, n, 1), rel=1e-12)
