@@ -497,14 +497,14 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             rate = float(np.nanmean(np.nanmean(Y, axis=0)))
-        samples = _crossed_resamples(Y, blocks, n_resamples, np.random.default_rng(seed),
-                                     resample_prefixes=bool(with_prefix))
         n_prefixes = int(cell["prefix_id"].nunique())
-        if n_hits in (0, n_conditions):
+        if n_hits in (0, n_conditions):  # every resample would give the same rate: no bootstrap
             n_units = min(len(prompts), n_prefixes) if with_prefix else len(prompts)
             low, high = all_or_none_interval(n_units, all_hit=n_hits > 0, confidence=confidence)
             method = f"exact, {'all' if n_hits else 'none'} of {n_units} units"
         else:
+            samples = _crossed_resamples(Y, blocks, n_resamples, np.random.default_rng(seed),
+                                         resample_prefixes=bool(with_prefix))
             low, high = _percentile(samples, confidence)
             method = "percentile bootstrap"
         rows.append({**dict(zip(by, key)), "rate": rate, "ci_low": low, "ci_high": high,

@@ -150,7 +150,7 @@ FEW_PREFIXES = 10  # below this many prefixes per group, the report warns about 
 def _contrasts(conds: pd.DataFrame) -> list[str]:
     lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
              "The claim column says what each interval supports. Lead: prompts x prefixes."]
-    rows, fewest = [], None
+    rows, group_sizes = [], []
     for value, label in CONTRASTED:
         if value not in conds or conds[value].isna().all():
             continue
@@ -159,8 +159,9 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
             rows.append([label, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
                          _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
                          _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
-            fewest = min(filter(None, (fewest, r.n_prefixes_high, r.n_prefixes_low)))
-    if fewest is not None and fewest < FEW_PREFIXES:
+            group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
+    fewest = min(group_sizes, default=FEW_PREFIXES)
+    if fewest < FEW_PREFIXES:
         # A bootstrap that resamples k prefixes sees at most k distinct values: with few it is too
         # narrow, while a permutation test keeps its level for any k.
         lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes bootstrap interval tends to be too "
