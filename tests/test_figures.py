@@ -108,3 +108,24 @@ def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):
     assert main(["figures", str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "conditions.parquet is not a readable parquet table" in err[0]
+
+
+def test_hit_rate_figure_says_which_intervals_are_exact():
+    import pandas as pd
+
+    from harness import inference
+
+    # C hits in 3 of 4 conditions (bootstrap interval), B never (exact interval)
+    df = pd.DataFrame({"model": "m", "isolation": "none", "prompt_id": ["p0", "p1"] * 4,
+                       "group": ["C"] * 4 + ["B"] * 4, "prefix_id": ["c1", "c1", "c2", "c2", "b1", "b1", "b2", "b2"],
+                       "prefix_len": 8, "target_hit": [True, True, True, False] + [False] * 4})
+    rates = inference.rate_summary(df, n_resamples=50)
+    assert set(rates.ci_method) == {"percentile bootstrap", "exact, none of 2 units"}
+    fig, ax = plt.subplots()
+    F.plot_hit_rate(ax, rates)
+    assert len(ax.containers) == 2  # one errorbar per group
+    assert "exact where none or all hit" in ax.get_legend().get_title().get_text()
+    fig, ax = plt.subplots()
+    F.plot_hit_rate(ax, rates[rates.group == "C"])
+    assert ax.get_legend().get_title().get_text() == "95% CI: prompts x prefixes resampled"
+    plt.close("all")
