@@ -174,23 +174,32 @@ def heldout_loss(model, stream: torch.Tensor, settings: TrainSettings, device: s
 
 
 @torch.no_grad()
-def story_bits(model, tokenizer, stories: list[str], device: str) -> tuple[float, int, int]:
-    """Total cross-entropy in bits of each story's tokens and its end of text, given BOS.
+def story_bits(model, tokenizer, stories: list[str], device: str) -> list[tuple[float, int, int]]:
+    """Cross-entropy in bits of each story's tokens and its end of text, given BOS.
 
-    Returns (bits, utf8_bytes, tokens) summed over stories; bits / bytes is bits per byte.
+    Returns (bits, utf8_bytes, tokens) per story; summed bits / summed bytes is bits per byte.
     """
     model.eval()
     eot = tokenizer.eos_token_id
-    total_bits, total_bytes, total_tokens = 0.0, 0, 0
+    out = []
     for story, ids in zip(stories, encode_stories(tokenizer, stories)):
         seq = torch.tensor([[eot] + ids + [eot]], device=device)
         logits = model(input_ids=seq[:, :-1]).logits.float()
         logp = torch.log_softmax(logits, dim=-1)
         nll = -logp[0].gather(-1, seq[0, 1:, None]).sum().item()
-        total_bits += nll / math.log(2)
-        total_bytes += len(story.encode("utf-8"))
-        total_tokens += len(ids) + 1
-    return total_bits, total_bytes, total_tokens
+        out.append((nll / math.log(2), len(story.encode("utf-8")), len(ids) + 1))
+    return out
+
+
+def bits_per_byte_interval(per_story: list[tuple[float, int, int]], n_resamples: int = 5000,
+                           seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of bits per byte (a ratio of sums), resampling stories."""
+    import numpy as np
+
+    bits, n_bytes = np.array([s[0] for s in per_story]), np.array([s[1] for s in per_story], dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(per_story), (n_resamples, len(per_story)))
+    low, high = np.percentile(bits[draws].sum(1) / n_bytes[draws].sum(1), [2.5, 97.5])
+    return float(low), float(high)
 
 
 def unigram_bits(train_stream: torch.Tensor, tokenizer, stories: list[str], vocab_size: int) -> float:
@@ -319,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # Ship bfloat16 weights (size limit) and evaluate exactly what ships: rounded, then run in fp32.
     model = model.to(torch.bfloat16).to(torch.float32).to(args.device)
-    bits, n_bytes, n_tokens = story_bits(model, tokenizer, held, args.device)
+    per_story = story_bits(model, tokenizer, held, args.device)
+    bits, n_bytes, n_tokens = (sum(column) for column in zip(*per_story))
     uni = unigram_bits(train_stream, tokenizer, held, shape.vocab_size)
     samples = greedy_continuations(model, tokenizer, CARD_OPENINGS, args.device)
     stats = {
@@ -332,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_bytes": n_bytes,
         "heldout_tokens": n_tokens,
         "heldout_bits_per_byte": bits / n_bytes,
+        "heldout_bits_per_byte_ci": bits_per_byte_interval(per_story),
         "heldout_loss_nats_per_token": bits * math.log(2) / n_tokens,
         "unigram_bits_per_byte": uni / n_bytes,
         "settings": asdict(settings),
@@ -355,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def model_card(stats: dict, samples: list[str]) -> str:
     shape, settings = stats["shape"], stats["settings"]
+    low, high = stats["heldout_bits_per_byte_ci"]
     def cell(text: str) -> str:  # one markdown table cell: no raw newlines or pipes
         return text.replace("|", "\\|").replace("\n", "<br>")
 
@@ -390,12 +402,13 @@ warm-up then cosine decay, seed {settings['seed']}, on {stats['device']} in
 ## Held-out quality (measured on the shipped bfloat16 weights)
 | measure | value |
 | --- | --- |
-| bits per byte, held-out stories ({stats['heldout_stories']} stories, {stats['heldout_bytes']:,} bytes) | {stats['heldout_bits_per_byte']:.3f} |
+| bits per byte, held-out stories ({stats['heldout_stories']} stories, {stats['heldout_bytes']:,} bytes) | {stats['heldout_bits_per_byte']:.3f} [{low:.3f}, {high:.3f}] |
 | unigram baseline, same stories | {stats['unigram_bits_per_byte']:.3f} |
 | loss, nats per token | {stats['heldout_loss_nats_per_token']:.3f} |
 
 Bits per byte is the total cross-entropy in bits of each held-out story's tokens and its end of
-text, given BOS, divided by the story's UTF-8 bytes. Full history: `training.json`.
+text, given BOS, divided by the story's UTF-8 bytes; the interval is a 95% bootstrap over the
+held-out stories. Full history: `training.json`.
 
 ## Greedy continuations of openings not in the training text
 | opening | continuation (greedy, 60 tokens) |
