@@ -30,9 +30,10 @@ from harness.texts import load_prefixes, load_prompts
 TEST_DATA = Path(__file__).resolve().parent / "data"
 SMALL_PREFIXES = TEST_DATA / "prefixes_small.jsonl"  # 5 neutral + 5 instruction-like, ids fixed
 
-# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths).
+# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths). Without
+# figures: drawing them takes longer than the sweep (tiny_run and the figure tests draw them).
 FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2",
-        f"prefixes.path={SMALL_PREFIXES}"]
+        f"prefixes.path={SMALL_PREFIXES}", "draw_figures=false"]
 
 
 def sweep(run_dir: Path, *overrides: str) -> Path:
@@ -92,8 +93,8 @@ def run_harness(*args: str, cwd: Path, env: dict | None = None, timeout: int = 6
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """The FAST sweep, run once per session in-process."""
-    return sweep(tmp_path_factory.mktemp("tiny_run"), *FAST)
+    """The FAST sweep with its figures, run once per session (per test worker) in-process."""
+    return sweep(tmp_path_factory.mktemp("tiny_run"), *FAST, "draw_figures=true")
 
 
 def run_all(engine, conditions, batch_size: int = 1):
@@ -110,3 +111,9 @@ def run_all(engine, conditions, batch_size: int = 1):
     assert not outcome.failures, outcome.failures
     assert not any(alone), "a batch failed and was retried one condition at a time"  # a bug, not a test
     return results, references
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that start real processes first (a stable sort keeps the rest in order): on two
+    workers, a long test drawn last keeps one worker busy while the other has nothing left to do."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -1,13 +1,11 @@
-"""The command line itself, in fresh processes: a sweep through `harness`, its one-line errors and
-exit statuses, and Hydra's composition errors."""
+"""The command line itself, in fresh processes: its one-line errors and exit statuses, Hydra's
+composition errors (in forked processes, see :mod:`tests.forked`), usage through `python -m
+harness`. A whole sweep through the installed `harness` command is in test_install."""
 
-import pandas as pd
 import pytest
 
-from harness.schema import TIMING_COLUMNS
-
-from .conftest import FAST
-from .conftest import run_harness as harness
+from .conftest import FAST, run_harness
+from .forked import run_forked as harness
 
 pytestmark = pytest.mark.slow
 
@@ -19,17 +17,6 @@ def _expect_error(result, *fragments):
     assert last.startswith("error: "), last
     for fragment in fragments:
         assert fragment in last, last
-
-
-def test_cli_sweep_matches_the_in_process_run(tiny_run, tmp_path):
-    result = harness("sweep", *FAST, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert str(tmp_path / "run") in result.stdout  # the log says where the run directory is
-    for name, drop in (("conditions.parquet", TIMING_COLUMNS), ("attention.parquet", [])):
-        pd.testing.assert_frame_equal(pd.read_parquet(tiny_run / name).drop(columns=drop),
-                                      pd.read_parquet(tmp_path / "run" / name).drop(columns=drop), check_exact=True)
-    overrides = (tmp_path / "run" / ".hydra" / "overrides.yaml").read_text()
-    assert "model=tiny" in overrides and "hydra.run.dir" not in overrides  # resume names the directory itself
 
 
 def test_user_errors_exit_2_with_one_line(tmp_path):
@@ -51,6 +38,6 @@ def test_hydra_composition_errors_exit_2(tmp_path):
 
 
 def test_usage_and_unknown_command(tmp_path):
-    assert "sweep" in harness("--help", cwd=tmp_path).stdout
-    assert harness("frobnicate", cwd=tmp_path).returncode == 2
+    assert "sweep" in run_harness("--help", cwd=tmp_path).stdout
+    assert run_harness("frobnicate", cwd=tmp_path).returncode == 2
 

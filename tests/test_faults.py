@@ -1,27 +1,28 @@
 """Real processes killed at random points (SIGKILL and SIGTERM), two sweeps racing for one run
-directory, and Hydra's multirun launchers."""
+directory, and Hydra's multirun launchers. The sweeps that are signalled or race are forked
+processes (tests/forked.py: real processes that skip the imports); the joblib launcher's parent is
+a plain ``python -m harness``, because its workers do not start from a fork server's child."""
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import pandas as pd
 import pytest
 
+from harness.cli import main
 from harness.schema import TIMING_COLUMNS
 
 from .conftest import SMALL_PREFIXES, run_harness, sweep
+from .forked import Harness, run_forked
 
 pytestmark = pytest.mark.slow
 
-# 3 prompts x (A + 10 prefixes x 4 lengths) = 123 conditions: a few seconds on the tiny model.
-SWEEP = ["model=tiny", "prefix.lengths=[8,16,24,32]", "decode.max_new_tokens=6", "prompts.limit=3",
+# 2 prompts x (A + 10 prefixes x 3 lengths) = 62 conditions: about a second and a half on the tiny model.
+SWEEP = ["model=tiny", "prefix.lengths=[8,16,24]", "decode.max_new_tokens=6", "prompts.limit=2",
          "draw_figures=false", f"prefixes.path={SMALL_PREFIXES}", "analysis.noise_floor=false", "batch_size=4"]
-TOTAL = 3 * (1 + 10 * 4)
+TOTAL = 2 * (1 + 10 * 3)
 
 
 def tables(run_dir):
@@ -30,9 +31,7 @@ def tables(run_dir):
 
 
 def start(run_dir, *overrides):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "harness", "sweep", *overrides, f"hydra.run.dir={run_dir}"],
-                            cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return Harness("sweep", *overrides, f"hydra.run.dir={run_dir}", cwd=run_dir.parent)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +49,7 @@ def test_killed_at_random_points_resume_to_the_uninterrupted_tables(tmp_path, re
     run.mkdir()
     # results to wait for before the signal: trial 0 kills during start-up; the others wait for at
     # least one, so the sweep owns the directory (and, for SIGTERM, its handler is what is tested)
-    target = 0 if trial == 0 else rng.randint(1, TOTAL - 30)
+    target = 0 if trial == 0 else rng.randint(1, TOTAL - 20)
     proc = start(run, *SWEEP)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -61,10 +60,12 @@ def test_killed_at_random_points_resume_to_the_uninterrupted_tables(tmp_path, re
     assert proc.poll() is None, f"trial {trial}: the sweep finished before the signal; make it longer"
     time.sleep(rng.uniform(0, 0.05))
     proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=60)
-    if sig == signal.SIGTERM:
+    ended = proc.wait(timeout=60)
+    if sig == signal.SIGKILL:
+        assert ended.returncode == -signal.SIGKILL, ended  # killed, not finished
+    else:
         # handled like Ctrl-C: a message, exit 143, status "interrupted", no half-written file left behind
-        assert proc.returncode == 143 and "harness resume" in stderr, stderr
+        assert ended.returncode == 143 and "harness resume" in ended.stderr, ended.stderr
         assert json.loads((run / "status.json").read_text())["status"] == "interrupted"
         assert not list((run / "results").glob(".*.tmp"))
     sweep(run, *SWEEP)  # resume
@@ -77,12 +78,12 @@ def test_two_sweeps_racing_into_one_directory(tmp_path):
     run.mkdir()
     first = start(run, *SWEEP)
     while not (run / "results").is_dir() or not list((run / "results").glob("*.npz")):
-        assert first.poll() is None, first.stderr.read()
+        assert first.poll() is None, first.wait().stderr
         time.sleep(0.02)
-    second = run_harness("sweep", *SWEEP[:2], "decode.max_new_tokens=3", *SWEEP[3:], f"hydra.run.dir={run}",
+    second = run_forked("sweep", *SWEEP[:2], "decode.max_new_tokens=3", *SWEEP[3:], f"hydra.run.dir={run}",
                          cwd=tmp_path)
-    _, stderr = first.communicate(timeout=120)
-    assert first.returncode == 0, stderr
+    first = first.wait(timeout=120)
+    assert first.returncode == 0, first.stderr
     assert second.returncode == 2 and ("another sweep is writing" in second.stderr
                                        or "different configuration" in second.stderr), second.stderr
     c = pd.read_parquet(run / "conditions.parquet")
@@ -92,6 +93,7 @@ def test_two_sweeps_racing_into_one_directory(tmp_path):
 
 def test_multirun_with_joblib_then_collect(tmp_path):
     sweep_dir = tmp_path / "sweep"
+    # a real process: joblib's workers do not start from a fork server's child
     result = run_harness("sweep", "-m", "hydra/launcher=local", "model=tiny", "prefix.lengths=[8],[24]",
                          "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
                          f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
@@ -99,14 +101,13 @@ def test_multirun_with_joblib_then_collect(tmp_path):
     for job in ("0", "1"):
         lengths = set(pd.read_parquet(sweep_dir / job / "conditions.parquet").prefix_len) - {0}
         assert len(lengths) == 1
-    result = run_harness("collect", str(sweep_dir), "--out", str(tmp_path / "collected"), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert main(["collect", str(sweep_dir), "--out", str(tmp_path / "collected")]) == 0
     assert len(pd.read_parquet(tmp_path / "collected" / "conditions.parquet")) == 2 * (1 + 10 * 2)
 
 
 def test_multirun_names_a_failed_job_and_exits_1(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    result = run_harness("sweep", "-m", "model=tiny", "prefix.lengths=[8],[0]", "decode.max_new_tokens=2",
+    result = run_forked("sweep", "-m", "model=tiny", "prefix.lengths=[8],[0]", "decode.max_new_tokens=2",
                          "prompts.limit=1", "draw_figures=false", "analysis.noise_floor=false",
                          f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
     assert result.returncode == 1
@@ -115,7 +116,7 @@ def test_multirun_names_a_failed_job_and_exits_1(tmp_path):
 
 def test_multirun_with_submitit_local(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    result = run_harness("sweep", "-m", "hydra/launcher=submitit_local", "model=tiny", "prefix.lengths=[8]",
+    result = run_forked("sweep", "-m", "hydra/launcher=submitit_local", "model=tiny", "prefix.lengths=[8]",
                          "decode.max_new_tokens=4", "prompts.limit=1", "draw_figures=false",
                          f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -1,6 +1,7 @@
 """The package works once installed: a wheel built from the repository, installed into a fresh
-virtual environment, runs a sweep from a directory outside the checkout (its config tree, data and
-demo model all come from the wheel)."""
+virtual environment, runs a sweep from a directory outside the checkout through its `harness`
+command (config tree and data come from the wheel) and gives the tables of the same sweep run
+in-process."""
 
 import os
 import subprocess
@@ -11,19 +12,25 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.schema import TIMING_COLUMNS
+
+from .conftest import FAST
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_wheel_installed_outside_the_checkout_runs_a_sweep(tmp_path):
+def test_wheel_installed_outside_the_checkout_runs_a_sweep(tiny_run, tmp_path):
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
                     str(ROOT)], check=True, capture_output=True, text=True)
     (wheel,) = wheels.glob("prefix_harness-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
+    # this environment's pip installs into the new one (faster than bootstrapping pip there)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True)
     # The dependencies (torch, transformers, ...) are this environment's: a .pth line adds its
     # site-packages after the new environment's own, so `harness` itself comes from the wheel.
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -35,9 +42,14 @@ def test_wheel_installed_outside_the_checkout_runs_a_sweep(tmp_path):
     where = subprocess.run([str(python), "-c", "import harness; print(harness.__file__)"], cwd=work, env=env,
                            check=True, capture_output=True, text=True).stdout
     assert where.startswith(site), where  # not the checkout
-    result = subprocess.run([str(venv / "bin" / "harness"), "sweep", "model=tiny", "experiment=quick",
-                             "prefixes.per_group=2", "decode.max_new_tokens=4", "hydra.run.dir=run"],
+    # the installed command line runs the suite's FAST sweep: the same tables as run in-process
+    result = subprocess.run([str(venv / "bin" / "harness"), "sweep", *FAST, "hydra.run.dir=run"],
                             cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    df = pd.read_parquet(work / "run" / "conditions.parquet")
-    assert len(df) == 4 * (1 + 4 * 2) and (work / "run" / "report.md").is_file()
+    run = work / "run"
+    assert str(run.resolve()) in result.stdout  # the log says where the run directory is
+    for name, drop in (("conditions.parquet", TIMING_COLUMNS), ("attention.parquet", [])):
+        pd.testing.assert_frame_equal(pd.read_parquet(tiny_run / name).drop(columns=drop),
+                                      pd.read_parquet(run / name).drop(columns=drop), check_exact=True)
+    overrides = (run / ".hydra" / "overrides.yaml").read_text()
+    assert "model=tiny" in overrides and "hydra.run.dir" not in overrides  # resume names the directory itself

@@ -14,7 +14,7 @@ from harness.models import build_tiny
 from harness.probe import install_probe
 from harness.texts import Prefix, Prompt
 
-from .conftest import SMALL_PREFIXES, run_all, run_harness, sweep
+from .conftest import SMALL_PREFIXES, run_all, sweep
 
 PROMPTS = [Prompt("p1", "The little robot opened the door and"), Prompt("p2", "Once upon a time, a cat")]
 PREFIXES = [
@@ -101,18 +101,28 @@ def test_kv_size_formula_matches_real_cache_tensors(family):
         assert shape["kv_heads"] < model.config.num_attention_heads  # grouped-query attention counted right
 
 
-def test_kv_size_worked_example(tmp_path):
+def test_kv_size_worked_example(capsys):
+    from harness.cli import main
+
     assert kv_cache_bytes(24, 16, 64, 2048, 1, "float16") == 201_326_592
-    result = run_harness("kv-size", "layers=24", "kv_heads=16", "head_dim=64", "seq_len=2048", "batch=1",
-                         "dtype=float16", cwd=tmp_path)
-    assert result.returncode == 0 and "201,326,592 bytes (192.0 MiB)" in result.stdout
+    assert main(["kv-size", "layers=24", "kv_heads=16", "head_dim=64", "seq_len=2048", "batch=1",
+                 "dtype=float16"]) == 0
+    assert "201,326,592 bytes (192.0 MiB)" in capsys.readouterr().out
 
 
 def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
+    import matplotlib.pyplot as plt
     import pandas as pd
 
+    from harness.figure_set import make_figures
+    from harness.report import report_markdown
+    from harness.tables import load_noise, load_runs
+
+    # figures and report drawn from the tables below, not written: the sweep-writes-them path is
+    # tested once in test_figures (writing them costs more than this sweep)
     run = sweep(tmp_path, "model=tiny", "prompts.limit=2", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
-                f"prefixes.path={SMALL_PREFIXES}", "isolation=[none,mask_reset,decay]", "isolation_betas=[2]")
+                f"prefixes.path={SMALL_PREFIXES}", "isolation=[none,mask_reset,decay]", "isolation_betas=[2]",
+                "draw_figures=false")
     c = pd.read_parquet(run / "conditions.parquet")
     assert set(c.isolation) == {"none", "mask_reset", "decay"}
     assert set(c[c.isolation == "decay"].beta) == {2.0} and c[c.isolation != "decay"].beta.isna().all()
@@ -121,6 +131,10 @@ def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
     noise = pd.read_parquet(run / "noise.parquet")
     assert set(noise.probe) == {"batch_vs_alone"} and len(noise) >= 40 and set(noise.group) == {"B", "C"}
     assert (noise.edit_distance == 0).all() and noise.logp_max_diff.max() < 1e-4  # rounding, not drift
-    assert (run / "figures" / "fig5_isolation.png").is_file()
-    report = (run / "report.md").read_text()
+    conditions, attention = load_runs([run])
+    figures = make_figures(conditions, attention, load_noise([run]))
+    assert "fig5_isolation" in figures
+    for fig in figures.values():
+        plt.close(fig)
+    report = report_markdown(conditions, attention, [], "isolation", load_noise([run]))
     assert "## Numerical noise floor" in report and "| mask_reset |" in report
