@@ -14,6 +14,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # over the cores with another process (OpenMP threads spinning on a busy core cost up to 10x).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -92,9 +93,21 @@ def run_harness(*args: str, cwd: Path, env: dict | None = None, timeout: int = 6
 
 
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory):
-    """The FAST sweep with its figures, run once per session (per test worker) in-process."""
-    return sweep(tmp_path_factory.mktemp("tiny_run"), *FAST, "draw_figures=true")
+def tiny_run(tmp_path_factory, worker_id):
+    """The FAST sweep with its figures, run once per session in-process (tests only read it).
+
+    With pytest-xdist the test workers share one copy: the first to need it computes it under a
+    lock in the session's common temporary directory, the others wait for it and read it."""
+    if worker_id == "master":
+        return sweep(tmp_path_factory.mktemp("tiny_run"), *FAST, "draw_figures=true")
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
+    with open(shared / "tiny_run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = shared / "tiny_run"
+        status = run / "status.json"
+        if not status.is_file() or json.loads(status.read_text())["status"] != "complete":
+            sweep(run, *FAST, "draw_figures=true")
+    return run
 
 
 def run_all(engine, conditions, batch_size: int = 1):

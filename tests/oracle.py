@@ -53,8 +53,8 @@ def row(pa: np.ndarray, px: np.ndarray, block: tuple[int, int], a_input_len: int
     kl = rel_entr(pa_s, px_s).sum() + (rel_entr(sink_a, sink_x) if sinks else 0.0)
     kl_shared = rel_entr(pa_s, px_s / shared).sum() + (rel_entr(sink_a, sink_x / shared) if sinks else 0.0)
     # JS over every outcome of either run: shared keys, block keys, X keys outside both, the sink
-    rest = np.array([px[j] for j in range(len(px)) if not (start <= j < end) and j not in
-                     {to_x(k) for k in range(ka) if both[k]}])
+    shared_in_x = {to_x(k) for k in range(ka) if both[k]}
+    rest = np.array([px[j] for j in range(len(px)) if not (start <= j < end) and j not in shared_in_x])
     p = np.concatenate([pa_s, np.zeros(n), np.zeros(len(rest)), [sink_a]])
     q = np.concatenate([px_s, px[start:end], rest, [sink_x]])
     js = jensenshannon(p, q) ** 2
