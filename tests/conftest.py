@@ -2,8 +2,9 @@
 
 Most tests run sweeps in-process with :func:`sweep` (a config composed exactly as the CLI composes
 it, passed to :func:`harness.runner.run`). Tests marked ``slow`` start real ``harness`` processes
-(the CLI itself, SIGKILL/SIGTERM, multirun launchers, an installed wheel); ``make test`` runs them
-too, ``make test-fast`` skips them.
+(the CLI itself, SIGKILL/SIGTERM, multirun launchers, an installed wheel), most of them forked from
+a fork server that has imported torch once (:mod:`tests.forked`); ``make test`` runs them too,
+``make test-fast`` skips them.
 """
 
 import os
