@@ -7,8 +7,6 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from .rundir import job_dirs
-
 log = logging.getLogger("harness")
 
 
@@ -19,6 +17,9 @@ class JobsIncomplete(BaseException):
 
 class SweepSummary(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
+        from .rundir import job_dirs  # here, not at the top: Hydra imports this module before it
+        # composes, and rundir imports torch, which would delay every config error by seconds
+
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = job_dirs(sweep_dir)
         problems = [p for p in (job.problem() for job in jobs) if p]

@@ -2,6 +2,10 @@
 composition errors (in forked processes, see :mod:`tests.forked`), usage through `python -m
 harness`. A whole sweep through the installed `harness` command is in test_install."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from .conftest import FAST, run_harness
@@ -41,3 +45,14 @@ def test_usage_and_unknown_command(tmp_path):
     assert "sweep" in run_harness("--help", cwd=tmp_path).stdout
     assert run_harness("frobnicate", cwd=tmp_path).returncode == 2
 
+
+
+def test_a_config_mistake_is_reported_before_torch_loads(tmp_path):
+    # a plain process: the fork server has torch imported already
+    probe = ("import sys; from harness.cli import main; "
+             "code = main(['sweep', 'model=tiny', 'decode.max_new_tokenz=3', 'hydra.run.dir=run']); "
+             "print(code, 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.stdout.split() == ["2", "False"], (result.stdout, result.stderr)
+    assert "max_new_tokenz" in result.stderr and not (tmp_path / "run").exists()
