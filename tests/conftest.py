@@ -94,12 +94,12 @@ def run_harness(*args: str, cwd: Path, env: dict | None = None, timeout: int = 6
 
 
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory, worker_id):
+def tiny_run(tmp_path_factory):
     """The FAST sweep with its figures, run once per session in-process (tests only read it).
 
     With pytest-xdist the test workers share one copy: the first to need it computes it under a
     lock in the session's common temporary directory, the others wait for it and read it."""
-    if worker_id == "master":
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # a plain pytest run (no workers)
         return sweep(tmp_path_factory.mktemp("tiny_run"), *FAST, "draw_figures=true")
     shared = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
     with open(shared / "tiny_run.lock", "w") as lock:
