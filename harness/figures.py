@@ -182,7 +182,9 @@ def plot_hit_rate(ax, rates: pd.DataFrame):
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel("target hit rate")
     ax.set_title("Does the model do what the prefix asks?")
-    exact = "ci_method" in rates and rates.ci_method.astype(str).str.startswith("exact").any()
+    from .inference import has_exact_intervals
+
+    exact = has_exact_intervals(rates)
     ax.legend(title="95% CI: prompts x prefixes resampled" + ("\n(exact where none or all hit)" if exact else ""),
               title_fontsize=7, fontsize=7)
     return ax

@@ -445,6 +445,14 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     return out.sort_values([q_col, "mean_diff"], ascending=[True, False], na_position="last").reset_index(drop=True)
 
 
+EXACT = "exact"  # how rate_summary's ci_method names an all-or-none interval
+
+
+def has_exact_intervals(rates: pd.DataFrame) -> bool:
+    """Whether any row of a :func:`rate_summary` table has the exact all-or-none interval."""
+    return "ci_method" in rates and bool(rates.ci_method.astype(str).str.startswith(EXACT).any())
+
+
 def all_or_none_interval(n: int, all_hit: bool = False, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval for a rate when none (or all) of ``n`` units hit:
     [0, 1 - (alpha/2)^(1/n)], or its mirror image."""
@@ -501,7 +509,7 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
         if n_hits in (0, n_conditions):  # every resample would give the same rate: no bootstrap
             n_units = min(len(prompts), n_prefixes) if with_prefix else len(prompts)
             low, high = all_or_none_interval(n_units, all_hit=n_hits > 0, confidence=confidence)
-            method = f"exact, {'all' if n_hits else 'none'} of {n_units} units"
+            method = f"{EXACT}, {'all' if n_hits else 'none'} of {n_units} units"
         else:
             samples = _crossed_resamples(Y, blocks, n_resamples, np.random.default_rng(seed),
                                          resample_prefixes=bool(with_prefix))

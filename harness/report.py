@@ -110,7 +110,7 @@ def _behaviour(conds: pd.DataFrame) -> list[str]:
              r.resampled, r.ci_method] for r in rates[rates.group != "A"].itertuples()]
     rows += [[r.model, "A (base rate)", "-", f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
               r.resampled, r.ci_method] for r in base.itertuples()]
-    if rates.ci_method.str.startswith("exact").any():
+    if inference.has_exact_intervals(rates):
         lines.append("Where no condition hits (or all do), resampling gives a degenerate interval; those rows have "
                      "the exact 95% interval for none (all) of n units, n the number of prompts or prefixes, "
                      "whichever is fewer (conservative: hits within a prompt or a prefix are not independent).")
