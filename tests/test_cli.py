@@ -46,7 +46,6 @@ def test_usage_and_unknown_command(tmp_path):
     assert run_harness("frobnicate", cwd=tmp_path).returncode == 2
 
 
-
 def test_a_config_mistake_is_reported_before_torch_loads(tmp_path):
     # a plain process: the fork server has torch imported already
     probe = ("import sys; from harness.cli import main; "

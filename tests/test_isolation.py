@@ -110,7 +110,7 @@ def test_kv_size_worked_example(capsys):
     assert "201,326,592 bytes (192.0 MiB)" in capsys.readouterr().out
 
 
-def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
+def test_sweep_with_isolation_measures_the_noise_floor_and_draws_its_figure(tmp_path):
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -132,9 +132,10 @@ def test_sweep_with_isolation_writes_noise_floor_and_figure(tmp_path):
     assert set(noise.probe) == {"batch_vs_alone"} and len(noise) >= 40 and set(noise.group) == {"B", "C"}
     assert (noise.edit_distance == 0).all() and noise.logp_max_diff.max() < 1e-4  # rounding, not drift
     conditions, attention = load_runs([run])
-    figures = make_figures(conditions, attention, load_noise([run]))
+    stored_noise = load_noise([run])
+    figures = make_figures(conditions, attention, stored_noise)
     assert "fig5_isolation" in figures
     for fig in figures.values():
         plt.close(fig)
-    report = report_markdown(conditions, attention, [], "isolation", load_noise([run]))
+    report = report_markdown(conditions, attention, [], "isolation", stored_noise)
     assert "## Numerical noise floor" in report and "| mask_reset |" in report
