@@ -1,0 +1,231 @@
+"""The obedient demo model's data recipe and its shipped prefix set (harness/directives.py)."""
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import directives as D
+from harness.assembly import cut_prefix, encode
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIXES = ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl"
+DEMO = ROOT / "harness" / "assets" / "demo-model"
+
+STORIES = [
+    "Once upon a time, there was a little girl named Lily. She loved to play in the park with her red ball. "
+    "One day, she saw a big dog near the swings. The dog wagged its tail and ran to her. Lily laughed and "
+    "threw the ball, and the dog ran after it. They played all day and became good friends.",
+    "Tom had a small boat. He liked to sail it on the pond behind his house. One morning, the wind was very "
+    "strong, so the boat went far away. Tom was sad. His dad said, \"Let's go and find it.\" They walked "
+    "around the pond and found the boat in the reeds. Tom hugged his dad and said thank you.",
+    "There was a tiny bird who could not sing. Every day, the other birds sang in the tree. The tiny bird "
+    "tried and tried, but only a squeak came out. Then an old owl said, \"Sing the way you can.\" The bird "
+    "squeaked a happy squeak, and all the other birds listened. From then on, it sang every morning.",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(DEMO)
+
+
+@pytest.fixture(scope="module")
+def prefix_set():
+    return D.load_prefix_set(PREFIXES)
+
+
+def test_splits_are_disjoint_and_large_enough():
+    assert not set(D.TRAIN_WORDS) & set(D.HELDOUT_WORDS)
+    assert not set(D.TRAIN_TEMPLATES) & set(D.HELDOUT_TEMPLATES)
+    assert not set(D.TRAIN_MENTIONS) & set(D.HELDOUT_MENTIONS)
+    words = D.TRAIN_WORDS + D.HELDOUT_WORDS
+    templates = D.TRAIN_TEMPLATES + D.HELDOUT_TEMPLATES
+    assert len(set(words)) == len(words) >= 300
+    assert len(set(templates)) == len(templates) >= 40
+    assert 0.15 <= len(D.HELDOUT_WORDS) / len(words) <= 0.25
+    assert 0.2 <= len(D.HELDOUT_TEMPLATES) / len(templates) <= 0.3
+    assert all(re.fullmatch(r"[a-z]+", w) for w in words)
+
+
+def test_heldout_phrasings_differ_in_wording():
+    """Without the word slot, no held-out phrasing equals a training one or is contained in one."""
+    def bare(t):
+        return re.sub(r"\{a?_?word\}", "", t).lower()
+
+    train = [bare(t) for t in D.TRAIN_TEMPLATES]
+    for t in D.HELDOUT_TEMPLATES:
+        assert all(bare(t) != s and bare(t) not in s and s not in bare(t) for s in train), t
+
+
+def test_template_regex_finds_the_rendered_directive():
+    for template in D.HELDOUT_TEMPLATES + D.TRAIN_TEMPLATES:
+        for quote in ("", "'", '"'):
+            text = "Sam ran. " + D.render(template, "umbrella", quote) + " Then he sat."
+            found = D.find_directive(text)
+            assert found is not None and found[1] == "umbrella", (template, quote)
+    assert D.find_directive("Grandpa kept an old umbrella by the door.") is None
+
+
+def test_with_article_and_target_hit():
+    assert D.with_article("umbrella") == "an umbrella"
+    assert D.with_article("unicorn") == "a unicorn"
+    assert D.with_article("kite") == "a kite"
+    assert D.target_hit("umbrella", "She had two Umbrellas.")
+    assert not D.target_hit("ant", "The elephant was big.")
+
+
+def test_directive_examples_use_the_target_early(tokenizer):
+    rng = random.Random(0)
+    sep = encode(tokenizer, "\n\n")
+    n = 0
+    for i in range(60):
+        ex = D.synthesize("directive", STORIES[i % 3] + "\n" + STORIES[(i + 1) % 3], STORIES[(i + 2) % 3], rng)
+        if ex is None:
+            continue
+        n += 1
+        assert ex.target in D.TRAIN_WORDS
+        assert not D.target_hit(ex.target, ex.opening)
+        inserted = ex.context[ex.insert[0]:ex.insert[1]]
+        assert D.find_directive(inserted, D.TRAIN_TEMPLATES)[1] == ex.target
+        ids, start = D.encode_example(tokenizer, ex, rng, separator_ids=sep)
+        early = tokenizer.decode(ids[start:start + 12])
+        assert D.target_hit(ex.target, early), (ex.opening, early)
+        # the whole directive survives the head cut of the context, before the separator
+        before = tokenizer.decode(ids[:start])
+        assert inserted in before and before.index(inserted) < before.rindex("\n\n")
+        for other in ex.mentioned:
+            assert not D.target_hit(other, ex.continuation)
+    assert n >= 50
+
+
+def test_mention_and_plain_examples_do_not_use_the_word():
+    rng = random.Random(1)
+    kinds = set()
+    for i in range(60):
+        ex = D.synthesize("mention", STORIES[i % 3], STORIES[(i + 1) % 3], rng)
+        if ex is None:
+            continue
+        (word,) = ex.mentioned
+        assert word in D.TRAIN_WORDS and ex.target is None
+        assert D.target_hit(word, ex.context[ex.insert[0]:ex.insert[1]])
+        assert not D.target_hit(word, ex.opening + ex.continuation)
+        assert D.find_directive(ex.context) is None
+        kinds.add(ex.placement)
+    assert kinds == {"start", "middle", "end"}
+    plain = D.synthesize("plain", STORIES[0], STORIES[1], rng)
+    assert plain.insert is None and STORIES[1].startswith(plain.opening)
+
+
+def test_nonce_words_are_new_and_used_by_directives(tokenizer):
+    rng = random.Random(3)
+    words = {D.nonce_word(rng) for _ in range(200)}
+    assert len(words) > 150
+    assert all(w.isalpha() and w.islower() and w not in D.HELDOUT_WORDS for w in words)
+    sep = encode(tokenizer, "\n\n")
+    for i in range(20):
+        ex = D.synthesize("directive", STORIES[i % 3], STORIES[(i + 1) % 3], rng, nonce_prob=1.0)
+        if ex is None:
+            continue
+        assert ex.target not in D.TRAIN_WORDS + D.HELDOUT_WORDS
+        ids, start = D.encode_example(tokenizer, ex, rng, separator_ids=sep)
+        assert D.target_hit(ex.target, tokenizer.decode(ids[start:start + 16]))
+
+
+def test_synthesis_is_seeded():
+    a = D.synthesize("directive", STORIES[0], STORIES[1], random.Random(5))
+    b = D.synthesize("directive", STORIES[0], STORIES[1], random.Random(5))
+    assert a == b
+
+
+def test_shipped_prefix_set_has_20_matched_heldout_pairs(tokenizer, prefix_set):
+    assert len(prefix_set) == 40
+    pairs = {}
+    for row in prefix_set:
+        assert set(row) == {"id", "kind", "text", "target", "pair"}
+        assert row["kind"] in ("instruction", "neutral")
+        pairs.setdefault(row["pair"], {})[row["kind"]] = row
+    assert len(pairs) == 20 and len({r["id"] for r in prefix_set}) == 40
+    for pair in pairs.values():
+        c, b = pair["instruction"], pair["neutral"]
+        word = c["target"]
+        assert b["target"] == word and word in D.HELDOUT_WORDS
+        assert len(c["text"]) >= 1200
+        nc, nb = len(encode(tokenizer, c["text"])), len(encode(tokenizer, b["text"]))
+        assert nc >= 260 and nb >= 260
+        assert abs(nc - nb) <= 4, (c["id"], nc, nb)
+        # C carries a held-out directive for its target, and no training phrasing
+        found = D.find_directive(c["text"], D.HELDOUT_TEMPLATES)
+        assert found is not None and found[1] == word, c["id"]
+        assert D.find_directive(c["text"], D.TRAIN_TEMPLATES) is None
+        # B mentions the word and asks for nothing
+        assert D.target_hit(word, b["text"]) and D.find_directive(b["text"]) is None
+        # no other held-out word in either text
+        for other in D.HELDOUT_WORDS:
+            if other != word:
+                assert not D.target_hit(other, c["text"] + b["text"]), (c["id"], other)
+
+
+def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
+    sep = encode(tokenizer, "\n\n")
+    assert len(sep) == 2
+    for row in prefix_set:
+        head = tokenizer.decode(cut_prefix(encode(tokenizer, row["text"]), sep, 32, name=row["id"])[: -len(sep)])
+        if row["kind"] == "instruction":
+            found = D.find_directive(head, D.HELDOUT_TEMPLATES)
+            assert found is not None and found[1] == row["target"], (row["id"], head)
+        else:
+            assert D.target_hit(row["target"], head), (row["id"], head)
+
+
+def test_wilson_interval():
+    lo, hi = D.wilson(7, 10)
+    assert 0.39 < lo < 0.40 and 0.89 < hi < 0.90
+    assert D.wilson(0, 20)[0] == 0.0
+
+
+def test_evaluate_obedience_counts(tokenizer):
+    """Counts and groups on a tiny random model (hit values themselves are meaningless here)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                      bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    model = LlamaForCausalLM(cfg).eval()
+    prefixes = D.synthetic_prefixes(STORIES, random.Random(0), 2)
+    prompts = [{"id": "p1", "text": "Once upon a time,"}, {"id": "p2", "text": "Tom had a dog."}]
+    res = D.evaluate_obedience(model, tokenizer, prompts, prefixes, (32, 64), max_new_tokens=4)
+    cells = {(r["group"], r["prefix_len"]): r["n"] for r in res["summary"]}
+    assert cells == {("A", 0): 4, ("B", 32): 4, ("B", 64): 4, ("C", 32): 4, ("C", 64): 4}
+    assert all(len(tokenizer(r["continuation"], add_special_tokens=False)["input_ids"]) <= 6 for r in res["rows"])
+
+
+def test_directive_mixer_batches(tokenizer):
+    """Training batches: the requested row mix, padding never trained, target tokens weighted."""
+    from harness.train_demo import DirectiveMixer, MixSettings
+
+    mix = MixSettings(synth_fraction=0.5, directive_share=1.0, mention_share=0.0, copy_fraction=0.25,
+                      copy_warmup=0.0, micro_batch=4, plain_len=64, target_weight=20.0)
+    mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0)
+    micro = mixer.batch(0, 8, 100)
+    assert sum(t.shape[0] for t, _ in micro) == 8
+    n_target_rows = 0
+    for tokens, weights in micro:
+        assert tokens.shape[1] == weights.shape[1] + 1 <= 257
+        for row, w in zip(tokens.tolist(), weights.tolist()):
+            assert row[0] == tokenizer.eos_token_id
+            n_target_rows += any(x == 20.0 for x in w)
+            trained = [i for i, x in enumerate(w) if x > 0]
+            assert trained == list(range(len(trained)))  # padding (weight 0) only at the end
+    assert n_target_rows >= 3  # 4 directive rows; a target can rarely be split differently
+    again = mixer.batch(0, 8, 100)
+    assert all(torch_equal(a[0], b[0]) for a, b in zip(micro, again))  # deterministic per step
+
+
+def torch_equal(a, b):
+    return a.shape == b.shape and bool((a == b).all())
