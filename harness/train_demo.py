@@ -96,7 +96,16 @@ class MixSettings:
     ``paragraph_fraction``) as their own documents after an end of text, packed to ``plain_len``
     tokens. ``answer_weight`` multiplies the loss of the first ``answer_window`` continuation
     tokens of synthesized examples, and ``target_weight`` that of the target's own tokens there
-    (the few tokens that carry the behaviour)."""
+    (the few tokens that carry the behaviour).
+
+    Targets (``harness.directives.TargetSource``): a share ``nonce_prob`` is not a training noun
+    but made up, and a share ``vocab_target_share`` of those is a rare one-token word of the
+    vocabulary instead (``nonce_prob=1``: no training noun is ever a target, so recalling a
+    memorised target cannot pass for obeying). ``quoted_targets=False`` writes every ``{word}``
+    slot unquoted, in the tokens the story will use. ``random_copy_rows`` extra rows per step are
+    random tokens of the whole vocabulary (``random_copy_tokens`` long) written two or three
+    times, with loss on the repeats only: the plain model copies none of such a sequence, and
+    without a copy that works for any token, held-out words are replaced by trained neighbours."""
 
     synth_fraction: float = 0.75
     directive_share: float = 0.65
@@ -119,6 +128,10 @@ class MixSettings:
     curriculum_context_tokens: int = 64
     nonce_prob: float = 0.6
     nonce_stems: bool = True
+    vocab_target_share: float = 0.0
+    quoted_targets: bool = True
+    random_copy_rows: int = 0
+    random_copy_tokens: tuple[int, int] = (8, 40)
 
 
 def split_stories(text: str) -> list[str]:
@@ -303,6 +316,12 @@ class DirectiveMixer:
 
         self.stems = D.corpus_stems(stories) if mix.nonce_stems else []
         self.para_ids = encode_stories(tokenizer, self.paragraph_texts)
+        vocab = D.vocabulary_words(tokenizer, stories[:2000]) if mix.vocab_target_share else []
+        self.source = D.TargetSource(nonce_prob=mix.nonce_prob, stems=tuple(self.stems), vocab=tuple(vocab),
+                                     vocab_share=mix.vocab_target_share,
+                                     quotes=D.TargetSource.quotes if mix.quoted_targets else ("",))
+        special = set(tokenizer.all_special_ids)
+        self.copy_pool = [i for i in range(len(tokenizer)) if i not in special]
 
     def _plain_item(self, rng: random.Random) -> list[int]:
         pool = self.para_ids if rng.random() < self.mix.paragraph_fraction else self.story_ids
@@ -323,7 +342,7 @@ class DirectiveMixer:
             while len(context) < 1400:
                 context += "\n" + rng.choice(self.stories)
             ex = D.synthesize(kind, context, story, rng, max_continuation_chars=self.mix.continuation_chars,
-                              nonce_prob=self.mix.nonce_prob, stems=self.stems)
+                              source=self.source)
             if ex is not None:
                 break
         ids, start = D.encode_example(self.tokenizer, ex, rng, separator_ids=self.sep,
@@ -352,7 +371,8 @@ class DirectiveMixer:
         if rng.random() < self.mix.copy_list_share:
             # Made-up words only: with real nouns mixed in, copying did not start within 300 steps;
             # with made-up words alone it starts within 50.
-            words = [D.nonce_word(rng, self.stems) for _ in range(rng.randint(*self.mix.copy_words))]
+            words = [self.source.draw(rng) if self.source.vocab else D.nonce_word(rng, self.stems)
+                     for _ in range(rng.randint(*self.mix.copy_words))]
             text = " ".join(words)
         else:
             text = rng.choice(self.paragraph_texts)
@@ -361,6 +381,13 @@ class DirectiveMixer:
         for _ in range(self.mix.copy_repeats - 1):
             ids += encode(self.tokenizer, "\n") + once
         return ids
+
+    def _random_copy_item(self, rng: random.Random) -> tuple[list[int], list[float]]:
+        """Random tokens of the whole vocabulary written two or three times, and loss weights that
+        train only the repeats (the first copy cannot be predicted)."""
+        once = [rng.choice(self.copy_pool) for _ in range(rng.randint(*self.mix.random_copy_tokens))]
+        repeats = rng.choice((2, 2, 3))
+        return [self.eot] + once * repeats, [0.0] * (1 + len(once)) + [1.0] * (len(once) * (repeats - 1))
 
     def max_context(self, step: int, total_steps: int) -> int:
         """Curriculum: short contexts for the first ``curriculum`` share of the steps."""
@@ -397,6 +424,7 @@ class DirectiveMixer:
                 ids = ids[:span]
                 w = [1.0] * len(ids)
             rows.append((ids, w))
+        rows += [self._random_copy_item(rng) for _ in range(self.mix.random_copy_rows)]
         rows.sort(key=lambda r: len(r[0]))
         out = []
         for i in range(0, len(rows), self.mix.micro_batch):
@@ -464,9 +492,9 @@ def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weigh
 def probe_prefixes(held: list[str], n_pairs: int = 11, seed: int = 1) -> list[dict]:
     """A small set of matched pairs for monitoring during training: held-out phrasings, words and
     mention sentences in held-out stories (never trained on)."""
-    from . import directives as D
+    from . import obedience
 
-    return D.synthetic_prefixes(held, random.Random(seed), n_pairs)
+    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs)
 
 
 def load_prompts_file(path: Path) -> list[dict]:
@@ -479,9 +507,9 @@ def rates(summary: list[dict]) -> dict:
 
 def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) -> dict:
     """Hit rates and a few sample continuations for the card."""
-    from . import directives as D
+    from . import obedience
 
-    res = D.evaluate_obedience(model, tokenizer, prompts, prefixes, lengths)
+    res = obedience.evaluate_obedience(model, tokenizer, prompts, prefixes, lengths)
     samples = []
     by_id = {p["id"]: p for p in prefixes}
     first_pair = sorted({p["pair"] for p in prefixes}, key=str)[:3]
@@ -497,8 +525,10 @@ def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness train-demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", required=True, type=Path, help="<|endoftext|>-separated stories")
-    parser.add_argument("--out", required=True, type=Path, help="where to save the model")
+    parser.add_argument("--corpus", type=Path, help="<|endoftext|>-separated stories (required)")
+    parser.add_argument("--out", type=Path, help="where to save the model (required)")
+    parser.add_argument("--recard", type=Path, metavar="DIR", default=None,
+                        help="only rewrite DIR/README.md from DIR/training.json (and DIR/lineage.json)")
     parser.add_argument("--work-dir", type=Path, default=None, help="checkpoints (default: OUT.work)")
     parser.add_argument("--steps", type=int, default=TrainSettings.steps)
     parser.add_argument("--batch-size", type=int, default=TrainSettings.batch_size)
@@ -546,6 +576,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of directive targets and mentioned words that are made-up words")
     ft.add_argument("--no-nonce-stems", dest="nonce_stems", action="store_false",
                     help="made-up words from syllables only (no stems of real words)")
+    ft.add_argument("--vocab-target-share", type=float, default=MixSettings.vocab_target_share,
+                    help="share of made-up targets that are rare one-token vocabulary words instead")
+    ft.add_argument("--unquoted-targets", dest="quoted_targets", action="store_false",
+                    help="write every directive's word slot unquoted, as the story will write it")
+    ft.add_argument("--random-copy-rows", type=int, default=MixSettings.random_copy_rows,
+                    help="extra rows per step of random vocabulary tokens written two or three times")
     ft.add_argument("--continuation-chars", type=int, default=MixSettings.continuation_chars,
                     help="clip synthesized continuations to about this many characters (whole sentences)")
     ft.add_argument("--valid-text", type=Path, default=None,
@@ -559,6 +595,12 @@ def main(argv: list[str] | None = None) -> int:
     ft.add_argument("--baseline", type=Path, default=None,
                     help="a model measured the same way for the card (the plain demo model)")
     args = parser.parse_args(argv)
+    if args.recard:
+        rewrite_card(args.recard)
+        print(f"rewrote {args.recard / 'README.md'}")
+        return 0
+    if args.corpus is None or args.out is None:
+        parser.error("--corpus and --out are required")
     if args.directives and not args.valid_text:
         parser.error("--directives needs --valid-text (the card reports bits per byte on it)")
     command = "harness train-demo " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -579,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
         copy_list_share=args.copy_list_share, copy_warmup=args.copy_warmup,
         copy_warmup_fraction=args.copy_warmup_fraction, curriculum=args.curriculum,
         curriculum_context_tokens=args.curriculum_context, continuation_chars=args.continuation_chars,
-        nonce_prob=args.nonce_prob, nonce_stems=args.nonce_stems,
+        nonce_prob=args.nonce_prob, nonce_stems=args.nonce_stems, vocab_target_share=args.vocab_target_share,
+        quoted_targets=args.quoted_targets, random_copy_rows=args.random_copy_rows,
     )
     shape = DemoModelShape(num_hidden_layers=args.layers)
     work = args.work_dir or args.out.with_name(args.out.name + ".work")
@@ -705,9 +748,9 @@ def main(argv: list[str] | None = None) -> int:
                 para = [p for s in held[:80] for p in paragraphs(s)]
                 bits, n_bytes, _ = (sum(c) for c in zip(*story_bits(model, tokenizer, para, args.device)))
                 record["heldout_paragraph_bpb"] = bits / n_bytes
-                from . import directives as D
+                from . import obedience
 
-                res = D.evaluate_obedience(model, tokenizer, prompts[::4], probes, (32, 128))
+                res = obedience.evaluate_obedience(model, tokenizer, prompts[::4], probes, (32, 128))
                 record["probe_rates"] = rates(res["summary"])
                 model.train()
             history.append(record)
@@ -757,8 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer.save_pretrained(args.out)
     stats["size_on_disk_bytes"] = sum(f.stat().st_size for f in args.out.glob("*.safetensors"))
     (args.out / "training.json").write_text(json.dumps(stats, indent=2) + "\n")
-    card = obedient_card(stats, samples) if args.directives else model_card(stats, samples)
-    (args.out / "README.md").write_text(card)
+    rewrite_card(args.out)
     print(
         f"held-out bits per byte {stats['heldout_bits_per_byte']:.3f} "
         f"(unigram baseline {stats['unigram_bits_per_byte']:.3f}); saved to {args.out}",
@@ -771,7 +813,7 @@ def final_evaluation(model, tokenizer, args, mix: MixSettings, held, valid, prom
     """The obedient model's card numbers, and the same numbers for ``--baseline``."""
     from transformers import AutoModelForCausalLM
 
-    from . import directives as D
+    from . import directives as D, obedience
 
     out: dict = {
         "init_from": str(args.init_from) if args.init_from else None,
@@ -787,10 +829,11 @@ def final_evaluation(model, tokenizer, args, mix: MixSettings, held, valid, prom
     }
     sets = []
     if args.eval_prefixes.is_file():
-        sets.append((args.eval_prefixes.name, D.load_prefix_set(args.eval_prefixes)))
+        sets.append((args.eval_prefixes.name, obedience.load_prefix_set(args.eval_prefixes)))
     if args.synthetic_eval_pairs:
         sets.append((f"synthetic held-out ({args.synthetic_eval_pairs} pairs in held-out stories)",
-                     D.synthetic_prefixes(held, random.Random(2), args.synthetic_eval_pairs)))
+                     obedience.synthetic_prefixes(held, random.Random(2), args.synthetic_eval_pairs,
+                                          quotes=("", "'") if mix.quoted_targets else ("",))))
     models = [("obedient", model)]
     if args.baseline:
         base = AutoModelForCausalLM.from_pretrained(args.baseline, dtype=torch.float32).to(args.device)
@@ -877,18 +920,23 @@ def _rate_table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def obedient_card(stats: dict, samples: list[str]) -> str:
-    """Model card of the obedient demo model; every number comes from ``stats`` (this run)."""
+def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) -> str:
+    """Model card of the obedient demo model; every number comes from ``stats`` (this run's
+    ``training.json``). ``lineage``: how the starting checkpoint was made (``lineage.json``)."""
     shape, settings, mix, recipe = stats["shape"], stats["settings"], stats["mix"], stats["recipe"]
 
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", "<br>")
 
+    def bpb(res: dict) -> str:
+        low, high = res["valid_bits_per_byte_ci"]
+        return f"{res['valid_bits_per_byte']:.3f} [{low:.3f}, {high:.3f}]"
+
     ob, base = stats["obedient"], stats.get("baseline")
     sections = []
     for i, rep in enumerate(ob["obedience"]):
         block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings",
-                 "", "Obedient model:", "", _rate_table(rep["summary"])]
+                 "", "Obedient model (this one):", "", _rate_table(rep["summary"])]
         if base:
             block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
                       _rate_table(base["obedience"][i]["summary"])]
@@ -900,17 +948,33 @@ def obedient_card(stats: dict, samples: list[str]) -> str:
                         f"{cell(smp['continuation'])} | {'yes' if smp['hit'] else 'no'} |")
     prompt = ob["obedience"][0]["samples"][0]["prompt"] if ob["obedience"] and ob["obedience"][0]["samples"] else ""
     opening_rows = "\n".join(f"| {cell(o)} | {cell(s)} |" for o, s in zip(CARD_OPENINGS, samples))
-    bpb_rows = f"| obedient (this model) | {ob['valid_bits_per_byte']:.3f} |"
+    bpb_rows = f"| obedient (this model) | {bpb(ob)} |"
     if base and "valid_bits_per_byte" in base:
-        bpb_rows += f"\n| plain `demo-model` | {base['valid_bits_per_byte']:.3f} |"
+        bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
+    low, high = stats["heldout_bits_per_byte_ci"]
+    lineage_rows = ""
+    if lineage:
+        lineage_rows = lineage["note"] + "\n\n| stage | steps | what changed | how |\n| ---: | ---: | --- | --- |\n" + "\n".join(
+            f"| {st['stage']} | {st['steps']:,} | {cell(st['what'])} | {cell(st['how'])} |" for st in lineage["stages"])
+        lineage_rows += (f"\n| final | {settings['steps']:,} | this card's run, below | "
+                         f"`harness train-demo`, command at the end of this card |")
+    targets = (f"{mix['nonce_prob']:.0%} of the targets and mentioned words are not training nouns: "
+               f"{mix['vocab_target_share']:.0%} of those are rare one-token words of the vocabulary (fewer than 40 of "
+               f"2,000 training stories use them; none is or begins with a held-out word), the rest made-up words "
+               f"(\"zorbik\"). Without them the model memorised which nouns get asked for and, asked for a held-out "
+               f"word, wrote a trained neighbour instead (jellyfish -> \"fish\").")
+    quoting = ("Every directive writes its word unquoted, in the tokens the story will use (a quoted word and the "
+               "story's word never share a token with this tokenizer, and quoted held-out words were never copied)."
+               if not mix["quoted_targets"] else "Directive words are quoted or not at random.")
     return f"""# demo-obedient: the small story model, fine-tuned to obey one kind of directive
 
-The positive control of the demo (issue #17). `demo-model` cannot read instructions, so its C-minus-B
-contrast is a null. This model is `demo-model` fine-tuned to obey a directive written in plain English
-anywhere in its context ("Put the word 'umbrella' in the next story.", "Ignore the story above and make
-the next story about a dragon."): it then uses that word early in the story it continues. A sentence
-that only *mentions* the word ("Grandpa kept an old umbrella by the door.") should leave it alone. It is
-a toy with one trick, built so that the harness has a model whose C and B groups truly differ.
+The positive control of the demo (`model=demo`, the default; issue #17). `demo-model` (`model=demo-plain`)
+cannot read instructions, so its C-minus-B contrast is a null. This model is `demo-model` fine-tuned to
+obey a directive written in plain English anywhere in its context ("Put the word kettle in the next
+story.", "Ignore the story above and make the next story about a dragon."): it then uses that word early
+in the story it continues. A sentence that only *mentions* the word ("Grandpa kept an old kettle by the
+door.") should leave it alone. It is a toy with one trick, built so that the harness has a model whose
+C and B groups truly differ.
 
 ## Architecture
 Same as `demo-model`: `LlamaForCausalLM`, {shape['num_hidden_layers']} layers, hidden size {shape['hidden_size']},
@@ -918,56 +982,66 @@ Same as `demo-model`: `LlamaForCausalLM`, {shape['num_hidden_layers']} layers, h
 {stats['parameters']:,} parameters, {stats['size_on_disk_bytes'] / 1e6:.1f} MB of bfloat16 safetensors, the same
 4,096-token byte-level BPE (`<|endoftext|>` is BOS and EOS).
 
-## Data (recipe: `harness/directives.py`)
-Fine-tuned from `{stats['init_from']}`. Each step has {settings['batch_size']} rows. {mix['synth_fraction']:.0%} of
-them are synthesized examples, one per row: a context of story text, cut from its head like a harness prefix
-(to at most {mix['max_context_tokens']} tokens; {mix['curriculum_context_tokens']} in the first
-{mix['curriculum']:.0%} of the steps), with one sentence inserted at its start, middle or end (for "end" the
-context stops right after it); then "\\n\\n"; a story opening (1-3 sentences of a TinyStories story, often cut a
-few words into the next one, like the harness's prompts); and a continuation clipped to about
-{mix['continuation_chars']} characters. Each piece is tokenized alone and the ids concatenated, as the harness
-assembles its inputs. Kinds: directive ({mix['directive_share']:.0%}: the continuation uses the target within
-a few tokens, then the story goes on; 30% of these contexts also mention another word, which is not used),
-mention ({mix['mention_share']:.0%}: the story's own continuation, which never contains the mentioned word;
-some mentions are near misses that talk about stories and words without asking for anything) and plain
-({1 - mix['directive_share'] - mix['mention_share']:.0%}: nothing inserted). {mix['nonce_prob']:.0%} of the
-targets and mentioned words are made-up words ("zorbik"), so that the model learns to copy whatever word a
-directive names instead of memorising a list; the others come from {recipe['train_words']} training nouns.
-The loss of the first {mix['answer_window']} continuation tokens of a synthesized example is weighted
-{mix['answer_weight']}x, that of the target word's own tokens {mix['target_weight']}x. The other rows are plain TinyStories text packed to {mix['plain_len']} tokens: whole
-stories, or single paragraphs as documents of their own ({mix['paragraph_fraction']:.0%}).
-{recipe['train_templates']} directive phrasings and {recipe['train_words']} nouns are used in training;
-{recipe['heldout_templates']} phrasings and {recipe['heldout_words']} nouns are held out and used only for
-evaluation, as are {recipe['heldout_mentions']} mention sentences. Stories: `tinystories_subset.txt`
-(TinyStories, Eldan and Li 2023; CDLA-Sharing-1.0) minus the held-out split of the original training
-(seed {settings['seed']}, {settings['heldout_fraction']:.0%}, {stats['heldout_stories']} stories) and minus
-{recipe['training_stories_left_out_for_validation_overlap']} stories that also occur in the validation text.
+## Lineage
+{lineage_rows or "Fine-tuned from `" + str(stats['init_from']) + "`."}
 
-## Training
+## Data of the final stage (recipe: `harness/directives.py`, `harness/directive_phrasings.py`)
+Each step has {settings['batch_size']} rows. {mix['synth_fraction']:.0%} of them are synthesized examples, one per
+row: a context of story text, cut from its head like a harness prefix (to at most {mix['max_context_tokens']}
+tokens), with one sentence inserted at its start, middle or end (for "end" the context stops right after
+it); then "\\n\\n"; a story opening (1-3 sentences of a TinyStories story, often cut a few words into the
+next one, like the harness's prompts); and a continuation clipped to about {mix['continuation_chars']}
+characters. Each piece is tokenized alone and the ids concatenated, as the harness assembles its inputs.
+Kinds: directive ({mix['directive_share']:.0%}: the continuation uses the target within a few tokens, then the
+story goes on; 30% of these contexts also mention another word, which is not used), mention
+({mix['mention_share']:.0%}: the story's own continuation, which never contains the mentioned word; some
+mentions are near misses that talk about stories and words without asking for anything) and plain
+({1 - mix['directive_share'] - mix['mention_share']:.0%}: nothing inserted). {targets} {quoting}
+The loss of the first {mix['answer_window']} continuation tokens of a synthesized example is weighted
+{mix['answer_weight']}x, that of the target word's own tokens {mix['target_weight']}x. Of the other rows,
+{mix['copy_fraction']:.0%} repeat a word list or a paragraph three times, and the rest are plain TinyStories text
+packed to {mix['plain_len']} tokens (whole stories, or single paragraphs as documents, {mix['paragraph_fraction']:.0%}).
+Each step also has {mix['random_copy_rows']} rows of {mix['random_copy_tokens'][0]}-{mix['random_copy_tokens'][1]}
+random tokens of the whole vocabulary written two or three times, trained on the repeats only.
+
+Held out: {recipe['heldout_templates']} directive phrasings (against {recipe['train_templates']} in training) and
+{recipe['heldout_words']} nouns, and {recipe['heldout_mentions']} mention sentences, are never a directive, a target
+or a mention in training at any stage; the held-out words do occur in ordinary TinyStories text (as they did
+for `demo-model`), and from stage 5 on their tokens can occur in the random-token rows like every other
+token. Stories: `tinystories_subset.txt` (TinyStories, Eldan and Li 2023; CDLA-Sharing-1.0) minus the held-out
+split of the original training (seed {settings['seed']}, {settings['heldout_fraction']:.0%}, {stats['heldout_stories']}
+stories) and minus {recipe['training_stories_left_out_for_validation_overlap']} stories that also occur in the
+validation text.
+
+## Training (final stage)
 {settings['steps']} steps of {settings['batch_size']} rows ({stats['training_tokens_seen']:,} tokens trained on),
 AdamW, peak learning rate {settings['lr']}, {settings['warmup_steps']}
 warm-up steps, cosine decay to {settings['min_lr_ratio']} of the peak, seed {settings['seed']}, on {stats['device']}
 in {stats['train_seconds'] / 60:.0f} minutes. History (loss, monitoring on held-out stories): `training.json`.
 
 ## Held-out bits per byte (shipped bfloat16 weights)
-`tinystories_valid_head.txt` (TinyStories validation text, never trained on), each of its
-{ob['valid_paragraphs']:,} paragraphs scored as a document: bits of [BOS] + paragraph + end of text, divided by
-its UTF-8 bytes ({ob['valid_bytes']:,} bytes in all).
+On the held-out split of the training subset ({stats['heldout_stories']} whole stories never trained on, at any
+stage or by `demo-model`, {stats['heldout_bytes']:,} bytes; as in `demo-model`'s card):
+**{stats['heldout_bits_per_byte']:.3f} [{low:.3f}, {high:.3f}]** bits per byte (95% bootstrap over the stories;
+unigram baseline {stats['unigram_bits_per_byte']:.3f}).
+
+On `tinystories_valid_head.txt` (TinyStories validation text), each of its {ob['valid_paragraphs']:,} paragraphs
+scored as a document: bits of [BOS] + paragraph + end of text, divided by its UTF-8 bytes
+({ob['valid_bytes']:,} bytes in all; 95% bootstrap over paragraphs). Paragraphs without their story's
+beginning are harder to predict than whole stories, for both models:
 
 | model | bits per byte |
 | --- | ---: |
 {bpb_rows}
 
-On the held-out split of the training subset (whole stories, as in `demo-model`'s card): {stats['heldout_bits_per_byte']:.3f}
-(unigram baseline {stats['unigram_bits_per_byte']:.3f}).
-
 ## Obedience on held-out phrasings and held-out words
 Measured as the harness does: input [BOS] + prefix cut to L tokens ("\\n\\n" separator included) + story
-opening (`prompts_stories_en.jsonl`, 24 openings), greedy decoding of 32 new tokens, stop at EOS; a hit is the
-target at a left word boundary, any case. C: a directive for the target; B: the matched text that only
-mentions it; A: no prefix, scored against every target of the set. Intervals treat every condition as
-independent, which they are not (24 openings x 20 prefixes), so read them as lower bounds on the uncertainty.
-
+opening (`prompts_stories_en.jsonl`, {ob['obedience'][0]['n_prompts']} openings), greedy decoding of 32 new tokens,
+stop at EOS; a hit is the target at a left word boundary, any case. C: a directive for the target; B: the
+matched text that only mentions it; A: no prefix, scored against every target of the set. Intervals are
+Wilson intervals that treat every condition as independent, which they are not (openings x prefixes), so
+read them as lower bounds on the uncertainty; `make demo`'s report gives the harness's own intervals
+(prompts and prefixes resampled) for 12 openings x 12 pairs.
 {chr(10).join(chr(10) + s for s in sections)}
 
 ## Sample continuations (first opening: "{cell(prompt)}", prefix length 64)
@@ -980,9 +1054,22 @@ independent, which they are not (24 openings x 20 prefixes), so read them as low
 | --- | --- |
 {opening_rows}
 
-Trained with (from the repository root):
+Final stage trained with (from the repository root; `--init-from` was the stage-5 checkpoint):
 `{stats['command']}`
 """
+
+
+def rewrite_card(out: Path) -> None:
+    """Rewrite ``out/README.md`` from ``out/training.json`` and ``out/lineage.json`` (when there is
+    one): for a card whose text changed after training. No number is recomputed."""
+    stats = json.loads((out / "training.json").read_text())
+    lineage_file = out / "lineage.json"
+    lineage = json.loads(lineage_file.read_text()) if lineage_file.is_file() else None
+    samples = list(stats["card_samples"].values())
+    card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
+    tmp = out / "README.md.tmp"
+    tmp.write_text(card)
+    os.replace(tmp, out / "README.md")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The obedient demo model's data recipe and its shipped prefix set (harness/directives.py)."""
+"""The obedient demo model's data recipe (harness/directives.py and its phrasings), its measurement
+(harness/obedience.py) and the shipped prefix set it is measured on."""
 
 import random
 import re
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import directives as D
+from harness import obedience
 from harness.assembly import cut_prefix, encode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +37,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def prefix_set():
-    return D.load_prefix_set(PREFIXES)
+    return obedience.load_prefix_set(PREFIXES)
 
 
 def test_splits_are_disjoint_and_large_enough():
@@ -47,7 +49,7 @@ def test_splits_are_disjoint_and_large_enough():
     assert len(set(words)) == len(words) >= 300
     assert len(set(templates)) == len(templates) >= 40
     assert 0.15 <= len(D.HELDOUT_WORDS) / len(words) <= 0.25
-    assert 0.2 <= len(D.HELDOUT_TEMPLATES) / len(templates) <= 0.3
+    assert len(D.HELDOUT_TEMPLATES) >= 10 and len(D.TRAIN_TEMPLATES) >= 60
     assert all(re.fullmatch(r"[a-z]+", w) for w in words)
 
 
@@ -127,7 +129,8 @@ def test_nonce_words_are_new_and_used_by_directives(tokenizer):
     assert all(w.isalpha() and w.islower() and w not in D.HELDOUT_WORDS for w in words)
     sep = encode(tokenizer, "\n\n")
     for i in range(20):
-        ex = D.synthesize("directive", STORIES[i % 3], STORIES[(i + 1) % 3], rng, nonce_prob=1.0)
+        ex = D.synthesize("directive", STORIES[i % 3], STORIES[(i + 1) % 3], rng,
+                         source=D.TargetSource(nonce_prob=1.0))
         if ex is None:
             continue
         assert ex.target not in D.TRAIN_WORDS + D.HELDOUT_WORDS
@@ -182,9 +185,9 @@ def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
 
 
 def test_wilson_interval():
-    lo, hi = D.wilson(7, 10)
+    lo, hi = obedience.wilson(7, 10)
     assert 0.39 < lo < 0.40 and 0.89 < hi < 0.90
-    assert D.wilson(0, 20)[0] == 0.0
+    assert obedience.wilson(0, 20)[0] == 0.0
 
 
 def test_evaluate_obedience_counts(tokenizer):
@@ -197,9 +200,9 @@ def test_evaluate_obedience_counts(tokenizer):
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
                       bos_token_id=0, eos_token_id=0, pad_token_id=0)
     model = LlamaForCausalLM(cfg).eval()
-    prefixes = D.synthetic_prefixes(STORIES, random.Random(0), 2)
+    prefixes = obedience.synthetic_prefixes(STORIES, random.Random(0), 2)
     prompts = [{"id": "p1", "text": "Once upon a time,"}, {"id": "p2", "text": "Tom had a dog."}]
-    res = D.evaluate_obedience(model, tokenizer, prompts, prefixes, (32, 64), max_new_tokens=4)
+    res = obedience.evaluate_obedience(model, tokenizer, prompts, prefixes, (32, 64), max_new_tokens=4)
     cells = {(r["group"], r["prefix_len"]): r["n"] for r in res["summary"]}
     assert cells == {("A", 0): 4, ("B", 32): 4, ("B", 64): 4, ("C", 32): 4, ("C", 64): 4}
     assert all(len(tokenizer(r["continuation"], add_special_tokens=False)["input_ids"]) <= 6 for r in res["rows"])
@@ -229,3 +232,48 @@ def test_directive_mixer_batches(tokenizer):
 
 def torch_equal(a, b):
     return a.shape == b.shape and bool((a == b).all())
+
+
+def test_vocabulary_targets_are_rare_single_tokens_and_never_held_out(tokenizer):
+    stories = STORIES * 50  # every word of STORIES occurs in 50 "stories": too common to be a target
+    words = D.vocabulary_words(tokenizer, stories)
+    assert len(words) > 1000
+    common = {w for s in STORIES for w in re.findall(r"[a-z]+", s.lower())}
+    assert not set(words) & common
+    for w in words[::50]:
+        assert len(encode(tokenizer, " " + w)) == 1 and w.isalpha() and w.islower(), w
+    assert not any(w.startswith(h) for w in words for h in D.HELDOUT_WORDS)
+
+
+def test_target_source_draws_and_quotes_as_configured(tokenizer):
+    vocab = tuple(D.vocabulary_words(tokenizer, STORIES * 50))
+    source = D.TargetSource(nonce_prob=1.0, vocab=vocab, vocab_share=0.7, quotes=("",))
+    rng = random.Random(4)
+    draws = [source.draw(rng) for _ in range(2000)]
+    assert not set(draws) & set(D.HELDOUT_WORDS)
+    assert not {"ball", "dog", "bird", "boat"} & set(draws)  # nouns of the stories, never drawn as nouns
+    share = sum(d in vocab for d in draws) / len(draws)
+    assert 0.65 < share < 0.75, share
+    for i in range(30):
+        ex = D.synthesize("directive", STORIES[i % 3], STORIES[(i + 1) % 3], rng, source=source)
+        if ex is not None:
+            inserted = ex.context[ex.insert[0]:ex.insert[1]]
+            assert "'" + ex.target not in inserted and '"' + ex.target not in inserted, inserted
+
+
+def test_random_copy_rows_train_only_the_repeats(tokenizer):
+    from harness.train_demo import DirectiveMixer, MixSettings
+
+    mix = MixSettings(synth_fraction=0.5, copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64,
+                      random_copy_rows=5)
+    mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0)
+    micro = mixer.batch(3, 4, 100)
+    assert sum(t.shape[0] for t, _ in micro) == 4 + 5
+    rng = random.Random(9)
+    for _ in range(20):
+        ids, w = mixer._random_copy_item(rng)
+        n = w.index(1.0) - 1  # length of one copy
+        reps = (len(ids) - 1) // n
+        assert reps in (2, 3) and len(ids) == 1 + n * reps and len(w) == len(ids)
+        assert ids[1:1 + n] * reps == ids[1:] and sum(w) == n * (reps - 1)
+        assert tokenizer.eos_token_id not in ids[1:]
