@@ -18,14 +18,17 @@ $(BIN)/harness: pyproject.toml
 
 install: $(BIN)/harness
 
-# Two sweeps: the default demo, then the directive control (story prefixes carrying a directive,
-# against matched prefixes that only mention the same word: does the model obey, or only echo?).
-# Rerunning reuses every stored result.
+# Three sweeps and a side-by-side report: the default demo (neutral and instruction-like prefixes
+# on the default, obedient story model); the directive control on the obedient model (positive
+# control) and on the plain one (negative control): story prefixes carrying a directive, against
+# matched prefixes that only mention the same word. Rerunning reuses every stored result.
 DEMO_OUT ?= outputs/demo
 demo: install
 	$(BIN)/harness sweep experiment=demo hydra.run.dir=$(DEMO_OUT)/default
 	$(BIN)/harness sweep experiment=demo-directives hydra.run.dir=$(DEMO_OUT)/directives
-	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives/report.md"
+	$(BIN)/harness sweep experiment=demo-directives-plain hydra.run.dir=$(DEMO_OUT)/directives-plain
+	$(BIN)/harness figures $(DEMO_OUT)/directives $(DEMO_OUT)/directives-plain --out $(DEMO_OUT)/directives-both
+	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives-both/report.md (both models side by side)"
 
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
 test: install
@@ -41,7 +44,8 @@ docs: install
 	$(MAKE) demo DEMO_OUT=outputs/docs-demo
 	cp outputs/docs-demo/default/figures/fig1_edit_distance.png outputs/docs-demo/default/figures/fig2_layer_drift.png docs/
 	cp outputs/docs-demo/default/report.md docs/demo-report.md
-	cp outputs/docs-demo/directives/report.md docs/demo-directives-report.md
+	cp outputs/docs-demo/directives-both/report.md docs/demo-directives-report.md
+	cp outputs/docs-demo/directives-both/figures/fig8_hit_rate.png docs/fig3_hit_rate.png
 
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py

@@ -20,9 +20,11 @@ from .errors import HarnessError
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 BUILTIN = "builtin:"
 ASSETS = Path(__file__).parent / "assets"
-# The project's own models, by the names configs use (the story model the demo runs offline).
-SHIPPED_MODELS = {"demo": ASSETS / "demo-model"}
-DEMO_MODEL_DIR = SHIPPED_MODELS["demo"]
+# The project's own models, by the names configs use: the story model the demo runs offline,
+# fine-tuned to obey directives in its context (the positive control, the default), and the plain
+# story model it was fine-tuned from (the negative control).
+SHIPPED_MODELS = {"demo": ASSETS / "demo-obedient", "demo-plain": ASSETS / "demo-model"}
+DEMO_MODEL_DIR = SHIPPED_MODELS["demo-plain"]
 
 
 @dataclass

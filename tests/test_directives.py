@@ -277,3 +277,22 @@ def test_random_copy_rows_train_only_the_repeats(tokenizer):
         assert reps in (2, 3) and len(ids) == 1 + n * reps and len(w) == len(ids)
         assert ids[1:1 + n] * reps == ids[1:] and sum(w) == n * (reps - 1)
         assert tokenizer.eos_token_id not in ids[1:]
+
+
+def test_shipped_models_are_the_positive_and_the_negative_control(prefix_set):
+    """The shipped obedient model does what a held-out directive asks and leaves a mention alone;
+    the plain model does neither. A regression check of the two assets on 4 of the 24 openings at
+    L = 64 (the cards and `make demo` measure all of them); the bounds are the issue's targets
+    (C >= 0.7, B <= 0.1), loosened for the smaller sample."""
+    import json
+
+    from harness.models import load_model
+
+    prompts = [json.loads(line) for line in (ROOT / "harness" / "data" / "prompts_stories_en.jsonl").open()][:4]
+    rates = {}
+    for name in ("demo", "demo-plain"):
+        loaded = load_model(name, device="cpu")
+        res = obedience.evaluate_obedience(loaded.model, loaded.tokenizer, prompts, prefix_set, (64,))
+        rates[name] = {r["group"]: r["rate"] for r in res["summary"]}
+    assert rates["demo"]["C"] >= 0.5 and rates["demo"]["B"] <= 0.15 and rates["demo"]["A"] <= 0.05, rates
+    assert rates["demo-plain"]["C"] <= 0.1 and rates["demo-plain"]["B"] <= 0.1, rates

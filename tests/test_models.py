@@ -136,15 +136,16 @@ def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
     assert loaded.resolved_revision == "0123abcd" * 5
 
 
-def test_shipped_demo_model_loads_offline_and_writes_english(monkeypatch):
-    """The demo model goes through the same loading code as a hub model, with the hub off."""
+@pytest.mark.parametrize("name", ["demo", "demo-plain"])
+def test_shipped_demo_models_load_offline_and_write_english(monkeypatch, name):
+    """Both shipped story models go through the same loading code as a hub model, with the hub off."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from harness.models import DEMO_MODEL_DIR
+    from harness.models import SHIPPED_MODELS
 
-    files = {p.name for p in DEMO_MODEL_DIR.iterdir()}
+    files = {p.name for p in SHIPPED_MODELS[name].iterdir()}
     assert "model.safetensors" in files and not any(f.endswith((".bin", ".pt", ".pth")) for f in files)
-    assert sum(p.stat().st_size for p in DEMO_MODEL_DIR.iterdir()) <= 16 * 2**20
-    loaded = load_model("demo", device="cpu")
+    assert sum(p.stat().st_size for p in SHIPPED_MODELS[name].iterdir()) <= 16 * 2**20
+    loaded = load_model(name, device="cpu")
     cfg = loaded.model.config
     assert cfg.num_hidden_layers >= 6 and cfg.num_attention_heads >= 6
     assert cfg.num_key_value_heads < cfg.num_attention_heads and cfg.max_position_embeddings >= 2048
