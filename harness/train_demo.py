@@ -952,6 +952,17 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     if base and "valid_bits_per_byte" in base:
         bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
     low, high = stats["heldout_bits_per_byte_ci"]
+    shortfalls = []  # the issue's targets, checked against this run's own numbers
+    for rep in ob["obedience"]:
+        for r in rep["summary"]:
+            if r["group"] == "C" and r["rate"] < 0.7:
+                shortfalls.append(f"C {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
+            if r["group"] == "B" and r["rate"] > 0.1:
+                shortfalls.append(f"B {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
+    target_text = ("Issue #17 asks for a C hit rate of at least 0.7 and a B hit rate of at most 0.1 at 32 to 128 "
+                   "tokens on held-out phrasings and words. " + (
+                       "This model falls short: " + "; ".join(shortfalls) + ". It separates directive from "
+                       "mention clearly, but obeys less often than asked." if shortfalls else "This model meets both."))
     lineage_rows = ""
     if lineage:
         lineage_rows = lineage["note"] + "\n\n| stage | steps | what changed | how |\n| ---: | ---: | --- | --- |\n" + "\n".join(
@@ -1004,7 +1015,8 @@ packed to {mix['plain_len']} tokens (whole stories, or single paragraphs as docu
 Each step also has {mix['random_copy_rows']} rows of {mix['random_copy_tokens'][0]}-{mix['random_copy_tokens'][1]}
 random tokens of the whole vocabulary written two or three times, trained on the repeats only.
 
-Held out: {recipe['heldout_templates']} directive phrasings (against {recipe['train_templates']} in training) and
+Held out: {recipe['heldout_templates']} directive phrasings (against {recipe['train_templates']} in this stage's training; stages 1-5
+used the first 33 of them) and
 {recipe['heldout_words']} nouns, and {recipe['heldout_mentions']} mention sentences, are never a directive, a target
 or a mention in training at any stage; the held-out words do occur in ordinary TinyStories text (as they did
 for `demo-model`), and from stage 5 on their tokens can occur in the random-token rows like every other
@@ -1043,6 +1055,8 @@ Wilson intervals that treat every condition as independent, which they are not (
 read them as lower bounds on the uncertainty; `make demo`'s report gives the harness's own intervals
 (prompts and prefixes resampled) for 12 openings x 12 pairs.
 {chr(10).join(chr(10) + s for s in sections)}
+
+{target_text}
 
 ## Sample continuations (first opening: "{cell(prompt)}", prefix length 64)
 | model | group, target | prefix (start) | continuation | hit |
