@@ -21,12 +21,14 @@ install: $(BIN)/harness
 # Three sweeps and a side-by-side report: the default demo (neutral and instruction-like prefixes
 # on the default, obedient story model); the directive control on the obedient model (positive
 # control) and on the plain one (negative control): story prefixes carrying a directive, against
-# matched prefixes that only mention the same word. Rerunning reuses every stored result.
+# matched prefixes that only mention the same word. Sweeps 2 and 3 draw no figures of their own
+# (the side-by-side report has them all; `harness figures DIR` draws one run's): that keeps the demo
+# under five minutes on two cores. Rerunning reuses every stored result.
 DEMO_OUT ?= outputs/demo
 demo: install
 	$(BIN)/harness sweep experiment=demo hydra.run.dir=$(DEMO_OUT)/default
-	$(BIN)/harness sweep experiment=demo-directives hydra.run.dir=$(DEMO_OUT)/directives
-	$(BIN)/harness sweep experiment=demo-directives-plain hydra.run.dir=$(DEMO_OUT)/directives-plain
+	$(BIN)/harness sweep experiment=demo-directives draw_figures=false hydra.run.dir=$(DEMO_OUT)/directives
+	$(BIN)/harness sweep experiment=demo-directives-plain draw_figures=false hydra.run.dir=$(DEMO_OUT)/directives-plain
 	$(BIN)/harness figures $(DEMO_OUT)/directives $(DEMO_OUT)/directives-plain --out $(DEMO_OUT)/directives-both
 	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives-both/report.md (both models side by side)"
 
