@@ -34,6 +34,7 @@ from .directive_phrasings import (  # noqa: F401  (re-exported: the recipe's wor
     TRAIN_WORDS,
 )
 from .story_openings import bridge, clip_sentences, make_opening, pronoun, sentence_ends, with_article
+from .texts import target_pattern
 _ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gl", "pl",
            "sn", "st", "tr", "bl", "fl", "gr", "sk", "ch", "sh", "")
 _VOWELS = ("a", "e", "i", "o", "u", "oo", "ee", "ai", "ou")
@@ -100,8 +101,9 @@ def find_directive(text: str, templates=HELDOUT_TEMPLATES + TRAIN_TEMPLATES):
 
 
 def target_hit(target: str, text: str) -> bool:
-    """The harness's ``target_hit``: the target at a left word boundary, any case."""
-    return re.search(r"(?i)\b" + re.escape(target), text) is not None
+    """The harness's ``target_hit`` (``harness.texts.target_pattern``): the target at a left word
+    boundary, any case."""
+    return target_pattern(target).search(text) is not None
 
 
 

@@ -5,14 +5,13 @@ Wilson intervals, and matched C/B prefix pairs synthesized from held-out stories
 
 from __future__ import annotations
 
-import json
 import math
 import random
-from pathlib import Path
 
 from .directive_phrasings import HELDOUT_MENTIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
 from .directives import TargetSource, _free_word, render, target_hit
 from .story_openings import sentence_ends
+from .texts import Prefix
 
 def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """95% Wilson score interval of a proportion."""
@@ -22,15 +21,6 @@ def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def load_prefix_set(path: str | Path) -> list[dict]:
-    """The rows of a JSONL prefix set with targets (``id``, ``kind``, ``text``, ``target``, ``pair``)."""
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _field(obj, name, default=None):
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
 def _greedy(model, rows: list[list[int]], max_new_tokens: int, eos_id) -> list[list[int]]:
@@ -59,8 +49,8 @@ def evaluate_obedience(
 
     Input ``[BOS] + prefix cut to L tokens + task`` (A: ``[BOS] + task``), greedy decoding of at
     most ``max_new_tokens``, stopping at EOS; a hit is :func:`target_hit` on the decoded
-    continuation. ``prompts``: objects or dicts with ``id`` and ``text``; ``prefixes``: with
-    ``id``, ``kind`` ("instruction" = C, "neutral" = B), ``text``, ``target`` (and ``pair``).
+    continuation. ``prompts`` and ``prefixes``: ``harness.texts.Prompt`` and ``Prefix`` (as
+    ``load_prompts`` and ``load_prefixes`` read them; ``kind`` "instruction" is C, "neutral" B).
     Group A is scored against every target of the prefix set (prompt x target), so its rate is the
     base rate of saying the word unprompted.
 
@@ -74,15 +64,14 @@ def evaluate_obedience(
     bos = bos_ids(tokenizer, bos_policy)
     sep = encode(tokenizer, separator)
     eos = tokenizer.eos_token_id
-    groups = {"instruction": "C", "neutral": "B"}
-    prefix_ids = {_field(p, "id"): encode(tokenizer, _field(p, "text")) for p in prefixes}
-    targets = sorted({_field(p, "target") for p in prefixes})
+    prefix_ids = {p.id: encode(tokenizer, p.text) for p in prefixes}
+    targets = sorted({p.target for p in prefixes})
     rows = []
     was_training = model.training
     model.eval()
     with torch.no_grad():
         for prompt in prompts:
-            pid, task = _field(prompt, "id"), encode(tokenizer, _field(prompt, "text"))
+            pid, task = prompt.id, encode(tokenizer, prompt.text)
             (cont,) = _greedy(model, [bos + task], max_new_tokens, eos)
             text = tokenizer.decode(cont)
             for target in targets:
@@ -90,16 +79,16 @@ def evaluate_obedience(
                              "target": target, "prefix_len": 0, "hit": target_hit(target, text),
                              "continuation": text})
             for length in lengths:
-                inputs = [bos + cut_prefix(prefix_ids[_field(p, "id")], sep, length, name=_field(p, "id")) + task
+                inputs = [bos + cut_prefix(prefix_ids[p.id], sep, length, name=p.id) + task
                           for p in prefixes]
                 conts = []
                 for i in range(0, len(inputs), batch_size):
                     conts += _greedy(model, inputs[i:i + batch_size], max_new_tokens, eos)
                 for p, cont in zip(prefixes, conts):
                     text = tokenizer.decode(cont)
-                    rows.append({"prompt_id": pid, "group": groups[_field(p, "kind")], "prefix_id": _field(p, "id"),
-                                 "pair": _field(p, "pair"), "target": _field(p, "target"), "prefix_len": length,
-                                 "hit": target_hit(_field(p, "target"), text), "continuation": text})
+                    rows.append({"prompt_id": pid, "group": p.group, "prefix_id": p.id, "pair": p.pair,
+                                 "target": p.target, "prefix_len": length, "hit": target_hit(p.target, text),
+                                 "continuation": text})
     if was_training:
         model.train()
     return {"rows": rows, "summary": summarise(rows)}
@@ -130,7 +119,7 @@ def synthetic_prefixes(
     mentions=HELDOUT_MENTIONS,
     quotes: tuple[str, ...] = ("", "'"),
     min_chars: int = 1300,
-) -> list[dict]:
+) -> list[Prefix]:
     """Matched C/B prefix pairs from story text: the same text with, as its first or second
     sentence, a directive (C) or a mention (B) of the same word. Used for a larger evaluation on
     stories never trained on (held-out phrasings, words and mentions by default). ``quotes``: the
@@ -148,7 +137,7 @@ def synthetic_prefixes(
             c, b = (text[:first] + " " + s + text[first:] for s in (directive, mention))
         else:
             c, b = (s + " " + text for s in (directive, mention))
-        out.append({"id": f"syn-{i:03d}-C", "kind": "instruction", "text": c, "target": word, "pair": i})
-        out.append({"id": f"syn-{i:03d}-B", "kind": "neutral", "text": b, "target": word, "pair": i})
+        out.append(Prefix(f"syn-{i:03d}-C", "instruction", c, target=word, pair=f"syn-{i:03d}"))
+        out.append(Prefix(f"syn-{i:03d}-B", "neutral", b, target=word, pair=f"syn-{i:03d}"))
     return out
 

@@ -15,10 +15,13 @@ It is one module, over the usual size, because it is one command read top to bot
 split, tokenizer, model shape, training loop, evaluation, model card) and nothing else imports it.
 
 The obedient model (the positive control, ``harness/assets/demo-obedient``) fine-tunes the plain
-one with directive and mention examples mixed into the story stream (recipe: ``harness.directives``):
+one with directive and mention examples mixed into the story stream (recipe: ``harness.directives``).
+It took several stages (its card's lineage); the last one was, from the previous stage's weights:
 
     harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
-        --init-from harness/assets/demo-model --directives \
+        --init-from PREVIOUS_STAGE --directives --nonce-prob 1.0 --vocab-target-share 0.7 \
+        --unquoted-targets --random-copy-rows 6 --curriculum 0 --copy-warmup 0 --steps 2000 \
+        --batch-size 12 --lr 8e-4 --warmup-steps 30 --eval-lengths 32,64,128 --synthetic-eval-pairs 20 \
         --valid-text ../shared/data/stories/tinystories_valid_head.txt \
         --baseline harness/assets/demo-model --out harness/assets/demo-obedient
 """
@@ -37,6 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+from .texts import load_prefixes, load_prompts
 
 STORY_SEPARATOR = "\n<|endoftext|>\n"
 END_OF_TEXT = "<|endoftext|>"
@@ -497,10 +502,6 @@ def probe_prefixes(held: list[str], n_pairs: int = 11, seed: int = 1) -> list[di
     return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs)
 
 
-def load_prompts_file(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def rates(summary: list[dict]) -> dict:
     return {f"{r['group']}{r['prefix_len']}": round(r["rate"], 3) for r in summary}
 
@@ -511,13 +512,13 @@ def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) ->
 
     res = obedience.evaluate_obedience(model, tokenizer, prompts, prefixes, lengths)
     samples = []
-    by_id = {p["id"]: p for p in prefixes}
-    first_pair = sorted({p["pair"] for p in prefixes}, key=str)[:3]
+    by_id = {p.id: p for p in prefixes}
+    first_pair = sorted({p.pair for p in prefixes}, key=str)[:3]
     sample_len = 64 if 64 in lengths else min(lengths)
     for r in res["rows"]:
-        if r["group"] != "A" and r["prefix_len"] == sample_len and r["pair"] in first_pair and r["prompt_id"] == prompts[0]["id"]:
+        if r["group"] != "A" and r["prefix_len"] == sample_len and r["pair"] in first_pair and r["prompt_id"] == prompts[0].id:
             samples.append({"prefix_id": r["prefix_id"], "group": r["group"], "target": r["target"],
-                            "prefix_head": by_id[r["prefix_id"]]["text"][:120], "prompt": prompts[0]["text"],
+                            "prefix_head": by_id[r["prefix_id"]].text[:120], "prompt": prompts[0].text,
                             "continuation": r["continuation"], "hit": r["hit"]})
     return {"set": name, "summary": res["summary"], "samples": samples,
             "n_prompts": len(prompts), "n_prefixes": len(prefixes)}
@@ -679,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.init_from:
         model = build_model(shape, eot).to(args.device)
     mixer = DirectiveMixer(tokenizer, train, mix, settings.seq_len, settings.seed) if args.directives else None
-    prompts = load_prompts_file(args.eval_prompts) if args.directives else []
+    prompts = load_prompts(args.eval_prompts) if args.directives else []
     probes = probe_prefixes(held) if args.directives else []
     lengths = [int(x) for x in args.eval_lengths.split(",")]
 
@@ -728,10 +729,7 @@ def main(argv: list[str] | None = None) -> int:
                 loss += part.detach()
         else:
             batch = sample_batch(train_stream, settings, gen).to(args.device)
-            if autocast:
-                with autocast:
-                    loss = next_token_loss(model, batch)
-            else:
+            with autocast or contextlib.nullcontext():
                 loss = next_token_loss(model, batch)
             loss.backward()
             tokens_seen += batch.shape[0] * settings.seq_len
@@ -829,7 +827,7 @@ def final_evaluation(model, tokenizer, args, mix: MixSettings, held, valid, prom
     }
     sets = []
     if args.eval_prefixes.is_file():
-        sets.append((args.eval_prefixes.name, obedience.load_prefix_set(args.eval_prefixes)))
+        sets.append((args.eval_prefixes.name, load_prefixes(args.eval_prefixes)))
     if args.synthetic_eval_pairs:
         sets.append((f"synthetic held-out ({args.synthetic_eval_pairs} pairs in held-out stories)",
                      obedience.synthetic_prefixes(held, random.Random(2), args.synthetic_eval_pairs,

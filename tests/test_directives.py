@@ -1,6 +1,7 @@
 """The obedient demo model's data recipe (harness/directives.py and its phrasings), its measurement
 (harness/obedience.py) and the shipped prefix set it is measured on."""
 
+import json
 import random
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from harness import directives as D
 from harness import obedience
 from harness.assembly import cut_prefix, encode
+from harness.texts import Prompt, load_prefixes, load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIXES = ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl"
@@ -37,7 +39,8 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def prefix_set():
-    return obedience.load_prefix_set(PREFIXES)
+    """The shipped set's rows as the file has them (the structure tests read the raw fields)."""
+    return [json.loads(line) for line in PREFIXES.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def test_splits_are_disjoint_and_large_enough():
@@ -201,7 +204,7 @@ def test_evaluate_obedience_counts(tokenizer):
                       bos_token_id=0, eos_token_id=0, pad_token_id=0)
     model = LlamaForCausalLM(cfg).eval()
     prefixes = obedience.synthetic_prefixes(STORIES, random.Random(0), 2)
-    prompts = [{"id": "p1", "text": "Once upon a time,"}, {"id": "p2", "text": "Tom had a dog."}]
+    prompts = [Prompt("p1", "Once upon a time,"), Prompt("p2", "Tom had a dog.")]
     res = obedience.evaluate_obedience(model, tokenizer, prompts, prefixes, (32, 64), max_new_tokens=4)
     cells = {(r["group"], r["prefix_len"]): r["n"] for r in res["summary"]}
     assert cells == {("A", 0): 4, ("B", 32): 4, ("B", 64): 4, ("C", 32): 4, ("C", 64): 4}
@@ -279,20 +282,19 @@ def test_random_copy_rows_train_only_the_repeats(tokenizer):
         assert tokenizer.eos_token_id not in ids[1:]
 
 
-def test_shipped_models_are_the_positive_and_the_negative_control(prefix_set):
+def test_shipped_models_are_the_positive_and_the_negative_control():
     """The shipped obedient model does what a held-out directive asks and leaves a mention alone;
     the plain model does neither. A regression check of the two assets on 4 of the 24 openings at
     L = 64 (the cards and `make demo` measure all of them); the bounds are the issue's targets
     (C >= 0.7, B <= 0.1), loosened for the smaller sample."""
-    import json
-
     from harness.models import load_model
 
-    prompts = [json.loads(line) for line in (ROOT / "harness" / "data" / "prompts_stories_en.jsonl").open()][:4]
+    prompts = load_prompts(ROOT / "harness" / "data" / "prompts_stories_en.jsonl", limit=4)
+    prefixes = load_prefixes(PREFIXES)
     rates = {}
     for name in ("demo", "demo-plain"):
         loaded = load_model(name, device="cpu")
-        res = obedience.evaluate_obedience(loaded.model, loaded.tokenizer, prompts, prefix_set, (64,))
+        res = obedience.evaluate_obedience(loaded.model, loaded.tokenizer, prompts, prefixes, (64,))
         rates[name] = {r["group"]: r["rate"] for r in res["summary"]}
     assert rates["demo"]["C"] >= 0.5 and rates["demo"]["B"] <= 0.15 and rates["demo"]["A"] <= 0.05, rates
     assert rates["demo-plain"]["C"] <= 0.1 and rates["demo-plain"]["B"] <= 0.1, rates
