@@ -864,9 +864,10 @@ def model_card(stats: dict, samples: list[str]) -> str:
     head_dim = shape["hidden_size"] // shape["num_attention_heads"]
     return f"""# demo-model: a small story-writing Llama trained by this project
 
-The default model of `harness sweep` and `make demo`. It exists so the demo runs offline and its
-drift numbers come from a model that really continues English text. It is a toy: it knows simple
-children's stories and little else.
+The story model of `make demo` (`model=demo-plain`: the negative control, which cannot read
+instructions; the default `model=demo` is this model fine-tuned to obey them). It exists so the
+demo runs offline and its drift numbers come from a model that really continues English text. It
+is a toy: it knows simple children's stories and little else.
 
 ## Data and licence
 Trained on `tinystories_subset.txt` from the project's shared data (TinyStories, Eldan and Li
@@ -1077,6 +1078,9 @@ def rewrite_card(out: Path) -> None:
     stats = json.loads((out / "training.json").read_text())
     lineage_file = out / "lineage.json"
     lineage = json.loads(lineage_file.read_text()) if lineage_file.is_file() else None
+    if "card_samples" not in stats:
+        raise SystemExit(f"error: {out / 'training.json'} has no card_samples (it predates --recard); "
+                         "retrain to rewrite its card")
     samples = list(stats["card_samples"].values())
     card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
     tmp = out / "README.md.tmp"
