@@ -214,3 +214,60 @@ HELDOUT_MENTIONS: tuple[str, ...] = (
     "Everyone laughed when the {word} fell over.",
 )
 
+
+# ---------------------------------------------------------------------------------------------
+# A grammar of directive phrasings (``harness.directives.compose_directive``): an optional
+# opener, then a frame that names the next story and the word. Sixty-nine fixed templates teach
+# a small model those templates; composing parts teaches it that a request is a verb, a word and
+# the story to come, whatever the wording around them. Nothing here may contain a held-out
+# phrasing's distinctive wording (HELDOUT_MARKERS; the tests check every part and many draws).
+
+GRAMMAR_OPENERS: tuple[str, ...] = (
+    "Okay.", "Hey!", "Note:", "Please note:", "Attention:", "Now,", "Writer,", "Dear writer,",
+    "Important:", "Instruction:", "Rule:", "Request:", "Reminder:", "Read this:", "One more thing:",
+    "A change of plan:", "Stop.", "Wait.", "Ignore the story above.", "Forget what came before.",
+    "Never mind the story above.", "That story is over.", "Enough of that story.",
+    "Here is what to do:", "Pay attention:", "Do as I say:", "Next,", "So,", "All right.",
+    "Forget the story above.", "Stop reading.", "Writer, please.",
+)
+# What the directive is about: the story still to be written.
+GRAMMAR_STORIES: tuple[str, ...] = (
+    "the next story", "your next story", "the story that comes next", "the story after this one",
+    "the new story", "the story you write next", "the next thing you write", "your story",
+    "the next one", "the story after this", "the next story you tell", "your new story",
+)
+# {S}: a story phrase; {X}: "{a_word}" or "the word {word}" (always the latter where {X} starts
+# the sentence, which must begin with a capital letter).
+GRAMMAR_COMMANDS: tuple[str, ...] = (
+    "put {X} in {S}", "use {X} in {S}", "include {X} in {S}", "mention {X} in {S}", "add {X} to {S}",
+    "write about {X} in {S}", "talk about {X} in {S}", "show {X} in {S}", "place {X} in {S}",
+    "make {S} about {X}", "write {S} about {X}", "begin {S} with {X}",
+    "start {S} with {X}", "let {S} have {X} in it",
+    "remember {X} in {S}", "do not forget {X} in {S}", "don't forget to use {X} in {S}",
+    "be sure to put {X} in {S}", "make sure {S} has {X}", "tell {S} about {X}",
+)
+GRAMMAR_STATEMENTS: tuple[str, ...] = (
+    "{S} must include {X}", "{S} has to have {X}", "{S} should mention {X}", "{S} needs {X} in it",
+    "{S} is to include {X}", "{S} will be about {X}", "{S} must be about {X}", "{S} has to use {X}",
+    "{S} should talk about {X}", "{S} is about {X}", "{S} should have {X} in it",
+    "{X} must be in {S}", "{X} goes in {S}", "{X} has to be in {S}", "{X} belongs in {S}",
+)
+GRAMMAR_REQUESTS: tuple[str, ...] = (
+    "can you put {X} in {S}?", "would you include {X} in {S}?", "will you write {S} about {X}?",
+    "can {S} have {X} in it?", "I would like {X} in {S}.", "I need {S} to have {X}.",
+    "we want {S} to include {X}.", "please use {X} in {S}.", "my request is {X} in {S}.",
+    "I ask you to mention {X} in {S}.", "you must put {X} in {S}.", "you should use {X} in {S}.",
+)
+GRAMMAR_ENDINGS: tuple[str, ...] = (".", ".", ".", ", please.", " now.", "!", ", okay?")
+
+# The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
+# draw) contains one of these, so a held-out phrasing is new wording, not a recombination of
+# trained parts.
+HELDOUT_MARKERS: tuple[str, ...] = (
+    "from now on", "every story you tell", "feature", "what you just read", "right away",
+    "appear", "listen carefully", "the following story", "needs to name", "task for you",
+    "coming story", "leave out", "when you continue", "new rule", "bring in", "at the start",
+    "story that follows", "all about", "could you make", "part of", "tale", "do this now",
+    "what you write next", "drop the story", "the new one", "your job", "get the word",
+    "upcoming",
+)

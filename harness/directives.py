@@ -26,6 +26,13 @@ import re
 from dataclasses import dataclass
 
 from .directive_phrasings import (  # noqa: F401  (re-exported: the recipe's word lists live there)
+    GRAMMAR_COMMANDS,
+    GRAMMAR_ENDINGS,
+    GRAMMAR_OPENERS,
+    GRAMMAR_REQUESTS,
+    GRAMMAR_STATEMENTS,
+    GRAMMAR_STORIES,
+    HELDOUT_MARKERS,
     HELDOUT_MENTIONS,
     HELDOUT_TEMPLATES,
     HELDOUT_WORDS,
@@ -72,6 +79,29 @@ def corpus_stems(texts, min_len: int = 3) -> list[str]:
 def render(template: str, word: str, quote: str = "") -> str:
     """Fill a directive or mention template. ``quote`` ("", "'" or '"') wraps the bare word."""
     return template.format(word=f"{quote}{word}{quote}", a_word=with_article(word))
+
+
+def compose_directive(rng: random.Random) -> str:
+    """A directive template (``{word}`` / ``{a_word}`` slots, like :data:`TRAIN_TEMPLATES`) composed
+    from the grammar in ``harness.directive_phrasings``: an optional opener, then a command, a
+    statement or a request about the next story and the word. "Ignore the story above. Your new
+    story has to have {a_word}, please." """
+    story = rng.choice(GRAMMAR_STORIES)
+    word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
+    form = rng.random()
+    if form < 0.45:
+        body = rng.choice(GRAMMAR_COMMANDS) + rng.choice(GRAMMAR_ENDINGS)
+    elif form < 0.8:
+        body = rng.choice(GRAMMAR_STATEMENTS) + rng.choice(GRAMMAR_ENDINGS)
+    else:
+        body = rng.choice(GRAMMAR_REQUESTS)
+    if body.startswith("{X}"):
+        word = "the word {word}"
+    body = body.replace("{S}", story).replace("{X}", word)
+    opener = rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
+    if not opener or opener[-1] in ".!:":
+        body = body[0].upper() + body[1:]
+    return f"{opener} {body}" if opener else body
 
 
 def template_regex(template: str) -> re.Pattern:

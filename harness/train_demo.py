@@ -110,7 +110,9 @@ class MixSettings:
     slot unquoted, in the tokens the story will use. ``random_copy_rows`` extra rows per step are
     random tokens of the whole vocabulary (``random_copy_tokens`` long) written two or three
     times, with loss on the repeats only: the plain model copies none of such a sequence, and
-    without a copy that works for any token, held-out words are replaced by trained neighbours."""
+    without a copy that works for any token, held-out words are replaced by trained neighbours.
+    A share ``phrasing_grammar`` of the directives is worded by ``directives.compose_directive``
+    (thousands of recombined phrasings) instead of one of the fixed training templates."""
 
     synth_fraction: float = 0.75
     directive_share: float = 0.65
@@ -137,6 +139,7 @@ class MixSettings:
     quoted_targets: bool = True
     random_copy_rows: int = 0
     random_copy_tokens: tuple[int, int] = (8, 40)
+    phrasing_grammar: float = 0.0
 
 
 def split_stories(text: str) -> list[str]:
@@ -346,8 +349,11 @@ class DirectiveMixer:
             context = rng.choice(self.stories)
             while len(context) < 1400:
                 context += "\n" + rng.choice(self.stories)
+            templates = D.TRAIN_TEMPLATES
+            if kind == "directive" and self.mix.phrasing_grammar and rng.random() < self.mix.phrasing_grammar:
+                templates = (D.compose_directive(rng),)
             ex = D.synthesize(kind, context, story, rng, max_continuation_chars=self.mix.continuation_chars,
-                              source=self.source)
+                              source=self.source, templates=templates)
             if ex is not None:
                 break
         ids, start = D.encode_example(self.tokenizer, ex, rng, separator_ids=self.sep,
@@ -583,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="write every directive's word slot unquoted, as the story will write it")
     ft.add_argument("--random-copy-rows", type=int, default=MixSettings.random_copy_rows,
                     help="extra rows per step of random vocabulary tokens written two or three times")
+    ft.add_argument("--phrasing-grammar", type=float, default=MixSettings.phrasing_grammar,
+                    help="share of directives worded by the phrasing grammar instead of a fixed template")
     ft.add_argument("--continuation-chars", type=int, default=MixSettings.continuation_chars,
                     help="clip synthesized continuations to about this many characters (whole sentences)")
     ft.add_argument("--valid-text", type=Path, default=None,
@@ -624,6 +632,7 @@ def main(argv: list[str] | None = None) -> int:
         curriculum_context_tokens=args.curriculum_context, continuation_chars=args.continuation_chars,
         nonce_prob=args.nonce_prob, nonce_stems=args.nonce_stems, vocab_target_share=args.vocab_target_share,
         quoted_targets=args.quoted_targets, random_copy_rows=args.random_copy_rows,
+        phrasing_grammar=args.phrasing_grammar,
     )
     shape = DemoModelShape(num_hidden_layers=args.layers)
     work = args.work_dir or args.out.with_name(args.out.name + ".work")
