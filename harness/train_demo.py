@@ -985,6 +985,12 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     quoting = ("Every directive writes its word unquoted, in the tokens the story will use (a quoted word and the "
                "story's word never share a token with this tokenizer, and quoted held-out words were never copied)."
                if not mix["quoted_targets"] else "Directive words are quoted or not at random.")
+    if mix.get("phrasing_grammar"):
+        quoting += (f" {mix['phrasing_grammar']:.0%} of the directives are worded by a grammar "
+                    "(`directives.compose_directive`: an optional opener, then a command, statement or request "
+                    "about the story to come, thousands of phrasings) instead of a fixed training template; no "
+                    "training phrasing contains the distinctive wording of a held-out one "
+                    "(`directive_phrasings.HELDOUT_MARKERS`, checked by the tests).")
     return f"""# demo-obedient: the small story model, fine-tuned to obey one kind of directive
 
 The positive control of the demo (`model=demo`, the default; issue #17). `demo-model` (`model=demo-plain`)

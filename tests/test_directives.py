@@ -66,6 +66,51 @@ def test_heldout_phrasings_differ_in_wording():
         assert all(bare(t) != s and bare(t) not in s and s not in bare(t) for s in train), t
 
 
+def test_heldout_markers_single_out_heldout_phrasings_and_never_occur_in_training_wording():
+    """Each held-out phrasing has distinctive wording (a marker); no training template, grammar
+    part or composed phrasing contains any marker, so held-out phrasings stay new wording."""
+    def markers(text):  # a marker at a left word boundary ("forget the word" is not "get the word")
+        return [m for m in D.HELDOUT_MARKERS if re.search(r"\b" + re.escape(m), text.lower())]
+
+    for t in D.HELDOUT_TEMPLATES:
+        assert markers(t), t
+    rng = random.Random(0)
+    composed = {D.compose_directive(rng) for _ in range(5000)}
+    assert len(composed) > 2000  # a grammar, not a handful of templates
+    parts = (D.TRAIN_TEMPLATES + D.GRAMMAR_OPENERS + D.GRAMMAR_STORIES + D.GRAMMAR_COMMANDS
+             + D.GRAMMAR_STATEMENTS + D.GRAMMAR_REQUESTS)
+    for text in (*parts, *composed):
+        assert not markers(text), text
+    assert not composed & set(D.HELDOUT_TEMPLATES)
+
+
+def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
+    rng = random.Random(1)
+    for _ in range(300):
+        template = D.compose_directive(rng)
+        assert ("{word}" in template) != ("{a_word}" in template)
+        text = D.render(template, "lantern")
+        assert re.search(r"\blantern\b", text) and "{" not in text
+        assert text[0].isupper() and text[-1] in ".!?"
+        # every sentence of it starts with a capital letter
+        assert all(s[0].isupper() for s in re.split(r"(?<=[.!?:]) ", text) if s), text
+
+
+def test_phrasing_grammar_words_the_mixers_directives(tokenizer):
+    """With ``phrasing_grammar=1`` no directive row uses a fixed training template."""
+    from harness.train_demo import DirectiveMixer, MixSettings
+
+    def directive_rows(share):
+        mix = MixSettings(synth_fraction=1.0, directive_share=1.0, mention_share=0.0, copy_fraction=0.0,
+                          copy_warmup=0.0, micro_batch=8, plain_len=64, phrasing_grammar=share)
+        mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 512, 0)
+        return [tokenizer.decode(t) for toks, _ in mixer.batch(0, 8, 100) for t in toks.tolist()]
+
+    fixed = [t for t in directive_rows(0.0) if D.find_directive(t, D.TRAIN_TEMPLATES)]
+    composed = [t for t in directive_rows(1.0) if D.find_directive(t, D.TRAIN_TEMPLATES)]
+    assert len(fixed) >= 6 and not composed
+
+
 def test_template_regex_finds_the_rendered_directive():
     for template in D.HELDOUT_TEMPLATES + D.TRAIN_TEMPLATES:
         for quote in ("", "'", '"'):
