@@ -142,6 +142,19 @@ class MixSettings:
     phrasing_grammar: float = 0.0
 
 
+@dataclass(frozen=True)
+class CardEvaluation:
+    """What the obedient model's card is measured on (``--directives``): the story openings, a
+    prefix set of matched C/B pairs, ``synthetic_pairs`` more pairs built from held-out stories,
+    the prefix lengths, and a ``baseline`` model measured the same way (None: none)."""
+
+    prompts: Path
+    prefixes: Path
+    lengths: tuple[int, ...]
+    synthetic_pairs: int
+    baseline: Path | None
+
+
 def split_stories(text: str) -> list[str]:
     """Split a ``<|endoftext|>``-separated corpus into stripped, non-empty stories."""
     return [s.strip() for s in text.split(STORY_SEPARATOR) if s.strip()]
@@ -636,7 +649,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     shape = DemoModelShape(num_hidden_layers=args.layers)
     work = args.work_dir or args.out.with_name(args.out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
 
     if not args.corpus.is_file():
         raise SystemExit(f"error: corpus {args.corpus} not found")
@@ -650,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
     train = [stories[i] for i in sorted(order[n_held:])]
     train_set = set(train)
     held = [s for s in held if s not in train_set]
+    if not held:
+        raise SystemExit(f"error: {args.corpus} has no held-out story left: the {n_held} drawn for it also occur "
+                         f"in the training split ({len(set(stories))} distinct stories in all); use a larger corpus")
     for opening in CARD_OPENINGS:
         if any(opening in s for s in train):
             raise SystemExit(f"error: card opening occurs in the training text: {opening!r}")
@@ -686,6 +701,10 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; {n_overlap} training stories left out because they contain validation paragraphs" if n_overlap else ""),
         flush=True,
     )
+    if len(held_stream) < settings.seq_len + 2:
+        raise SystemExit(
+            f"error: the held-out split of {args.corpus} has {len(held_stream)} tokens, fewer than one "
+            f"evaluation window (--seq-len {settings.seq_len} + 2); use a larger corpus or a smaller --seq-len")
     if not args.init_from:
         model = build_model(shape, eot).to(args.device)
     mixer = DirectiveMixer(tokenizer, train, mix, settings.seq_len, settings.seed) if args.directives else None
@@ -693,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     probes = probe_prefixes(held) if args.directives else []
     lengths = [int(x) for x in args.eval_lengths.split(",")]
 
+    work.mkdir(parents=True, exist_ok=True)  # only once the inputs are known to be usable
     copy_history: list[dict] = []
     if args.copy_pretrain_steps and not (args.resume and (work / "checkpoint.pt").exists()):
         copy_history = copy_pretrain(model, tokenizer, args.copy_pretrain_steps, settings.seed, args.device)
@@ -799,7 +819,10 @@ def main(argv: list[str] | None = None) -> int:
         "card_samples": dict(zip(CARD_OPENINGS, samples)),
     }
     if args.directives:
-        stats.update(final_evaluation(model, tokenizer, args, mix, held, valid, prompts, lengths, n_overlap))
+        card = CardEvaluation(prompts=args.eval_prompts, prefixes=args.eval_prefixes, lengths=tuple(lengths),
+                              synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
+        stats.update(final_evaluation(model, tokenizer, mix, card, held=held, valid=valid, init_from=args.init_from,
+                                      device=args.device, n_overlap=n_overlap))
     args.out.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     model.generation_config.do_sample = False
@@ -816,14 +839,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def final_evaluation(model, tokenizer, args, mix: MixSettings, held, valid, prompts, lengths, n_overlap) -> dict:
-    """The obedient model's card numbers, and the same numbers for ``--baseline``."""
+def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *, held: list[str],
+                     valid: list[str], init_from: Path | None, device: str, n_overlap: int) -> dict:
+    """The obedient model's card numbers, and the same numbers for ``card.baseline``.
+
+    ``held``: the held-out stories (source of the synthetic pairs); ``valid``: validation paragraphs
+    for bits per byte (empty: none); ``init_from`` and ``n_overlap`` are recorded for the card."""
     from transformers import AutoModelForCausalLM
 
     from . import directives as D, obedience
 
     out: dict = {
-        "init_from": str(args.init_from) if args.init_from else None,
+        "init_from": str(init_from) if init_from else None,
         "mix": asdict(mix),
         "recipe": {
             "train_templates": len(D.TRAIN_TEMPLATES), "heldout_templates": len(D.HELDOUT_TEMPLATES),
@@ -831,35 +858,36 @@ def final_evaluation(model, tokenizer, args, mix: MixSettings, held, valid, prom
             "train_mentions": len(D.TRAIN_MENTIONS), "heldout_mentions": len(D.HELDOUT_MENTIONS),
             "training_stories_left_out_for_validation_overlap": n_overlap,
         },
-        "eval_prompts": str(args.eval_prompts),
-        "eval_prefixes": str(args.eval_prefixes),
+        "eval_prompts": str(card.prompts),
+        "eval_prefixes": str(card.prefixes),
     }
+    prompts = load_prompts(card.prompts)
     sets = []
-    if args.eval_prefixes.is_file():
-        sets.append((args.eval_prefixes.name, load_prefixes(args.eval_prefixes)))
-    if args.synthetic_eval_pairs:
-        sets.append((f"synthetic held-out ({args.synthetic_eval_pairs} pairs in held-out stories)",
-                     obedience.synthetic_prefixes(held, random.Random(2), args.synthetic_eval_pairs,
-                                          quotes=("", "'") if mix.quoted_targets else ("",))))
+    if card.prefixes.is_file():
+        sets.append((card.prefixes.name, load_prefixes(card.prefixes)))
+    if card.synthetic_pairs:
+        sets.append((f"synthetic held-out ({card.synthetic_pairs} pairs in held-out stories)",
+                     obedience.synthetic_prefixes(held, random.Random(2), card.synthetic_pairs,
+                                                  quotes=("", "'") if mix.quoted_targets else ("",))))
     models = [("obedient", model)]
-    if args.baseline:
-        base = AutoModelForCausalLM.from_pretrained(args.baseline, dtype=torch.float32).to(args.device)
+    if card.baseline:
+        base = AutoModelForCausalLM.from_pretrained(card.baseline, dtype=torch.float32).to(device)
         models.append(("baseline", base))
     for name, m in models:
         res: dict = {}
         if valid:
-            per_paragraph = story_bits(m, tokenizer, valid, args.device)
+            per_paragraph = story_bits(m, tokenizer, valid, device)
             bits, n_bytes, _ = (sum(c) for c in zip(*per_paragraph))
             res["valid_paragraphs"] = len(valid)
             res["valid_bytes"] = n_bytes
             res["valid_bits_per_byte"] = bits / n_bytes
             res["valid_bits_per_byte_ci"] = bits_per_byte_interval(per_paragraph)
-        res["obedience"] = [obedience_report(m, tokenizer, prompts, prefixes, lengths, set_name)
+        res["obedience"] = [obedience_report(m, tokenizer, prompts, prefixes, card.lengths, set_name)
                             for set_name, prefixes in sets]
         print(f"{name}: " + json.dumps({"bpb": res.get("valid_bits_per_byte"),
                                         **{r["set"][:20]: rates(r["summary"]) for r in res["obedience"]}}), flush=True)
         out[name] = res
-    out["baseline_path"] = str(args.baseline) if args.baseline else None
+    out["baseline_path"] = str(card.baseline) if card.baseline else None
     return out
 
 

@@ -343,3 +343,60 @@ def test_shipped_models_are_the_positive_and_the_negative_control():
         rates[name] = {r["group"]: r["rate"] for r in res["summary"]}
     assert rates["demo"]["C"] >= 0.5 and rates["demo"]["B"] <= 0.15 and rates["demo"]["A"] <= 0.05, rates
     assert rates["demo-plain"]["C"] <= 0.1 and rates["demo-plain"]["B"] <= 0.1, rates
+
+
+def test_train_demo_directives_end_to_end(tmp_path):
+    """``harness train-demo --directives`` from the plain demo model, two steps: it saves safetensors
+    weights, a training.json whose obedience counts match the evaluation asked for (openings x
+    pairs x lengths), and a card that --recard rebuilds byte for byte."""
+    from harness.cli import main as cli_main
+
+    names = ["Lily", "Tom", "Mia", "Ben", "Sara", "Max", "Anna", "Sam", "Kim", "Leo"]
+    things = ["ball", "boat", "kite", "drum", "hat", "book"]
+    corpus = "\n<|endoftext|>\n".join(
+        f"{name} had a {thing}. {' '.join(STORIES)} {name} smiled at the {thing} every day."
+        for name in names for thing in things)
+    (tmp_path / "corpus.txt").write_text(corpus, encoding="utf-8")
+    (tmp_path / "valid.txt").write_text("A cat sat on a mat. It was warm.\n\nThe sun came up and the birds sang.",
+                                        encoding="utf-8")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"s{i}", "text": STORIES[i][:60]}) + "\n" for i in range(2)))
+    prefixes = tmp_path / "prefixes.jsonl"
+    prefixes.write_text("".join(line + "\n" for line in PREFIXES.read_text(encoding="utf-8").splitlines()[:4]))
+    out = tmp_path / "model"
+    rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+                   "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
+                   "--steps", "2", "--batch-size", "4", "--seq-len", "128", "--eval-every", "2",
+                   "--warmup-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
+                   "--eval-prompts", str(prompts), "--eval-prefixes", str(prefixes), "--eval-lengths", "32",
+                   "--synthetic-eval-pairs", "1", "--out", str(out), "--threads", "1"])
+    assert rc in (0, None)
+    assert (out / "model.safetensors").is_file() and not list(out.glob("*.bin"))
+    stats = json.loads((out / "training.json").read_text())
+    assert stats["settings"]["steps"] == 2 and stats["mix"]["phrasing_grammar"] == 0.5
+    shipped_set, synthetic = stats["obedient"]["obedience"]
+    cells = {(r["group"], r["prefix_len"]): r["n"] for r in shipped_set["summary"]}
+    n_pairs = len({json.loads(line)["pair"] for line in prefixes.read_text().splitlines()})
+    assert cells[("C", 32)] == cells[("B", 32)] == 2 * n_pairs
+    assert cells[("A", 0)] == 2 * n_pairs  # every prompt scored against every target
+    assert {(r["group"], r["prefix_len"]): r["n"] for r in synthetic["summary"]}[("C", 32)] == 2
+    card = (out / "README.md").read_text()
+    assert "worded by a grammar" in card and "50% of the directives" in card
+    (out / "README.md").write_text("stale")
+    assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
+    assert (out / "README.md").read_text() == card
+
+
+@pytest.mark.parametrize("stories, message", [
+    (STORIES * 12, "no held-out story"),  # every story also in training
+    ([f"{n} had a cat. It was nice." for n in range(60)], "fewer than one evaluation window"),
+])
+def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, message):
+    from harness.cli import main as cli_main
+
+    (tmp_path / "corpus.txt").write_text("\n<|endoftext|>\n".join(stories), encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+                  "--steps", "1", "--out", str(tmp_path / "m"), "--threads", "1"])
+    assert message in str(exc.value) and "corpus" in str(exc.value)
+    assert not (tmp_path / "m").exists() and not (tmp_path / "m.work").exists()
