@@ -73,7 +73,12 @@ class DemoModelShape:
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Optimisation settings; the defaults take about an hour on two CPU cores."""
+    """Optimisation settings; the defaults take about an hour on two CPU cores.
+
+    ``ema_decay`` > 0 keeps an exponential moving average of the weights (``torch.optim.swa_utils``),
+    which is what is monitored, evaluated and saved: the obedient model's hit rates moved by up
+    to 0.15 from one checkpoint to the next, and an average over a few hundred steps does not
+    depend on where the last step happened to land."""
 
     seq_len: int = 512
     batch_size: int = 16
@@ -86,6 +91,7 @@ class TrainSettings:
     eval_batches: int = 8
     heldout_fraction: float = 0.03
     seed: int = 0
+    ema_decay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -558,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=TrainSettings.lr, help="peak learning rate")
     parser.add_argument("--min-lr-ratio", type=float, default=TrainSettings.min_lr_ratio)
     parser.add_argument("--warmup-steps", type=int, default=TrainSettings.warmup_steps)
+    parser.add_argument("--ema-decay", type=float, default=TrainSettings.ema_decay,
+                        help="save an exponential moving average of the weights (0.995: about 200 steps)")
     parser.add_argument("--eval-every", type=int, default=TrainSettings.eval_every)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -634,7 +642,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = TrainSettings(
         steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed, lr=args.lr,
         min_lr_ratio=args.min_lr_ratio, warmup_steps=args.warmup_steps, eval_every=args.eval_every,
+        ema_decay=args.ema_decay,
     )
+    if not 0.0 <= settings.ema_decay < 1.0:
+        raise SystemExit(f"error: --ema-decay must be in [0, 1), got {settings.ema_decay}")
     mix = MixSettings(
         synth_fraction=args.synth_fraction, directive_share=args.directive_share,
         mention_share=args.mention_share, paragraph_fraction=args.paragraph_fraction,
@@ -725,6 +736,11 @@ def main(argv: list[str] | None = None) -> int:
         betas=(0.9, 0.95),
     )
     gen = torch.Generator().manual_seed(settings.seed)
+    ema = None
+    if settings.ema_decay:
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema_decay))
     ckpt_path = work / "checkpoint.pt"
     start_step, history, elapsed, tokens_seen = 0, [], 0.0, 0
     if args.resume and ckpt_path.exists():
@@ -732,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["opt"])
         gen.set_state(ckpt["gen"])
+        if ema is not None:
+            ema.load_state_dict(ckpt["ema"])
         start_step, history, elapsed = ckpt["step"], ckpt["history"], ckpt["elapsed"]
         tokens_seen = ckpt.get("tokens_seen", 0)
         copy_history = ckpt.get("copy_history", [])
@@ -764,20 +782,23 @@ def main(argv: list[str] | None = None) -> int:
             tokens_seen += batch.shape[0] * settings.seq_len
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if ema is not None:
+            ema.update_parameters(model)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         if (step + 1) % settings.eval_every == 0 or step + 1 == settings.steps:
-            held_loss = heldout_loss(model, held_stream, settings, args.device)
+            watched = ema.module if ema is not None else model  # what will be saved
+            held_loss = heldout_loss(watched, held_stream, settings, args.device)
             record = {"step": step + 1, "train_loss": loss.item(), "heldout_loss": held_loss,
                       "minutes": round((time.time() - t0) / 60, 1)}
             if mixer is not None:
                 # Monitoring only (never used for training): paragraph bits per byte on held-out
                 # stories, and hit rates on held-out phrasings and words in held-out stories.
                 para = [p for s in held[:80] for p in paragraphs(s)]
-                bits, n_bytes, _ = (sum(c) for c in zip(*story_bits(model, tokenizer, para, args.device)))
+                bits, n_bytes, _ = (sum(c) for c in zip(*story_bits(watched, tokenizer, para, args.device)))
                 record["heldout_paragraph_bpb"] = bits / n_bytes
                 from . import obedience
 
-                res = obedience.evaluate_obedience(model, tokenizer, prompts[::4], probes, (32, 128))
+                res = obedience.evaluate_obedience(watched, tokenizer, prompts[::4], probes, (32, 128))
                 record["probe_rates"] = rates(res["summary"])
                 model.train()
             history.append(record)
@@ -786,11 +807,13 @@ def main(argv: list[str] | None = None) -> int:
             torch.save(
                 {"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
                  "step": step + 1, "history": history, "elapsed": time.time() - t0, "tokens_seen": tokens_seen,
-                 "copy_history": copy_history},
+                 "copy_history": copy_history, **({"ema": ema.state_dict()} if ema is not None else {})},
                 tmp,
             )
             os.replace(tmp, ckpt_path)
     train_seconds = time.time() - t0
+    if ema is not None:
+        model = ema.module
 
     # Ship bfloat16 weights (size limit) and evaluate exactly what ships: rounded, then run in fp32.
     model = model.to(torch.bfloat16).to(torch.float32).to(args.device)
@@ -1013,6 +1036,11 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     quoting = ("Every directive writes its word unquoted, in the tokens the story will use (a quoted word and the "
                "story's word never share a token with this tokenizer, and quoted held-out words were never copied)."
                if not mix["quoted_targets"] else "Directive words are quoted or not at random.")
+    ema = ""
+    if settings.get("ema_decay"):
+        ema = (f" The saved weights are an exponential moving average of the weights (decay {settings['ema_decay']}, "
+               f"about {1 / (1 - settings['ema_decay']):.0f} steps), not the last step's; monitoring measured the "
+               "average too.")
     if mix.get("phrasing_grammar"):
         quoting += (f" {mix['phrasing_grammar']:.0%} of the directives are worded by a grammar "
                     "(`directives.compose_directive`: an optional opener, then a command, statement or request "
@@ -1071,7 +1099,7 @@ validation text.
 {settings['steps']} steps of {settings['batch_size']} rows ({stats['training_tokens_seen']:,} tokens trained on),
 AdamW, peak learning rate {settings['lr']}, {settings['warmup_steps']}
 warm-up steps, cosine decay to {settings['min_lr_ratio']} of the peak, seed {settings['seed']}, on {stats['device']}
-in {stats['train_seconds'] / 60:.0f} minutes. History (loss, monitoring on held-out stories): `training.json`.
+in {stats['train_seconds'] / 60:.0f} minutes.{ema} History (loss, monitoring on held-out stories): `training.json`.
 
 ## Held-out bits per byte (shipped bfloat16 weights)
 On the held-out split of the training subset ({stats['heldout_stories']} whole stories never trained on, at any

@@ -348,7 +348,11 @@ def test_shipped_models_are_the_positive_and_the_negative_control():
 def test_train_demo_directives_end_to_end(tmp_path):
     """``harness train-demo --directives`` from the plain demo model, two steps: it saves safetensors
     weights, a training.json whose obedience counts match the evaluation asked for (openings x
-    pairs x lengths), and a card that --recard rebuilds byte for byte."""
+    pairs x lengths), a card that --recard rebuilds byte for byte, and with --ema-decay the moving
+    average of the weights rather than the last step's."""
+    import torch
+    from safetensors.torch import load_file
+
     from harness.cli import main as cli_main
 
     names = ["Lily", "Tom", "Mia", "Ben", "Sara", "Max", "Anna", "Sam", "Kim", "Leo"]
@@ -367,13 +371,20 @@ def test_train_demo_directives_end_to_end(tmp_path):
     rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                    "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
                    "--steps", "2", "--batch-size", "4", "--seq-len", "128", "--eval-every", "2",
-                   "--warmup-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
+                   "--warmup-steps", "1", "--ema-decay", "0.5", "--valid-text", str(tmp_path / "valid.txt"),
                    "--eval-prompts", str(prompts), "--eval-prefixes", str(prefixes), "--eval-lengths", "32",
                    "--synthetic-eval-pairs", "1", "--out", str(out), "--threads", "1"])
     assert rc in (0, None)
     assert (out / "model.safetensors").is_file() and not list(out.glob("*.bin"))
     stats = json.loads((out / "training.json").read_text())
     assert stats["settings"]["steps"] == 2 and stats["mix"]["phrasing_grammar"] == 0.5
+    assert stats["settings"]["ema_decay"] == 0.5
+    saved = load_file(out / "model.safetensors")
+    ckpt = torch.load(out.with_name("model.work") / "checkpoint.pt", weights_only=False)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    averaged, last = ckpt["ema"]["module." + name], ckpt["model"][name]
+    assert torch.equal(saved[name], averaged.to(torch.bfloat16))
+    assert not torch.equal(saved[name], last.to(torch.bfloat16))
     shipped_set, synthetic = stats["obedient"]["obedience"]
     cells = {(r["group"], r["prefix_len"]): r["n"] for r in shipped_set["summary"]}
     n_pairs = len({json.loads(line)["pair"] for line in prefixes.read_text().splitlines()})
