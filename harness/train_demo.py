@@ -1138,7 +1138,7 @@ read them as lower bounds on the uncertainty; `make demo`'s report gives the har
 | --- | --- |
 {opening_rows}
 
-Final stage trained with (from the repository root; `--init-from` was the stage-5 checkpoint):
+Final stage trained with (from the repository root; `--init-from` was the output of the last stage in the lineage table):
 `{stats['command']}`
 """
 
