@@ -20,8 +20,9 @@ It took several stages (its card's lineage); the last one was, from the previous
 
     harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
         --init-from PREVIOUS_STAGE --directives --nonce-prob 1.0 --vocab-target-share 0.7 \
-        --unquoted-targets --random-copy-rows 6 --curriculum 0 --copy-warmup 0 --steps 2000 \
-        --batch-size 12 --lr 8e-4 --warmup-steps 30 --eval-lengths 32,64,128 --synthetic-eval-pairs 20 \
+        --unquoted-targets --random-copy-rows 6 --phrasing-grammar 0.5 --curriculum 0 --copy-warmup 0 \
+        --steps 1200 --batch-size 12 --lr 2e-4 --warmup-steps 30 --ema-decay 0.995 \
+        --eval-lengths 32,64,128 --synthetic-eval-pairs 20 \
         --valid-text ../shared/data/stories/tinystories_valid_head.txt \
         --baseline harness/assets/demo-model --out harness/assets/demo-obedient
 """
