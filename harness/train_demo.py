@@ -749,6 +749,9 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["opt"])
         gen.set_state(ckpt["gen"])
+        if (ema is not None) != ("ema" in ckpt):
+            raise SystemExit(f"error: {ckpt_path} was written {'with' if 'ema' in ckpt else 'without'} "
+                             "--ema-decay; resume with the settings it was started with")
         if ema is not None:
             ema.load_state_dict(ckpt["ema"])
         start_step, history, elapsed = ckpt["step"], ckpt["history"], ckpt["elapsed"]
