@@ -396,6 +396,11 @@ def test_train_demo_directives_end_to_end(tmp_path):
     (out / "README.md").write_text("stale")
     assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
+    # resuming that checkpoint without the moving average it was written with is refused
+    with pytest.raises(SystemExit, match="ema-decay"):
+        cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+                  "--directives", "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume",
+                  "--eval-prompts", str(prompts), "--out", str(out), "--threads", "1"])
 
 
 @pytest.mark.parametrize("stories, message", [
