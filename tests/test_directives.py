@@ -400,7 +400,8 @@ def test_train_demo_directives_end_to_end(tmp_path):
     with pytest.raises(SystemExit, match="ema-decay"):
         cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                   "--directives", "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume",
-                  "--eval-prompts", str(prompts), "--out", str(out), "--threads", "1"])
+                  "--valid-text", str(tmp_path / "valid.txt"), "--eval-prompts", str(prompts),
+                  "--out", str(out), "--threads", "1"])
 
 
 @pytest.mark.parametrize("stories, message", [
