@@ -13,6 +13,8 @@ from harness import obedience
 from harness.assembly import cut_prefix, encode
 from harness.texts import Prompt, load_prefixes, load_prompts
 
+from .conftest import write_jsonl
+
 ROOT = Path(__file__).resolve().parents[1]
 PREFIXES = ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl"
 DEMO = ROOT / "harness" / "assets" / "demo-model"
@@ -363,10 +365,8 @@ def test_train_demo_directives_end_to_end(tmp_path):
     (tmp_path / "corpus.txt").write_text(corpus, encoding="utf-8")
     (tmp_path / "valid.txt").write_text("A cat sat on a mat. It was warm.\n\nThe sun came up and the birds sang.",
                                         encoding="utf-8")
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": f"s{i}", "text": STORIES[i][:60]}) + "\n" for i in range(2)))
-    prefixes = tmp_path / "prefixes.jsonl"
-    prefixes.write_text("".join(line + "\n" for line in PREFIXES.read_text(encoding="utf-8").splitlines()[:4]))
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"id": f"s{i}", "text": STORIES[i][:60]} for i in range(2)])
+    prefixes = write_jsonl(tmp_path / "prefixes.jsonl", PREFIXES.read_text(encoding="utf-8").splitlines()[:4])
     out = tmp_path / "model"
     rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                    "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
