@@ -848,8 +848,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.directives:
         card = CardEvaluation(prompts=args.eval_prompts, prefixes=args.eval_prefixes, lengths=tuple(lengths),
                               synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
-        stats.update(final_evaluation(model, tokenizer, mix, card, held=held, valid=valid, init_from=args.init_from,
-                                      device=args.device, n_overlap=n_overlap))
+        stats.update(final_evaluation(model, tokenizer, mix, card, prompts=prompts, held=held, valid=valid,
+                                      init_from=args.init_from, device=args.device, n_overlap=n_overlap))
     args.out.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     model.generation_config.do_sample = False
@@ -866,12 +866,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *, held: list[str],
+def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *, prompts: list, held: list[str],
                      valid: list[str], init_from: Path | None, device: str, n_overlap: int) -> dict:
     """The obedient model's card numbers, and the same numbers for ``card.baseline``.
 
-    ``held``: the held-out stories (source of the synthetic pairs); ``valid``: validation paragraphs
-    for bits per byte (empty: none); ``init_from`` and ``n_overlap`` are recorded for the card."""
+    ``prompts``: the story openings of ``card.prompts``, as ``load_prompts`` read them; ``held``:
+    the held-out stories (source of the synthetic pairs); ``valid``: validation paragraphs for
+    bits per byte (empty: none); ``init_from`` and ``n_overlap`` are recorded for the card."""
     from transformers import AutoModelForCausalLM
 
     from . import directives as D, obedience
@@ -888,7 +889,6 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
         "eval_prompts": str(card.prompts),
         "eval_prefixes": str(card.prefixes),
     }
-    prompts = load_prompts(card.prompts)
     sets = []
     if card.prefixes.is_file():
         sets.append((card.prefixes.name, load_prefixes(card.prefixes)))
