@@ -495,9 +495,7 @@ def copy_pretrain(model, tokenizer, steps: int, seed: int, device: str, lr: floa
         mask = torch.zeros(rows, width - 1, device=device)
         for i, (ids, _) in enumerate(seqs):
             mask[i, : len(ids) - 1] = 1
-        logits = model(input_ids=batch[:, :-1]).logits
-        ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(),
-                                               reduction="none").view(rows, -1)
+        ce = token_losses(model, batch)
         loss = (ce * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -512,12 +510,18 @@ def copy_pretrain(model, tokenizer, steps: int, seed: int, device: str, lr: floa
     return history
 
 
+def token_losses(model, batch: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each token of ``batch[:, 1:]`` given the tokens before it: [B, T] for a
+    batch of [B, T + 1]."""
+    logits = model(input_ids=batch[:, :-1]).logits
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
+    return ce.view(batch.shape[0], -1)
+
+
 def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weight: float) -> torch.Tensor:
     """Cross-entropy of ``batch[:, 1:]``, each target token weighted by ``weights``, summed and
     divided by ``total_weight`` (the weight of the whole step, over all its micro-batches)."""
-    logits = model(input_ids=batch[:, :-1]).logits
-    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
-    return (ce * weights.flatten()).sum() / total_weight
+    return (token_losses(model, batch) * weights).sum() / total_weight
 
 
 def probe_prefixes(held: list[str], n_pairs: int = 11, seed: int = 1) -> list[dict]:

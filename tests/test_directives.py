@@ -371,7 +371,7 @@ def test_train_demo_directives_end_to_end(tmp_path):
     rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                    "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
                    "--steps", "2", "--batch-size", "4", "--seq-len", "128", "--eval-every", "2",
-                   "--warmup-steps", "1", "--ema-decay", "0.5", "--valid-text", str(tmp_path / "valid.txt"),
+                   "--warmup-steps", "1", "--ema-decay", "0.5", "--copy-pretrain-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
                    "--eval-prompts", str(prompts), "--eval-prefixes", str(prefixes), "--eval-lengths", "32",
                    "--synthetic-eval-pairs", "1", "--out", str(out), "--threads", "1"])
     assert rc in (0, None)
@@ -379,6 +379,7 @@ def test_train_demo_directives_end_to_end(tmp_path):
     stats = json.loads((out / "training.json").read_text())
     assert stats["settings"]["steps"] == 2 and stats["mix"]["phrasing_grammar"] == 0.5
     assert stats["settings"]["ema_decay"] == 0.5
+    assert [h["copy_step"] for h in stats["copy_pretrain"]] == [1]
     saved = load_file(out / "model.safetensors")
     ckpt = torch.load(out.with_name("model.work") / "checkpoint.pt", weights_only=False)
     name = "model.layers.0.self_attn.q_proj.weight"
