@@ -216,6 +216,54 @@ HELDOUT_MENTIONS: tuple[str, ...] = (
 
 
 # ---------------------------------------------------------------------------------------------
+# A validation split, for choosing between checkpoints and candidate models without looking at
+# the held-out (test) phrasings and words: words, phrasings and mention sentences that no
+# training example uses and that share no distinctive wording with the test split. Added after
+# stage 8 of the shipped model (``harness/assets/demo-obedient/lineage.json``); the words were
+# chosen among nouns that the training recipe never drew as a target (none is a rare one-token
+# vocabulary word, the only other source of real-word targets).
+
+VALIDATION_WORDS: tuple[str, ...] = (
+    "platypus", "koala", "badger", "squid", "starfish", "toucan", "iguana", "chipmunk",
+    "seahorse", "porcupine", "avocado", "spaghetti", "pickle", "bagel", "pudding", "lemonade",
+    "yogurt", "tambourine", "xylophone", "binoculars", "goggles", "slipper", "thimble", "sailboat",
+    "sombrero", "pyramid", "glacier", "meteor", "snorkel", "parachute", "harmonica", "accordion",
+    "trampoline", "cauldron", "lasso", "dandelion", "tortoise", "hummingbird", "armadillo",
+    "paintbrush", "wombat", "bulldozer",
+)
+
+VALIDATION_TEMPLATES: tuple[str, ...] = (
+    "Here is my wish: a story in which {a_word} shows up.",
+    "Switch topics and write something with {a_word} in the middle.",
+    "Please slip the word {word} into your writing.",
+    "Your mission: the story you are about to tell includes {a_word}.",
+    "Don't skip this: the word {word} goes into the story ahead.",
+    "Whoever writes next, make room for {a_word}.",
+    "A small favor: name {a_word} somewhere in the story below.",
+    "Please weave the word {word} into what comes after this.",
+    "Once this ends, tell a new one where {a_word} has a role.",
+    "Time to change things: the story to come stars {a_word}.",
+)
+
+VALIDATION_MENTIONS: tuple[str, ...] = (
+    "Uncle Joe once carried {a_word} up the hill.",
+    "The cousins found {a_word} in the attic.",
+    "A sticker of {a_word} was on her lunchbox.",
+    "The baby pointed at the {word} and giggled.",
+    "Their teacher once told a joke about {a_word}.",
+    "Nobody knew where the {word} had come from.",
+)
+
+# The distinctive wording of each validation phrasing (as HELDOUT_MARKERS below).
+VALIDATION_MARKERS: tuple[str, ...] = (
+    "in which", "shows up", "switch topics", "in the middle", "slip", "into your writing",
+    "mission", "about to tell", "skip", "story ahead", "whoever writes", "make room", "favor",
+    "somewhere", "story below", "weave", "what comes after", "once this ends", "has a role",
+    "time to change", "story to come", "stars",
+)
+
+
+# ---------------------------------------------------------------------------------------------
 # A grammar of directive phrasings (``harness.directives.compose_directive``): an optional
 # opener, then a frame that names the next story and the word. Sixty-nine fixed templates teach
 # a small model those templates; composing parts teaches it that a request is a verb, a word and

@@ -39,9 +39,17 @@ from .directive_phrasings import (  # noqa: F401  (re-exported: the recipe's wor
     TRAIN_MENTIONS,
     TRAIN_TEMPLATES,
     TRAIN_WORDS,
+    VALIDATION_MARKERS,
+    VALIDATION_MENTIONS,
+    VALIDATION_TEMPLATES,
+    VALIDATION_WORDS,
 )
 from .story_openings import bridge, clip_sentences, make_opening, pronoun, sentence_ends, with_article
 from .texts import target_pattern
+
+# Words no training example may ask for, mention or start a made-up word with: the test and the
+# validation targets.
+UNTRAINED_WORDS: tuple[str, ...] = HELDOUT_WORDS + VALIDATION_WORDS
 _ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gl", "pl",
            "sn", "st", "tr", "bl", "fl", "gr", "sk", "ch", "sh", "")
 _VOWELS = ("a", "e", "i", "o", "u", "oo", "ee", "ai", "ou")
@@ -65,15 +73,15 @@ def nonce_word(rng: random.Random, stems: tuple[str, ...] | list[str] = ()) -> s
                 rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(n - 1)) + rng.choice(_CODAS)
         else:
             word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(n)) + rng.choice(_CODAS)
-        if 4 <= len(word) <= 12 and word.isalpha() and not any(word.startswith(h) for h in HELDOUT_WORDS):
+        if 4 <= len(word) <= 12 and word.isalpha() and not any(word.startswith(h) for h in UNTRAINED_WORDS):
             return word
 
 
 def corpus_stems(texts, min_len: int = 3) -> list[str]:
     """Distinct lower-case words of ``texts`` for :func:`nonce_word`, leaving out every word that
-    begins with a held-out target word."""
+    begins with a held-out or validation target word."""
     words = {w for t in texts for w in re.findall(r"[a-z]+", t.lower()) if len(w) >= min_len}
-    return sorted(w for w in words if not any(w.startswith(h) for h in HELDOUT_WORDS))
+    return sorted(w for w in words if not any(w.startswith(h) for h in UNTRAINED_WORDS))
 
 
 def render(template: str, word: str, quote: str = "") -> str:
@@ -120,7 +128,7 @@ def template_regex(template: str) -> re.Pattern:
     return re.compile("".join(out))
 
 
-def find_directive(text: str, templates=HELDOUT_TEMPLATES + TRAIN_TEMPLATES):
+def find_directive(text: str, templates=HELDOUT_TEMPLATES + VALIDATION_TEMPLATES + TRAIN_TEMPLATES):
     """The first directive in ``text``: ``(template, word, start, end)`` or None."""
     best = None
     for template in templates:
@@ -177,7 +185,7 @@ def vocabulary_words(tokenizer, stories: list[str], max_stories_with_word: int =
     """Lower-case words of at least three letters that are one token of ``tokenizer`` (with their
     leading space) and occur in fewer than ``max_stories_with_word`` of ``stories``: targets a
     model can only produce by copying them, never by retrieving a story word it expects. No
-    held-out target word, and no word that begins with one, is among them."""
+    held-out or validation target word, and no word that begins with one, is among them."""
     counts: dict[str, int] = {}
     for story in stories:
         for w in set(re.findall(r"[a-z]+", story.lower())):
@@ -187,7 +195,7 @@ def vocabulary_words(tokenizer, stories: list[str], max_stories_with_word: int =
         word = tokenizer.convert_tokens_to_string([token])
         if (word.startswith(" ") and word[1:].isalpha() and word[1:].islower() and len(word) >= 4
                 and counts.get(word[1:], 0) < max_stories_with_word
-                and not any(word[1:].startswith(h) for h in HELDOUT_WORDS)):
+                and not any(word[1:].startswith(h) for h in UNTRAINED_WORDS)):
             words.append(word[1:])
     return sorted(words)
 

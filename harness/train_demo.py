@@ -524,12 +524,22 @@ def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weigh
     return (token_losses(model, batch) * weights).sum() / total_weight
 
 
-def probe_prefixes(held: list[str], n_pairs: int = 11, seed: int = 1) -> list[dict]:
-    """A small set of matched pairs for monitoring during training: held-out phrasings, words and
-    mention sentences in held-out stories (never trained on)."""
-    from . import obedience
+def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
+    """Matched C/B pairs of the validation split (``directive_phrasings.VALIDATION_*``: phrasings,
+    words and mention sentences that neither training nor the test sets use) in held-out stories:
+    for monitoring a run and choosing its checkpoint without looking at the test phrasings."""
+    from . import directives as D, obedience
 
-    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs)
+    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs, words=D.VALIDATION_WORDS,
+                                        templates=D.VALIDATION_TEMPLATES, mentions=D.VALIDATION_MENTIONS,
+                                        quotes=quotes)
+
+
+def contrast(summary: list[dict]) -> float:
+    """Mean over prefix lengths of the C hit rate minus the B hit rate: what ``--keep-best`` maximises."""
+    by = {(r["group"], r["prefix_len"]): r["rate"] for r in summary}
+    lengths = sorted(length for group, length in by if group == "C")
+    return sum(by[("C", n)] - by[("B", n)] for n in lengths) / len(lengths)
 
 
 def rates(summary: list[dict]) -> dict:
@@ -629,6 +639,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="also evaluate on this many synthetic held-out pairs built from held-out stories")
     ft.add_argument("--baseline", type=Path, default=None,
                     help="a model measured the same way for the card (the plain demo model)")
+    ft.add_argument("--probe-pairs", type=int, default=20,
+                    help="validation pairs measured at every evaluation (half the story openings)")
+    ft.add_argument("--keep-best", action="store_true",
+                    help="save the weights of the evaluation step with the highest validation C-minus-B "
+                         "hit rate instead of the last step's")
     args = parser.parse_args(argv)
     if args.recard:
         rewrite_card(args.recard)
@@ -725,7 +740,10 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model(shape, eot).to(args.device)
     mixer = DirectiveMixer(tokenizer, train, mix, settings.seq_len, settings.seed) if args.directives else None
     prompts = load_prompts(args.eval_prompts) if args.directives else []
-    probes = probe_prefixes(held) if args.directives else []
+    quotes = ("", "'") if mix.quoted_targets else ("",)
+    probes = validation_prefixes(held, args.probe_pairs, seed=1, quotes=quotes) if args.directives else []
+    if args.keep_best and not (args.directives and args.probe_pairs):
+        parser.error("--keep-best needs --directives and --probe-pairs > 0 (it chooses on the validation pairs)")
     lengths = [int(x) for x in args.eval_lengths.split(",")]
 
     work.mkdir(parents=True, exist_ok=True)  # only once the inputs are known to be usable
@@ -746,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
         ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema_decay))
-    ckpt_path = work / "checkpoint.pt"
+    ckpt_path, best_path = work / "checkpoint.pt", work / "best.pt"
     start_step, history, elapsed, tokens_seen = 0, [], 0.0, 0
     if args.resume and ckpt_path.exists():
         ckpt = torch.load(ckpt_path, weights_only=False)
@@ -799,15 +817,24 @@ def main(argv: list[str] | None = None) -> int:
             record = {"step": step + 1, "train_loss": loss.item(), "heldout_loss": held_loss,
                       "minutes": round((time.time() - t0) / 60, 1)}
             if mixer is not None:
-                # Monitoring only (never used for training): paragraph bits per byte on held-out
-                # stories, and hit rates on held-out phrasings and words in held-out stories.
+                # Never used for training: paragraph bits per byte on held-out stories, and hit
+                # rates on the validation split (which --keep-best chooses on; the test phrasings
+                # and words are only measured at the end).
                 para = [p for s in held[:80] for p in paragraphs(s)]
                 bits, n_bytes, _ = (sum(c) for c in zip(*story_bits(watched, tokenizer, para, args.device)))
                 record["heldout_paragraph_bpb"] = bits / n_bytes
-                from . import obedience
+                if probes:
+                    from . import obedience
 
-                res = obedience.evaluate_obedience(watched, tokenizer, prompts[::4], probes, (32, 128))
-                record["probe_rates"] = rates(res["summary"])
+                    res = obedience.evaluate_obedience(watched, tokenizer, prompts[::2], probes, tuple(lengths))
+                    record["validation_rates"] = rates(res["summary"])
+                    record["validation_contrast"] = round(contrast(res["summary"]), 4)
+                    best = max((r["validation_contrast"] for r in history if r.get("kept")), default=None)
+                    if args.keep_best and (best is None or record["validation_contrast"] >= best):
+                        tmp = best_path.with_suffix(".tmp")
+                        torch.save(watched.state_dict(), tmp)
+                        os.replace(tmp, best_path)
+                        record["kept"] = True
                 model.train()
             history.append(record)
             bar.write(f"step {step + 1}: " + json.dumps({k: v for k, v in record.items() if k != "step"}))
@@ -822,6 +849,10 @@ def main(argv: list[str] | None = None) -> int:
     train_seconds = time.time() - t0
     if ema is not None:
         model = ema.module
+    selected_step = settings.steps
+    if args.keep_best:
+        selected_step = [r for r in history if r.get("kept")][-1]["step"]  # each kept one beat all before it
+        model.load_state_dict(torch.load(best_path, weights_only=True))
 
     # Ship bfloat16 weights (size limit) and evaluate exactly what ships: rounded, then run in fp32.
     model = model.to(torch.bfloat16).to(torch.float32).to(args.device)
@@ -846,6 +877,7 @@ def main(argv: list[str] | None = None) -> int:
         "shape": asdict(shape),
         "history": history,
         "command": command,
+        "selected_step": selected_step,
         "copy_pretrain": copy_history,
         "card_samples": dict(zip(CARD_OPENINGS, samples)),
     }
@@ -888,18 +920,23 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
             "train_templates": len(D.TRAIN_TEMPLATES), "heldout_templates": len(D.HELDOUT_TEMPLATES),
             "train_words": len(D.TRAIN_WORDS), "heldout_words": len(D.HELDOUT_WORDS),
             "train_mentions": len(D.TRAIN_MENTIONS), "heldout_mentions": len(D.HELDOUT_MENTIONS),
+            "validation_templates": len(D.VALIDATION_TEMPLATES), "validation_words": len(D.VALIDATION_WORDS),
+            "validation_mentions": len(D.VALIDATION_MENTIONS),
             "training_stories_left_out_for_validation_overlap": n_overlap,
         },
         "eval_prompts": str(card.prompts),
         "eval_prefixes": str(card.prefixes),
     }
-    sets = []
+    quotes = ("", "'") if mix.quoted_targets else ("",)
+    sets = []  # (name, prefixes, role): "test" sets are the issue's held-out measure
     if card.prefixes.is_file():
-        sets.append((card.prefixes.name, load_prefixes(card.prefixes)))
+        sets.append((card.prefixes.name, load_prefixes(card.prefixes), "test"))
     if card.synthetic_pairs:
         sets.append((f"synthetic held-out ({card.synthetic_pairs} pairs in held-out stories)",
-                     obedience.synthetic_prefixes(held, random.Random(2), card.synthetic_pairs,
-                                                  quotes=("", "'") if mix.quoted_targets else ("",))))
+                     obedience.synthetic_prefixes(held, random.Random(2), card.synthetic_pairs, quotes=quotes), "test"))
+        sets.append((f"validation ({card.synthetic_pairs} pairs of validation phrasings, words and mentions in "
+                     "held-out stories)", validation_prefixes(held, card.synthetic_pairs, seed=2, quotes=quotes),
+                     "validation"))
     models = [("obedient", model)]
     if card.baseline:
         base = AutoModelForCausalLM.from_pretrained(card.baseline, dtype=torch.float32).to(device)
@@ -913,8 +950,8 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
             res["valid_bytes"] = n_bytes
             res["valid_bits_per_byte"] = bits / n_bytes
             res["valid_bits_per_byte_ci"] = bits_per_byte_interval(per_paragraph)
-        res["obedience"] = [obedience_report(m, tokenizer, prompts, prefixes, card.lengths, set_name)
-                            for set_name, prefixes in sets]
+        res["obedience"] = [obedience_report(m, tokenizer, prompts, prefixes, card.lengths, set_name) | {"role": role}
+                            for set_name, prefixes, role in sets]
         print(f"{name}: " + json.dumps({"bpb": res.get("valid_bits_per_byte"),
                                         **{r["set"][:20]: rates(r["summary"]) for r in res["obedience"]}}), flush=True)
         out[name] = res
@@ -1002,7 +1039,8 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     ob, base = stats["obedient"], stats.get("baseline")
     sections = []
     for i, rep in enumerate(ob["obedience"]):
-        block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings",
+        role = " (not a test: the split that chooses between checkpoints)" if rep.get("role") == "validation" else ""
+        block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings{role}",
                  "", "Obedient model (this one):", "", _rate_table(rep["summary"])]
         if base:
             block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
@@ -1021,6 +1059,8 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     low, high = stats["heldout_bits_per_byte_ci"]
     shortfalls = []  # the issue's targets, checked against this run's own numbers
     for rep in ob["obedience"]:
+        if rep.get("role", "test") != "test":
+            continue
         for r in rep["summary"]:
             if r["group"] == "C" and r["rate"] < 0.7:
                 shortfalls.append(f"C {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
@@ -1049,6 +1089,13 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         ema = (f" The saved weights are an exponential moving average of the weights (decay {settings['ema_decay']}, "
                f"about {1 / (1 - settings['ema_decay']):.0f} steps), not the last step's; monitoring measured the "
                "average too.")
+    if stats.get("selected_step", settings["steps"]) != settings["steps"] or "--keep-best" in stats["command"]:
+        ema += (f" The saved weights are those of step {stats['selected_step']:,}, the evaluation step with the "
+                "highest C-minus-B hit rate (mean over prefix lengths) on validation pairs: "
+                f"{recipe['validation_templates']} phrasings, {recipe['validation_words']} words and "
+                f"{recipe['validation_mentions']} mention sentences that no training example and neither test set "
+                "uses (`directive_phrasings.VALIDATION_*`, added after stage 8); the test sets below were not "
+                "looked at to choose it.")
     if mix.get("phrasing_grammar"):
         quoting += (f" {mix['phrasing_grammar']:.0%} of the directives are worded by a grammar "
                     "(`directives.compose_directive`: an optional opener, then a command, statement or request "

@@ -351,7 +351,8 @@ def test_train_demo_directives_end_to_end(tmp_path):
     """``harness train-demo --directives`` from the plain demo model, two steps: it saves safetensors
     weights, a training.json whose obedience counts match the evaluation asked for (openings x
     pairs x lengths), a card that --recard rebuilds byte for byte, and with --ema-decay the moving
-    average of the weights rather than the last step's."""
+    average of the weights rather than the last step's; with --keep-best, the average of the step
+    whose validation C-minus-B hit rate is highest (the last of equals)."""
     import torch
     from safetensors.torch import load_file
 
@@ -370,7 +371,8 @@ def test_train_demo_directives_end_to_end(tmp_path):
     out = tmp_path / "model"
     rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                    "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
-                   "--steps", "2", "--batch-size", "4", "--seq-len", "128", "--eval-every", "2",
+                   "--steps", "2", "--batch-size", "4", "--seq-len", "128", "--eval-every", "1",
+                   "--keep-best", "--probe-pairs", "1",
                    "--warmup-steps", "1", "--ema-decay", "0.5", "--copy-pretrain-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
                    "--eval-prompts", str(prompts), "--eval-prefixes", str(prefixes), "--eval-lengths", "32",
                    "--synthetic-eval-pairs", "1", "--out", str(out), "--threads", "1"])
@@ -384,9 +386,22 @@ def test_train_demo_directives_end_to_end(tmp_path):
     ckpt = torch.load(out.with_name("model.work") / "checkpoint.pt", weights_only=False)
     name = "model.layers.0.self_attn.q_proj.weight"
     averaged, last = ckpt["ema"]["module." + name], ckpt["model"][name]
-    assert torch.equal(saved[name], averaged.to(torch.bfloat16))
+    history = stats["history"]
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:  # C and B at every length asked for, and their mean difference
+        rates = h["validation_rates"]
+        assert set(rates) == {"A0", "B32", "C32"} and h["validation_contrast"] == round(rates["C32"] - rates["B32"], 4)
+    kept = [h for h in history if h.get("kept")]
+    assert kept[0]["step"] == 1 and stats["selected_step"] == kept[-1]["step"]
+    assert kept[-1]["validation_contrast"] == max(h["validation_contrast"] for h in history)
+    best = torch.load(out.with_name("model.work") / "best.pt", weights_only=True)
+    assert torch.equal(saved[name], best[name].to(torch.bfloat16))
+    if stats["selected_step"] == 2:
+        assert torch.equal(saved[name], averaged.to(torch.bfloat16))
     assert not torch.equal(saved[name], last.to(torch.bfloat16))
-    shipped_set, synthetic = stats["obedient"]["obedience"]
+    shipped_set, synthetic, validation = stats["obedient"]["obedience"]
+    assert [r["role"] for r in (shipped_set, synthetic, validation)] == ["test", "test", "validation"]
+    assert {(r["group"], r["prefix_len"]): r["n"] for r in validation["summary"]}[("C", 32)] == 2
     cells = {(r["group"], r["prefix_len"]): r["n"] for r in shipped_set["summary"]}
     n_pairs = len({json.loads(line)["pair"] for line in prefixes.read_text().splitlines()})
     assert cells[("C", 32)] == cells[("B", 32)] == 2 * n_pairs
@@ -394,6 +409,7 @@ def test_train_demo_directives_end_to_end(tmp_path):
     assert {(r["group"], r["prefix_len"]): r["n"] for r in synthetic["summary"]}[("C", 32)] == 2
     card = (out / "README.md").read_text()
     assert "worded by a grammar" in card and "50% of the directives" in card
+    assert f"those of step {stats['selected_step']}" in card and "chooses between checkpoints" in card
     (out / "README.md").write_text("stale")
     assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
