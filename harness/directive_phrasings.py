@@ -257,7 +257,7 @@ VALIDATION_MENTIONS: tuple[str, ...] = (
 # The distinctive wording of each validation phrasing (as HELDOUT_MARKERS below).
 VALIDATION_MARKERS: tuple[str, ...] = (
     "in which", "shows up", "switch topics", "in the middle", "slip", "into your writing",
-    "mission", "about to tell", "skip", "story ahead", "whoever writes", "make room", "favor",
+    "mission", "about to tell", "skip", "story ahead", "whoever writes", "make room", "small favor",
     "somewhere", "story below", "weave", "what comes after", "once this ends", "has a role",
     "time to change", "story to come", "stars",
 )

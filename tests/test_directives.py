@@ -86,6 +86,32 @@ def test_heldout_markers_single_out_heldout_phrasings_and_never_occur_in_trainin
     assert not composed & set(D.HELDOUT_TEMPLATES)
 
 
+def test_validation_split_is_new_wording_and_words_that_training_never_draws(tokenizer):
+    """The validation phrasings, words and mentions (for choosing checkpoints) are used by no
+    training example and share no distinctive wording with the test split, in either direction."""
+    def found(markers, text):
+        return [m for m in markers if re.search(r"\b" + re.escape(m), text.lower())]
+
+    assert not set(D.VALIDATION_WORDS) & set(D.TRAIN_WORDS + D.HELDOUT_WORDS)
+    assert len(set(D.VALIDATION_WORDS)) == len(D.VALIDATION_WORDS) >= 30
+    assert not set(D.VALIDATION_MENTIONS) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS)
+    for t in D.VALIDATION_TEMPLATES:
+        assert found(D.VALIDATION_MARKERS, t) and not found(D.HELDOUT_MARKERS, t), t
+    for t in D.HELDOUT_TEMPLATES:
+        assert not found(D.VALIDATION_MARKERS, t), t
+    rng = random.Random(2)
+    composed = [D.compose_directive(rng) for _ in range(5000)]
+    for text in (*D.TRAIN_TEMPLATES, *D.TRAIN_MENTIONS, *D.GRAMMAR_OPENERS, *D.GRAMMAR_STORIES, *D.GRAMMAR_COMMANDS,
+                 *D.GRAMMAR_STATEMENTS, *D.GRAMMAR_REQUESTS, *composed):
+        assert not found(D.VALIDATION_MARKERS, text), text
+    # made-up targets and rare vocabulary targets never are, or begin with, a validation word
+    nonce = {D.nonce_word(rng, stems=tuple(D.VALIDATION_WORDS)) for _ in range(2000)}
+    stems = D.corpus_stems(STORIES + [" ".join(D.VALIDATION_WORDS)])
+    vocab = D.vocabulary_words(tokenizer, STORIES)
+    for pool in (nonce, stems, vocab):
+        assert pool and not any(w.startswith(v) for w in pool for v in D.VALIDATION_WORDS)
+
+
 def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
     rng = random.Random(1)
     for _ in range(300):
