@@ -1102,6 +1102,11 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                     "about the story to come, thousands of phrasings) instead of a fixed training template; no "
                     "training phrasing contains the distinctive wording of a held-out one "
                     "(`directive_phrasings.HELDOUT_MARKERS`, checked by the tests).")
+    validation_text = ""
+    if "validation_templates" in recipe:
+        validation_text = (f" A validation split ({recipe['validation_templates']} phrasings, {recipe['validation_words']} words, "
+                           f"{recipe['validation_mentions']} mention sentences; added after stage 8, used by no training example "
+                           "since) is what monitoring measures and what chooses between checkpoints.")
     return f"""# demo-obedient: the small story model, fine-tuned to obey one kind of directive
 
 The positive control of the demo (`model=demo`, the default; issue #17). `demo-model` (`model=demo-plain`)
@@ -1145,7 +1150,7 @@ used the first 33 of them) and
 {recipe['heldout_words']} nouns, and {recipe['heldout_mentions']} mention sentences, are never a directive, a target
 or a mention in training at any stage; the held-out words do occur in ordinary TinyStories text (as they did
 for `demo-model`), and from stage 5 on their tokens can occur in the random-token rows like every other
-token. Stories: `tinystories_subset.txt` (TinyStories, Eldan and Li 2023; CDLA-Sharing-1.0) minus the held-out
+token.{validation_text} Stories: `tinystories_subset.txt` (TinyStories, Eldan and Li 2023; CDLA-Sharing-1.0) minus the held-out
 split of the original training (seed {settings['seed']}, {settings['heldout_fraction']:.0%}, {stats['heldout_stories']}
 stories) and minus {recipe['training_stories_left_out_for_validation_overlap']} stories that also occur in the
 validation text.
