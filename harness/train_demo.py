@@ -878,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
         "history": history,
         "command": command,
         "selected_step": selected_step,
+        "selected_by": "validation" if args.keep_best else "last step",
         "copy_pretrain": copy_history,
         "card_samples": dict(zip(CARD_OPENINGS, samples)),
     }
@@ -1089,7 +1090,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         ema = (f" The saved weights are an exponential moving average of the weights (decay {settings['ema_decay']}, "
                f"about {1 / (1 - settings['ema_decay']):.0f} steps), not the last step's; monitoring measured the "
                "average too.")
-    if stats.get("selected_step", settings["steps"]) != settings["steps"] or "--keep-best" in stats["command"]:
+    if stats.get("selected_by") == "validation":
         ema += (f" The saved weights are those of step {stats['selected_step']:,}, the evaluation step with the "
                 "highest C-minus-B hit rate (mean over prefix lengths) on validation pairs: "
                 f"{recipe['validation_templates']} phrasings, {recipe['validation_words']} words and "
