@@ -1090,7 +1090,8 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         ema = (f" The saved weights are an exponential moving average of the weights (decay {settings['ema_decay']}, "
                f"about {1 / (1 - settings['ema_decay']):.0f} steps), not the last step's; monitoring measured the "
                "average too.")
-    if stats.get("selected_by") == "validation":
+    # (training.json files written before "selected_by" existed name the choice only in the command)
+    if stats.get("selected_by", "validation" if "--keep-best" in stats["command"].split() else "") == "validation":
         ema += (f" The saved weights are those of step {stats['selected_step']:,}, the evaluation step with the "
                 "highest C-minus-B hit rate (mean over prefix lengths) on validation pairs: "
                 f"{recipe['validation_templates']} phrasings, {recipe['validation_words']} words and "
