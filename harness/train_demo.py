@@ -20,9 +20,9 @@ It took several stages (its card's lineage); the last one was, from the previous
 
     harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
         --init-from PREVIOUS_STAGE --directives --nonce-prob 1.0 --vocab-target-share 0.7 \
-        --unquoted-targets --random-copy-rows 6 --phrasing-grammar 0.5 --curriculum 0 --copy-warmup 0 \
-        --steps 1200 --batch-size 12 --lr 2e-4 --warmup-steps 30 --ema-decay 0.995 \
-        --eval-lengths 32,64,128 --synthetic-eval-pairs 20 \
+        --unquoted-targets --random-copy-rows 6 --phrasing-grammar 0.7 --curriculum 0 --copy-warmup 0 \
+        --steps 1600 --batch-size 12 --lr 2e-4 --warmup-steps 30 --ema-decay 0.995 \
+        --eval-every 200 --keep-best --eval-lengths 32,64,128 --synthetic-eval-pairs 20 \
         --valid-text ../shared/data/stories/tinystories_valid_head.txt \
         --baseline harness/assets/demo-model --out harness/assets/demo-obedient
 """
@@ -1092,7 +1092,8 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                "average too.")
     # (training.json files written before "selected_by" existed name the choice only in the command)
     if stats.get("selected_by", "validation" if "--keep-best" in stats["command"].split() else "") == "validation":
-        ema += (f" The saved weights are those of step {stats['selected_step']:,}, the evaluation step with the "
+        ema += (f" {'Of the averages measured at each evaluation, the saved one is' if settings.get('ema_decay') else 'The saved weights are'} "
+                f"that of step {stats['selected_step']:,}, the evaluation step with the "
                 "highest C-minus-B hit rate (mean over prefix lengths) on validation pairs: "
                 f"{recipe['validation_templates']} phrasings, {recipe['validation_words']} words and "
                 f"{recipe['validation_mentions']} mention sentences that no training example and neither test set "

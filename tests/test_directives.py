@@ -435,7 +435,7 @@ def test_train_demo_directives_end_to_end(tmp_path):
     assert {(r["group"], r["prefix_len"]): r["n"] for r in synthetic["summary"]}[("C", 32)] == 2
     card = (out / "README.md").read_text()
     assert "worded by a grammar" in card and "50% of the directives" in card
-    assert f"those of step {stats['selected_step']}" in card and "chooses between checkpoints" in card
+    assert f"that of step {stats['selected_step']}" in card and "chooses between checkpoints" in card
     (out / "README.md").write_text("stale")
     assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
