@@ -779,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
         start_step, history, elapsed = ckpt["step"], ckpt["history"], ckpt["elapsed"]
         tokens_seen = ckpt.get("tokens_seen", 0)
         copy_history = ckpt.get("copy_history", [])
+        if args.keep_best and any(r.get("kept") for r in history) and not best_path.exists():
+            raise SystemExit(f"error: {ckpt_path} says weights were kept for --keep-best but {best_path} is "
+                             "missing; restore it, or start again without --resume")
         print(f"resumed at step {start_step}", flush=True)
 
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if args.device.startswith("cuda") else None

@@ -439,6 +439,14 @@ def test_train_demo_directives_end_to_end(tmp_path):
     (out / "README.md").write_text("stale")
     assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
+    # resuming --keep-best without the weights it kept is refused, not found missing at the end
+    best_file = out.with_name("model.work") / "best.pt"
+    best_file.rename(best_file.with_suffix(".moved"))
+    with pytest.raises(SystemExit, match="best.pt is missing"):
+        cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+                  "--directives", "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume", "--keep-best",
+                  "--ema-decay", "0.5", "--valid-text", str(tmp_path / "valid.txt"), "--eval-prompts", str(prompts),
+                  "--out", str(out), "--threads", "1"])
     # resuming that checkpoint without the moving average it was written with is refused
     with pytest.raises(SystemExit, match="ema-decay"):
         cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
