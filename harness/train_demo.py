@@ -148,6 +148,12 @@ class MixSettings:
     random_copy_tokens: tuple[int, int] = (8, 40)
     phrasing_grammar: float = 0.0
 
+    @property
+    def evaluation_quotes(self) -> tuple[str, ...]:
+        """Quote styles of the ``{word}`` slots in synthetic evaluation pairs: none when training
+        wrote every target unquoted."""
+        return ("", "'") if self.quoted_targets else ("",)
+
 
 @dataclass(frozen=True)
 class CardEvaluation:
@@ -165,6 +171,20 @@ class CardEvaluation:
 def split_stories(text: str) -> list[str]:
     """Split a ``<|endoftext|>``-separated corpus into stripped, non-empty stories."""
     return [s.strip() for s in text.split(STORY_SEPARATOR) if s.strip()]
+
+
+def heldout_split(stories: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:
+    """``(train, held)``: a seeded random ``fraction`` of ``stories`` held out (at least one), in
+    corpus order, minus any held-out story that also occurs in the training part. Every model
+    fine-tuned from the demo model must use the demo model's split (seed 0, 3%), or its held-out
+    stories were trained on."""
+    order = list(range(len(stories)))
+    random.Random(seed).shuffle(order)
+    n_held = max(1, int(len(stories) * fraction))
+    train = [stories[i] for i in sorted(order[n_held:])]
+    train_set = set(train)
+    held = [stories[i] for i in sorted(order[:n_held]) if stories[i] not in train_set]
+    return train, held
 
 
 def train_tokenizer(stories: list[str], vocab_size: int):
@@ -685,16 +705,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"error: corpus {args.corpus} not found")
     stories = split_stories(args.corpus.read_text(encoding="utf-8"))
     # The held-out split of the original training (seed 0 by default, 3%): never trained on.
-    rng = random.Random(settings.seed)
-    order = list(range(len(stories)))
-    rng.shuffle(order)
-    n_held = max(1, int(len(stories) * settings.heldout_fraction))
-    held = [stories[i] for i in sorted(order[:n_held])]
-    train = [stories[i] for i in sorted(order[n_held:])]
-    train_set = set(train)
-    held = [s for s in held if s not in train_set]
+    train, held = heldout_split(stories, settings.heldout_fraction, settings.seed)
     if not held:
-        raise SystemExit(f"error: {args.corpus} has no held-out story left: the {n_held} drawn for it also occur "
+        raise SystemExit(f"error: {args.corpus} has no held-out story left: every story drawn for it also occurs "
                          f"in the training split ({len(set(stories))} distinct stories in all); use a larger corpus")
     for opening in CARD_OPENINGS:
         if any(opening in s for s in train):
@@ -740,8 +753,7 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model(shape, eot).to(args.device)
     mixer = DirectiveMixer(tokenizer, train, mix, settings.seq_len, settings.seed) if args.directives else None
     prompts = load_prompts(args.eval_prompts) if args.directives else []
-    quotes = ("", "'") if mix.quoted_targets else ("",)
-    probes = validation_prefixes(held, args.probe_pairs, seed=1, quotes=quotes) if args.directives else []
+    probes = validation_prefixes(held, args.probe_pairs, seed=1, quotes=mix.evaluation_quotes) if args.directives else []
     if args.keep_best and not (args.directives and args.probe_pairs):
         parser.error("--keep-best needs --directives and --probe-pairs > 0 (it chooses on the validation pairs)")
     lengths = [int(x) for x in args.eval_lengths.split(",")]
@@ -931,7 +943,7 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
         "eval_prompts": str(card.prompts),
         "eval_prefixes": str(card.prefixes),
     }
-    quotes = ("", "'") if mix.quoted_targets else ("",)
+    quotes = mix.evaluation_quotes
     sets = []  # (name, prefixes, role): "test" sets are the issue's held-out measure
     if card.prefixes.is_file():
         sets.append((card.prefixes.name, load_prefixes(card.prefixes), "test"))
