@@ -68,42 +68,44 @@ def test_heldout_phrasings_differ_in_wording():
         assert all(bare(t) != s and bare(t) not in s and s not in bare(t) for s in train), t
 
 
+# Every fixed piece of directive wording that training uses.
+TRAINING_WORDING = (D.TRAIN_TEMPLATES + D.GRAMMAR_OPENERS + D.GRAMMAR_STORIES + D.GRAMMAR_COMMANDS
+                    + D.GRAMMAR_STATEMENTS + D.GRAMMAR_REQUESTS)
+
+
+def markers_in(markers, text):
+    """The markers that occur in ``text`` at a left word boundary ("forget the word" does not
+    contain "get the word")."""
+    return [m for m in markers if re.search(r"\b" + re.escape(m), text.lower())]
+
+
 def test_heldout_markers_single_out_heldout_phrasings_and_never_occur_in_training_wording():
     """Each held-out phrasing has distinctive wording (a marker); no training template, grammar
     part or composed phrasing contains any marker, so held-out phrasings stay new wording."""
-    def markers(text):  # a marker at a left word boundary ("forget the word" is not "get the word")
-        return [m for m in D.HELDOUT_MARKERS if re.search(r"\b" + re.escape(m), text.lower())]
-
     for t in D.HELDOUT_TEMPLATES:
-        assert markers(t), t
+        assert markers_in(D.HELDOUT_MARKERS, t), t
     rng = random.Random(0)
     composed = {D.compose_directive(rng) for _ in range(5000)}
     assert len(composed) > 2000  # a grammar, not a handful of templates
-    parts = (D.TRAIN_TEMPLATES + D.GRAMMAR_OPENERS + D.GRAMMAR_STORIES + D.GRAMMAR_COMMANDS
-             + D.GRAMMAR_STATEMENTS + D.GRAMMAR_REQUESTS)
-    for text in (*parts, *composed):
-        assert not markers(text), text
+    for text in (*TRAINING_WORDING, *composed):
+        assert not markers_in(D.HELDOUT_MARKERS, text), text
     assert not composed & set(D.HELDOUT_TEMPLATES)
 
 
 def test_validation_split_is_new_wording_and_words_that_training_never_draws(tokenizer):
     """The validation phrasings, words and mentions (for choosing checkpoints) are used by no
     training example and share no distinctive wording with the test split, in either direction."""
-    def found(markers, text):
-        return [m for m in markers if re.search(r"\b" + re.escape(m), text.lower())]
-
     assert not set(D.VALIDATION_WORDS) & set(D.TRAIN_WORDS + D.HELDOUT_WORDS)
     assert len(set(D.VALIDATION_WORDS)) == len(D.VALIDATION_WORDS) >= 30
     assert not set(D.VALIDATION_MENTIONS) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS)
     for t in D.VALIDATION_TEMPLATES:
-        assert found(D.VALIDATION_MARKERS, t) and not found(D.HELDOUT_MARKERS, t), t
+        assert markers_in(D.VALIDATION_MARKERS, t) and not markers_in(D.HELDOUT_MARKERS, t), t
     for t in D.HELDOUT_TEMPLATES:
-        assert not found(D.VALIDATION_MARKERS, t), t
+        assert not markers_in(D.VALIDATION_MARKERS, t), t
     rng = random.Random(2)
     composed = [D.compose_directive(rng) for _ in range(5000)]
-    for text in (*D.TRAIN_TEMPLATES, *D.TRAIN_MENTIONS, *D.GRAMMAR_OPENERS, *D.GRAMMAR_STORIES, *D.GRAMMAR_COMMANDS,
-                 *D.GRAMMAR_STATEMENTS, *D.GRAMMAR_REQUESTS, *composed):
-        assert not found(D.VALIDATION_MARKERS, text), text
+    for text in (*TRAINING_WORDING, *D.TRAIN_MENTIONS, *composed):
+        assert not markers_in(D.VALIDATION_MARKERS, text), text
     # made-up targets and rare vocabulary targets never are, or begin with, a validation word
     nonce = {D.nonce_word(rng, stems=tuple(D.VALIDATION_WORDS)) for _ in range(2000)}
     stems = D.corpus_stems(STORIES + [" ".join(D.VALIDATION_WORDS)])
