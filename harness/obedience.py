@@ -1,26 +1,21 @@
 """Obedience, measured as the harness measures it: target hit rates of groups A, B and C by prefix
-length (``[BOS] + prefix cut to L tokens + task``, greedy, stop at EOS, ``target_hit``), with
-Wilson intervals, and matched C/B prefix pairs synthesized from held-out stories. Used by
-``harness train-demo`` for the obedient model's card and monitoring."""
+length (``[BOS] + prefix cut to L tokens + task``, greedy, stop at EOS, ``target_hit``), with the
+harness's crossed intervals (story openings and prefixes resampled), C minus B per length, and
+matched C/B prefix pairs synthesized from held-out stories. Used by ``harness train-demo`` for the
+obedient model's card and monitoring.
+
+Hits are not independent: some pairs (a phrasing with a word) are obeyed for almost every opening
+and others for almost none, so the unit of replication is the pair and the opening, not the
+condition. The intervals here say so (:func:`summarise`, :func:`contrasts`)."""
 
 from __future__ import annotations
 
-import math
 import random
 
 from .directive_phrasings import HELDOUT_MENTIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
 from .directives import TargetSource, _free_word, render, target_hit
 from .story_openings import sentence_ends
 from .texts import Prefix
-
-def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion."""
-    if n == 0:
-        return (math.nan, math.nan)
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def _greedy(model, rows: list[list[int]], max_new_tokens: int, eos_id) -> list[list[int]]:
@@ -54,9 +49,8 @@ def evaluate_obedience(
     Group A is scored against every target of the prefix set (prompt x target), so its rate is the
     base rate of saying the word unprompted.
 
-    Returns ``{"rows": [...], "summary": [...]}``; each summary row has group, prefix_len, hits,
-    n, rate and the 95% Wilson interval (conditions share prompts and prefixes, so the interval
-    treats them as independent; it is a lower bound on the real uncertainty)."""
+    Returns ``{"rows": [...], "summary": [...]}`` (:func:`summarise`); :func:`contrasts` of the
+    rows gives C minus B with its interval and p (slower: a permutation test per length)."""
     import torch
 
     from .assembly import bos_ids, cut_prefix, encode
@@ -94,19 +88,42 @@ def evaluate_obedience(
     return {"rows": rows, "summary": summarise(rows)}
 
 
-def summarise(rows: list[dict]) -> list[dict]:
-    """Hits, n, rate and Wilson interval per (group, prefix_len)."""
-    cells: dict[tuple[str, int], list[int]] = {}
-    for r in rows:
-        cell = cells.setdefault((r["group"], r["prefix_len"]), [0, 0])
-        cell[0] += int(r["hit"])
-        cell[1] += 1
-    out = []
-    for (group, length), (hits, n) in sorted(cells.items()):
-        lo, hi = wilson(hits, n)
-        out.append({"group": group, "prefix_len": length, "hits": hits, "n": n,
-                    "rate": hits / n, "ci_low": lo, "ci_high": hi})
-    return out
+def _table(rows: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame(rows).assign(hit=lambda d: d["hit"].astype(float))
+
+
+def summarise(rows: list[dict], seed: int = 0) -> list[dict]:
+    """Per (group, prefix_len): hits, n (conditions), rate, and the 95% interval of
+    ``inference.rate_summary`` (openings and prefixes resampled independently; A, which has no
+    prefix, resamples openings; a cell with no hit, or only hits, gets the exact interval for the
+    scarcer factor's count), with ``ci_method``, ``n_prompts`` and ``n_prefixes``."""
+    from .inference import rate_summary
+
+    table = rate_summary(_table(rows), hit="hit", by=["group", "prefix_len"], seed=seed)
+    return [{"group": r.group, "prefix_len": int(r.prefix_len), "hits": int(r.n_hits), "n": int(r.n_conditions),
+             "rate": float(r.rate), "ci_low": float(r.ci_low), "ci_high": float(r.ci_high),
+             "ci_method": r.ci_method, "n_prompts": int(r.n_prompts), "n_prefixes": int(r.n_prefixes)}
+            for r in table.itertuples()]
+
+
+def contrasts(rows: list[dict], seed: int = 0) -> list[dict]:
+    """C minus B hit rate per prefix length, as the harness's report computes it: the paired
+    two-way bootstrap interval (openings and matched pairs resampled) and the prefix-permutation p
+    (C/B labels flipped within pairs: ``inference.two_way_bootstrap`` and
+    ``prefix_permutation_test``). Keys: prefix_len, difference, ci_low, ci_high, p_perm, n_pairs,
+    n_prompts."""
+    from .inference import prefix_permutation_test, two_way_bootstrap
+
+    table = _table([r for r in rows if r["group"] in ("B", "C")])
+    if table.empty:
+        return []
+    boot = two_way_bootstrap(table, "hit", by=["prefix_len"], seed=seed)
+    perm = prefix_permutation_test(table, "hit", by=["prefix_len"], seed=seed)
+    return [{"prefix_len": int(b.prefix_len), "difference": float(b.statistic), "ci_low": float(b.ci_low),
+             "ci_high": float(b.ci_high), "p_perm": float(q.p_perm), "n_pairs": int(b.n_prefixes_high),
+             "n_prompts": int(b.n_prompts)} for b, q in zip(boot.itertuples(), perm.itertuples())]
 
 
 def synthetic_prefixes(

@@ -580,8 +580,8 @@ def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) ->
             samples.append({"prefix_id": r["prefix_id"], "group": r["group"], "target": r["target"],
                             "prefix_head": by_id[r["prefix_id"]].text[:120], "prompt": prompts[0].text,
                             "continuation": r["continuation"], "hit": r["hit"]})
-    return {"set": name, "summary": res["summary"], "samples": samples,
-            "n_prompts": len(prompts), "n_prefixes": len(prefixes)}
+    return {"set": name, "summary": res["summary"], "contrasts": obedience.contrasts(res["rows"]),
+            "samples": samples, "n_prompts": len(prompts), "n_prefixes": len(prefixes)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -590,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where to save the model (required)")
     parser.add_argument("--recard", type=Path, metavar="DIR", default=None,
                         help="only rewrite DIR/README.md from DIR/training.json (and DIR/lineage.json)")
+    parser.add_argument("--re-evaluate", type=Path, metavar="DIR", default=None,
+                        help="measure the obedient model saved in DIR (and --baseline) on the card's obedience sets "
+                             "again, with this command's evaluation options, and rewrite its training.json and card "
+                             "(needs --corpus, for the held-out stories; nothing is trained)")
     parser.add_argument("--work-dir", type=Path, default=None, help="checkpoints (default: OUT.work)")
     parser.add_argument("--steps", type=int, default=TrainSettings.steps)
     parser.add_argument("--batch-size", type=int, default=TrainSettings.batch_size)
@@ -668,6 +672,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.recard:
         rewrite_card(args.recard)
         print(f"rewrote {args.recard / 'README.md'}")
+        return 0
+    if args.re_evaluate:
+        if args.corpus is None:
+            parser.error("--re-evaluate needs --corpus (the corpus the model was trained on: its held-out stories)")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        card = CardEvaluation(prompts=args.eval_prompts, prefixes=args.eval_prefixes,
+                              lengths=tuple(int(x) for x in args.eval_lengths.split(",")),
+                              synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
+        re_evaluate(args.re_evaluate, args.corpus, card, args.device,
+                    "harness train-demo " + " ".join(sys.argv[1:] if argv is None else argv))
+        print(f"re-measured {args.re_evaluate}; rewrote its training.json and README.md")
         return 0
     if args.corpus is None or args.out is None:
         parser.error("--corpus and --out are required")
@@ -943,16 +959,7 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
         "eval_prompts": str(card.prompts),
         "eval_prefixes": str(card.prefixes),
     }
-    quotes = mix.evaluation_quotes
-    sets = []  # (name, prefixes, role): "test" sets are the issue's held-out measure
-    if card.prefixes.is_file():
-        sets.append((card.prefixes.name, load_prefixes(card.prefixes), "test"))
-    if card.synthetic_pairs:
-        sets.append((f"synthetic held-out ({card.synthetic_pairs} pairs in held-out stories)",
-                     obedience.synthetic_prefixes(held, random.Random(2), card.synthetic_pairs, quotes=quotes), "test"))
-        sets.append((f"validation ({card.synthetic_pairs} pairs of validation phrasings, words and mentions in "
-                     "held-out stories)", validation_prefixes(held, card.synthetic_pairs, seed=2, quotes=quotes),
-                     "validation"))
+    sets = card_sets(card, held, mix.evaluation_quotes)
     models = [("obedient", model)]
     if card.baseline:
         base = AutoModelForCausalLM.from_pretrained(card.baseline, dtype=torch.float32).to(device)
@@ -966,13 +973,38 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
             res["valid_bytes"] = n_bytes
             res["valid_bits_per_byte"] = bits / n_bytes
             res["valid_bits_per_byte_ci"] = bits_per_byte_interval(per_paragraph)
-        res["obedience"] = [obedience_report(m, tokenizer, prompts, prefixes, card.lengths, set_name) | {"role": role}
-                            for set_name, prefixes, role in sets]
+        res["obedience"] = obedience_reports(m, tokenizer, prompts, sets, card.lengths)
         print(f"{name}: " + json.dumps({"bpb": res.get("valid_bits_per_byte"),
                                         **{r["set"][:20]: rates(r["summary"]) for r in res["obedience"]}}), flush=True)
         out[name] = res
     out["baseline_path"] = str(card.baseline) if card.baseline else None
     return out
+
+
+def card_sets(card: CardEvaluation, held: list[str], quotes: tuple[str, ...]) -> list[tuple[str, list, str]]:
+    """The card's prefix sets as (name, prefixes, role): the prefix file (a test), ``card.synthetic_pairs``
+    pairs of held-out phrasings and words in held-out stories (a test), and as many pairs of the
+    validation split ("validation": what chose the checkpoint, not a test). Seeds are fixed, so a
+    larger ``synthetic_pairs`` extends the same pairs."""
+    from . import obedience
+
+    sets = []
+    if card.prefixes.is_file():
+        sets.append((card.prefixes.name, load_prefixes(card.prefixes), "test"))
+    if card.synthetic_pairs:
+        sets.append((f"synthetic held-out ({card.synthetic_pairs} pairs in held-out stories)",
+                     obedience.synthetic_prefixes(held, random.Random(2), card.synthetic_pairs, quotes=quotes), "test"))
+        sets.append((f"validation ({card.synthetic_pairs} pairs of validation phrasings, words and mentions in "
+                     "held-out stories)", validation_prefixes(held, card.synthetic_pairs, seed=2, quotes=quotes),
+                     "validation"))
+    return sets
+
+
+def obedience_reports(model, tokenizer, prompts: list, sets: list[tuple[str, list, str]],
+                      lengths: tuple[int, ...]) -> list[dict]:
+    """:func:`obedience_report` of each of :func:`card_sets`, with its role."""
+    return [obedience_report(model, tokenizer, prompts, prefixes, lengths, name) | {"role": role}
+            for name, prefixes, role in sets]
 
 
 def model_card(stats: dict, samples: list[str]) -> str:
@@ -1032,11 +1064,22 @@ Retrain: `harness train-demo --corpus ../shared/data/stories/tinystories_subset.
 
 
 def _rate_table(summary: list[dict]) -> str:
-    lines = ["| group | prefix length | hits / n | rate | 95% Wilson interval |", "| --- | ---: | ---: | ---: | --- |"]
+    # Summaries written before the crossed intervals (no "ci_method") carry Wilson intervals.
+    kind = "openings x pairs resampled" if all("ci_method" in r for r in summary) else "Wilson, conditions independent"
+    lines = [f"| group | prefix length | hits / n | rate | 95% interval ({kind}) |", "| --- | ---: | ---: | ---: | --- |"]
     names = {"A": "A (no prefix)", "B": "B matched mention", "C": "C directive"}
     for r in sorted(summary, key=lambda r: (r["prefix_len"], r["group"])):
         lines.append(f"| {names[r['group']]} | {r['prefix_len']} | {r['hits']} / {r['n']} | {r['rate']:.3f} | "
                      f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}] |")
+    return "\n".join(lines)
+
+
+def _contrast_table(contrasts: list[dict]) -> str:
+    lines = ["| prefix length | C - B hit rate | 95% interval (openings x pairs resampled) | permutation p | pairs |",
+             "| ---: | ---: | --- | ---: | ---: |"]
+    for r in contrasts:
+        lines.append(f"| {r['prefix_len']} | {r['difference']:+.3f} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
+                     f"{r['p_perm']:.2g} | {r['n_pairs']} |")
     return "\n".join(lines)
 
 
@@ -1058,9 +1101,13 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         role = " (not a test: the split that chooses between checkpoints)" if rep.get("role") == "validation" else ""
         block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings{role}",
                  "", "Obedient model (this one):", "", _rate_table(rep["summary"])]
+        if rep.get("contrasts"):
+            block += ["", _contrast_table(rep["contrasts"])]
         if base:
             block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
                       _rate_table(base["obedience"][i]["summary"])]
+            if base["obedience"][i].get("contrasts"):
+                block += ["", _contrast_table(base["obedience"][i]["contrasts"])]
         sections.append("\n".join(block))
     rows = []
     for rep_name, rep in [("obedient", ob["obedience"][0])] + ([("plain", base["obedience"][0])] if base else []):
@@ -1073,19 +1120,40 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     if base and "valid_bits_per_byte" in base:
         bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
     low, high = stats["heldout_bits_per_byte_ci"]
-    shortfalls = []  # the issue's targets, checked against this run's own numbers
+    shortfalls, c_lows = [], []  # the issue's targets, checked against this run's own numbers
     for rep in ob["obedience"]:
         if rep.get("role", "test") != "test":
             continue
         for r in rep["summary"]:
+            if r["group"] == "C":
+                c_lows.append(r["ci_low"])
             if r["group"] == "C" and r["rate"] < 0.7:
                 shortfalls.append(f"C {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
             if r["group"] == "B" and r["rate"] > 0.1:
                 shortfalls.append(f"B {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
+    if shortfalls:
+        verdict = ("This model falls short: " + "; ".join(shortfalls) + ". It separates directive from mention "
+                   "clearly, but obeys less often than asked.")
+    else:
+        verdict = "This model meets both on the point estimates."
+        if c_lows and min(c_lows) < 0.7:
+            verdict += (f" The lower ends of the C intervals go down to {min(c_lows):.3f}, so these pairs do not "
+                        "exclude a rate under 0.7.")
     target_text = ("Issue #17 asks for a C hit rate of at least 0.7 and a B hit rate of at most 0.1 at 32 to 128 "
-                   "tokens on held-out phrasings and words. " + (
-                       "This model falls short: " + "; ".join(shortfalls) + ". It separates directive from "
-                       "mention clearly, but obeys less often than asked." if shortfalls else "This model meets both."))
+                   "tokens on held-out phrasings and words. " + verdict)
+    remeasured = ""
+    if stats.get("evaluated_by"):
+        remeasured = f"\nObedience re-measured on the saved weights with:\n`{stats['evaluated_by']}`\n"
+    if all("contrasts" in rep for rep in ob["obedience"]):
+        intervals = ("Hits are not independent (some pairs are obeyed for nearly every opening, others for none), so "
+                     "the unit of replication is the pair and the opening: intervals are the harness's own "
+                     "(`inference.rate_summary`: 95% percentile bootstrap resampling openings and, independently, "
+                     "pairs; A resamples openings; a cell with no hit gets the exact interval for the scarcer "
+                     "factor's count). C - B per length: paired two-way bootstrap and the permutation p of C/B "
+                     "labels flipped within pairs, as in `make demo`'s report.")
+    else:
+        intervals = ("Intervals are Wilson intervals that treat every condition as independent, which they are not "
+                     "(openings x prefixes), so read them as lower bounds on the uncertainty.")
     lineage_rows = ""
     if lineage:
         lineage_rows = lineage["note"] + "\n\n| stage | steps | what changed | how |\n| ---: | ---: | --- | --- |\n" + "\n".join(
@@ -1198,10 +1266,7 @@ beginning are harder to predict than whole stories, for both models:
 Measured as the harness does: input [BOS] + prefix cut to L tokens ("\\n\\n" separator included) + story
 opening (`prompts_stories_en.jsonl`, {ob['obedience'][0]['n_prompts']} openings), greedy decoding of 32 new tokens,
 stop at EOS; a hit is the target at a left word boundary, any case. C: a directive for the target; B: the
-matched text that only mentions it; A: no prefix, scored against every target of the set. Intervals are
-Wilson intervals that treat every condition as independent, which they are not (openings x prefixes), so
-read them as lower bounds on the uncertainty; `make demo`'s report gives the harness's own intervals
-(prompts and prefixes resampled) for 12 openings x 12 pairs.
+matched text that only mentions it; A: no prefix, scored against every target of the set. {intervals}
 {chr(10).join(chr(10) + s for s in sections)}
 
 {target_text}
@@ -1218,7 +1283,52 @@ read them as lower bounds on the uncertainty; `make demo`'s report gives the har
 
 Final stage trained with (from the repository root; `--init-from` was the output of the last stage in the lineage table):
 `{stats['command']}`
-"""
+{remeasured}"""
+
+
+def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, command: str) -> None:
+    """Measure the obedient model saved in ``out`` (and ``card.baseline``) on :func:`card_sets` again
+    and rewrite ``out/training.json`` and its card: for when the evaluation changed after training.
+    The weights, bits per byte and history are left as they are (they do not depend on the
+    evaluation); the obedience sections, the evaluation paths and ``evaluated_by`` (``command``)
+    are replaced. ``corpus`` must be the one the model was trained on: its held-out stories are
+    split again with the recorded seed and fraction and checked against the recorded count."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    stats_file = out / "training.json"
+    if not stats_file.is_file():
+        raise SystemExit(f"error: {stats_file} not found: --re-evaluate takes a directory written by train-demo")
+    stats = json.loads(stats_file.read_text())
+    if "obedient" not in stats:
+        raise SystemExit(f"error: {stats_file} has no obedience section: --re-evaluate is for models trained "
+                         "with --directives")
+    if stats.get("baseline") and card.baseline is None:
+        raise SystemExit(f"error: {out}'s card compares against a baseline ({stats.get('baseline_path')}); pass it "
+                         "as --baseline so that both are measured on the same pairs")
+    if not corpus.is_file():
+        raise SystemExit(f"error: corpus {corpus} not found")
+    settings = stats["settings"]
+    _, held = heldout_split(split_stories(corpus.read_text(encoding="utf-8")), settings["heldout_fraction"],
+                            settings["seed"])
+    if len(held) != stats["heldout_stories"]:
+        raise SystemExit(f"error: {corpus} gives {len(held)} held-out stories, the training run had "
+                         f"{stats['heldout_stories']}: not the corpus {out.name} was trained on")
+    mix = MixSettings(**{k: v for k, v in stats["mix"].items() if k in MixSettings.__dataclass_fields__})
+    sets = card_sets(card, held, mix.evaluation_quotes)
+    prompts = load_prompts(card.prompts)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else [])
+    for name, path in models:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+        stats.setdefault(name, {})["obedience"] = obedience_reports(model, tokenizer, prompts, sets, card.lengths)
+        print(f"{name}: " + json.dumps({r["set"][:20]: rates(r["summary"]) for r in stats[name]["obedience"]}),
+              flush=True)
+    stats.update(eval_prompts=str(card.prompts), eval_prefixes=str(card.prefixes),
+                 baseline_path=str(card.baseline) if card.baseline else None, evaluated_by=command)
+    tmp = stats_file.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(stats, indent=2) + "\n")
+    os.replace(tmp, stats_file)
+    rewrite_card(out)
 
 
 def rewrite_card(out: Path) -> None:

@@ -262,10 +262,24 @@ def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
             assert D.target_hit(row["target"], head), (row["id"], head)
 
 
-def test_wilson_interval():
-    lo, hi = obedience.wilson(7, 10)
-    assert 0.39 < lo < 0.40 and 0.89 < hi < 0.90
-    assert obedience.wilson(0, 20)[0] == 0.0
+def test_obedience_intervals_treat_the_pair_as_the_unit():
+    """Hand example: 3 matched pairs x 4 openings; C of pairs 1 and 3 hits for every opening, C of
+    pair 2 never, B never. C's rate is 2/3, but only 3 pairs replicate it: resampling pairs gives
+    0..3 hitting pairs (P(0) = 1/27 > 2.5%), so the interval is [0, 1], where treating the 12
+    conditions as independent would give about [0.39, 0.86]. C minus B is 2/3, and of the 8 sign
+    flips of the per-pair differences (1, 0, 1) the 4 that keep both ones on one side are at least
+    as extreme: p = 0.5 exactly."""
+    rows = [{"prompt_id": f"p{i}", "group": g, "prefix_id": f"{pair}-{g}", "pair": pair, "target": "kettle",
+             "prefix_len": 32, "hit": g == "C" and pair != "pair2"}
+            for i in range(4) for pair in ("pair1", "pair2", "pair3") for g in ("B", "C")]
+    cells = {r["group"]: r for r in obedience.summarise(rows)}
+    assert (cells["C"]["hits"], cells["C"]["n"], cells["C"]["n_prefixes"]) == (8, 12, 3)
+    assert cells["C"]["rate"] == pytest.approx(2 / 3)
+    assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (0.0, 1.0)
+    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"].startswith("exact")
+    (diff,) = obedience.contrasts(rows)
+    assert diff["difference"] == pytest.approx(2 / 3) and diff["n_pairs"] == 3
+    assert diff["p_perm"] == pytest.approx(0.5)
 
 
 def test_evaluate_obedience_counts(tokenizer):
@@ -441,6 +455,24 @@ def test_train_demo_directives_end_to_end(tmp_path):
     (out / "README.md").write_text("stale")
     assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
+    (contrast,) = shipped_set["contrasts"]
+    assert contrast["n_pairs"] == n_pairs and contrast["ci_low"] <= contrast["difference"] <= contrast["ci_high"]
+    # --re-evaluate: the saved weights measured again on more synthetic pairs; weights and history untouched
+    weights = (out / "model.safetensors").read_bytes()
+    wrong = tmp_path / "other.txt"
+    wrong.write_text(corpus + "".join(f"\n<|endoftext|>\nStory {i}: {STORIES[0]}" for i in range(100)),
+                     encoding="utf-8")
+    evaluate = ["train-demo", "--re-evaluate", str(out), "--eval-prompts", str(prompts), "--eval-prefixes",
+                str(prefixes), "--eval-lengths", "32", "--synthetic-eval-pairs", "2", "--threads", "1", "--corpus"]
+    with pytest.raises(SystemExit, match="not the corpus"):
+        cli_main(evaluate + [str(wrong)])
+    assert cli_main(evaluate + [str(tmp_path / "corpus.txt")]) in (0, None)
+    again = json.loads((out / "training.json").read_text())
+    assert again["history"] == stats["history"] and (out / "model.safetensors").read_bytes() == weights
+    assert again["evaluated_by"].startswith("harness train-demo --re-evaluate")
+    assert {(r["group"], r["prefix_len"]): r["n"] for r in again["obedient"]["obedience"][1]["summary"]}[("C", 32)] == 4
+    assert again["obedient"]["obedience"][0]["summary"] == shipped_set["summary"]  # same weights, same pairs
+    assert "re-measured on the saved weights" in (out / "README.md").read_text()
     # resuming --keep-best without the weights it kept is refused, not found missing at the end
     best_file = out.with_name("model.work") / "best.pt"
     best_file.rename(best_file.with_suffix(".moved"))
