@@ -283,6 +283,11 @@ GRAMMAR_STORIES: tuple[str, ...] = (
     "the next story", "your next story", "the story that comes next", "the story after this one",
     "the new story", "the story you write next", "the next thing you write", "your story",
     "the next one", "the story after this", "the next story you tell", "your new story",
+    # added for stage 10: references to the text still to be written that do not say "story"
+    "your answer", "your reply", "the next text", "the next part", "the rest of the text",
+    "the next page", "the words you write now", "the next paragraph", "the next chapter",
+    "the piece you write", "the lines you write", "the next bit", "the text after this one",
+    "your next paragraph", "the story you tell now", "your own story", "the next few lines",
 )
 # {S}: a story phrase; {X}: "{a_word}" or "the word {word}" (always the latter where {X} starts
 # the sentence, which must begin with a capital letter).
@@ -293,18 +298,31 @@ GRAMMAR_COMMANDS: tuple[str, ...] = (
     "start {S} with {X}", "let {S} have {X} in it",
     "remember {X} in {S}", "do not forget {X} in {S}", "don't forget to use {X} in {S}",
     "be sure to put {X} in {S}", "make sure {S} has {X}", "tell {S} about {X}",
+    # added for stage 10: more verbs of putting a word into the text
+    "fit {X} into {S}", "squeeze {X} into {S}", "sneak {X} into {S}", "tuck {X} into {S}",
+    "insert {X} into {S}", "drop {X} into {S}", "write {X} into {S}", "work {X} into {S}",
+    "hide {X} in {S}", "build {S} around {X}", "center {S} on {X}", "fill {S} with {X}",
+    "say {X} in {S}", "give {S} {X}", "let {X} be in {S}", "have {S} mention {X}",
 )
 GRAMMAR_STATEMENTS: tuple[str, ...] = (
     "{S} must include {X}", "{S} has to have {X}", "{S} should mention {X}", "{S} needs {X} in it",
     "{S} is to include {X}", "{S} will be about {X}", "{S} must be about {X}", "{S} has to use {X}",
     "{S} should talk about {X}", "{S} is about {X}", "{S} should have {X} in it",
     "{X} must be in {S}", "{X} goes in {S}", "{X} has to be in {S}", "{X} belongs in {S}",
+    # added for stage 10
+    "{S} contains {X}", "{S} gets {X}", "{S} can't do without {X}", "{S} is not done without {X}",
+    "there must be {X} in {S}", "there should be {X} in {S}", "{X} is the word for {S}",
+    "{X} should turn up in {S}",
 )
 GRAMMAR_REQUESTS: tuple[str, ...] = (
     "can you put {X} in {S}?", "would you include {X} in {S}?", "will you write {S} about {X}?",
     "can {S} have {X} in it?", "I would like {X} in {S}.", "I need {S} to have {X}.",
     "we want {S} to include {X}.", "please use {X} in {S}.", "my request is {X} in {S}.",
     "I ask you to mention {X} in {S}.", "you must put {X} in {S}.", "you should use {X} in {S}.",
+    # added for stage 10
+    "would you mind putting {X} in {S}?", "how about {X} in {S}?", "may {S} have {X}?",
+    "I want {X} in {S}.", "I'd love {S} to include {X}.", "can you fit {X} into {S}?",
+    "is it okay to add {X} to {S}?", "why not put {X} in {S}?",
 )
 GRAMMAR_ENDINGS: tuple[str, ...] = (".", ".", ".", ", please.", " now.", "!", ", okay?")
 
