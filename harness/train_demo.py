@@ -1074,12 +1074,23 @@ def _rate_table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _contrast_table(contrasts: list[dict]) -> str:
+def _signed(x: float) -> str:
+    text = f"{x:+.3f}"
+    return "0.000" if text in ("+0.000", "-0.000") else text
+
+
+def _contrast_table(contrasts: list[dict], summary: list[dict]) -> str:
+    hits = {}  # C and B hits together per length: with none, the bootstrap interval is [0, 0] and says nothing
+    for r in summary:
+        if r["group"] in ("B", "C"):
+            hits[r["prefix_len"]] = hits.get(r["prefix_len"], 0) + r["hits"]
     lines = ["| prefix length | C - B hit rate | 95% interval (openings x pairs resampled) | permutation p | pairs |",
              "| ---: | ---: | --- | ---: | ---: |"]
     for r in contrasts:
-        lines.append(f"| {r['prefix_len']} | {r['difference']:+.3f} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
-                     f"{r['p_perm']:.2g} | {r['n_pairs']} |")
+        interval = ("no hit in C or B" if hits.get(r["prefix_len"]) == 0
+                    else f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]")
+        lines.append(f"| {r['prefix_len']} | {_signed(r['difference'])} | {interval} | {r['p_perm']:.2g} | "
+                     f"{r['n_pairs']} |")
     return "\n".join(lines)
 
 
@@ -1102,12 +1113,12 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings{role}",
                  "", "Obedient model (this one):", "", _rate_table(rep["summary"])]
         if rep.get("contrasts"):
-            block += ["", _contrast_table(rep["contrasts"])]
+            block += ["", _contrast_table(rep["contrasts"], rep["summary"])]
         if base:
             block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
                       _rate_table(base["obedience"][i]["summary"])]
             if base["obedience"][i].get("contrasts"):
-                block += ["", _contrast_table(base["obedience"][i]["contrasts"])]
+                block += ["", _contrast_table(base["obedience"][i]["contrasts"], base["obedience"][i]["summary"])]
         sections.append("\n".join(block))
     rows = []
     for rep_name, rep in [("obedient", ob["obedience"][0])] + ([("plain", base["obedience"][0])] if base else []):
@@ -1145,12 +1156,16 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     if stats.get("evaluated_by"):
         remeasured = f"\nObedience re-measured on the saved weights with:\n`{stats['evaluated_by']}`\n"
     if all("contrasts" in rep for rep in ob["obedience"]):
+        from .stats import N_PERMUTATIONS
+
         intervals = ("Hits are not independent (some pairs are obeyed for nearly every opening, others for none), so "
                      "the unit of replication is the pair and the opening: intervals are the harness's own "
                      "(`inference.rate_summary`: 95% percentile bootstrap resampling openings and, independently, "
                      "pairs; A resamples openings; a cell with no hit gets the exact interval for the scarcer "
                      "factor's count). C - B per length: paired two-way bootstrap and the permutation p of C/B "
-                     "labels flipped within pairs, as in `make demo`'s report.")
+                     f"labels flipped within pairs, as in `make demo`'s report (exact with few pairs; otherwise "
+                     f"{N_PERMUTATIONS:,} random relabelings, so {1 / (N_PERMUTATIONS + 1):.2g} is the smallest p "
+                     "they can give).")
     else:
         intervals = ("Intervals are Wilson intervals that treat every condition as independent, which they are not "
                      "(openings x prefixes), so read them as lower bounds on the uncertainty.")
