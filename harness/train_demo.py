@@ -1131,13 +1131,15 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     if base and "valid_bits_per_byte" in base:
         bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
     low, high = stats["heldout_bits_per_byte_ci"]
-    shortfalls, c_lows = [], []  # the issue's targets, checked against this run's own numbers
+    shortfalls, c_lows, b_highs = [], [], []  # the issue's targets, checked against this run's own numbers
     for rep in ob["obedience"]:
         if rep.get("role", "test") != "test":
             continue
         for r in rep["summary"]:
             if r["group"] == "C":
                 c_lows.append(r["ci_low"])
+            if r["group"] == "B":
+                b_highs.append(r["ci_high"])
             if r["group"] == "C" and r["rate"] < 0.7:
                 shortfalls.append(f"C {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
             if r["group"] == "B" and r["rate"] > 0.1:
@@ -1147,9 +1149,12 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                    "clearly, but obeys less often than asked.")
     else:
         verdict = "This model meets both on the point estimates."
-        if c_lows and min(c_lows) < 0.7:
-            verdict += (f" The lower ends of the C intervals go down to {min(c_lows):.3f}, so these pairs do not "
-                        "exclude a rate under 0.7.")
+        open_ends = ([f"the lower ends of the C intervals go down to {min(c_lows):.3f}"] if min(c_lows, default=1) < 0.7
+                     else []) + ([f"the upper ends of the B intervals up to {max(b_highs):.3f}"]
+                                 if max(b_highs, default=0) > 0.1 else [])
+        if open_ends:
+            verdict += (" The intervals do not settle it: " + " and ".join(open_ends) + ", so these pairs cannot "
+                        "exclude rates on the wrong side of the targets.")
     target_text = ("Issue #17 asks for a C hit rate of at least 0.7 and a B hit rate of at most 0.1 at 32 to 128 "
                    "tokens on held-out phrasings and words. " + verdict)
     remeasured = ""
@@ -1173,7 +1178,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     if lineage:
         lineage_rows = lineage["note"] + "\n\n| stage | steps | what changed | how |\n| ---: | ---: | --- | --- |\n" + "\n".join(
             f"| {st['stage']} | {st['steps']:,} | {cell(st['what'])} | {cell(st['how'])} |" for st in lineage["stages"])
-        lineage_rows += (f"\n| final | {settings['steps']:,} | this card's run, below | "
+        lineage_rows += (f"\n| final | {settings['steps']:,} | {cell(lineage.get('final', 'this card') + ' (the run below)')} | "
                          f"`harness train-demo`, command at the end of this card |")
     targets = (f"{mix['nonce_prob']:.0%} of the targets and mentioned words are not training nouns: "
                f"{mix['vocab_target_share']:.0%} of those are rare one-token words of the vocabulary (fewer than 40 of "
