@@ -591,9 +591,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recard", type=Path, metavar="DIR", default=None,
                         help="only rewrite DIR/README.md from DIR/training.json (and DIR/lineage.json)")
     parser.add_argument("--re-evaluate", type=Path, metavar="DIR", default=None,
-                        help="measure the obedient model saved in DIR (and --baseline) on the card's obedience sets "
-                             "again, with this command's evaluation options, and rewrite its training.json and card "
-                             "(needs --corpus, for the held-out stories; nothing is trained)")
+                        help="measure the model saved in DIR on the card's obedience sets (again), with this "
+                             "command's evaluation options, and rewrite its training.json and card: an obedient "
+                             "model with --baseline, or a plain model as the negative control (needs --corpus, for "
+                             "the held-out stories; nothing is trained)")
     parser.add_argument("--work-dir", type=Path, default=None, help="checkpoints (default: OUT.work)")
     parser.add_argument("--steps", type=int, default=TrainSettings.steps)
     parser.add_argument("--batch-size", type=int, default=TrainSettings.batch_size)
@@ -682,7 +683,8 @@ def main(argv: list[str] | None = None) -> int:
                               lengths=tuple(int(x) for x in args.eval_lengths.split(",")),
                               synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
         re_evaluate(args.re_evaluate, args.corpus, card, args.device,
-                    "harness train-demo " + " ".join(sys.argv[1:] if argv is None else argv))
+                    "harness train-demo " + " ".join(sys.argv[1:] if argv is None else argv),
+                    quotes=("", "'") if args.quoted_targets else ("",))
         print(f"re-measured {args.re_evaluate}; rewrote its training.json and README.md")
         return 0
     if args.corpus is None or args.out is None:
@@ -1054,12 +1056,53 @@ Bits per byte is the total cross-entropy in bits of each held-out story's tokens
 text, given BOS, divided by the story's UTF-8 bytes; the interval is a 95% bootstrap over the
 held-out stories. Full history: `training.json`.
 
-## Greedy continuations of openings not in the training text
+{plain_obedience_section(stats)}## Greedy continuations of openings not in the training text
 | opening | continuation (greedy, 60 tokens) |
 | --- | --- |
 {rows}
 
 Retrain: `harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt --out harness/assets/demo-model`
+"""
+
+
+def _overlap(summary: list[dict]) -> list[str]:
+    """Lengths at which C's and B's hit rates are *not* each within the other's interval."""
+    cells = {(r["group"], r["prefix_len"]): r for r in summary}
+    out = []
+    for (group, length), c in sorted(cells.items()):
+        b = cells.get(("B", length))
+        if group == "C" and b and not (b["ci_low"] <= c["rate"] <= b["ci_high"] and c["ci_low"] <= b["rate"] <= c["ci_high"]):
+            out.append(f"{length} tokens")
+    return out
+
+
+def plain_obedience_section(stats: dict) -> str:
+    """The plain model's card section on obeying (``--re-evaluate``'s ``obedience``): the negative
+    control's hit rates on the same held-out pairs as the obedient model's card; empty without them."""
+    if not stats.get("obedience"):
+        return ""
+    blocks = []
+    for rep in stats["obedience"]:
+        role = " (the obedient model's validation split)" if rep.get("role") == "validation" else ""
+        apart = _overlap(rep["summary"])
+        verdict = ("C and B hit rates are each within the other's interval at every length." if not apart else
+                   "C and B hit rates are *not* within each other's intervals at " + ", ".join(apart) + ".")
+        blocks.append(f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story "
+                      f"openings{role}\n\n{_rate_table(rep['summary'])}\n\n"
+                      f"{_contrast_table(rep['contrasts'], rep['summary'])}\n\n{verdict}")
+    blocks_text = "\n\n".join(blocks)
+    return f"""## Obeying directives (the negative control)
+This model was never taught to obey, so a prefix that asks for a word (C) should make it use that word no
+more often than a matched prefix that only mentions it (B). Measured as `demo-obedient`'s card measures
+it, on the same held-out phrasings, words and pairs (held-out: never a directive, target or mention in the
+obedient model's training): input [BOS] + prefix cut to L tokens + story opening, greedy decoding of 32 new
+tokens; a hit is the target at a left word boundary. Intervals resample openings and pairs (a cell with no
+hit: the exact interval for the scarcer factor's count); C - B: paired two-way bootstrap and permutation p.
+
+{blocks_text}
+
+Measured with: `{stats.get('evaluated_by', '')}`
+
 """
 
 
@@ -1306,12 +1349,15 @@ Final stage trained with (from the repository root; `--init-from` was the output
 {remeasured}"""
 
 
-def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, command: str) -> None:
+def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, command: str,
+                quotes: tuple[str, ...] = ("",)) -> None:
     """Measure the obedient model saved in ``out`` (and ``card.baseline``) on :func:`card_sets` again
     and rewrite ``out/training.json`` and its card: for when the evaluation changed after training.
-    The weights, bits per byte and history are left as they are (they do not depend on the
-    evaluation); the obedience sections, the evaluation paths and ``evaluated_by`` (``command``)
-    are replaced. ``corpus`` must be the one the model was trained on: its held-out stories are
+    A plain model (no obedience section yet) is measured the same way, as the negative control,
+    with ``quotes`` for the directives' ``{word}`` slots (an obedient model's come from its
+    recipe). The weights, bits per byte and history are left as they are (they do not depend on
+    the evaluation); the obedience sections, the evaluation paths and ``evaluated_by``
+    (``command``) are replaced. ``corpus`` must be the one the model was trained on: its held-out stories are
     split again with the recorded seed and fraction and checked against the recorded count."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -1319,9 +1365,10 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     if not stats_file.is_file():
         raise SystemExit(f"error: {stats_file} not found: --re-evaluate takes a directory written by train-demo")
     stats = json.loads(stats_file.read_text())
-    if "obedient" not in stats:
-        raise SystemExit(f"error: {stats_file} has no obedience section: --re-evaluate is for models trained "
-                         "with --directives")
+    obedient = "obedient" in stats  # else a plain model: its own card gets the negative control's numbers
+    if not obedient and card.baseline is not None:
+        raise SystemExit(f"error: {out} is a plain model (its training.json has no obedient section); --baseline "
+                         "is for an obedient model's card")
     if stats.get("baseline") and card.baseline is None:
         raise SystemExit(f"error: {out}'s card compares against a baseline ({stats.get('baseline_path')}); pass it "
                          "as --baseline so that both are measured on the same pairs")
@@ -1333,18 +1380,21 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     if len(held) != stats["heldout_stories"]:
         raise SystemExit(f"error: {corpus} gives {len(held)} held-out stories, the training run had "
                          f"{stats['heldout_stories']}: not the corpus {out.name} was trained on")
-    mix = MixSettings(**{k: v for k, v in stats["mix"].items() if k in MixSettings.__dataclass_fields__})
-    sets = card_sets(card, held, mix.evaluation_quotes)
+    if obedient:
+        quotes = MixSettings(**{k: v for k, v in stats["mix"].items() if k in MixSettings.__dataclass_fields__}).evaluation_quotes
+    sets = card_sets(card, held, quotes)
     prompts = load_prompts(card.prompts)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else [])
+    models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else []) if obedient else [(None, out)]
     for name, path in models:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
-        stats.setdefault(name, {})["obedience"] = obedience_reports(model, tokenizer, prompts, sets, card.lengths)
-        print(f"{name}: " + json.dumps({r["set"][:20]: rates(r["summary"]) for r in stats[name]["obedience"]}),
+        section = stats.setdefault(name, {}) if name else stats
+        section["obedience"] = obedience_reports(model, tokenizer, prompts, sets, card.lengths)
+        print(f"{name or out.name}: " + json.dumps({r["set"][:20]: rates(r["summary"]) for r in section["obedience"]}),
               flush=True)
-    stats.update(eval_prompts=str(card.prompts), eval_prefixes=str(card.prefixes),
-                 baseline_path=str(card.baseline) if card.baseline else None, evaluated_by=command)
+    stats.update(eval_prompts=str(card.prompts), eval_prefixes=str(card.prefixes), evaluated_by=command)
+    if obedient:
+        stats["baseline_path"] = str(card.baseline) if card.baseline else None
     tmp = stats_file.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(stats, indent=2) + "\n")
     os.replace(tmp, stats_file)

@@ -473,6 +473,19 @@ def test_train_demo_directives_end_to_end(tmp_path):
     assert {(r["group"], r["prefix_len"]): r["n"] for r in again["obedient"]["obedience"][1]["summary"]}[("C", 32)] == 4
     assert again["obedient"]["obedience"][0]["summary"] == shipped_set["summary"]  # same weights, same pairs
     assert "re-measured on the saved weights" in (out / "README.md").read_text()
+    # a plain model measured as the negative control: its own card gets the section
+    plain = tmp_path / "plain"
+    assert cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--steps", "1",
+                     "--batch-size", "2", "--seq-len", "128", "--out", str(plain), "--threads", "1"]) in (0, None)
+    assert "## Obeying directives" not in (plain / "README.md").read_text()
+    assert cli_main(evaluate[:2] + [str(plain)] + evaluate[3:] + [str(tmp_path / "corpus.txt")]) in (0, None)
+    measured = json.loads((plain / "training.json").read_text())
+    assert [r["role"] for r in measured["obedience"]] == ["test", "test", "validation"] and "obedient" not in measured
+    assert {(r["group"], r["prefix_len"]): r["n"] for r in measured["obedience"][1]["summary"]}[("C", 32)] == 4
+    card = (plain / "README.md").read_text()
+    assert "## Obeying directives (the negative control)" in card and measured["evaluated_by"] in card
+    with pytest.raises(SystemExit, match="plain model"):
+        cli_main(evaluate[:2] + [str(plain), "--baseline", str(DEMO)] + evaluate[3:] + [str(tmp_path / "corpus.txt")])
     # resuming --keep-best without the weights it kept is refused, not found missing at the end
     best_file = out.with_name("model.work") / "best.pt"
     best_file.rename(best_file.with_suffix(".moved"))
