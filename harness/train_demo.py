@@ -1385,6 +1385,9 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     sets = card_sets(card, held, quotes)
     prompts = load_prompts(card.prompts)
     tokenizer = AutoTokenizer.from_pretrained(out)
+    if "card_samples" not in stats:  # written before train-demo recorded them: they depend only on the weights
+        model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).to(device).eval()
+        stats["card_samples"] = dict(zip(CARD_OPENINGS, greedy_continuations(model, tokenizer, CARD_OPENINGS, device)))
     models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else []) if obedient else [(None, out)]
     for name, path in models:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()

@@ -478,8 +478,13 @@ def test_train_demo_directives_end_to_end(tmp_path):
     assert cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--steps", "1",
                      "--batch-size", "2", "--seq-len", "128", "--out", str(plain), "--threads", "1"]) in (0, None)
     assert "## Obeying directives" not in (plain / "README.md").read_text()
+    # (a training.json written before train-demo recorded the card's samples: they are recomputed)
+    recorded = json.loads((plain / "training.json").read_text())
+    samples = recorded.pop("card_samples")
+    (plain / "training.json").write_text(json.dumps(recorded))
     assert cli_main(evaluate[:2] + [str(plain)] + evaluate[3:] + [str(tmp_path / "corpus.txt")]) in (0, None)
     measured = json.loads((plain / "training.json").read_text())
+    assert measured["card_samples"] == samples
     assert [r["role"] for r in measured["obedience"]] == ["test", "test", "validation"] and "obedient" not in measured
     assert {(r["group"], r["prefix_len"]): r["n"] for r in measured["obedience"][1]["summary"]}[("C", 32)] == 4
     card = (plain / "README.md").read_text()
