@@ -520,3 +520,17 @@ def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, me
                   "--steps", "1", "--out", str(tmp_path / "m"), "--threads", "1"])
     assert message in str(exc.value) and "corpus" in str(exc.value)
     assert not (tmp_path / "m").exists() and not (tmp_path / "m.work").exists()
+
+
+def test_negative_control_verdict_compares_each_rate_with_the_other_interval():
+    """The plain model's card says where C and B are *not* within each other's intervals."""
+    from harness.train_demo import _overlap
+
+    def row(group, length, rate, low, high):
+        return {"group": group, "prefix_len": length, "rate": rate, "ci_low": low, "ci_high": high}
+
+    summary = [row("C", 32, 0.5, 0.3, 0.7), row("B", 32, 0.05, 0.0, 0.1),   # apart
+               row("C", 64, 0.0, 0.0, 0.17), row("B", 64, 0.004, 0.0, 0.02),  # each inside the other
+               row("C", 128, 0.03, 0.0, 0.2), row("B", 128, 0.0, 0.0, 0.02),  # C outside B's interval
+               row("A", 0, 0.0, 0.0, 0.14)]
+    assert _overlap(summary) == ["32 tokens", "128 tokens"]
