@@ -1088,8 +1088,7 @@ def plain_obedience_section(stats: dict) -> str:
         verdict = ("C and B hit rates are each within the other's interval at every length." if not apart else
                    "C and B hit rates are *not* within each other's intervals at " + ", ".join(apart) + ".")
         blocks.append(f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story "
-                      f"openings{role}\n\n{_rate_table(rep['summary'])}\n\n"
-                      f"{_contrast_table(rep['contrasts'], rep['summary'])}\n\n{verdict}")
+                      f"openings{role}\n\n{_result_tables(rep)}\n\n{verdict}")
     blocks_text = "\n\n".join(blocks)
     return f"""## Obeying directives (the negative control)
 This model was never taught to obey, so a prefix that asks for a word (C) should make it use that word no
@@ -1137,6 +1136,14 @@ def _contrast_table(contrasts: list[dict], summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _result_tables(report: dict) -> str:
+    """One set's hit-rate table and, when measured, its C - B table (an ``obedience_report``)."""
+    tables = [_rate_table(report["summary"])]
+    if report.get("contrasts"):
+        tables.append(_contrast_table(report["contrasts"], report["summary"]))
+    return "\n\n".join(tables)
+
+
 def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) -> str:
     """Model card of the obedient demo model; every number comes from ``stats`` (this run's
     ``training.json``). ``lineage``: how the starting checkpoint was made (``lineage.json``)."""
@@ -1154,14 +1161,10 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     for i, rep in enumerate(ob["obedience"]):
         role = " (not a test: the split that chooses between checkpoints)" if rep.get("role") == "validation" else ""
         block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings{role}",
-                 "", "Obedient model (this one):", "", _rate_table(rep["summary"])]
-        if rep.get("contrasts"):
-            block += ["", _contrast_table(rep["contrasts"], rep["summary"])]
+                 "", "Obedient model (this one):", "", _result_tables(rep)]
         if base:
             block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
-                      _rate_table(base["obedience"][i]["summary"])]
-            if base["obedience"][i].get("contrasts"):
-                block += ["", _contrast_table(base["obedience"][i]["contrasts"], base["obedience"][i]["summary"])]
+                      _result_tables(base["obedience"][i])]
         sections.append("\n".join(block))
     rows = []
     for rep_name, rep in [("obedient", ob["obedience"][0])] + ([("plain", base["obedience"][0])] if base else []):
@@ -1192,9 +1195,11 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                    "clearly, but obeys less often than asked.")
     else:
         verdict = "This model meets both on the point estimates."
-        open_ends = ([f"the lower ends of the C intervals go down to {min(c_lows):.3f}"] if min(c_lows, default=1) < 0.7
-                     else []) + ([f"the upper ends of the B intervals up to {max(b_highs):.3f}"]
-                                 if max(b_highs, default=0) > 0.1 else [])
+        open_ends = []
+        if c_lows and min(c_lows) < 0.7:
+            open_ends.append(f"the lower ends of the C intervals go down to {min(c_lows):.3f}")
+        if b_highs and max(b_highs) > 0.1:
+            open_ends.append(f"the upper ends of the B intervals up to {max(b_highs):.3f}")
         if open_ends:
             verdict += (" The intervals do not settle it: " + " and ".join(open_ends) + ", so these pairs cannot "
                         "exclude rates on the wrong side of the targets.")
