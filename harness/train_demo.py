@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import random
 import sys
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from .tables import atomic_write, write_json, write_text
 from .texts import load_prefixes, load_prompts
 
 STORY_SEPARATOR = "\n<|endoftext|>\n"
@@ -674,17 +674,18 @@ def main(argv: list[str] | None = None) -> int:
         rewrite_card(args.recard)
         print(f"rewrote {args.recard / 'README.md'}")
         return 0
+    # what the obedient model's card is measured on (--directives, --re-evaluate)
+    card = CardEvaluation(prompts=args.eval_prompts, prefixes=args.eval_prefixes,
+                          lengths=tuple(int(x) for x in args.eval_lengths.split(",")),
+                          synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
     if args.re_evaluate:
         if args.corpus is None:
             parser.error("--re-evaluate needs --corpus (the corpus the model was trained on: its held-out stories)")
         if args.threads:
             torch.set_num_threads(args.threads)
-        card = CardEvaluation(prompts=args.eval_prompts, prefixes=args.eval_prefixes,
-                              lengths=tuple(int(x) for x in args.eval_lengths.split(",")),
-                              synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
         re_evaluate(args.re_evaluate, args.corpus, card, args.device,
                     "harness train-demo " + " ".join(sys.argv[1:] if argv is None else argv),
-                    quotes=("", "'") if args.quoted_targets else ("",))
+                    quotes=MixSettings(quoted_targets=args.quoted_targets).evaluation_quotes)
         print(f"re-measured {args.re_evaluate}; rewrote its training.json and README.md")
         return 0
     if args.corpus is None or args.out is None:
@@ -774,7 +775,6 @@ def main(argv: list[str] | None = None) -> int:
     probes = validation_prefixes(held, args.probe_pairs, seed=1, quotes=mix.evaluation_quotes) if args.directives else []
     if args.keep_best and not (args.directives and args.probe_pairs):
         parser.error("--keep-best needs --directives and --probe-pairs > 0 (it chooses on the validation pairs)")
-    lengths = [int(x) for x in args.eval_lengths.split(",")]
 
     work.mkdir(parents=True, exist_ok=True)  # only once the inputs are known to be usable
     copy_history: list[dict] = []
@@ -859,26 +859,22 @@ def main(argv: list[str] | None = None) -> int:
                 if probes:
                     from . import obedience
 
-                    res = obedience.evaluate_obedience(watched, tokenizer, prompts[::2], probes, tuple(lengths))
+                    res = obedience.evaluate_obedience(watched, tokenizer, prompts[::2], probes, card.lengths)
                     record["validation_rates"] = rates(res["summary"])
                     record["validation_contrast"] = round(contrast(res["summary"]), 4)
                     best = max((r["validation_contrast"] for r in history if r.get("kept")), default=None)
                     if args.keep_best and (best is None or record["validation_contrast"] >= best):
-                        tmp = best_path.with_suffix(".tmp")
-                        torch.save(watched.state_dict(), tmp)
-                        os.replace(tmp, best_path)
+                        state = watched.state_dict()
+                        atomic_write(best_path, lambda tmp: torch.save(state, tmp))
                         record["kept"] = True
                 model.train()
             history.append(record)
             bar.write(f"step {step + 1}: " + json.dumps({k: v for k, v in record.items() if k != "step"}))
-            tmp = ckpt_path.with_suffix(".tmp")
-            torch.save(
-                {"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
-                 "step": step + 1, "history": history, "elapsed": time.time() - t0, "tokens_seen": tokens_seen,
-                 "copy_history": copy_history, **({"ema": ema.state_dict()} if ema is not None else {})},
-                tmp,
-            )
-            os.replace(tmp, ckpt_path)
+            checkpoint = {"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
+                          "step": step + 1, "history": history, "elapsed": time.time() - t0,
+                          "tokens_seen": tokens_seen, "copy_history": copy_history,
+                          **({"ema": ema.state_dict()} if ema is not None else {})}
+            atomic_write(ckpt_path, lambda tmp: torch.save(checkpoint, tmp))
     train_seconds = time.time() - t0
     if ema is not None:
         model = ema.module
@@ -916,8 +912,6 @@ def main(argv: list[str] | None = None) -> int:
         "card_samples": dict(zip(CARD_OPENINGS, samples)),
     }
     if args.directives:
-        card = CardEvaluation(prompts=args.eval_prompts, prefixes=args.eval_prefixes, lengths=tuple(lengths),
-                              synthetic_pairs=args.synthetic_eval_pairs, baseline=args.baseline)
         stats.update(final_evaluation(model, tokenizer, mix, card, prompts=prompts, held=held, valid=valid,
                                       init_from=args.init_from, device=args.device, n_overlap=n_overlap))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -926,7 +920,7 @@ def main(argv: list[str] | None = None) -> int:
     model.generation_config.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
     stats["size_on_disk_bytes"] = sum(f.stat().st_size for f in args.out.glob("*.safetensors"))
-    (args.out / "training.json").write_text(json.dumps(stats, indent=2) + "\n")
+    write_json(stats, args.out / "training.json")
     rewrite_card(args.out)
     print(
         f"held-out bits per byte {stats['heldout_bits_per_byte']:.3f} "
@@ -1390,12 +1384,11 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     sets = card_sets(card, held, quotes)
     prompts = load_prompts(card.prompts)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    if "card_samples" not in stats:  # written before train-demo recorded them: they depend only on the weights
-        model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).to(device).eval()
-        stats["card_samples"] = dict(zip(CARD_OPENINGS, greedy_continuations(model, tokenizer, CARD_OPENINGS, device)))
     models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else []) if obedient else [(None, out)]
     for name, path in models:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+        if path == out and "card_samples" not in stats:  # written before train-demo recorded them; they depend only on the weights
+            stats["card_samples"] = dict(zip(CARD_OPENINGS, greedy_continuations(model, tokenizer, CARD_OPENINGS, device)))
         section = stats.setdefault(name, {}) if name else stats
         section["obedience"] = obedience_reports(model, tokenizer, prompts, sets, card.lengths)
         print(f"{name or out.name}: " + json.dumps({r["set"][:20]: rates(r["summary"]) for r in section["obedience"]}),
@@ -1403,9 +1396,7 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     stats.update(eval_prompts=str(card.prompts), eval_prefixes=str(card.prefixes), evaluated_by=command)
     if obedient:
         stats["baseline_path"] = str(card.baseline) if card.baseline else None
-    tmp = stats_file.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(stats, indent=2) + "\n")
-    os.replace(tmp, stats_file)
+    write_json(stats, stats_file)
     rewrite_card(out)
 
 
@@ -1420,9 +1411,7 @@ def rewrite_card(out: Path) -> None:
                          "retrain to rewrite its card")
     samples = list(stats["card_samples"].values())
     card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
-    tmp = out / "README.md.tmp"
-    tmp.write_text(card)
-    os.replace(tmp, out / "README.md")
+    write_text(card, out / "README.md")
 
 
 if __name__ == "__main__":
