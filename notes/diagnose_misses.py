@@ -7,21 +7,15 @@ Wilson's. Runs against main; the 2026-11-30 fourth-session notes quote its outpu
 
     python notes/diagnose_misses.py MODEL_DIR [THREADS]
 """
-import collections, re, sys
-from pathlib import Path
-import numpy as np, torch
+import collections, re
+import numpy as np
 from rapidfuzz.distance import Levenshtein
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from scipy.stats import binomtest
 from harness import obedience
-from harness.texts import load_prompts
-from harness.train_demo import TrainSettings, heldout_split, split_stories, validation_prefixes
+from harness.train_demo import validation_prefixes
+from validation_setup import load
 
-torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
-tok = AutoTokenizer.from_pretrained(sys.argv[1])
-model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()
-stories = split_stories(Path("../shared/data/stories/tinystories_subset.txt").read_text(encoding="utf-8"))
-_, held = heldout_split(stories, TrainSettings.heldout_fraction, TrainSettings.seed)
-prompts = load_prompts(Path("harness/data/prompts_stories_en.jsonl"))
+tok, model, held, prompts = load()
 rows = obedience.evaluate_obedience(model, tok, prompts, validation_prefixes(held, 20, seed=2), (32, 64, 128))["rows"]
 C = [r for r in rows if r["group"] == "C"]
 kinds = collections.Counter()
@@ -39,15 +33,7 @@ pair_rates = np.array([np.mean(v) for v in per_pair.values()])
 print("per-pair C rate:", sorted((round(float(np.mean(v)), 2), k[1]) for k, v in per_pair.items()))
 print(f"SD over pairs {pair_rates.std(ddof=1):.3f}, standard error of the mean {pair_rates.std(ddof=1) / len(pair_rates) ** 0.5:.3f}")
 print("by tokens of ' target':", {k: (round(float(np.mean(v)), 3), len(v)) for k, v in sorted(per_tokens.items())})
-
-
-def wilson(hits, n, z=1.959964):
-    p = hits / n
-    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 for r in obedience.summarise(rows):
-    lo, hi = wilson(r["hits"], r["n"])
+    lo, hi = binomtest(r["hits"], r["n"]).proportion_ci(method="wilson")
     print(f"{r['group']}{r['prefix_len']}: {r['rate']:.3f} crossed [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
           f"Wilson [{lo:.3f}, {hi:.3f}]")

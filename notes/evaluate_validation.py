@@ -7,18 +7,11 @@ C - B (0.533), the threshold of stage 9's shipping rule, was measured. Runs agai
 """
 import json, sys
 from pathlib import Path
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 from harness import obedience
-from harness.texts import load_prompts
-from harness.train_demo import TrainSettings, contrast, heldout_split, rates, split_stories, validation_prefixes
+from harness.train_demo import contrast, rates, validation_prefixes
+from validation_setup import load
 
-torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
-tok = AutoTokenizer.from_pretrained(sys.argv[1])
-model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()
-stories = split_stories(Path("../shared/data/stories/tinystories_subset.txt").read_text(encoding="utf-8"))
-_, held = heldout_split(stories, TrainSettings.heldout_fraction, TrainSettings.seed)
-prompts = load_prompts(Path("harness/data/prompts_stories_en.jsonl"))
+tok, model, held, prompts = load()
 out = {}
 for name, seed, openings in (("card", 2, prompts), ("monitoring", 1, prompts[::2])):
     res = obedience.evaluate_obedience(model, tok, openings, validation_prefixes(held, 20, seed=seed), (32, 64, 128))
