@@ -49,9 +49,10 @@ def measure(method: str, length: int, device: str) -> dict:
     """Runs in a child process: peak memory above the model for one method at one length."""
     import torch
 
-    from harness.assembly import Assembled, Condition
-    from harness.engine import Engine
-    from harness.probe import install_probe
+    from harness.inputs.assembly import Assembled
+    from harness.inputs.conditions import Condition
+    from harness.measure.engine import Engine
+    from harness.model.probe import install_probe
 
     model, config = build(device)
     g = torch.Generator().manual_seed(1)

@@ -14,10 +14,10 @@ import argparse
 import time
 
 import torch
-
-from harness.decoding import forward, greedy_from
-from harness.kv_buffers import buffered_cache
 from throughput import build  # this folder is on sys.path when a script here runs
+
+from harness.model.decoding import forward, greedy_from
+from harness.model.kv_buffers import buffered_cache
 
 NEW_TOKENS = 32
 

@@ -41,7 +41,7 @@ def rss_mb() -> float:
 def build(model_name: str, device: str):
     import torch
 
-    from harness.models import byte_level_tokenizer, load_model
+    from harness.model.loading import byte_level_tokenizer, load_model
 
     if model_name == "gpt2-small-random":
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -55,9 +55,9 @@ def build(model_name: str, device: str):
 
 
 def conditions_for(tokenizer, lengths: list[int], n_prompts: int, n_prefixes: int | None):
-    from harness.assembly import build_conditions
     from harness.config import DATA_DIR
-    from harness.texts import load_prefixes, load_prompts
+    from harness.inputs.conditions import build_conditions
+    from harness.inputs.texts import load_prefixes, load_prompts
 
     prompts = load_prompts(DATA_DIR / "prompts_en.jsonl", n_prompts)
     prefixes = load_prefixes(DATA_DIR / "prefixes.jsonl")
@@ -99,11 +99,11 @@ def run_method(method: str, model_name: str, lengths: list[int], n_prompts: int,
                device: str) -> dict:
     import torch
 
-    from harness.decoding import greedy_decode
-    from harness.engine import Engine
-    from harness.probe import install_probe
-    from harness.driver import drive
-    from harness.resources import prefix_cache_bytes
+    from harness.measure.driver import drive
+    from harness.measure.engine import Engine
+    from harness.model.decoding import greedy_decode
+    from harness.model.probe import install_probe
+    from harness.model.resources import prefix_cache_bytes
 
     model, tok = build(model_name, device)
     conds = conditions_for(tok, lengths, n_prompts, n_prefixes)

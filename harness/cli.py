@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .errors import HarnessError
+from harness.errors import HarnessError
 
 USAGE = """usage: harness <command> [args]
 
@@ -59,9 +59,9 @@ def _sweep_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from .config import as_plain
-    from .rundir import RunDir
-    from .runner import SweepFailed, run
+    from harness.config import as_plain
+    from harness.runs.rundir import RunDir
+    from harness.runs.runner import SweepFailed, run
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -86,7 +86,7 @@ def _sweep_task(cfg) -> None:
 def _locate_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from .locate import locate
+    from harness.runs.locate import locate
 
     try:
         locate(cfg, HydraConfig.get().runtime.output_dir)
@@ -102,8 +102,8 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     1: a mistake in the command, so 2 here, like every other user error."""
     import hydra
 
-    from .callbacks import JobsIncomplete
-    from .config import CONFIG_MODULE, register_configs
+    from harness.config import CONFIG_MODULE, register_configs
+    from harness.runs.callbacks import JobsIncomplete
 
     register_configs()
     sys.argv = [f"harness {name}", *args]
@@ -140,7 +140,7 @@ def resume(args: list[str]) -> int:
     """Rerun a run directory's own command (its saved overrides) into the same directory."""
     import argparse
 
-    from .rundir import RunDir
+    from harness.runs.rundir import RunDir
 
     parser = argparse.ArgumentParser(prog="harness resume", description="Finish an interrupted or partly "
                                      "failed run: computes only the conditions without a stored result.")
@@ -154,8 +154,8 @@ def resume(args: list[str]) -> int:
 def figures(args: list[str]) -> int:
     import argparse
 
-    from .report import write_outputs
-    from .tables import load_noise, load_runs
+    from harness.reporting.report import write_outputs
+    from harness.runs.rundir import load_noise, load_runs
 
     parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
@@ -177,12 +177,12 @@ COMMANDS = {
     "sweep": "harness.cli:sweep",
     "resume": "harness.cli:resume",
     "locate": "harness.cli:locate",
-    "collect": "harness.collect:main",
-    "check-determinism": "harness.determinism:main",
-    "kv-size": "harness.kvcache:main",
+    "collect": "harness.runs.collect:main",
+    "check-determinism": "harness.runs.check_determinism:main",
+    "kv-size": "harness.model.kv_size:main",
     "figures": "harness.cli:figures",
-    "build-prefixes": "harness.prefix_bank:main",
-    "train-demo": "harness.train_demo:main",
+    "build-prefixes": "harness.inputs.prefix_bank:main",
+    "train-demo": "harness.demo.train_demo:main",
 }
 
 

@@ -17,9 +17,11 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from .errors import HarnessError
+from harness.errors import HarnessError
 
-DATA_DIR = Path(__file__).parent / "data"
+PACKAGE_DIR = Path(__file__).parent
+DATA_DIR = PACKAGE_DIR / "data"  # the shipped prompt and prefix sets
+ASSETS_DIR = PACKAGE_DIR / "assets"  # the shipped demo models
 CONFIG_MODULE = "harness.conf"  # the config tree ships inside the package (Hydra's pkg:// search path)
 
 
@@ -44,8 +46,8 @@ _CHOICES = [
                                         "configuration is the same and refuses when it differs; resume keeps "
                                         "what still applies; fresh deletes them."),
     ("IsolationMode", "none mask mask_reset decay delimit delimit_control", "Isolation interventions "
-                                                                            "(harness.isolation)."),
-    ("Placement", "auto raw system turn document tool", "Where the prefix goes (harness.chat): raw "
+                                                                            "(harness.inputs.isolation)."),
+    ("Placement", "auto raw system turn document tool", "Where the prefix goes (harness.inputs.chat): raw "
                                                         "concatenation, or in the chat template as the system "
                                                         "message, an earlier turn, a document in the task's user "
                                                         "message, or a tool result; auto: the model's default."),
@@ -112,7 +114,7 @@ class PrefixConfig:
 
 @dataclass
 class ChatConfig:
-    """How chat placements (harness.chat) build A and X from the model's chat template."""
+    """How chat placements (harness.inputs.chat) build A and X from the model's chat template."""
 
     # A fixed system message in both A and X: the scaffolding that keeps a template's default system
     # prompt (or a date line) out of the comparison. null: none, unless the template needs one.
@@ -135,7 +137,7 @@ class DecodeConfig:
 class AnalysisConfig:
     attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
     # The run's own numerical noise: B/C conditions batched as the sweep batches them against the
-    # same conditions alone (harness.noise), on whole batches of the first noise_prompts prompts,
+    # same conditions alone (harness.measure.noise), on whole batches of the first noise_prompts prompts,
     # about noise_conditions conditions in all.
     noise_floor: bool = True
     noise_prompts: int = 8
@@ -178,9 +180,9 @@ class RunConfig:
     special_tokens: SpecialTokens = SpecialTokens.text
     seed: int = 0
     # Conditions of one prompt with equal input length run as one batch (never padded); null picks a
-    # size from the device's free memory (harness.resources.auto_batch_size).
+    # size from the device's free memory (harness.model.resources.auto_batch_size).
     batch_size: int | None = None
-    # MiB of BOS + prefix KV kept so every prompt reuses it (harness.prefix_cache): speed only, the
+    # MiB of BOS + prefix KV kept so every prompt reuses it (harness.model.prefix_cache): speed only, the
     # results are the same whatever it is. null = a quarter of the free memory; 0 = recompute each time.
     prefix_cache_mb: int | None = None
     draw_figures: bool = True

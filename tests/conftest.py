@@ -1,7 +1,7 @@
 """Shared fixtures: tiny models and tokenizers built in memory; nothing is downloaded.
 
 Most tests run sweeps in-process with :func:`sweep` (a config composed exactly as the CLI composes
-it, passed to :func:`harness.runner.run`). Tests marked ``slow`` start real ``harness`` processes
+it, passed to :func:`harness.runs.runner.run`). Tests marked ``slow`` start real ``harness`` processes
 (the CLI itself, SIGKILL/SIGTERM, multirun launchers, an installed wheel), most of them forked from
 a fork server that has imported torch once (:mod:`tests.forked`); ``make test`` runs them too,
 ``make test-fast`` skips them.
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from harness.config import DATA_DIR, compose
-from harness.driver import drive
-from harness.models import byte_level_tokenizer
-from harness.runner import run
-from harness.texts import load_prefixes, load_prompts
+from harness.inputs.texts import load_prefixes, load_prompts
+from harness.measure.driver import drive
+from harness.model.loading import byte_level_tokenizer
+from harness.runs.runner import run
 
 TEST_DATA = Path(__file__).resolve().parent / "data"
 SMALL_PREFIXES = TEST_DATA / "prefixes_small.jsonl"  # 5 neutral + 5 instruction-like, ids fixed
@@ -112,7 +112,7 @@ def tiny_run(tmp_path_factory):
 
 
 def run_all(engine, conditions, batch_size: int = 1):
-    """Every condition through :func:`harness.driver.drive`: (results in the order computed, the
+    """Every condition through :func:`harness.measure.driver.drive`: (results in the order computed, the
     reference of each prompt)."""
     results, references, alone = [], {}, []
 

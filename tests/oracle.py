@@ -1,5 +1,5 @@
 """The independent oracle for the attention metrics: eager ``output_attentions`` on full sequences,
-and every metric of ``harness.attention_metrics`` written out again in float64 numpy/scipy from
+and every metric of ``harness.measure.attention_metrics`` written out again in float64 numpy/scipy from
 the attention probabilities alone (no scores, no caches, no probe).
 
 What it is for: the harness computes its metrics from streamed, recomputed float32 scores with a

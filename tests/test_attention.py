@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from harness.assembly import build_conditions
-from harness.engine import Engine
 from harness.errors import HarnessError
-from harness.models import build_tiny
-from harness.probe import install_probe
-from harness.texts import Prefix, Prompt
+from harness.inputs.conditions import build_conditions
+from harness.inputs.texts import Prefix, Prompt
+from harness.measure.engine import Engine
+from harness.model.loading import build_tiny
+from harness.model.probe import install_probe
 
 from . import oracle
 from .conftest import run_all

@@ -1,4 +1,4 @@
-"""Chat placements (harness.chat): the prefix inside a real chat template, as one inserted block.
+"""Chat placements (harness.inputs.chat): the prefix inside a real chat template, as one inserted block.
 
 Tiny tokenizers carry real chat templates (Qwen2.5's ChatML, Llama 3.2's, Gemma 2's and Qwen3's,
 written out below from the public tokenizer configs) on the project's byte-level tokenizer, with the
@@ -17,16 +17,17 @@ import pandas as pd
 import pytest
 import torch
 
-from harness.assembly import Condition, build_conditions, encode
-from harness.chat import chat_layout
 from harness.config import DATA_DIR, ChatConfig
-from harness.engine import Engine
 from harness.errors import HarnessError
-from harness.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
-from harness.models import byte_level_tokenizer
-from harness.probe import install_probe
-from harness.records import target_hits
-from harness.texts import Prefix, Prompt
+from harness.inputs.assembly import encode
+from harness.inputs.chat import chat_layout
+from harness.inputs.conditions import Condition, build_conditions
+from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
+from harness.inputs.texts import Prefix, Prompt
+from harness.measure.engine import Engine
+from harness.measure.records import target_hits
+from harness.model.loading import byte_level_tokenizer
+from harness.model.probe import install_probe
 
 from . import oracle
 from .conftest import run_all, sweep

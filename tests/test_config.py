@@ -61,7 +61,7 @@ def test_every_experiment_names_files_and_models_that_exist(experiment):
     """What `make demo` runs must be there on a fresh clone: data files, and shipped models by name."""
     from pathlib import Path
 
-    from harness.models import BUILTIN, SHIPPED_MODELS
+    from harness.model.loading import BUILTIN, SHIPPED_MODELS
 
     cfg = compose([f"experiment={experiment}"])
     validate(cfg)
@@ -99,9 +99,9 @@ def test_choices_are_enums():
     (["+decode.max_tokens=8"], "max_tokens"),
 ])
 def test_validation_before_any_model_loads(overrides, fragment, monkeypatch):
-    from harness.experiment import Experiment
+    from harness.runs.experiment import Experiment
 
-    monkeypatch.setattr("harness.experiment.load_model", lambda *a, **k: pytest.fail("model loaded before validation"))
+    monkeypatch.setattr("harness.runs.experiment.load_model", lambda *a, **k: pytest.fail("model loaded before validation"))
     with pytest.raises(HarnessError, match=fragment):
         Experiment.build(compose(["model=tiny", *overrides]))
 
@@ -109,7 +109,7 @@ def test_validation_before_any_model_loads(overrides, fragment, monkeypatch):
 def test_user_config_directory_adds_a_model_and_an_experiment(tmp_path):
     """The documented way to bring your own configs: a directory with model/, prompts/, prefixes/
     and experiment/ entries, given as --config-dir (here: config_dir=)."""
-    from harness.models import build_tiny
+    from harness.model.loading import build_tiny
 
     model, tok = build_tiny("gpt2", seed=3)
     model.save_pretrained(tmp_path / "weights")
@@ -129,7 +129,7 @@ def test_user_config_directory_adds_a_model_and_an_experiment(tmp_path):
         "draw_figures: false\nanalysis:\n  noise_floor: false\n")
     cfg = compose(["experiment=mine"], config_dir=mine)
     assert cfg.model.name_or_path == str(tmp_path / "weights") and cfg.prompts.name == "mine"
-    from harness.runner import run
+    from harness.runs.runner import run
 
     out = run(cfg, tmp_path / "run", progress=False)
     import pandas as pd

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import directives as D
-from harness import obedience
-from harness.assembly import cut_prefix, encode
-from harness.texts import Prompt, load_prefixes, load_prompts
+from harness.demo import directives as D
+from harness.demo import obedience
+from harness.inputs.assembly import cut_prefix, encode
+from harness.inputs.texts import Prompt, load_prefixes, load_prompts
 
 from .conftest import write_jsonl
 
@@ -128,7 +128,7 @@ def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
 
 def test_phrasing_grammar_words_the_mixers_directives(tokenizer):
     """With ``phrasing_grammar=1`` no directive row uses a fixed training template."""
-    from harness.train_demo import DirectiveMixer, MixSettings
+    from harness.demo.train_demo import DirectiveMixer, MixSettings
 
     def directive_rows(share):
         mix = MixSettings(synth_fraction=1.0, directive_share=1.0, mention_share=0.0, copy_fraction=0.0,
@@ -302,7 +302,7 @@ def test_evaluate_obedience_counts(tokenizer):
 
 def test_directive_mixer_batches(tokenizer):
     """Training batches: the requested row mix, padding never trained, target tokens weighted."""
-    from harness.train_demo import DirectiveMixer, MixSettings
+    from harness.demo.train_demo import DirectiveMixer, MixSettings
 
     mix = MixSettings(synth_fraction=0.5, directive_share=1.0, mention_share=0.0, copy_fraction=0.25,
                       copy_warmup=0.0, micro_batch=4, plain_len=64, target_weight=20.0)
@@ -354,7 +354,7 @@ def test_target_source_draws_and_quotes_as_configured(tokenizer):
 
 
 def test_random_copy_rows_train_only_the_repeats(tokenizer):
-    from harness.train_demo import DirectiveMixer, MixSettings
+    from harness.demo.train_demo import DirectiveMixer, MixSettings
 
     mix = MixSettings(synth_fraction=0.5, copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64,
                       random_copy_rows=5)
@@ -376,7 +376,7 @@ def test_shipped_models_are_the_positive_and_the_negative_control():
     the plain model does neither. A regression check of the two assets on 4 of the 24 openings at
     L = 64 (the cards and `make demo` measure all of them); the bounds are the issue's targets
     (C >= 0.7, B <= 0.1), loosened for the smaller sample."""
-    from harness.models import load_model
+    from harness.model.loading import load_model
 
     prompts = load_prompts(ROOT / "harness" / "data" / "prompts_stories_en.jsonl", limit=4)
     prefixes = load_prefixes(PREFIXES)
@@ -524,7 +524,7 @@ def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, me
 
 def test_negative_control_verdict_compares_each_rate_with_the_other_interval():
     """The plain model's card says where C and B are *not* within each other's intervals."""
-    from harness.train_demo import _overlap
+    from harness.demo.train_demo import _overlap
 
     def row(group, length, rate, low, high):
         return {"group": group, "prefix_len": length, "rate": rate, "ci_low": low, "ci_high": high}

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import torch
 
-from harness.assembly import build_conditions
-from harness.engine import Engine
 from harness.errors import HarnessError
-from harness.probe import install_probe
-from harness.texts import Prefix, Prompt
+from harness.inputs.conditions import build_conditions
+from harness.inputs.texts import Prefix, Prompt
+from harness.measure.engine import Engine
+from harness.model.probe import install_probe
 
 from . import oracle
 from .conftest import run_all, sweep, write_jsonl

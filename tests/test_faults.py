@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.schema import TIMING_COLUMNS
+from harness.runs.schema import TIMING_COLUMNS
 
 from .conftest import SMALL_PREFIXES, run_harness, sweep
 from .forked import Harness, run_forked

@@ -7,12 +7,12 @@ import matplotlib.pyplot as plt
 import nbformat
 from nbclient import NotebookClient
 
-from harness import figures as F
-from harness import curves, stats
-from harness.tables import load_runs
-
+from harness.analysis import curves, descriptive
+from harness.analysis.rates import rate_summary
 from harness.cli import main
-from harness.figure_set import mass_sources
+from harness.reporting import plots as F
+from harness.reporting.figure_set import mass_sources
+from harness.runs.rundir import load_runs
 
 NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks" / "analysis.ipynb"
 
@@ -20,22 +20,22 @@ NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "noteb
 def test_figure_functions_draw_expected_artists(tiny_run):
     conditions, attention = load_runs([tiny_run])
     fig, ax = plt.subplots()
-    F.plot_drift_vs_length(ax, stats.drift_summary(conditions, "norm_edit_distance"))
+    F.plot_drift_vs_length(ax, descriptive.drift_summary(conditions, "norm_edit_distance"))
     assert len(ax.lines) == 2 and len(ax.collections) == 2  # B and C lines, two CI bands
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [F.GROUP_NAMES["B"], F.GROUP_NAMES["C"]]
     assert "tokens" in ax.get_xlabel()
 
     fig, ax = plt.subplots()
-    F.plot_layer_profile(ax, stats.layer_profile(attention, "kl"), "C")
+    F.plot_layer_profile(ax, descriptive.layer_profile(attention, "kl"), "C")
     assert len(ax.lines) == 2  # one per prefix length
     assert len(ax.lines[0].get_xdata()) == 2  # the tiny model's two layers
 
     fig, ax = plt.subplots()
-    image = F.plot_head_heatmap(ax, stats.head_map(attention, "C", "kl"), 24)
+    image = F.plot_head_heatmap(ax, descriptive.head_map(attention, "C", "kl"), 24)
     assert image.get_array().shape == (2, 4)  # layers x heads
 
     fig, ax = plt.subplots()
-    F.plot_prefix_mass(ax, stats.drift_summary(conditions, "attn_prefix_mass_mean"))
+    F.plot_prefix_mass(ax, descriptive.drift_summary(conditions, "attn_prefix_mass_mean"))
     assert len(ax.lines) == 2
 
     fig, ax = plt.subplots()
@@ -45,12 +45,12 @@ def test_figure_functions_draw_expected_artists(tiny_run):
     heights = {}
     for patch, (source, length) in zip(ax.patches, [(s, n) for s in F.MASS_SOURCES for n in (8, 24)]):
         heights[length] = heights.get(length, 0.0) + patch.get_height()
-    mass = stats.drift_summary(conditions[conditions.group == "C"], "attn_prefix_mass_mean")
+    mass = descriptive.drift_summary(conditions[conditions.group == "C"], "attn_prefix_mass_mean")
     for length, total in heights.items():  # the stacked sources add up to the prefix mass
         assert abs(total - float(mass[mass.prefix_len == length]["mean"].iloc[0])) < 1e-6
 
     fig, ax = plt.subplots()
-    F.plot_drift_vs_length(ax, stats.drift_summary(conditions, "norm_edit_distance"),
+    F.plot_drift_vs_length(ax, descriptive.drift_summary(conditions, "norm_edit_distance"),
                            ceiling=curves.ceiling(conditions).iloc[0])
     assert len(ax.lines) == 3 and "ceiling" in ax.get_legend().get_texts()[-1].get_text()
 
@@ -110,13 +110,12 @@ def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):
 def test_hit_rate_figure_says_which_intervals_are_exact():
     import pandas as pd
 
-    from harness import inference
 
     # C hits in 3 of 4 conditions (bootstrap interval), B never (exact interval)
     df = pd.DataFrame({"model": "m", "isolation": "none", "prompt_id": ["p0", "p1"] * 4,
                        "group": ["C"] * 4 + ["B"] * 4, "prefix_id": ["c1", "c1", "c2", "c2", "b1", "b1", "b2", "b2"],
                        "prefix_len": 8, "target_hit": [True, True, True, False] + [False] * 4})
-    rates = inference.rate_summary(df, n_resamples=50)
+    rates = rate_summary(df, n_resamples=50)
     assert set(rates.ci_method) == {"percentile bootstrap", "exact, none of 2 units"}
     fig, ax = plt.subplots()
     F.plot_hit_rate(ax, rates)

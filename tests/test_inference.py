@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness import curves, inference, stats
+from harness.analysis import crossed, curves, descriptive, heads, rates
 
 COLUMNS = ["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "v"]
 
 
-def crossed(prefix_values: dict[tuple[str, str], float], n_prompts: int = 4, prompt_offsets=None, pair=None):
+def crossed_table(prefix_values: dict[tuple[str, str], float], n_prompts: int = 4, prompt_offsets=None, pair=None):
     """A crossed table: every prompt meets every prefix; value = prefix value + prompt offset."""
     offsets = prompt_offsets if prompt_offsets is not None else np.linspace(0.0, 0.3, n_prompts)
     rows = [("m", "none", f"p{i}", group, prefix, 32, value + offsets[i])
@@ -30,24 +30,24 @@ def test_unpaired_permutation_3_vs_3_by_hand():
     # statistic = (11 - 4) / 3 = 7/3. Over the C(6,3) = 20 relabelings, statistic = (2s - 15) / 3 for
     # label sum s, so |statistic| >= 7/3 iff s >= 11 or s <= 4:
     #   s >= 11: {3,4,5}=12, {2,4,5}=11;  s <= 4: {0,1,2}=3, {0,1,3}=4  -> two-sided p = 4/20, greater 2/20.
-    df = crossed({("C", "c2"): 2, ("C", "c4"): 4, ("C", "c5"): 5, ("B", "b0"): 0, ("B", "b1"): 1, ("B", "b3"): 3})
-    two = inference.prefix_permutation_test(df, "v").iloc[0]
+    df = crossed_table({("C", "c2"): 2, ("C", "c4"): 4, ("C", "c5"): 5, ("B", "b0"): 0, ("B", "b1"): 1, ("B", "b3"): 3})
+    two = crossed.prefix_permutation_test(df, "v").iloc[0]
     assert two.statistic == pytest.approx(7 / 3)
     assert two.p_perm == pytest.approx(4 / 20) and bool(two.exact) and two.design == "unpaired"
     assert (two.n_prompts, two.n_prefixes_high, two.n_prefixes_low) == (4, 3, 3)
-    greater = inference.prefix_permutation_test(df, "v", alternative="greater").iloc[0]
+    greater = crossed.prefix_permutation_test(df, "v", alternative="greater").iloc[0]
     assert greater.p_perm == pytest.approx(2 / 20)
-    less = inference.prefix_permutation_test(df, "v", alternative="less").iloc[0]
+    less = crossed.prefix_permutation_test(df, "v", alternative="less").iloc[0]
     assert less.p_perm == pytest.approx(19 / 20)
 
     # fewer permutations allowed than relabelings: Monte Carlo, (b + 1) / (m + 1)
-    mc = inference.prefix_permutation_test(df, "v", n_permutations=999, seed=1)
+    mc = crossed.prefix_permutation_test(df, "v", n_permutations=999, seed=1)
     assert bool(mc.exact.iloc[0])  # 20 <= 999: still exact
-    mc = inference.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
+    mc = crossed.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
     assert not mc.exact
     b = mc.p_perm * 20 - 1
     assert b == pytest.approx(round(b)) and 0 <= round(b) <= 19
-    big = inference.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
+    big = crossed.prefix_permutation_test(df, "v", n_permutations=19, seed=1).iloc[0]
     assert big.p_perm == mc.p_perm  # seeded
 
 
@@ -57,19 +57,19 @@ def test_paired_permutation_4_pairs_by_hand():
     values = {("C", "c1"): 1.0, ("B", "b1"): 0.0, ("C", "c2"): 2.5, ("B", "b2"): 0.5,
               ("C", "c3"): 3.0, ("B", "b3"): 0.0, ("C", "c4"): 0.0, ("B", "b4"): 0.5}
     pair = {"c1": 1, "b1": 1, "c2": 2, "b2": 2, "c3": 3, "b3": 3, "c4": 4, "b4": 4}
-    df = crossed(values, pair=pair)
-    row = inference.prefix_permutation_test(df, "v").iloc[0]
+    df = crossed_table(values, pair=pair)
+    row = crossed.prefix_permutation_test(df, "v").iloc[0]
     assert row.design == "paired" and bool(row.exact)
     assert row.statistic == pytest.approx(5.5 / 4)
     assert row.p_perm == pytest.approx(4 / 16)
-    assert inference.prefix_permutation_test(df, "v", alternative="greater").p_perm.iloc[0] == pytest.approx(2 / 16)
+    assert crossed.prefix_permutation_test(df, "v", alternative="greater").p_perm.iloc[0] == pytest.approx(2 / 16)
 
     # a pair holding two C prefixes is no matched pair: the whole cell falls back to unpaired
-    broken = crossed(values, pair={**pair, "b4": 3})
-    assert inference.prefix_permutation_test(broken, "v").design.iloc[0] == "unpaired"
+    broken = crossed_table(values, pair={**pair, "b4": 3})
+    assert crossed.prefix_permutation_test(broken, "v").design.iloc[0] == "unpaired"
     # a prefix without a pair: unpaired as well
-    missing = crossed(values, pair={**pair, "c4": None})
-    assert inference.prefix_permutation_test(missing, "v").design.iloc[0] == "unpaired"
+    missing = crossed_table(values, pair={**pair, "c4": None})
+    assert crossed.prefix_permutation_test(missing, "v").design.iloc[0] == "unpaired"
 
 
 def two_c_two_b(seed: int = 0, n_prompts: int = 30) -> pd.DataFrame:
@@ -85,7 +85,7 @@ def two_c_two_b(seed: int = 0, n_prompts: int = 30) -> pd.DataFrame:
 
 
 def test_prompt_only_significant_but_prefix_permutation_not():
-    out = inference.compare_groups(two_c_two_b(), "v").iloc[0]
+    out = crossed.compare_groups(two_c_two_b(), "v").iloc[0]
     # prompt-only: every prompt's C - B is about +0.5, so it looks overwhelming
     assert out.wilcoxon_p < 1e-6 and out.ci_low_prompts > 0.4
     assert out.claim_prompts == "these prefixes (prompts resampled)"
@@ -102,10 +102,10 @@ def test_prompt_only_significant_but_prefix_permutation_not():
 
 def test_compare_groups_agrees_with_the_separate_functions():
     df = two_c_two_b(seed=3, n_prompts=12)
-    both = inference.compare_groups(df, "v").iloc[0]
-    prompts = stats.contrast(df, "v").iloc[0]
-    perm = inference.prefix_permutation_test(df, "v").iloc[0]
-    boot = inference.two_way_bootstrap(df, "v").iloc[0]
+    both = crossed.compare_groups(df, "v").iloc[0]
+    prompts = descriptive.contrast(df, "v").iloc[0]
+    perm = crossed.prefix_permutation_test(df, "v").iloc[0]
+    boot = crossed.two_way_bootstrap(df, "v").iloc[0]
     assert both.mean_diff == pytest.approx(prompts.mean_diff) and both.wilcoxon_p == pytest.approx(prompts.wilcoxon_p)
     assert (both.ci_low_prompts, both.ci_high_prompts) == (pytest.approx(prompts.ci_low), pytest.approx(prompts.ci_high))
     assert both.ci_method_prompts == prompts.ci_method == "BCa"
@@ -133,9 +133,9 @@ def test_two_way_bootstrap_covers_the_population_difference():
     n_sim = 50
     for seed in range(n_sim):
         df = simulate(np.random.default_rng(seed))
-        row = inference.two_way_bootstrap(df, "v", n_resamples=400, seed=seed).iloc[0]
-        d = stats.paired_differences(df, "v", ["model"], "C", "B")["diff"].to_numpy()
-        low_p, high_p = stats.bootstrap_ci(d, n_resamples=400, seed=seed)
+        row = crossed.two_way_bootstrap(df, "v", n_resamples=400, seed=seed).iloc[0]
+        d = descriptive.paired_differences(df, "v", ["model"], "C", "B")["diff"].to_numpy()
+        low_p, high_p = descriptive.bootstrap_ci(d, n_resamples=400, seed=seed)
         covered_two_way += row.ci_low <= 0.2 <= row.ci_high
         covered_prompts += low_p <= 0.2 <= high_p
         widths.append((row.ci_high - row.ci_low, high_p - low_p))
@@ -149,12 +149,12 @@ def test_two_way_bootstrap_covers_the_population_difference():
 
 def test_two_way_bootstrap_is_point_when_nothing_varies_and_pairs_resample_together():
     values = {("C", "c1"): 1.0, ("B", "b1"): 0.0, ("C", "c2"): 3.0, ("B", "b2"): 2.0}
-    flat = crossed(values, prompt_offsets=[0.0, 0.0, 0.0])
+    flat = crossed_table(values, prompt_offsets=[0.0, 0.0, 0.0])
     # unpaired: C draws and B draws are independent, so the interval is wide ...
-    unpaired = inference.two_way_bootstrap(flat, "v", n_resamples=400).iloc[0]
+    unpaired = crossed.two_way_bootstrap(flat, "v", n_resamples=400).iloc[0]
     assert unpaired.statistic == pytest.approx(1.0) and unpaired.ci_low < 0 < 2 < unpaired.ci_high
     # ... paired, each drawn pair differs by exactly 1: the interval is the point 1
-    paired = inference.two_way_bootstrap(crossed(values, prompt_offsets=[0.0, 0.0, 0.0],
+    paired = crossed.two_way_bootstrap(crossed_table(values, prompt_offsets=[0.0, 0.0, 0.0],
                                              pair={"c1": "x", "b1": "x", "c2": "y", "b2": "y"}), "v",
                                      n_resamples=400).iloc[0]
     assert paired.design == "paired"
@@ -162,9 +162,9 @@ def test_two_way_bootstrap_is_point_when_nothing_varies_and_pairs_resample_toget
 
 
 def test_cell_means_averages_repeats_and_keeps_pairs():
-    df = crossed({("C", "c"): 1.0, ("B", "b"): 0.0}, prompt_offsets=[0.0], pair={"c": 7, "b": 7})
+    df = crossed_table({("C", "c"): 1.0, ("B", "b"): 0.0}, prompt_offsets=[0.0], pair={"c": 7, "b": 7})
     doubled = pd.concat([df, df.assign(v=df.v + 2)], ignore_index=True)
-    cells = inference.cell_means(doubled, "v", ["model", "prefix_len"])
+    cells = crossed.cell_means(doubled, "v", ["model", "prefix_len"])
     assert len(cells) == 2
     assert cells.set_index("prefix_id").loc["c", "v"] == pytest.approx(2.0)
     assert (cells.pair == 7).all()
@@ -174,18 +174,18 @@ def test_cell_means_averages_repeats_and_keeps_pairs():
 
 def test_bca_where_it_applies_percentile_otherwise():
     values = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.55, 0.9, 0.05, 0.3, 0.6])
-    low, high, method = stats.bootstrap_interval(values, seed=3)
+    low, high, method = descriptive.bootstrap_interval(values, seed=3)
     ref = sps.bootstrap((values,), np.mean, method="BCa", n_resamples=2000,
                         random_state=np.random.default_rng(3)).confidence_interval
     assert method == "BCa" and (low, high) == (pytest.approx(ref.low), pytest.approx(ref.high))
-    assert stats.bootstrap_interval(values[:6])[2] == "percentile"          # < 8 distinct values
-    assert stats.bootstrap_interval(np.r_[np.zeros(9), 1.0])[2] == "percentile"  # 2 distinct values
-    assert stats.bootstrap_interval([0.2] * 9) == (0.2, 0.2, "degenerate")
-    assert stats.bootstrap_interval([0.2])[2] == "none"
-    assert stats.bootstrap_ci(values, method="BCa", seed=3) == (low, high)
+    assert descriptive.bootstrap_interval(values[:6])[2] == "percentile"          # < 8 distinct values
+    assert descriptive.bootstrap_interval(np.r_[np.zeros(9), 1.0])[2] == "percentile"  # 2 distinct values
+    assert descriptive.bootstrap_interval([0.2] * 9) == (0.2, 0.2, "degenerate")
+    assert descriptive.bootstrap_interval([0.2])[2] == "none"
+    assert descriptive.bootstrap_ci(values, method="BCa", seed=3) == (low, high)
 
     rows = [("m", "none", f"p{i}", "B", "b", 32, v) for i, v in enumerate(values)]
-    summary = stats.drift_summary(pd.DataFrame(rows, columns=COLUMNS), "v").iloc[0]
+    summary = descriptive.drift_summary(pd.DataFrame(rows, columns=COLUMNS), "v").iloc[0]
     assert summary.ci_method == "BCa" and summary.ci_low == pytest.approx(ref.low)
 
 
@@ -194,10 +194,10 @@ def test_bca_where_it_applies_percentile_otherwise():
 def test_family_wide_and_per_length_bh_by_hand():
     table = pd.DataFrame({"model": "m", "prefix_len": [32, 32, 64, 64], "p": [0.01, 0.04, 0.03, 0.5]})
     # per length: 32 -> (.02, .04); 64 -> (.06, .5)
-    per_length = stats.benjamini_hochberg_by(table, "p", ["model", "prefix_len"])
+    per_length = descriptive.benjamini_hochberg_by(table, "p", ["model", "prefix_len"])
     np.testing.assert_allclose(per_length, [0.02, 0.04, 0.06, 0.5])
     # one family of four: sorted .01 .03 .04 .5 -> .04, .06, .0533, .5 -> monotone .04, .0533, .0533, .5
-    family = stats.benjamini_hochberg_by(table, "p", ["model"])
+    family = descriptive.benjamini_hochberg_by(table, "p", ["model"])
     np.testing.assert_allclose(family, [0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.5])
     assert list(per_length < 0.05) == [True, True, False, False]
     assert list(family < 0.05) == [True, False, False, False]
@@ -222,15 +222,15 @@ def head_table(n_prompts=8, n_prefixes=3, lengths=(32, 64), planted=((1, 0),), e
 
 def test_head_contrasts_family_and_permutation_columns():
     att = head_table()
-    out = inference.head_contrasts(att, "kl", segment=None)
+    out = heads.head_contrasts(att, "kl", segment=None)
     assert len(out) == 2 * 2 * 2 * 2  # lengths x segments x layers x heads
     assert set(out.segment) == {"task", "continuation"}
     # family-wide (default): one BH over every row of the model
-    np.testing.assert_allclose(out.q, stats.benjamini_hochberg(out.p.to_numpy()))
-    np.testing.assert_allclose(out.q_perm, stats.benjamini_hochberg(out.p_perm.to_numpy()))
-    per = inference.head_contrasts(att, "kl", segment=None, family="length")
+    np.testing.assert_allclose(out.q, descriptive.benjamini_hochberg(out.p.to_numpy()))
+    np.testing.assert_allclose(out.q_perm, descriptive.benjamini_hochberg(out.p_perm.to_numpy()))
+    per = heads.head_contrasts(att, "kl", segment=None, family="length")
     for _, cell in per.groupby(["prefix_len", "segment"]):
-        np.testing.assert_allclose(cell.q, stats.benjamini_hochberg(cell.p.to_numpy()))
+        np.testing.assert_allclose(cell.q, descriptive.benjamini_hochberg(cell.p.to_numpy()))
     # 3 + 3 prefixes: C(6,3) = 20 relabelings, exact; the planted head is the most extreme: p = 1/20
     planted = out[(out["layer"] == 1) & (out["head"] == 0)]
     assert planted.perm_exact.all() and np.allclose(planted.p_perm, 1 / 20)
@@ -238,23 +238,23 @@ def test_head_contrasts_family_and_permutation_columns():
     assert (out.significant_by == "wilcoxon").all() and out.significant.sum() == 4
     # resting on the permutation test: every p >= 1/20, so over a family of 16 no q can fall below .05
     # (BH: q >= min p * m / m), although the planted head is as extreme as 3 + 3 prefixes allow
-    by_perm = inference.head_contrasts(att, "kl", segment=None, significant_by="permutation")
+    by_perm = heads.head_contrasts(att, "kl", segment=None, significant_by="permutation")
     assert (by_perm.significant_by == "permutation").all() and not by_perm.significant.any()
     assert by_perm.p_perm.min() == pytest.approx(1 / 20) and by_perm.q_perm.min() >= 0.05 - 1e-12
     # the default still tests the task segment only
-    assert set(inference.head_contrasts(att, "kl").segment) == {"task"}
+    assert set(heads.head_contrasts(att, "kl").segment) == {"task"}
 
 
 def test_head_permutation_matches_the_single_cell_test():
     att = head_table(seed=4, effect=0.02)
-    out = inference.head_contrasts(att, "kl", segment="task")
+    out = heads.head_contrasts(att, "kl", segment="task")
     for _, row in out.iterrows():
         cell = att[(att.segment == "task") & (att["layer"] == row["layer"]) & (att["head"] == row["head"])
                    & (att.prefix_len == row.prefix_len)]
-        ref = inference.prefix_permutation_test(cell, "kl", alternative="greater", n_permutations=2000).iloc[0]
+        ref = crossed.prefix_permutation_test(cell, "kl", alternative="greater", n_permutations=2000).iloc[0]
         assert row.p_perm == pytest.approx(ref.p_perm)
-        d = stats.paired_differences(cell, "kl", ["model"], "C", "B")["diff"]
-        assert row.p == pytest.approx(stats.wilcoxon_p(d, alternative="greater"))
+        d = descriptive.paired_differences(cell, "kl", ["model"], "C", "B")["diff"]
+        assert row.p == pytest.approx(descriptive.wilcoxon_p(d, alternative="greater"))
 
 
 def test_vectorized_wilcoxon_matches_the_loop():
@@ -266,8 +266,8 @@ def test_vectorized_wilcoxon_matches_the_loop():
     D[4] = 0.0                     # untestable
     D[5, 3] = np.nan               # missing prompt
     D[6] = 1.0                     # all tied
-    vec = stats._wilcoxon_rows(D, "greater")
-    loop = np.array([stats.wilcoxon_p(d, "greater") for d in D])
+    vec = descriptive._wilcoxon_rows(D, "greater")
+    loop = np.array([descriptive.wilcoxon_p(d, "greater") for d in D])
     np.testing.assert_allclose(vec, loop, rtol=1e-12)
     assert np.isnan(vec[4])
 
@@ -331,14 +331,14 @@ def test_weighted_segment_mean_by_hand():
     att = pd.DataFrame([("m", "none", "p0", "C", prefix, 32, layer, 0, seg, v, n) for prefix, layer, seg, v, n in rows],
                        columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "layer", "head",
                                 "segment", "kl", "n_queries"])
-    out = stats.weighted_segment_mean(att, "kl")
+    out = descriptive.weighted_segment_mean(att, "kl")
     assert len(out) == 1 and out.kl.iloc[0] == pytest.approx((3 + 2 + 1) / 3)
-    per_condition = stats.weighted_segment_mean(att, "kl", ["model", "group", "prefix_len", "prefix_id"])
+    per_condition = descriptive.weighted_segment_mean(att, "kl", ["model", "group", "prefix_len", "prefix_id"])
     assert per_condition.set_index("prefix_id").kl.to_dict() == pytest.approx({"c1": 3.0, "c2": 2.0, "c3": 1.0})
     # layer profile: layer 0 -> c1 (1*3+5)/4 = 2, c2 2, c3 1 -> 5/3 ; layer 1 -> (9+7)/4 = 4, 2, 1 -> 7/3
-    profile = stats.layer_profile(att, "kl").set_index("layer")["mean"]
+    profile = descriptive.layer_profile(att, "kl").set_index("layer")["mean"]
     assert profile.to_dict() == pytest.approx({0: 5 / 3, 1: 7 / 3})
-    assert stats.head_map(att, "C", "kl").set_index("layer").kl.to_dict() == pytest.approx({0: 5 / 3, 1: 7 / 3})
+    assert descriptive.head_map(att, "C", "kl").set_index("layer").kl.to_dict() == pytest.approx({0: 5 / 3, 1: 7 / 3})
 
 
 # --- rates ----------------------------------------------------------------------------------
@@ -353,7 +353,7 @@ def test_rate_summary_by_hand():
     df = pd.DataFrame([("m", "none", f"p{i // 4}", g, pre, n, hit) for i, (g, pre, n, hit) in enumerate(rows)],
                       columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "target_hit"])
     df["prompt_id"] = [f"p{i}" for i in range(4) for _ in range(4)]
-    out = inference.rate_summary(df, n_resamples=500).set_index("group")
+    out = rates.rate_summary(df, n_resamples=500).set_index("group")
     assert out.loc["A", "rate"] == pytest.approx(0.25) and out.loc["A", "resampled"] == "prompts"
     assert out.loc["C", "rate"] == pytest.approx(0.75) and out.loc["C", "resampled"] == "prompts x prefixes"
     assert (out.loc["C", "n_hits"], out.loc["C", "n_conditions"], out.loc["C", "n_prefixes"]) == (6, 8, 2)
@@ -364,14 +364,14 @@ def test_rate_summary_by_hand():
     # two prefixes: a quarter of the draws hold only c2, whose rate over resampled prompts can be 0 or 1/4
     assert out.loc["C", "ci_low"] <= 0.25 and out.loc["C", "ci_high"] == 1.0
     assert out.loc["A", "ci_low"] == 0 and out.loc["A", "ci_high"] <= 0.75
-    assert inference.rate_summary(df.drop(columns="target_hit")).empty
+    assert rates.rate_summary(df.drop(columns="target_hit")).empty
 
 
 @pytest.mark.parametrize("n", [1, 5, 12, 144])
 def test_all_or_none_interval_is_clopper_pearson(n):
     from scipy.stats import beta
 
-    low, high = inference.all_or_none_interval(n)
+    low, high = rates.all_or_none_interval(n)
     assert low == 0 and high == pytest.approx(beta.ppf(0.975, 1, n), rel=1e-12)
-    low, high = inference.all_or_none_interval(n, all_hit=True)
+    low, high = rates.all_or_none_interval(n, all_hit=True)
     assert high == 1 and low == pytest.approx(beta.ppf(0.025, n, 1), rel=1e-12)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.schema import TIMING_COLUMNS
+from harness.runs.schema import TIMING_COLUMNS
 
 from .conftest import FAST
 

@@ -5,14 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from harness.assembly import build_conditions, encode
-from harness.decoding import forward
-from harness.engine import Engine
-from harness.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation, isolations
-from harness.kvcache import cache_tensor_bytes, kv_cache_bytes, shape_of
-from harness.models import build_tiny
-from harness.probe import install_probe
-from harness.texts import Prefix, Prompt
+from harness.inputs.assembly import encode
+from harness.inputs.conditions import build_conditions
+from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation, isolations
+from harness.inputs.texts import Prefix, Prompt
+from harness.measure.engine import Engine
+from harness.model.decoding import forward
+from harness.model.kv_size import cache_nbytes, kv_cache_bytes, shape_of
+from harness.model.loading import build_tiny
+from harness.model.probe import install_probe
 
 from .conftest import SMALL_PREFIXES, run_all, sweep
 
@@ -96,7 +97,7 @@ def test_kv_size_formula_matches_real_cache_tensors(family):
     shape = shape_of(model.config)
     for seq_len, batch in ((17, 1), (40, 3)):
         _, cache = forward(model, torch.zeros((batch, seq_len), dtype=torch.long))
-        assert cache_tensor_bytes(cache) == kv_cache_bytes(seq_len=seq_len, batch=batch, dtype="float32", **shape)
+        assert cache_nbytes(cache) == kv_cache_bytes(seq_len=seq_len, batch=batch, dtype="float32", **shape)
     if family == "llama":
         assert shape["kv_heads"] < model.config.num_attention_heads  # grouped-query attention counted right
 
@@ -114,9 +115,9 @@ def test_sweep_with_isolation_measures_the_noise_floor_and_draws_its_figure(tmp_
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from harness.figure_set import make_figures
-    from harness.report import report_markdown
-    from harness.tables import load_noise, load_runs
+    from harness.reporting.figure_set import make_figures
+    from harness.reporting.report import report_markdown
+    from harness.runs.rundir import load_noise, load_runs
 
     # figures and report drawn from the tables below, not written: the sweep-writes-them path is
     # tested once in test_figures (writing them costs more than this sweep)

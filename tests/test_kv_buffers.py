@@ -5,14 +5,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from harness.assembly import build_conditions
-from harness.decoding import forward, greedy_decode
-from harness.engine import Engine
-from harness.kv_buffers import BufferedLayer, buffered_cache, rewound, stack_caches
-from harness.models import build_tiny, tiny_config
-from harness.probe import install_probe
-
-from harness.texts import Prefix, Prompt
+from harness.inputs.conditions import build_conditions
+from harness.inputs.texts import Prefix, Prompt
+from harness.measure.engine import Engine
+from harness.model.decoding import forward, greedy_decode
+from harness.model.kv_buffers import BufferedLayer, buffered_cache, rewound, stack_caches
+from harness.model.loading import build_tiny, tiny_config
+from harness.model.probe import install_probe
 
 from .conftest import run_all
 
@@ -130,7 +129,7 @@ def test_prefix_cache_changes_speed_not_results():
 def test_a_continuation_stops_at_every_stop_id_the_model_names():
     """Chat models end a turn with their own token (Gemma's <end_of_turn>), listed beside the
     tokenizer's EOS in the generation config: decoding stops at any of them."""
-    from harness.decoding import stop_ids
+    from harness.model.decoding import stop_ids
 
     model, tok = build_tiny("llama", seed=3)
     ids = ids_of(6, seed=11)

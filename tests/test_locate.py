@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from harness.errors import HarnessError
-from harness.locate import bisect_steepest
+from harness.runs.locate import bisect_steepest
 
 from .conftest import SMALL_PREFIXES
 
@@ -45,7 +45,7 @@ def test_bad_search_settings():
 
 def test_locate_on_the_demo_model(tmp_path, capsys):
     from harness.config import compose
-    from harness.locate import locate
+    from harness.runs.locate import locate
 
     out = tmp_path / "locate"
     locate(compose(["model=demo", "prompts.limit=3", "locate.coarse=[8,32,128]", "locate.resolution=24",

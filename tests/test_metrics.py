@@ -3,7 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.metrics import edit_distance, first_divergence, norm_edit_distance, output_drift
+from harness.measure.metrics import output_drift
+from harness.measure.output_metrics import edit_distance, first_divergence, norm_edit_distance
 
 tokens = st.lists(st.integers(min_value=0, max_value=6), max_size=24)
 

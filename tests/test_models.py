@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from harness.config import ModelConfig
 from harness.errors import HarnessError
-from harness.models import build_tiny, load_model
+from harness.model.loading import build_tiny, load_model
 
 CONF = Path(__file__).resolve().parent.parent / "harness" / "conf" / "model"
 
@@ -140,7 +140,7 @@ def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
 def test_shipped_demo_models_load_offline_and_write_english(monkeypatch, name):
     """Both shipped story models go through the same loading code as a hub model, with the hub off."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from harness.models import SHIPPED_MODELS
+    from harness.model.loading import SHIPPED_MODELS
 
     files = {p.name for p in SHIPPED_MODELS[name].iterdir()}
     assert "model.safetensors" in files and not any(f.endswith((".bin", ".pt", ".pth")) for f in files)
@@ -153,7 +153,7 @@ def test_shipped_demo_models_load_offline_and_write_english(monkeypatch, name):
     tok = loaded.tokenizer
     ids = tok("Once upon a time, there was a little girl named", return_tensors="pt")["input_ids"]
     assert ids[0, 0] == tok.bos_token_id  # the tokenizer adds BOS, like Llama's
-    from harness.decoding import greedy_decode
+    from harness.model.decoding import greedy_decode
 
     (y,) = greedy_decode(loaded.model, ids, 20, tok.eos_token_id)
     text = tok.decode(list(y.ids))
@@ -164,7 +164,7 @@ def test_shipped_demo_models_load_offline_and_write_english(monkeypatch, name):
 def test_model_code_and_every_file_change_the_resolved_revision(tmp_path):
     """A local model's content hash covers every file, remote code included: editing a
     modeling_*.py changes the result key, so a rerun never reuses results of the old code."""
-    from harness.models import _local_files_sha256
+    from harness.model.loading import _local_files_sha256
 
     model, tok = build_tiny("llama")
     model.save_pretrained(tmp_path)
@@ -186,8 +186,8 @@ def test_demo_model_card_bits_per_byte_and_its_interval():
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness import train_demo as T
-    from harness.models import DEMO_MODEL_DIR
+    from harness.demo import train_demo as T
+    from harness.model.loading import DEMO_MODEL_DIR
 
     tok = AutoTokenizer.from_pretrained(DEMO_MODEL_DIR)
     model = AutoModelForCausalLM.from_pretrained(DEMO_MODEL_DIR, dtype=torch.float32)

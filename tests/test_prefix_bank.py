@@ -9,8 +9,7 @@ import pytest
 
 from harness.config import DATA_DIR
 from harness.errors import HarnessError
-from harness.models import byte_level_tokenizer
-from harness.prefix_bank import (
+from harness.inputs.prefix_bank import (
     check_bank,
     instruction_bank_from_templates,
     main,
@@ -18,6 +17,7 @@ from harness.prefix_bank import (
     normalise,
     paragraph_spans,
 )
+from harness.model.loading import byte_level_tokenizer
 
 DEMO_MODEL = DATA_DIR.parent / "assets" / "demo-model"
 ORIGINAL_IDS = ["product-kettle", "manual-router", "news-harbour", "weather-report", "museum-guide",
@@ -268,8 +268,8 @@ DIRECTIVE_MARKER = re.compile(r"\b(from now on|ignore what you just read|listen 
 
 
 def test_story_directive_set_has_20_matched_pairs_with_the_target_in_the_shortest_cut(demo_tok):
-    from harness.assembly import cut_prefix, encode
-    from harness.texts import target_pattern
+    from harness.inputs.assembly import cut_prefix, encode
+    from harness.inputs.texts import target_pattern
 
     rows = _read("prefixes_stories_directives.jsonl")
     pairs = {}

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import jensenshannon
 
-from harness.attention_metrics import row_metrics, token_kl
+from harness.measure.attention_metrics import row_metrics, token_kl
 
 
 @st.composite

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from harness.errors import HarnessError
-from harness.rundir import RunDir
-from harness.schema import TIMING_COLUMNS
-from harness.store import CorruptResult, ResultStore
-from harness.tables import read_table
+from harness.io import read_table
+from harness.runs.rundir import RunDir
+from harness.runs.schema import TIMING_COLUMNS
+from harness.runs.store import CorruptResult, ResultStore
 
 from .conftest import SMALL_PREFIXES, sweep
 
@@ -111,12 +111,12 @@ def test_a_damaged_fingerprint_is_a_clear_error(reference, tmp_path):
 
 
 def test_status_turns_complete_only_after_the_report(tmp_path, monkeypatch):
-    import harness.runner
+    import harness.runs.runner
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(harness.runner, "write_outputs", broken)
+    monkeypatch.setattr(harness.runs.runner, "write_outputs", broken)
     with pytest.raises(OSError):
         sweep(tmp_path, *SMALL[:4], "draw_figures=true", *SMALL[5:])
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "running"  # never "complete"
@@ -173,7 +173,7 @@ def test_damaged_table_is_a_clear_error(tmp_path):
 
 def test_condition_keys_change_with_every_input(tiny_run):
     from harness.config import compose
-    from harness.experiment import Experiment
+    from harness.runs.experiment import Experiment
 
     exp = Experiment.build(compose(SMALL))
     keys = exp.keys()

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from harness.errors import HarnessError
-from harness.schema import ATTENTION_COLUMNS, CONDITION_COLUMNS, TIMING_COLUMNS
-from harness.tables import sha256_file
+from harness.io import sha256_file
+from harness.runs.schema import ATTENTION_COLUMNS, CONDITION_COLUMNS, TIMING_COLUMNS
 
 from .conftest import FAST, sweep, write_jsonl
 

@@ -6,11 +6,11 @@ import json
 import pandas as pd
 import pytest
 
-from harness.collect import collect
-from harness.determinism import check
 from harness.errors import HarnessError
-from harness.runner import SweepFailed
-from harness.schema import TIMING_COLUMNS
+from harness.runs.check_determinism import check
+from harness.runs.collect import collect
+from harness.runs.runner import SweepFailed
+from harness.runs.schema import TIMING_COLUMNS
 
 from .conftest import SMALL_PREFIXES, sweep
 

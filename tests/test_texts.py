@@ -4,7 +4,7 @@ import pytest
 
 from harness.config import DATA_DIR
 from harness.errors import HarnessError
-from harness.texts import load_prefixes, load_prompts
+from harness.inputs.texts import load_prefixes, load_prompts
 
 from .conftest import write_jsonl
 
@@ -87,7 +87,7 @@ def test_prefix_targets_and_pairs(tmp_path):
 
 
 def test_prefix_subsets_are_reproducible_and_keep_pairs(tmp_path):
-    from harness.texts import select_prefixes
+    from harness.inputs.texts import select_prefixes
 
     bank = load_prefixes(DATA_DIR / "prefixes.jsonl")
     a, b = select_prefixes(bank, 3, seed=0), select_prefixes(bank, 3, seed=0)

@@ -1,6 +1,6 @@
 """A zoo of tiny random decoder models, one per transformers family, for exactness tests.
 
-What it is for: the attention probe (``harness.probe``) must either reproduce, exactly, the
+What it is for: the attention probe (``harness.model.probe``) must either reproduce, exactly, the
 attention each family computes (scaling, masks, sliding windows, logit soft-capping, attention
 sinks, ALiBi ...) or refuse the family with a one-line reason. These models are small enough to
 run on a CPU in a second or two, yet each keeps the features of its family that change the
@@ -14,7 +14,7 @@ attention arithmetic, sized so that they *bite* on 40-token sequences:
 - MoE families (mixtral, qwen2_moe, gpt_oss) have 4 experts, 2 active;
 - families with grouped-query attention get 4 query heads over 2 key/value heads.
 
-All models share the project's 257-token byte-level tokenizer (``harness.models.byte_level_tokenizer``)
+All models share the project's 257-token byte-level tokenizer (``harness.model.loading.byte_level_tokenizer``)
 with ``<|endoftext|>`` = 256 as BOS, EOS and PAD. ``add_bos`` mirrors what the family's real
 tokenizer does (``ADDS_BOS``). Nothing is downloaded; models are built with
 ``AutoModelForCausalLM.from_config`` in float32, in eval mode, under a forked RNG so the global
@@ -181,7 +181,7 @@ def tiny_model(family: str, seed: int = 0, attn_implementation: str | None = Non
     """
     from transformers import AutoModelForCausalLM
 
-    from harness.models import byte_level_tokenizer
+    from harness.model.loading import byte_level_tokenizer
 
     config = tiny_config(family)
     extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}

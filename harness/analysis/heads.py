@@ -1,0 +1,115 @@
+"""Per attention head: does C move attention more than B? Prompt-level Wilcoxon and
+prefix-level permutation tests for every head at once, with Benjamini-Hochberg over a family."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.crossed import _pairs_of, _perm_pvalues, _relabelings, cell_means
+from harness.analysis.descriptive import (
+    HEAD_PERMUTATIONS,
+    _present,
+    _wilcoxon_rows,
+    benjamini_hochberg_by,
+    with_settings,
+)
+
+
+def _head_block(sub: pd.DataFrame, value: str, high: str, low: str, alternative: str, n_permutations: int,
+                seed: int, permutation: bool) -> pd.DataFrame:
+    """All heads of one (model, isolation, prefix_len, segment): Wilcoxon and prefix-permutation
+    p-values, vectorized across heads."""
+    head_codes, heads = pd.factorize(pd.MultiIndex.from_arrays([sub["layer"], sub["head"]]), sort=True)
+    groups = sub["group"].astype(str).to_numpy()
+    prefix_keys = list(zip(groups, sub["prefix_id"].astype(object)))
+    keys = sorted(set(prefix_keys), key=lambda k: (k[0] != high, str(k[1])))
+    k_index = {k: i for i, k in enumerate(keys)}
+    p_codes, _ = pd.factorize(sub["prompt_id"].astype(object), sort=True)
+    H, nP, K = len(heads), p_codes.max() + 1, len(keys)
+    Y = np.full((H, nP, K), np.nan)
+    Y[head_codes, p_codes, [k_index[k] for k in prefix_keys]] = sub[value].to_numpy(dtype=float)
+    is_high = np.array([g == high for g, _ in keys], dtype=bool)
+    n_high, n_low = int(is_high.sum()), int((~is_high).sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        D = np.nanmean(Y[:, :, is_high], axis=2) - np.nanmean(Y[:, :, ~is_high], axis=2)   # (H, nP)
+        usable = np.isfinite(D)
+        M = np.nanmean(np.where(usable[:, :, None], Y, np.nan), axis=1)                     # (H, K)
+    n_prompts = usable.sum(axis=1)
+    all_used = usable.all()
+    p_w = _wilcoxon_rows(D if all_used else np.where(usable, D, np.nan), alternative)
+    out = pd.DataFrame({"layer": heads.get_level_values(0), "head": heads.get_level_values(1),
+                        "n_prompts": n_prompts, "n_prefixes_high": n_high, "n_prefixes_low": n_low,
+                        "mean_diff": np.where(n_prompts > 0, np.nansum(D, axis=1) / np.maximum(n_prompts, 1), np.nan),
+                        "p": p_w})
+    pairs = None
+    if "pair" in sub.columns:
+        pairs = _pairs_of(keys, dict(zip(prefix_keys, sub["pair"].astype(object))), high, low)
+    out["design"] = "paired" if pairs is not None else "unpaired"
+    if permutation and n_high and n_low:
+        W, exact = _relabelings(is_high, pairs, n_permutations, np.random.default_rng(seed))
+        w0 = np.where(is_high, 1.0 / n_high, -1.0 / n_low)
+        out["p_perm"] = _perm_pvalues(M, w0, W, exact, alternative)
+        out["perm_exact"] = exact
+    else:
+        out["p_perm"] = np.nan
+        out["perm_exact"] = False
+    return out
+
+def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Sequence[str] | None = "task",
+                   alpha: float = 0.05, high: str = "C", low: str = "B", family: str = "model",
+                   significant_by: str = "wilcoxon", permutation: bool = True,
+                   n_permutations: int = HEAD_PERMUTATIONS, seed: int = 0) -> pd.DataFrame:
+    """Per head: does ``high``'s drift exceed ``low``'s? Two one-sided tests per head.
+
+    * ``p``: Wilcoxon signed-rank over prompts of the per-prompt difference (paired by prompt);
+      about *these* prefixes.
+    * ``p_perm``: prefix-label permutation on the head's prompt x prefix cells
+      (:func:`prefix_permutation_test`, exact when the relabelings number at most
+      ``n_permutations``, else that many Monte Carlo draws); about the content *in general*. With
+      k prefixes per group its smallest value is 1 / C(2k, k) (1/252 for 5 + 5), which a large
+      family may never push below ``alpha``.
+
+    ``q`` and ``q_perm`` are Benjamini-Hochberg over the family: ``family="model"`` (default) is
+    every row this call returns for a model (all isolation settings x lengths x segments x heads);
+    ``family="length"`` is each (model, isolation, prefix_len, segment) separately (the old rule).
+    ``segment``: one segment, a list, or None for all; each segment is its own set of rows.
+    ``significant`` is ``q < alpha`` (``significant_by="wilcoxon"``) or ``q_perm < alpha``
+    (``"permutation"``); the ``significant_by`` column names the test. Sorted by that q-value.
+    """
+    if family not in ("model", "length"):
+        raise ValueError(f"family must be 'model' or 'length', got {family!r}")
+    if significant_by not in ("wilcoxon", "permutation"):
+        raise ValueError(f"significant_by must be 'wilcoxon' or 'permutation', got {significant_by!r}")
+    att = with_settings(attention[attention.group.isin([high, low])])
+    if segment is not None:
+        att = att[att.segment.isin([segment] if isinstance(segment, str) else list(segment))]
+    blocks = _present(att, ("model", "placement", "isolation", "prefix_len", "segment"))
+    columns = blocks + ["layer", "head", "n_prompts", "n_prefixes_high", "n_prefixes_low", "design", "mean_diff",
+                        "p", "q", "p_perm", "q_perm", "perm_exact", "significant", "significant_by"]
+    units = cell_means(att, value, blocks + ["layer", "head"])
+    units = units[units[value].notna()]
+    parts = []
+    for key, sub in (units.groupby(blocks, observed=True, sort=True) if blocks else [((), units)]):
+        key = key if isinstance(key, tuple) else (key,)
+        if not ((sub.group == high).any() and (sub.group == low).any()):
+            continue
+        part = _head_block(sub, value, high, low, "greater", n_permutations, seed, permutation)
+        for col, v in zip(blocks, key):
+            part[col] = v
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(parts, ignore_index=True)
+    fam = _present(out, ("model",)) if family == "model" else blocks
+    out["q"] = benjamini_hochberg_by(out, "p", fam)
+    out["q_perm"] = benjamini_hochberg_by(out, "p_perm", fam)
+    q_col = "q" if significant_by == "wilcoxon" else "q_perm"
+    out["significant"] = out[q_col] < alpha
+    out["significant_by"] = significant_by
+    out = out[columns]
+    return out.sort_values([q_col, "mean_diff"], ascending=[True, False], na_position="last").reset_index(drop=True)

@@ -1,0 +1,160 @@
+"""Obedience, measured as the harness measures it: target hit rates of groups A, B and C by prefix
+length (``[BOS] + prefix cut to L tokens + task``, greedy, stop at EOS, ``target_hit``), with the
+harness's crossed intervals (story openings and prefixes resampled), C minus B per length, and
+matched C/B prefix pairs synthesized from held-out stories. Used by ``harness train-demo`` for the
+obedient model's card and monitoring.
+
+Hits are not independent: some pairs (a phrasing with a word) are obeyed for almost every opening
+and others for almost none, so the unit of replication is the pair and the opening, not the
+condition. The intervals here say so (:func:`summarise`, :func:`contrasts`)."""
+
+from __future__ import annotations
+
+import random
+
+from harness.demo.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
+from harness.demo.directives import TargetSource, _free_word, render, target_hit
+from harness.demo.story_openings import sentence_ends
+from harness.inputs.texts import Prefix
+
+
+def _greedy(model, rows: list[list[int]], max_new_tokens: int, eos_id) -> list[list[int]]:
+    """The harness's own greedy decoder on equal-length rows."""
+    import torch
+
+    from harness.model.decoding import greedy_decode
+
+    batch = torch.tensor(rows, dtype=torch.long, device=next(model.parameters()).device)
+    return [list(c.ids) for c in greedy_decode(model, batch, max_new_tokens, eos_id)]
+
+
+def evaluate_obedience(
+    model,
+    tokenizer,
+    prompts,
+    prefixes,
+    lengths=(32, 64, 128, 256),
+    *,
+    separator: str = "\n\n",
+    max_new_tokens: int = 32,
+    bos_policy: str = "auto",
+    batch_size: int = 64,
+) -> dict:
+    """Target hit rates of groups A, B and C, by prefix length, as the harness measures them.
+
+    Input ``[BOS] + prefix cut to L tokens + task`` (A: ``[BOS] + task``), greedy decoding of at
+    most ``max_new_tokens``, stopping at EOS; a hit is :func:`target_hit` on the decoded
+    continuation. ``prompts`` and ``prefixes``: ``harness.inputs.texts.Prompt`` and ``Prefix`` (as
+    ``load_prompts`` and ``load_prefixes`` read them; ``kind`` "instruction" is C, "neutral" B).
+    Group A is scored against every target of the prefix set (prompt x target), so its rate is the
+    base rate of saying the word unprompted.
+
+    Returns ``{"rows": [...], "summary": [...]}`` (:func:`summarise`); :func:`contrasts` of the
+    rows gives C minus B with its interval and p (slower: a permutation test per length)."""
+    import torch
+
+    from harness.inputs.assembly import bos_ids, cut_prefix, encode
+
+    bos = bos_ids(tokenizer, bos_policy)
+    sep = encode(tokenizer, separator)
+    eos = tokenizer.eos_token_id
+    prefix_ids = {p.id: encode(tokenizer, p.text) for p in prefixes}
+    targets = sorted({p.target for p in prefixes})
+    rows = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for prompt in prompts:
+            pid, task = prompt.id, encode(tokenizer, prompt.text)
+            (cont,) = _greedy(model, [bos + task], max_new_tokens, eos)
+            text = tokenizer.decode(cont)
+            for target in targets:
+                rows.append({"prompt_id": pid, "group": "A", "prefix_id": None, "pair": None,
+                             "target": target, "prefix_len": 0, "hit": target_hit(target, text),
+                             "continuation": text})
+            for length in lengths:
+                inputs = [bos + cut_prefix(prefix_ids[p.id], sep, length, name=p.id) + task
+                          for p in prefixes]
+                conts = []
+                for i in range(0, len(inputs), batch_size):
+                    conts += _greedy(model, inputs[i:i + batch_size], max_new_tokens, eos)
+                for p, cont in zip(prefixes, conts):
+                    text = tokenizer.decode(cont)
+                    rows.append({"prompt_id": pid, "group": p.group, "prefix_id": p.id, "pair": p.pair,
+                                 "target": p.target, "prefix_len": length, "hit": target_hit(p.target, text),
+                                 "continuation": text})
+    if was_training:
+        model.train()
+    return {"rows": rows, "summary": summarise(rows)}
+
+
+def _table(rows: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame(rows).assign(hit=lambda d: d["hit"].astype(float))
+
+
+def summarise(rows: list[dict], seed: int = 0) -> list[dict]:
+    """Per (group, prefix_len): hits, n (conditions), rate, and the 95% interval of
+    ``inference.rate_summary`` (openings and prefixes resampled independently; A, which has no
+    prefix, resamples openings; a cell with no hit, or only hits, gets the exact interval for the
+    scarcer factor's count), with ``ci_method``, ``n_prompts`` and ``n_prefixes``."""
+    from harness.analysis.rates import rate_summary
+
+    table = rate_summary(_table(rows), hit="hit", by=["group", "prefix_len"], seed=seed)
+    return [{"group": r.group, "prefix_len": int(r.prefix_len), "hits": int(r.n_hits), "n": int(r.n_conditions),
+             "rate": float(r.rate), "ci_low": float(r.ci_low), "ci_high": float(r.ci_high),
+             "ci_method": r.ci_method, "n_prompts": int(r.n_prompts), "n_prefixes": int(r.n_prefixes)}
+            for r in table.itertuples()]
+
+
+def contrasts(rows: list[dict], seed: int = 0) -> list[dict]:
+    """C minus B hit rate per prefix length, as the harness's report computes it: the paired
+    two-way bootstrap interval (openings and matched pairs resampled) and the prefix-permutation p
+    (C/B labels flipped within pairs: ``inference.two_way_bootstrap`` and
+    ``prefix_permutation_test``). Keys: prefix_len, difference, ci_low, ci_high, p_perm, n_pairs,
+    n_prompts."""
+    from harness.analysis.crossed import prefix_permutation_test, two_way_bootstrap
+
+    table = _table([r for r in rows if r["group"] in ("B", "C")])
+    if table.empty:
+        return []
+    boot = two_way_bootstrap(table, "hit", by=["prefix_len"], seed=seed)
+    perm = prefix_permutation_test(table, "hit", by=["prefix_len"], seed=seed)
+    return [{"prefix_len": int(b.prefix_len), "difference": float(b.statistic), "ci_low": float(b.ci_low),
+             "ci_high": float(b.ci_high), "p_perm": float(q.p_perm), "n_pairs": int(b.n_prefixes_high),
+             "n_prompts": int(b.n_prompts)} for b, q in zip(boot.itertuples(), perm.itertuples())]
+
+
+def synthetic_prefixes(
+    stories: list[str],
+    rng: random.Random,
+    n_pairs: int,
+    *,
+    words=HELDOUT_WORDS,
+    templates=HELDOUT_TEMPLATES,
+    mentions=HELDOUT_MENTIONS,
+    quotes: tuple[str, ...] = ("", "'"),
+    min_chars: int = 1300,
+) -> list[Prefix]:
+    """Matched C/B prefix pairs from story text: the same text with, as its first or second
+    sentence, a directive (C) or a mention (B) of the same word. Used for a larger evaluation on
+    stories never trained on (held-out phrasings, words and mentions by default). ``quotes``: the
+    quote styles a ``{word}`` slot is written with."""
+    out = []
+    for i in range(n_pairs):
+        text = ""
+        while len(text) < min_chars:
+            text += (" " if text else "") + rng.choice(stories).replace("\n", " ")
+        word = _free_word(TargetSource(words=tuple(words)), rng, text)
+        directive = render(templates[i % len(templates)], word, rng.choice(quotes))
+        mention = render(rng.choice(mentions), word)
+        first = sentence_ends(text)[0]
+        if rng.random() < 0.5 and first < 80:
+            c, b = (text[:first] + " " + s + text[first:] for s in (directive, mention))
+        else:
+            c, b = (s + " " + text for s in (directive, mention))
+        out.append(Prefix(f"syn-{i:03d}-C", "instruction", c, target=word, pair=f"syn-{i:03d}"))
+        out.append(Prefix(f"syn-{i:03d}-B", "neutral", b, target=word, pair=f"syn-{i:03d}"))
+    return out
+

@@ -1,0 +1,237 @@
+"""Chat placements (DESIGN.md section 2, "Chat models"): where the prefix sits in a chat template.
+
+- ``system``: the prefix is the system message (after ``chat.system_prompt`` and "\\n\\n" when one is set);
+- ``turn``: an earlier user turn holding the prefix, then the assistant's ``chat.turn_reply``;
+- ``document``: inside the task's user message, before the task, between ``chat.document_open``
+  and ``chat.document_close`` (the RAG case);
+- ``tool``: a tool-result message before the task's user turn (templates with a tool role only).
+
+Whatever the placement, X's token ids are A's with ONE contiguous block inserted (the prefix and
+the template text its placement adds); BOS, template tokens, the task and the generation prompt
+are token-for-token identical. How: A and X are rendered with the tokenizer's own template, with
+placeholders standing for the prefix and the task; the renders are aligned as strings to find
+where X's block goes in A; the template pieces around it (head, block wrapper, gap, tail) are
+tokenized once each with special tokens parsed (they are template text, the template's BOS
+included: no BOS is added here), and the data ids given to :meth:`ChatLayout.assemble` are
+spliced in as they are (``harness.inputs.assembly.encode``: data stays data). Consequences:
+
+- Data is never trimmed, escaped or otherwise transformed: a template that ``trim``s content
+  (Llama 3, Gemma) or JSON-encodes a tool result (Llama 3) gets the text as it was tokenized
+  (Llama's tool result keeps the template's quotes around it, not JSON escapes inside it).
+- Where a template would break the invariant (Qwen2.5 injects "You are Qwen, ..." when there is
+  no system message, which a system-placed prefix replaces), A and X both get an explicit empty
+  system message, unless ``chat.system_prompt`` fixes one for both anyway. If the invariant still
+  cannot hold, the placement is refused with a one-line :class:`HarnessError`, never misaligned.
+- The render is reproducible: ``date_string`` (Llama 3's "Today Date") is fixed to 26 Jul 2024
+  unless ``chat.template_kwargs`` gives one.
+- The block's wrapper is tokenized on its own, so a merge across its edge that the tokenizer would
+  make on the joined string (".\\n\\n") is not made; A's template tokens are exactly what the
+  tokenizer makes of A's render (checked when the layout is built).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from harness.errors import HarnessError
+from harness.inputs.assembly import Assembled, encode
+
+log = logging.getLogger(__name__)
+
+PLACEMENTS = ("system", "turn", "document", "tool")
+PREFIX_SLOT, TASK_SLOT = "PREFIXSLOTq7Zx", "TASKSLOTq7Zx"  # letters only: survive trim and tojson
+DEFAULT_DATE = "26 Jul 2024"  # Llama 3's own fallback date
+
+
+class _Misfit(Exception):
+    """Why one set of messages cannot satisfy the invariant (the next scaffolding may)."""
+
+
+@dataclass(frozen=True)
+class ChatLayout:
+    """Where A's template tokens go and where X's block is inserted, computed once per sweep.
+
+    A = ``head + gap + task + tail``; X = ``head + open + body + close + gap + task + tail``: the
+    block is ``open + body + close``. ``pieces`` are the same five parts as text (for previews).
+    """
+
+    placement: str
+    head: tuple[int, ...]  # template tokens before the block (BOS, system message, ...)
+    open: tuple[int, ...]  # the block's wrapper before the prefix text (role header, delimiter)
+    close: tuple[int, ...]  # the block's wrapper after it
+    gap: tuple[int, ...]  # template tokens between the block and the task (the task's turn header)
+    tail: tuple[int, ...]  # after the task: end of its message, the generation prompt
+    scaffold: str  # what was added to both A and X for the invariant to hold ("" if nothing)
+    pieces: tuple[str, ...]  # head, open, close, gap, tail as rendered text
+
+    def assemble(self, task, body=(), text_span: tuple[int, int] | None = None) -> Assembled:
+        """A (empty ``body``) or X (``body``: the prefix's tokens as cut, ``text_span`` locating the
+        prefix's own tokens in it), with spans; X is checked against A every time."""
+        task, body = list(task), list(body)
+        if not task:
+            raise HarnessError("a task prompt tokenized to zero tokens")
+        b0 = len(self.head)
+        if not body:
+            t0 = b0 + len(self.gap)
+            return Assembled((*self.head, *self.gap, *task, *self.tail), b0, b0, t0, t0 + len(task), b0, b0)
+        s0, s1 = text_span or (0, len(body))
+        block = (*self.open, *body, *self.close)
+        t0 = b0 + len(block) + len(self.gap)
+        p0 = b0 + len(self.open)
+        x = Assembled((*self.head, *block, *self.gap, *task, *self.tail), p0 + s0, p0 + s1, t0, t0 + len(task),
+                      b0, b0 + len(block))
+        self._check(x, self.assemble(task), body[s0:s1])
+        return x
+
+    def _check(self, x: Assembled, a: Assembled, text: list[int]) -> None:
+        """The invariant: X is A with the block inserted, the block holds the prefix tokens, the task
+        lies outside it and is the same tokens in both."""
+        ids, (b0, b1) = x.input_ids, x.block
+        ok = (ids[:b0] + ids[b1:] == a.input_ids and a.block_start == b0
+              and b0 <= x.prefix_start <= x.prefix_end <= b1 and list(ids[x.prefix_start:x.prefix_end]) == text
+              and x.task_start >= b1 and x.task_start - a.task_start == b1 - b0
+              and ids[x.task_start:x.task_end] == a.input_ids[a.task_start:a.task_end])
+        if not ok:
+            raise HarnessError(f"prefix.placement={self.placement}: X is not A with one block inserted "
+                               f"(block {b0}:{b1}, prefix {x.prefix_start}:{x.prefix_end}, task "
+                               f"{x.task_start}:{x.task_end}); this is a bug, please report it")
+
+    def preview(self, prefix: str = "⟦prefix⟧", task: str = "⟦task⟧", block: tuple[str, str] = ("", "")) -> str:
+        """X's render with ``prefix`` and ``task`` standing for the data (``block`` marks the block)."""
+        head, open_, close, gap, tail = self.pieces
+        return head + block[0] + open_ + prefix + close + block[1] + gap + task + tail
+
+
+def chat_layout(tokenizer, placement: str, chat=None, parse_special: bool = False) -> ChatLayout:
+    """The layout of ``placement`` in the tokenizer's chat template under ``chat`` settings
+    (:class:`harness.config.ChatConfig`), or a one-line :class:`HarnessError` saying why not."""
+    from harness.config import ChatConfig
+
+    chat = chat if chat is not None else ChatConfig()
+    placement = getattr(placement, "value", placement)
+    where = f"prefix.placement={placement}"
+    if placement not in PLACEMENTS:
+        raise HarnessError(f"{where}: not a chat placement (use one of {', '.join(PLACEMENTS)}, or raw)")
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        raise HarnessError(f"{where}: the tokenizer has no chat template; use prefix.placement=raw")
+    if not isinstance(template, str):
+        raise HarnessError(f"{where}: the tokenizer has several named chat templates; this harness uses a single one")
+    if placement == "tool" and not re.search(r"""["'](tool|ipython)["']""", template):
+        raise HarnessError(f"{where}: the chat template has no tool role; use prefix.placement=document or turn")
+    if "strftime_now" in template and "date_string" not in template:
+        log.warning("%s: the chat template reads today's date; renders change from day to day", where)
+    kwargs = {"date_string": DEFAULT_DATE, **_plain(chat.template_kwargs)}
+    for key in ("system_prompt", "turn_reply", "document_open", "document_close"):
+        text = getattr(chat, key)
+        if text and not parse_special and encode(tokenizer, text, True) != encode(tokenizer, text, False):
+            raise HarnessError(f"chat.{key} contains a special-token string; remove it or set special_tokens=control")
+    # Scaffolding, tried in turn: none (or chat.system_prompt, when set), then an empty system message.
+    attempts = [("" if chat.system_prompt is None else "the system message chat.system_prompt", chat.system_prompt)]
+    if chat.system_prompt is None:
+        attempts.append(("an empty system message", ""))
+    reasons = []
+    for scaffold, system in attempts:
+        try:
+            layout = _layout(tokenizer, placement, chat, system, kwargs, scaffold)
+        except _Misfit as exc:
+            reasons.append(str(exc))
+            continue
+        log.info("%s: block = %r + prefix + %r%s", where, layout.pieces[1], layout.pieces[2],
+                 f" (A and X both get {layout.scaffold})" if layout.scaffold else "")
+        return layout
+    also = "; an empty system message in A and X does not help" if len(reasons) > 1 else ""
+    drop = ", or set chat.system_prompt=null" if chat.system_prompt is not None else ""
+    raise HarnessError(f"{where}: {reasons[0]}{also}; use another prefix.placement (document works with most "
+                       f"templates) or raw{drop}")
+
+
+def _plain(value) -> dict:
+    from omegaconf import DictConfig, OmegaConf
+
+    return dict(OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value or {})
+
+
+def _messages(placement: str, chat, system: str | None) -> tuple[list[dict], list[dict]]:
+    """A's and X's messages, with the placeholders standing for the prefix and the task."""
+    base = [] if system is None else [{"role": "system", "content": system}]
+    task = [{"role": "user", "content": TASK_SLOT}]
+    if placement == "system":
+        x = [{"role": "system", "content": f"{system}\n\n{PREFIX_SLOT}" if system else PREFIX_SLOT}, *task]
+    elif placement == "turn":
+        x = [*base, {"role": "user", "content": PREFIX_SLOT}, {"role": "assistant", "content": chat.turn_reply}, *task]
+    elif placement == "document":
+        x = [*base, {"role": "user", "content": chat.document_open + PREFIX_SLOT + chat.document_close + TASK_SLOT}]
+    else:
+        x = [*base, {"role": "tool", "content": PREFIX_SLOT}, *task]
+    return base + task, x
+
+
+def _render(tokenizer, messages, kwargs, generation_prompt: bool = True) -> str:
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
+                                             **kwargs)
+    except Exception as exc:  # jinja's TemplateError ("System role not supported"), a template bug, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise _Misfit(f"the chat template refuses these messages ({first})") from None
+
+
+def _split(text: str, slot: str, what: str) -> tuple[str, str]:
+    if text.count(slot) != 1:
+        raise _Misfit(f"the chat template renders the {what} {text.count(slot)} times, not once")
+    before, after = text.split(slot)
+    return before, after
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _layout(tokenizer, placement: str, chat, system: str | None, kwargs: dict, scaffold: str) -> ChatLayout:
+    """The layout for one choice of system message, or :class:`_Misfit` saying why it fails."""
+    def tok(piece: str) -> list[int]:  # template text: special tokens parsed
+        return list(tokenizer(piece, add_special_tokens=False)["input_ids"]) if piece else []
+
+    a_msgs, x_msgs = _messages(placement, chat, system)
+    a_text, x_text = _render(tokenizer, a_msgs, kwargs), _render(tokenizer, x_msgs, kwargs)
+    a_pre, tail = _split(a_text, TASK_SLOT, "task")
+    x_pre, x_tail = _split(x_text, TASK_SLOT, "task")
+    if PREFIX_SLOT not in x_pre:
+        raise _Misfit("the chat template drops the prefix or puts it after the task")
+    x0, x1 = _split(x_pre, PREFIX_SLOT, "prefix")
+    if x_tail != tail:
+        raise _Misfit(f"the text after the task differs with the prefix present ({tail[:40]!r} vs {x_tail[:40]!r})")
+    # X's pre-task text must be A's with one piece inserted at some i, the piece holding the prefix:
+    # x_pre = a_pre[:i] + W + a_pre[i:]. Every i in [lo, hi] does; the ambiguity is a rotation of W.
+    n, w = len(a_pre), len(x_pre) - len(a_pre)
+    cp, cs = _common(a_pre, x_pre), _common(a_pre[::-1], x_pre[::-1])
+    lo, hi = max(n - cs, len(x0) + len(PREFIX_SLOT) - w, 0), min(cp, len(x0), n)
+    if lo > hi:
+        shown = x_pre.replace(PREFIX_SLOT, "<prefix>")[cp:cp + 48]
+        raise _Misfit(f"X's template text is not A's with one block inserted: A has {a_pre[cp:cp + 48]!r} where "
+                      f"X has {shown!r} (e.g. a default system prompt that the prefix replaces)")
+    # Prefer the block to start with the token that opens a turn (the generation prompt's first token),
+    # so whole messages are inserted and A's turn header before the task maps onto X's; else as late
+    # as possible (document: right after the user header).
+    no_gp = _render(tokenizer, a_msgs, kwargs, generation_prompt=False)
+    gp = tok(a_text[len(no_gp):]) if a_text.startswith(no_gp) else []
+    opener = tokenizer.decode(gp[:1]) if gp else None
+    order = sorted(range(lo, hi + 1), key=lambda i: (not (opener and x_pre[i:].startswith(opener)), -i))
+    natural = tok(a_pre)
+    for i in order:
+        head, gap = tok(a_pre[:i]), tok(a_pre[i:])
+        if head + gap == natural:
+            break
+    else:
+        raise _Misfit("the template text around the block merges into other tokens when the block is absent")
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos and a_text.startswith(bos) and natural[:1] != [tokenizer.bos_token_id]:
+        raise _Misfit(f"the template's BOS text {bos!r} does not tokenize to the BOS id")
+    open_, close = x0[i:], x1[: len(x1) - (n - i)]
+    return ChatLayout(placement, tuple(head), tuple(tok(open_)), tuple(tok(close)), tuple(gap), tuple(tok(tail)),
+                      scaffold, (a_pre[:i], open_, close, a_pre[i:], tail))

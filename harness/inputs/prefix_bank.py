@@ -1,0 +1,248 @@
+"""Building and checking prefix banks (the JSONL files of group B and C prefixes).
+
+The shipped banks (``data/prefixes.jsonl``, ``data/prefixes_assistant.jsonl``) were written by hand
+for this project; see ``data/PREFIXES.md``. This module lets a researcher build their own:
+neutral prefixes cut from a plain-text corpus with exact provenance, and instruction-like prefixes
+from attack templates padded with filler prose. ``check_bank`` validates any bank. The command
+line is ``harness build-prefixes neutral|instruction ...`` (``main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.inputs.texts import GROUP_OF_KIND, target_pattern
+from harness.io import write_text
+
+KINDS = tuple(GROUP_OF_KIND)
+REQUIRED = ("id", "kind", "text", "source", "licence")
+_PARAGRAPH = re.compile(r"(?m)^[ \t]*(\S.*(?:\n[ \t]*\S.*)*)")  # a run of non-blank lines
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s|$)")
+
+
+def normalise(raw: str) -> str:
+    """A corpus excerpt as prefix text: hard-wrapped lines joined with one space, paragraphs
+    separated by one blank line. ``normalise(corpus[start:end]) == record["text"]`` for a record
+    built by ``neutral_bank_from_corpus`` with ``span == [start, end]``."""
+    return "\n\n".join(" ".join(line.strip() for line in m.group(1).splitlines())
+                       for m in _PARAGRAPH.finditer(raw))
+
+
+def paragraph_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) character offsets of each paragraph (a maximal run of non-blank lines)."""
+    return [(m.start(1), m.start(1) + len(m.group(1).rstrip())) for m in _PARAGRAPH.finditer(text)]
+
+
+def _corpus_chunks(text: str, min_chars: int) -> list[tuple[int, int]]:
+    """Consecutive, non-overlapping spans of whole paragraphs, each normalising to >= min_chars;
+    the last paragraph of a chunk is cut at the first sentence end that reaches min_chars."""
+    chunks, paras, i = [], paragraph_spans(text), 0
+    while i < len(paras):
+        start = paras[i][0]
+        while i < len(paras):
+            s, e = paras[i]
+            i += 1
+            if len(normalise(text[start:e])) >= min_chars:
+                cut = next((m.end() for m in _SENTENCE_END.finditer(text, s, e)
+                            if len(normalise(text[start:m.end()])) >= min_chars), e)
+                chunks.append((start, cut))
+                break
+    return chunks
+
+
+def neutral_bank_from_corpus(text: str, *, n: int, min_chars: int, seed: int, id_prefix: str, source: str,
+                             licence: str, genre: str = "corpus") -> list[dict]:
+    """``n`` neutral (group B) prefix records cut from a plain-text corpus.
+
+    The corpus is split into consecutive chunks of whole paragraphs (blank-line separated; the last
+    one cut at a sentence end) of at least ``min_chars`` characters; ``n`` of them are drawn with
+    ``random.Random(seed)`` and returned in corpus order. Each record's ``span`` holds the [start,
+    end) character offsets of its excerpt in ``text``, and ``source`` names the corpus, so every
+    prefix can be traced back exactly. Its id is ``{id_prefix}-{chunk index:04d}``.
+    """
+    if n < 1 or min_chars < 1:
+        raise HarnessError(f"{source}: n and min_chars must be positive (got n={n}, min_chars={min_chars})")
+    chunks = _corpus_chunks(text, min_chars)
+    if len(chunks) < n:
+        raise HarnessError(f"{source}: only {len(chunks)} chunks of whole paragraphs reach {min_chars} characters, "
+                           f"{n} requested; use a longer corpus or lower --n / --min-chars")
+    picks = sorted(random.Random(seed).sample(range(len(chunks)), n))
+    return [{"id": f"{id_prefix}-{k:04d}", "kind": "neutral", "text": normalise(text[slice(*chunks[k])]),
+             "genre": genre, "source": source, "licence": licence, "span": list(chunks[k])} for k in picks]
+
+
+def _sentences(fillers: list[str]) -> list[str]:
+    """Whole sentences of the filler prose, whitespace (and hard wrapping) flattened."""
+    flat = [" ".join(block.split()) for block in fillers]
+    return [s for block in flat for s in re.split(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]\u201d\u2019])\s+", block) if s]
+
+
+def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *, n: int, min_chars: int,
+                                    seed: int, id_prefix: str = "inj", source: str = "templates",
+                                    licence: str = "unspecified", payloads: list[dict] | None = None) -> list[dict]:
+    """``n`` instruction-like (group C) prefix records from attack templates.
+
+    A template is ``{"style": ..., "text": "... {payload} ..."}`` with optional ``payload`` (the
+    text for ``{payload}``), ``target``, ``target_regex`` and ``pair``; ``{target}`` in the text or
+    payload is replaced by the target. A template whose text has ``{payload}`` but no payload of its
+    own is combined with every entry of ``payloads`` (``{"payload": ..., "target": ...}``). ``n``
+    distinct template/payload combinations are drawn with ``random.Random(seed)``; each becomes the
+    opening of a text (so the injection survives a cut from the head) padded to ``min_chars`` with
+    whole filler sentences drawn without repeats. target, target_regex and pair are carried over.
+    """
+    combos = []  # (template index, payload index or -1)
+    if any(not isinstance(p, dict) or not isinstance(p.get("payload"), str) for p in payloads or []):
+        raise HarnessError(f"{source}: every payload needs a string field 'payload'")
+    for t_idx, tpl in enumerate(templates):
+        if not isinstance(tpl, dict) or not isinstance(tpl.get("text"), str) or not isinstance(tpl.get("style"), str):
+            raise HarnessError(f"{source}: template {t_idx + 1} needs string fields 'style' and 'text'")
+        if "{payload}" not in tpl["text"] or "payload" in tpl:
+            combos.append((t_idx, -1))
+        elif payloads:
+            combos.extend((t_idx, p_idx) for p_idx in range(len(payloads)))
+        else:
+            raise HarnessError(f"{source}: template {t_idx + 1} has {{payload}} but no payload, and no payloads given")
+    if n < 1 or len(combos) < n:
+        raise HarnessError(f"{source}: {len(combos)} distinct template/payload combinations, {n} requested; "
+                           "add templates or payloads, or lower --n")
+    pool = _sentences(fillers)
+    rng = random.Random(seed)
+    records = []
+    for t_idx, p_idx in sorted(rng.sample(combos, n)):
+        tpl, extra = templates[t_idx], (payloads[p_idx] if p_idx >= 0 else {})
+        fields = {k: v for k, v in {**tpl, **extra}.items() if k in ("target", "target_regex", "pair")}
+        payload = str(extra.get("payload", tpl.get("payload", "")))
+        text = tpl["text"].replace("{payload}", payload).replace("{target}", str(fields.get("target", ""))).strip()
+        order = rng.sample(pool, len(pool))
+        while len(text) < min_chars and order:
+            text += " " + order.pop()
+        if len(text) < min_chars:
+            raise HarnessError(f"{source}: fillers are too short to pad template {t_idx + 1} to {min_chars} "
+                               "characters; add more filler prose")
+        records.append({"id": f"{id_prefix}-{t_idx:03d}" + (f"-{p_idx:03d}" if p_idx >= 0 else ""),
+                        "kind": "instruction", "text": text, "style": tpl["style"], **fields, "source": source,
+                        "licence": licence, "template": t_idx, **({"payload": p_idx} if p_idx >= 0 else {})})
+    return records
+
+
+def check_bank(records: list[dict], *, min_chars: int = 1500, pair_tolerance: float = 0.10,
+               check_pairs: bool = True) -> list[str]:
+    """Problems with a prefix bank, one line each (empty when it is fine): missing or empty
+    fields, duplicate ids, unknown kinds, texts shorter than ``min_chars``, a target that its own
+    text does not contain, a bad target_regex, and pairs that are not one neutral plus one
+    instruction prefix with the same target and lengths within ``pair_tolerance`` (unless
+    ``check_pairs`` is false, for a bank that holds one side of its pairs)."""
+    problems, seen, pairs = [], set(), {}
+    for i, r in enumerate(records, start=1):
+        if not isinstance(r, dict):
+            problems.append(f"record {i}: not a JSON object")
+            continue
+        name = f"record {i} ({r.get('id')!r})"
+        for key in REQUIRED + (("genre",) if r.get("kind") == "neutral" else ("style",)):
+            if not isinstance(r.get(key), str) or not r[key].strip():
+                problems.append(f"{name}: missing or empty field {key!r}")
+        if r.get("id") in seen:
+            problems.append(f"{name}: duplicate id")
+        seen.add(r.get("id"))
+        if r.get("kind") not in KINDS:
+            problems.append(f"{name}: unknown kind {r.get('kind')!r}; use one of {list(KINDS)}")
+        text = r.get("text") if isinstance(r.get("text"), str) else ""
+        if len(text) < min_chars:
+            problems.append(f"{name}: text has {len(text)} characters, fewer than {min_chars}")
+        if "target" in r or "target_regex" in r:
+            if not isinstance(r.get("target"), str) or not r["target"].strip():
+                problems.append(f"{name}: target must be a non-empty string")
+            else:
+                try:
+                    if not target_pattern(r["target"], r.get("target_regex")).search(text):
+                        problems.append(f"{name}: text does not contain its target {r['target']!r}")
+                except re.error as exc:
+                    problems.append(f"{name}: bad target_regex ({exc})")
+        if r.get("pair") is not None and check_pairs:
+            pairs.setdefault(r["pair"], []).append(r)
+    for pair, members in pairs.items():
+        kinds = sorted(str(m.get("kind")) for m in members)
+        if kinds != ["instruction", "neutral"]:
+            problems.append(f"pair {pair!r}: needs one neutral and one instruction prefix, has {kinds}")
+            continue
+        if len({m.get("target") for m in members}) != 1:
+            problems.append(f"pair {pair!r}: the two prefixes have different targets")
+        a, b = (len(str(m.get("text", ""))) for m in members)
+        if abs(a - b) > pair_tolerance * max(a, b, 1):
+            problems.append(f"pair {pair!r}: lengths {a} and {b} differ by more than {pair_tolerance:.0%}")
+    return problems
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise HarnessError(f"{path}: file not found")
+    try:
+        return path.read_bytes().decode("utf-8")  # no newline translation: spans are offsets into the file
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{path}: not UTF-8 text (bad byte at offset {exc.start}); convert it to UTF-8") from None
+
+
+def _read_jsonl(path: Path) -> list:
+    rows = []
+    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise HarnessError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def write_jsonl_atomic(path: Path, records: list[dict]) -> None:
+    """Write one JSON object per line, atomically (temporary file, then rename)."""
+    if not path.parent.is_dir():
+        raise HarnessError(f"{path}: the output directory {path.parent} does not exist")
+    write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), path)
+
+
+def main(args: list[str]) -> int:
+    """``harness build-prefixes neutral|instruction ...``: build a bank, check it, write it."""
+    parser = argparse.ArgumentParser(prog="harness build-prefixes", description="Build a prefix bank (JSONL) "
+                                     "from a text corpus (neutral, group B) or attack templates (instruction, C).")
+    sub = parser.add_subparsers(dest="what", required=True)
+    neutral = sub.add_parser("neutral", help="cut neutral prefixes from a plain-text corpus")
+    neutral.add_argument("--corpus", type=Path, required=True, help="UTF-8 text, paragraphs separated by blank lines")
+    neutral.add_argument("--genre", default="corpus")
+    instr = sub.add_parser("instruction", help="instruction-like prefixes from templates padded with filler prose")
+    instr.add_argument("--templates", type=Path, required=True, help="JSONL: {style, text with {payload}, ...}")
+    instr.add_argument("--fillers", type=Path, required=True, help="UTF-8 prose used as padding (whole sentences)")
+    instr.add_argument("--payloads", type=Path, default=None, help="JSONL: {payload, target?} for {payload}")
+    for p in (neutral, instr):
+        p.add_argument("--n", type=int, default=40)
+        p.add_argument("--min-chars", type=int, default=1500)
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--id-prefix", default=None, help="default: the corpus or templates file name")
+        p.add_argument("--licence", default="unspecified", help="licence of the source text (e.g. CC0-1.0)")
+        p.add_argument("--out", type=Path, required=True)
+    ns = parser.parse_args(args)
+    if ns.what == "neutral":
+        text = _read_text(ns.corpus)
+        records = neutral_bank_from_corpus(text, n=ns.n, min_chars=ns.min_chars, seed=ns.seed,
+                                           id_prefix=ns.id_prefix or ns.corpus.stem, source=ns.corpus.name,
+                                           licence=ns.licence, genre=ns.genre)
+        digest = hashlib.sha256(ns.corpus.read_bytes()).hexdigest()
+        records = [{**r, "source_sha256": digest} for r in records]
+    else:
+        templates = _read_jsonl(ns.templates)
+        payloads = _read_jsonl(ns.payloads) if ns.payloads else None
+        fillers = [_read_text(ns.fillers)]
+        records = instruction_bank_from_templates(templates, fillers, n=ns.n, min_chars=ns.min_chars, seed=ns.seed,
+                                                  id_prefix=ns.id_prefix or ns.templates.stem,
+                                                  source=ns.templates.name, licence=ns.licence, payloads=payloads)
+    problems = check_bank(records, min_chars=ns.min_chars, check_pairs=False)  # one side of any pairs
+    if problems:
+        raise HarnessError(f"{ns.out}: the built bank has {len(problems)} problem(s), first: {problems[0]}")
+    write_jsonl_atomic(ns.out, records)
+    print(f"wrote {len(records)} {ns.what} prefixes to {ns.out}")
+    return 0

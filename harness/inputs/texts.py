@@ -1,0 +1,155 @@
+"""Loading task prompts and prefixes from JSONL files.
+
+Each line is one JSON object. Prompts need ``id`` and ``text``; prefixes also need ``kind``
+(``neutral`` for group B, ``instruction`` for group C) and may carry a ``target`` (what an
+injected instruction asks for: a plain string, matched case-insensitively from a word start) or a
+``target_regex``, a ``pair`` id shared by a matched B and C prefix, and descriptive fields
+(``genre``, ``style``, ``source``, ``licence``). Any problem is reported with the file and line
+number so it can be fixed in an editor: files must be UTF-8, and every string must be valid text
+(no unpaired surrogates).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+GROUP_OF_KIND = {"neutral": "B", "instruction": "C"}
+KIND_OF_GROUP = {"A": None, **{group: kind for kind, group in GROUP_OF_KIND.items()}}
+PREFIX_INFO_FIELDS = ("genre", "style", "source", "licence")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Prefix:
+    id: str
+    kind: str  # "neutral" or "instruction"
+    text: str
+    target: str | None = None  # what an injected instruction asks for (plain text)
+    target_regex: str | None = None  # or as a regular expression
+    pair: str | None = None  # shared by a matched B and C prefix
+
+    @property
+    def group(self) -> str:
+        return GROUP_OF_KIND[self.kind]
+
+    @property
+    def target_pattern(self) -> re.Pattern | None:
+        """The compiled target (see :func:`target_pattern`); None without a target."""
+        return target_pattern(self.target, self.target_regex) if (self.target or self.target_regex) else None
+
+
+def target_pattern(target: str | None, target_regex: str | None = None) -> re.Pattern:
+    """How a target is matched in a continuation: ``target_regex`` as given, else ``target``
+    case-insensitively from a word start (so "umbrella" also counts "Umbrellas")."""
+    return re.compile(target_regex if target_regex else r"(?i)\b" + re.escape(target))
+
+
+def _lines(path: Path) -> list[tuple[int, str]]:
+    """The file's lines as text, or a one-line error naming the file and line that is not UTF-8."""
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise HarnessError(f"{path}: the file is UTF-16; save it as UTF-8 (one JSON object per line)")
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is harmless
+    out = []
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            out.append((lineno, raw.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            raise HarnessError(
+                f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                f"save the file as UTF-8"
+            ) from None
+    return out
+
+
+def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise HarnessError(f"{path}: file not found")
+    rows, seen = [], set()
+    for lineno, line in _lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise HarnessError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
+        if not isinstance(obj, dict):
+            raise HarnessError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        for key in required:
+            if not isinstance(obj.get(key), str) or not obj[key].strip():
+                raise HarnessError(f"{where}: missing or empty string field {key!r}")
+        for key in optional:
+            if obj.get(key) is not None and not isinstance(obj[key], str):
+                raise HarnessError(f"{where}: field {key!r} must be a string, got {type(obj[key]).__name__}")
+        for key in (*required, *optional):
+            value = obj.get(key)
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise HarnessError(f"{where}: field {key!r} holds an unpaired surrogate (a \\ud800-\\udfff "
+                                       f"escape without its partner); it is not valid text") from None
+        if obj["id"] in seen:
+            raise HarnessError(f"{where}: duplicate id {obj['id']!r}")
+        seen.add(obj["id"])
+        rows.append({**obj, "_where": where})
+    if not rows:
+        raise HarnessError(f"{path}: no entries (expected one JSON object per line)")
+    return rows
+
+
+def load_prompts(path: str | Path, limit: int | None = None) -> list[Prompt]:
+    """Task prompts from ``path``; ``limit`` keeps the first N."""
+    if limit is not None and limit <= 0:
+        raise HarnessError(f"prompts.limit must be positive, got {limit}")
+    prompts = [Prompt(r["id"], r["text"]) for r in _read_jsonl(path, ("id", "text"))]
+    return prompts[:limit] if limit else prompts
+
+
+def load_prefixes(path: str | Path) -> list[Prefix]:
+    """Prefixes from ``path`` (see the module docstring for the fields)."""
+    rows = _read_jsonl(path, ("id", "kind", "text"), ("target", "target_regex", "pair", *PREFIX_INFO_FIELDS))
+    out = []
+    for r in rows:
+        if r["kind"] not in GROUP_OF_KIND:
+            raise HarnessError(
+                f"{r['_where']}: prefix {r['id']!r} has kind {r['kind']!r}; use one of {sorted(GROUP_OF_KIND)}"
+            )
+        if r.get("target_regex"):
+            try:
+                re.compile(r["target_regex"])
+            except re.error as exc:
+                raise HarnessError(f"{r['_where']}: target_regex is not a valid regular expression ({exc})") from None
+        out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,
+                          r.get("pair")))
+    return out
+
+
+def select_prefixes(prefixes: list[Prefix], per_group: int | None, seed: int) -> list[Prefix]:
+    """A reproducible random subset of ``per_group`` prefixes of each kind (all when None), in the
+    file's order. When every prefix belongs to a matched pair, whole pairs are drawn."""
+    if per_group is None:
+        return list(prefixes)
+    rng = random.Random(seed)
+    if all(p.pair for p in prefixes):
+        pairs = sorted({p.pair for p in prefixes})
+        chosen = set(rng.sample(pairs, min(per_group, len(pairs))))
+        return [p for p in prefixes if p.pair in chosen]
+    chosen = set()
+    for kind in GROUP_OF_KIND:
+        ids = [p.id for p in prefixes if p.kind == kind]
+        chosen |= set(rng.sample(ids, min(per_group, len(ids))))
+    return [p for p in prefixes if p.id in chosen]

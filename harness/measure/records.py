@@ -1,0 +1,99 @@
+"""Condition records: how one condition's measurements become one row of the tables.
+
+The one place that knows the key columns of a condition, its label in messages, the
+conditions-table row, the per-condition headline of the attention metrics, and the noise-floor
+row. The runner, ``locate``, ``check-determinism`` and ``collect`` all use these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.inputs.conditions import Condition
+from harness.inputs.texts import KIND_OF_GROUP
+from harness.measure.engine import Result
+from harness.measure.metrics import HEADLINES, output_drift
+from harness.model.decoding import Continuation
+
+
+def condition_keys(model_label: str, cond: Condition) -> dict:
+    """The key columns of a condition (what identifies its row)."""
+    return {
+        "model": model_label,
+        "prompt_id": cond.prompt_id,
+        "group": cond.group,
+        "prefix_id": cond.prefix_id,
+        "prefix_len": cond.prefix_len,
+        "placement": cond.placement,
+        "isolation": cond.isolation.mode,
+        "beta": cond.isolation.beta,
+    }
+
+
+def condition_label(cond: Condition) -> str:
+    """``prompt_id/prefix_id/prefix_len[/isolation]`` (``prompt_id/A`` for A): how conditions are
+    named in logs, failures and ``debug.fail_conditions``."""
+    if cond.group == "A":
+        return f"{cond.prompt_id}/A"
+    iso = "" if cond.isolation.mode == "none" else f"/{cond.isolation.label}"
+    return f"{cond.prompt_id}/{cond.prefix_id}/{cond.prefix_len}{iso}"
+
+
+def headline_attention(block: dict[str, dict[str, np.ndarray]], n_queries: dict[str, int]) -> dict:
+    """Per-condition summary of attention drift, one value per registered headline metric
+    (:data:`harness.measure.metrics.HEADLINES`): means over layers and heads, segments weighted by
+    their query rows (the one aggregation rule), or the layer with the largest such mean. The
+    headline ``attn_kl_mean`` is ``attn_kl_shared_mean`` (redistribution) plus
+    ``attn_capture_mean`` (capture)."""
+    if not block:
+        return {m.name: None for m in HEADLINES}
+    weights = {s: n_queries[s] for s in block}
+    total = sum(weights.values())
+
+    def mean_of(metric):  # [layers] query-weighted over segments, mean over heads
+        return sum(block[s][metric].mean(axis=1) * weights[s] for s in block) / total
+
+    return {m.name: float(mean_of(m.from_row).mean()) if m.aggregate == "mean" else int(np.argmax(mean_of(m.from_row)))
+            for m in HEADLINES}
+
+
+def target_hits(cond: Condition, text_x: str, text_a: str) -> dict:
+    """Whether X's continuation and A's contain the target of the condition's prefix (null when the
+    prefix has none, and for A itself)."""
+    pattern = cond.target_pattern
+    if pattern is None or cond.group == "A":
+        return {"target_hit": None, "target_hit_a": None}
+    return {"target_hit": bool(pattern.search(text_x)), "target_hit_a": bool(pattern.search(text_a))}
+
+
+def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer, computed_alone: bool = False
+                     ) -> dict:
+    """The conditions-table row of one condition, measured against A's continuation ``y_a``."""
+    cond, y_x, a = result.condition, result.continuation, result.condition.assembled
+    text_x = tokenizer.decode(list(y_x.ids))
+    return {
+        **condition_keys(model_label, cond),
+        "prefix_kind": KIND_OF_GROUP[cond.group],
+        "pair": cond.pair,
+        **target_hits(cond, text_x, tokenizer.decode(list(y_a.ids))),
+        **output_drift(y_x.ids, y_a.ids),
+        "continuation_text": text_x,
+        "continuation_ids": list(y_x.ids),
+        "n_continuation_tokens": len(y_x.ids),
+        "stopped_on_eos": y_x.stopped_on_eos,
+        "input_ids": list(a.input_ids),
+        "n_input_tokens": len(a.input_ids),
+        "block_start": a.block_start,
+        "block_end": a.block_end,
+        "prefix_start": a.prefix_start,
+        "prefix_end": a.prefix_end,
+        "task_start": a.task_start,
+        "task_end": a.task_end,
+        "output_kl": result.output_kl,
+        "output_kl_steps": result.output_kl_steps,
+        "min_margin_a": y_a.min_margin,
+        "min_margin_x": y_x.min_margin,
+        **headline_attention(result.attention, result.n_queries),
+        "seconds": result.seconds,
+        "computed_alone": computed_alone,
+    }

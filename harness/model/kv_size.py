@@ -1,0 +1,98 @@
+"""KV-cache size: how many bytes a model's key/value cache takes for a batch and sequence length.
+
+    bytes = 2 (keys and values) x layers x key/value heads x head dim x sequence x batch x dtype bytes
+
+With grouped-query attention only the key/value heads count, not the query heads. The often
+quoted "about 402 MB" for 24 layers, 16 heads, head dim 64, 2,048 tokens in fp16 counts the
+factor 2 twice (once for keys and values, once again for 2-byte elements); the cache is
+201,326,592 bytes (192 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from harness.errors import HarnessError
+from harness.model.loading import DTYPES
+
+
+def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, seq_len: int, batch: int = 1,
+                   dtype: str = "float16") -> int:
+    if dtype not in DTYPES:
+        raise HarnessError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    for name, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim),
+                        ("seq_len", seq_len), ("batch", batch)):
+        if value <= 0:
+            raise HarnessError(f"{name} must be positive, got {value}")
+    element = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    return 2 * layers * kv_heads * head_dim * seq_len * batch * element
+
+
+def shape_of(config) -> dict[str, int]:
+    """Layers, key/value heads and head dim of a transformers model config."""
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer")
+    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head")
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd")
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    return {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim}
+
+
+def cache_nbytes(cache) -> int:
+    """Bytes actually held by a transformers cache's key and value tensors."""
+    total = 0
+    for layer in getattr(cache, "layers", []):
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def main(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness kv-size", description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="key=value: model=<hub id, local dir, demo or "
+                        "builtin:tiny-llama>, layers, kv_heads, head_dim, seq_len, batch, dtype")
+    ns = parser.parse_args(args)
+    values: dict[str, str] = {}
+    for item in ns.overrides:
+        if "=" not in item:
+            raise HarnessError(f"expected key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        values[key.removeprefix("model.name_or_path").removeprefix("model.") or "model"] = value
+    shape: dict[str, int] = {}
+    if "model" in values:
+        from transformers import AutoConfig
+
+        from harness.model.loading import BUILTIN, SHIPPED_MODELS, tiny_config
+
+        name = values.pop("model")
+        try:
+            if name.startswith(BUILTIN):
+                config = tiny_config(name[len(BUILTIN):].removeprefix("tiny-"))
+            else:
+                config = AutoConfig.from_pretrained(str(SHIPPED_MODELS.get(name, name)))
+        except OSError:
+            raise HarnessError(f"model config {name!r} is not available offline; give layers=, kv_heads=, "
+                               f"head_dim= instead") from None
+        shape = shape_of(config)
+    try:
+        for key in ("layers", "kv_heads", "head_dim", "seq_len", "batch"):
+            if key in values:
+                shape[key] = int(values.pop(key))
+    except ValueError as exc:
+        raise HarnessError(f"kv-size values must be integers: {exc}") from None
+    dtype = values.pop("dtype", "float16")
+    if values:
+        raise HarnessError(f"unknown kv-size keys: {sorted(values)}")
+    missing = [k for k in ("layers", "kv_heads", "head_dim") if k not in shape]
+    if missing:
+        raise HarnessError(f"kv-size needs model=... or {', '.join(k + '=' for k in missing)}")
+    shape.setdefault("seq_len", 2048)
+    shape.setdefault("batch", 1)
+    n = kv_cache_bytes(dtype=dtype, **shape)
+    print(f"2 x {shape['layers']} layers x {shape['kv_heads']} kv heads x {shape['head_dim']} head dim x "
+          f"{shape['seq_len']} tokens x batch {shape['batch']} x {dtype} "
+          f"= {n:,} bytes ({n / 2**20:,.1f} MiB)")
+    return 0

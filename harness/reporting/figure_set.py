@@ -1,0 +1,162 @@
+"""The standard figure set of a run (DESIGN.md section 7), built from the tables alone.
+
+:func:`make_figures` is pure: tables in, matplotlib figures out (one row of panels per model and
+placement); :func:`harness.reporting.report.write_outputs` writes them. Attention figures lead with the two
+parts of the drift, capture (how much attention the prefix takes) and redistribution (how the
+rest is spread differently), always aggregated by :func:`harness.analysis.descriptive.weighted_segment_mean`.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from harness.analysis import curves, descriptive
+from harness.analysis.rates import rate_summary
+from harness.analysis.summaries import isolation_summary, noise_level
+from harness.reporting import plots as F
+
+CAPTURE = ("capture", "capture: -log(1 - prefix mass) (nats)")
+REDISTRIBUTION = ("kl_shared", "redistribution: KL on shared keys (nats)")
+NAMES = {"capture": "capture", "kl_shared": "redistribution"}
+
+
+def baseline(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows without an isolation intervention (figures 1-4 and 6-8 describe plain concatenation)."""
+    return df[df.isolation == "none"] if "isolation" in df.columns else df
+
+
+def panels(df: pd.DataFrame) -> list[tuple[str, str | None]]:
+    """The (model, placement) combinations of a table, in order of appearance."""
+    placement = df["placement"].astype(str) if "placement" in df.columns else pd.Series([None] * len(df))
+    return list(dict.fromkeys(zip(df["model"].astype(str), placement)))
+
+
+def select(df: pd.DataFrame, model: str, placement: str | None) -> pd.DataFrame:
+    keep = df["model"].astype(str) == model
+    if placement is not None and "placement" in df.columns:
+        keep &= df["placement"].astype(str) == placement
+    return df[keep]
+
+
+def title(model: str, placement: str | None) -> str:
+    return model if placement in (None, "raw") else f"{model} [{placement}]"
+
+
+def mass_sources(attention: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each ``mass_from_*`` per group and length (weighted segment rule, per prompt first)."""
+    parts = []
+    for source in F.MASS_SOURCES:
+        per = descriptive.weighted_segment_mean(attention, f"mass_from_{source}", ("group", "prefix_len"))
+        mean = per.groupby(["group", "prefix_len"], observed=True)[f"mass_from_{source}"].mean().reset_index()
+        parts.append(mean.rename(columns={f"mass_from_{source}": "mean"}).assign(source=source))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _grid(rows: int, cols: int, width: float = 4.6, height: float = 3.4, **kwargs):
+    return plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained",
+                        **kwargs)
+
+
+def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
+                 noise: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
+    """Figures 1-8 (those the tables have data for), one row per model and placement."""
+    conds = baseline(conditions)
+    combos = panels(conds)
+    out = {}
+    with F.style():
+        fig, axes = _grid(len(combos), 1)
+        summary = descriptive.drift_summary(conds, "norm_edit_distance")
+        ceilings = curves.ceiling(conds)
+        for row, (model, placement) in zip(axes, combos):
+            top = select(ceilings, model, placement)
+            F.plot_drift_vs_length(row[0], select(summary, model, placement), title=f"Output drift: {title(model, placement)}",
+                                   ceiling=top.iloc[0] if len(top) else None)
+        out["fig1_edit_distance"] = fig
+
+        if attention is not None and not attention.empty:
+            att = baseline(attention)
+            fig, axes = _grid(len(combos), 4, width=3.6, sharey="col")
+            for row, (model, placement) in zip(axes, combos):
+                cell = select(att, model, placement)
+                for ax, (metric, label), group in zip(row, (CAPTURE, CAPTURE, REDISTRIBUTION, REDISTRIBUTION),
+                                                      ("B", "C", "B", "C")):
+                    F.plot_layer_profile(ax, descriptive.layer_profile(cell, metric), group, ylabel=label,
+                                         title=f"{F.GROUP_NAMES[group]}\n{NAMES[metric]} ({title(model, placement)})")
+            out["fig2_layer_drift"] = fig
+
+            heads_c = att[att.group == "C"]
+            lengths = sorted(heads_c.prefix_len.unique())
+            if lengths:
+                fig, axes = _grid(2 * len(combos), len(lengths), width=2.7, height=2.6)
+                for i, (model, placement) in enumerate(combos):
+                    cell = select(heads_c, model, placement)
+                    for j, (metric, label) in enumerate((CAPTURE, REDISTRIBUTION)):
+                        grid = descriptive.head_map(cell, "C", metric)
+                        vmax = float(grid[metric].max()) if len(grid) else None
+                        image = None
+                        for ax, length in zip(axes[2 * i + j], lengths):
+                            image = F.plot_head_heatmap(ax, grid, length, value=metric, vmax=vmax)
+                        fig.colorbar(image, ax=list(axes[2 * i + j]), label=f"C: {label}")
+                fig.suptitle("Layer x head attention drift under C: capture (top) and redistribution (bottom)")
+                out["fig3_heads_C"] = fig
+
+            mass = descriptive.drift_summary(conds, "attn_prefix_mass_mean")
+            fig, axes = _grid(len(combos), 2)
+            for row, (model, placement) in zip(axes, combos):
+                F.plot_prefix_mass(row[0], select(mass, model, placement))
+                F.plot_mass_sources(row[1], mass_sources(select(att, model, placement)))
+            out["fig4_prefix_mass"] = fig
+
+        if "isolation" in conditions and conditions.isolation.nunique() > 1:
+            out["fig5_isolation"] = _isolation_figure(conditions, noise)
+
+        surv = curves.survival(conds[conds.group != "A"])
+        fig, axes = _grid(len(combos), 2)
+        for row, (model, placement) in zip(axes, combos):
+            for ax, group in zip(row, ("B", "C")):
+                F.plot_survival(ax, select(surv, model, placement), group)
+        out["fig6_survival"] = fig
+
+        if "output_kl_steps" in conds and conds.output_kl_steps.notna().any():
+            steps = curves.step_profile(conds)
+            fig, axes = _grid(len(combos), 2, sharey="row")
+            for row, (model, placement) in zip(axes, combos):
+                for ax, group in zip(row, ("B", "C")):
+                    F.plot_step_profile(ax, select(steps, model, placement), group)
+            out["fig7_output_kl_steps"] = fig
+
+        rates = hit_rates(conds)
+        if not rates.empty:
+            fig, axes = _grid(len(combos), 1)
+            for row, (model, placement) in zip(axes, combos):
+                F.plot_hit_rate(row[0], select(rates, model, placement))
+                row[0].set_title(f"Does the model do what the prefix asks? ({title(model, placement)})")
+            out["fig8_hit_rate"] = fig
+    return out
+
+
+def hit_rates(conditions: pd.DataFrame) -> pd.DataFrame:
+    """Target hit rates of B and C per length, and A's base rate (the same targets looked for in
+    A's continuations) as group ``A`` rows; empty when no prefix has a target."""
+    if "target_hit" not in conditions or conditions.target_hit.isna().all():
+        return pd.DataFrame()
+    x = conditions[conditions.target_hit.notna()]
+    rates = rate_summary(x)
+    base = rate_summary(x.assign(target_hit=x.target_hit_a, group="A", prefix_len=0),
+                                  by=("model", "placement", "isolation", "group"))
+    return pd.concat([rates, base.assign(prefix_len=0, resampled="prompts x prefixes")], ignore_index=True)
+
+
+def _isolation_figure(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> plt.Figure:
+    combos = panels(conditions)
+    metrics = [("norm_edit_distance", "normalized edit distance to A (0-1)", False)]
+    if conditions.attn_kl_mean.notna().any():
+        metrics.append(("attn_kl_mean", "mean attention KL(A‖X) (nats, symlog)", True))
+    fig, axes = _grid(len(combos), len(metrics), height=3.6)
+    for row, (model, placement) in zip(axes, combos):
+        for ax, (value, label, log) in zip(row, metrics):
+            summary = isolation_summary(select(conditions, model, placement), value)
+            F.plot_isolation(ax, summary, noise_level(noise, model, value), label, log)
+            ax.set_title(f"Isolation: {title(model, placement)}")
+    return fig

@@ -1,0 +1,229 @@
+"""The paper figures (DESIGN.md section 7). Each ``plot_*`` draws on an Axes it is given and returns
+it; :func:`save_figure` is the only place that writes files, and writes them deterministically
+(no dates or hash salts in the output), so the same tables give byte-identical PDF and PNG files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+
+# Okabe-Ito: distinguishable with every common colour-vision deficiency.
+OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000", "#F0E442"]
+GROUP_COLOURS = {"A": "#000000", "B": "#0072B2", "C": "#D55E00"}
+GROUP_NAMES = {"A": "A: prompt only", "B": "B: neutral prefix", "C": "C: instruction-like prefix"}
+MASS_SOURCES = ("sink", "context", "task", "continuation")
+STYLE = {
+    "figure.dpi": 100,
+    "savefig.dpi": 200,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "svg.hashsalt": "harness",
+    "pdf.fonttype": 42,
+}
+
+
+def style():
+    """A context manager applying the shared figure style."""
+    return plt.rc_context(STYLE)
+
+
+def _length_axis(ax, lengths) -> None:
+    lengths = sorted(set(int(v) for v in lengths))
+    if lengths and min(lengths) > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths)
+    ax.set_xticklabels([str(v) for v in lengths])
+    ax.minorticks_off()
+
+
+def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized edit distance to A (0-1)",
+                         title: str = "Output drift vs prefix length", ceiling: pd.Series | None = None,
+                         value: str = "mean", band: str = "95% bootstrap CI over prompts"):
+    """Figure 1: mean drift vs prefix length, one line per group, 95% CI band; ``ceiling`` (a row
+    of :func:`harness.analysis.curves.ceiling`) draws how far unrelated prompts' continuations are apart.
+
+    ``summary``: :func:`harness.analysis.descriptive.drift_summary` output (one model, one isolation)."""
+    for group in ("B", "C"):
+        cell = summary[summary.group == group].sort_values("prefix_len")
+        if cell.empty:
+            continue
+        x = cell.prefix_len.to_numpy()
+        ax.plot(x, cell[value], marker="o", color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
+        ax.fill_between(x, cell.ci_low, cell.ci_high, color=GROUP_COLOURS[group], alpha=0.2, linewidth=0)
+    if ceiling is not None:
+        ax.axhspan(ceiling.ci_low, ceiling.ci_high, color="grey", alpha=0.2, linewidth=0)
+        ax.axhline(ceiling["mean"], color="grey", linestyle="--", linewidth=1, label="ceiling: A vs other prompts' A")
+    _length_axis(ax, summary[summary.group != "A"].prefix_len)
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(title=f"shaded: {band}", title_fontsize=7)
+    return ax
+
+
+def _by_length(ax, cell: pd.DataFrame, x: str, y: str, band: bool = False, step: bool = False) -> None:
+    """One line per prefix length (viridis, short to long), with a 95% CI band when asked."""
+    lengths = sorted(cell.prefix_len.unique())
+    colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.9, max(len(lengths), 1)))
+    for colour, length in zip(colours, lengths):
+        line = cell[cell.prefix_len == length].sort_values(x)
+        draw = ax.step if step else ax.plot
+        draw(line[x], line[y], color=colour, label=f"{length} tokens",
+             **({"where": "post"} if step else {"marker": "." if x == "layer" else None}))
+        if band:
+            ax.fill_between(line[x], line.ci_low, line.ci_high, color=colour, alpha=0.15, linewidth=0,
+                            **({"step": "post"} if step else {}))
+    if lengths:
+        ax.legend(title="prefix length", fontsize=7)
+
+
+def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mean attention KL(A‖X) (nats)",
+                       title: str | None = None):
+    """Figure 2 (one panel): mean of a metric by layer for ``group``, one line per prefix length.
+
+    ``profile``: :func:`harness.analysis.descriptive.layer_profile` output."""
+    _by_length(ax, profile[profile.group == group], "layer", "mean")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("layer")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or GROUP_NAMES[group])
+    return ax
+
+
+def plot_head_heatmap(ax, heads: pd.DataFrame, length: int, value: str = "kl", vmax: float | None = None):
+    """Figure 3 (one panel): layer x head mean KL at one prefix length (:func:`harness.analysis.descriptive.head_map`)."""
+    cell = heads[heads.prefix_len == length]
+    grid = cell.pivot_table(index="layer", columns="head", values=value, observed=True)
+    image = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="magma", vmin=0, vmax=vmax,
+                      interpolation="nearest")
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(f"prefix {length} tokens")
+    ax.set_xticks(range(grid.shape[1]))
+    ax.set_yticks(range(grid.shape[0]))
+    ax.grid(False)
+    return image
+
+
+def plot_mass_sources(ax, sources: pd.DataFrame, group: str = "C"):
+    """Figure 4 (right): where the prefix's attention came from, per prefix length: A's attention
+    minus X's on position 0 (sink), other keys before the prefix (context), the task and A's
+    continuation, stacked (the four sum to the prefix mass). ``sources``: rows with ``prefix_len``,
+    ``source`` and ``mean`` for one group."""
+    cell = sources[sources.group == group]
+    lengths = sorted(cell.prefix_len.unique())
+    colours = dict(zip(MASS_SOURCES, OKABE_ITO))
+    bottom_pos, bottom_neg = np.zeros(len(lengths)), np.zeros(len(lengths))
+    for source in MASS_SOURCES:
+        vals = np.array([float(cell[(cell.prefix_len == n) & (cell.source == source)]["mean"].sum()) for n in lengths])
+        base = np.where(vals >= 0, bottom_pos, bottom_neg)
+        ax.bar(np.arange(len(lengths)), vals, bottom=base, color=colours[source], label=source)
+        bottom_pos, bottom_neg = bottom_pos + np.clip(vals, 0, None), bottom_neg + np.clip(vals, None, 0)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(lengths)), [str(n) for n in lengths])
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel("attention taken by the prefix (fraction)")
+    ax.set_title(f"Where the prefix's attention came from ({group})")
+    ax.legend(title="taken from", fontsize=7)
+    return ax
+
+
+def plot_survival(ax, surv: pd.DataFrame, group: str):
+    """Figure 6 (one panel): fraction of ``group``'s conditions whose continuation is still A's
+    after k tokens, one line per prefix length, 95% CI band (:func:`harness.analysis.curves.survival`)."""
+    _by_length(ax, surv[surv.group == group], "k", "survival", band=True, step=True)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("generated tokens k")
+    ax.set_ylabel("still identical to A (fraction)")
+    ax.set_title(GROUP_NAMES[group])
+    return ax
+
+
+def plot_step_profile(ax, steps: pd.DataFrame, group: str):
+    """Figure 7 (one panel): output KL at each generated step of A's continuation, one line per
+    prefix length, 95% CI band over prompts (:func:`harness.analysis.curves.step_profile`)."""
+    _by_length(ax, steps[steps.group == group], "step", "mean", band=True)
+    ax.set_xlabel("step of A's continuation")
+    ax.set_ylabel("output KL(p_A ‖ p_X) (nats)")
+    ax.set_title(GROUP_NAMES[group])
+    return ax
+
+
+def plot_hit_rate(ax, rates: pd.DataFrame):
+    """Figure 8: how often the continuation does what the prefix's instruction asks (its target),
+    per group and prefix length, with 95% intervals; A's base rate (the same targets in A's
+    continuations) as a band. ``rates``: :func:`harness.analysis.rates.rate_summary` of ``target_hit``
+    with A's base rate rows (group ``A``)."""
+    for group in ("B", "C"):
+        cell = rates[rates.group == group].sort_values("prefix_len")
+        if cell.empty:
+            continue
+        ax.errorbar(cell.prefix_len, cell.rate, yerr=[cell.rate - cell.ci_low, cell.ci_high - cell.rate], marker="o",
+                    capsize=3, color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
+    base = rates[rates.group == "A"]
+    if not base.empty:
+        row = base.iloc[0]
+        ax.axhspan(row.ci_low, row.ci_high, color="grey", alpha=0.2, linewidth=0)
+        ax.axhline(row.rate, color="grey", linestyle="--", linewidth=1, label="A: same targets, no prefix")
+    _length_axis(ax, rates[rates.group != "A"].prefix_len)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel("target hit rate")
+    ax.set_title("Does the model do what the prefix asks?")
+    from harness.analysis.rates import has_exact_intervals
+
+    exact = has_exact_intervals(rates)
+    ax.legend(title="95% CI: prompts x prefixes resampled" + ("\n(exact where none or all hit)" if exact else ""),
+              title_fontsize=7, fontsize=7)
+    return ax
+
+
+def plot_prefix_mass(ax, summary: pd.DataFrame):
+    """Figure 4: attention mass on the prefix vs prefix length, by group (``drift_summary`` of
+    ``attn_prefix_mass_mean``)."""
+    return plot_drift_vs_length(ax, summary, ylabel="attention on prefix keys (fraction, 0-1)",
+                                title="Attention captured by the prefix")
+
+
+def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, log: bool = False):
+    """Figure 5 (one panel): drift per isolation setting vs prefix length, B and C pooled, with the
+    measured noise floor drawn as a band. ``summary``: columns ``setting``, ``prefix_len``, ``mean``."""
+    settings = list(dict.fromkeys(summary.setting))
+    for colour, setting in zip(OKABE_ITO * 2, settings):
+        line = summary[summary.setting == setting].sort_values("prefix_len")
+        ax.plot(line.prefix_len, line["mean"], marker="o", color=colour, label=setting)
+    if floor is not None and np.isfinite(floor):
+        ax.axhspan(0, floor, color="grey", alpha=0.25, label="noise floor (A vs A)")
+        ax.axhline(floor, color="grey", linestyle="--", linewidth=1)
+    if log:
+        ax.set_yscale("symlog", linthresh=1e-8)
+        ax.set_ylim(bottom=0)  # divergences are >= 0; tiny negatives are rounding
+    _length_axis(ax, summary.prefix_len)
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.legend(title="isolation", fontsize=7)
+    return ax
+
+
+def save_figure(fig, path_stem: Path) -> list[Path]:
+    """Write ``<stem>.pdf`` (vector) and ``<stem>.png`` (200 dpi) atomically, with no timestamps."""
+    from harness.io import atomic_write
+
+    pdf, png = path_stem.with_suffix(".pdf"), path_stem.with_suffix(".png")
+    atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={
+        "CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}))
+    atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=200, metadata={"Software": None}))
+    plt.close(fig)
+    return [pdf, png]

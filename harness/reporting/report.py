@@ -1,0 +1,248 @@
+"""The run report (``report.md``): every finding with its number, interval and unit of replication.
+
+Each section states what was resampled. "prompts" intervals (bootstrap over prompts, BCa where it
+applies) support claims about *these* prefixes; "prompts x prefixes" intervals (two-way cluster
+bootstrap) and prefix-permutation p-values support claims about instruction-like content *in
+general*, and the report leads with those. Attention is reported as capture and redistribution.
+:func:`report_markdown` is pure; :func:`write_outputs` writes ``figures/`` and ``report.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import curves, descriptive
+from harness.analysis.crossed import compare_groups
+from harness.analysis.heads import head_contrasts
+from harness.analysis.rates import has_exact_intervals
+from harness.analysis.summaries import isolation_summary, noise_level
+from harness.io import write_text
+from harness.measure.metrics import contrasted
+from harness.measure.noise import margin_floor
+from harness.reporting.figure_set import baseline, hit_rates, make_figures
+
+SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
+
+
+def _num(v, digits: int = 3) -> str:
+    """Fixed decimals for ordinary values, significant digits for small ones (never "-0.000")."""
+    if v is None or pd.isna(v):
+        return "n/a"
+    if v == 0:
+        return "0"
+    return f"{v:.{digits}g}" if abs(v) < 10 ** -(digits - 1) else f"{v:.{digits}f}"
+
+
+def _ci(mean, low, high, digits=3) -> str:
+    if mean is None or pd.isna(mean):
+        return "n/a"
+    return f"{_num(mean, digits)} [{_num(low, digits)}, {_num(high, digits)}]"
+
+
+def _p(p) -> str:
+    return "n/a" if p is None or pd.isna(p) else f"{p:.2g}"
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + [
+        "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
+                    title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> str:
+    """A GitHub-readable report of one run (or several collected ones)."""
+    conds = baseline(conditions)
+    x = conds[conds.group != "A"]
+    lines = [f"# {title}", "",
+             f"Models: {', '.join(map(str, conds.model.unique()))}. Placement: "
+             f"{', '.join(map(str, conds.placement.unique())) if 'placement' in conds else 'raw'}. "
+             f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "
+             f"{x[x.group == 'C'].prefix_id.nunique()} instruction-like (C). Conditions: {len(conditions)}.", "",
+             "Intervals are 95%. *prompts x prefixes*: two-way cluster bootstrap over prompts and prefixes, and "
+             "p-values from permuting the prefixes' B/C labels: these support claims about instruction-like "
+             "content in general, and lead. *prompts*: bootstrap over prompts (BCa where it applies) and Wilcoxon "
+             "tests paired by prompt: claims about these particular prefixes only."]
+    lines += _behaviour(conds) + _output(conds) + _contrasts(conds)
+    if attention is not None and not attention.empty:
+        lines += _attention(conds, baseline(attention))
+    lines += _noise(conditions, noise) + _isolation(conditions, noise)
+    if figure_files:
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files]
+    return "\n".join(lines) + "\n"
+
+
+def _behaviour(conds: pd.DataFrame) -> list[str]:
+    rates = hit_rates(conds)
+    if rates.empty:
+        return []
+    base = rates[rates.group == "A"]
+    lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
+             "`target_hit`: the continuation contains the target the prefix names (C: asks for it; B: only "
+             "mentions it). A's base rate looks for the same targets in A's continuations."]
+    rows = [[r.model, r.group, r.prefix_len, f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
+             r.resampled, r.ci_method] for r in rates[rates.group != "A"].itertuples()]
+    rows += [[r.model, "A (base rate)", "-", f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
+              r.resampled, r.ci_method] for r in base.itertuples()]
+    if has_exact_intervals(rates):
+        lines.append("Where no condition hits (or all do), resampling gives a degenerate interval; those rows have "
+                     "the exact 95% interval for none (all) of n units, n the number of prompts or prefixes, "
+                     "whichever is fewer (conservative: hits within a prompt or a prefix are not independent).")
+    return lines + [""] + _table(["model", "group", "prefix length", "hits", "hit rate", "resampled", "interval"], rows)
+
+
+def _output(conds: pd.DataFrame) -> list[str]:
+    summary = descriptive.drift_summary(conds[conds.group != "A"], "norm_edit_distance")
+    kl = descriptive.drift_summary(conds[conds.group != "A"], "output_kl")
+    surv = curves.survival(conds[conds.group != "A"], max_k=int(conds.n_continuation_tokens.max()))
+    lines = ["", "## Output drift", "",
+             "Normalized edit distance of the continuation to A's, output KL along A's continuation, and the "
+             "share of conditions still identical to A after 1 and 8 generated tokens (means over prompts; "
+             "intervals: prompts)."]
+    rows = []
+    for s_row, k_row in zip(summary.itertuples(), kl.itertuples()):
+        cell = surv[(surv.group == s_row.group) & (surv.prefix_len == s_row.prefix_len) & (surv.model == s_row.model)]
+        at = {k: cell[cell.k == k] for k in (1, 8)}
+        rows.append([s_row.model, s_row.group, s_row.prefix_len, s_row.n_prompts,
+                     _ci(s_row.mean, s_row.ci_low, s_row.ci_high), _ci(k_row.mean, k_row.ci_low, k_row.ci_high),
+                     *[_ci(c.survival.iloc[0], c.ci_low.iloc[0], c.ci_high.iloc[0], 2) if len(c) else "n/a"
+                       for c in at.values()]])
+    lines += [""] + _table(["model", "group", "prefix length", "prompts", "edit distance (norm.)", "output KL (nats)",
+                            "identical after 1", "identical after 8"], rows)
+    ceiling = curves.ceiling(conds)
+    for r in ceiling.itertuples():
+        lines += ["", f"Ceiling ({r.model}): A's continuations of different prompts are {_ci(r.mean, r.ci_low, r.ci_high)} "
+                  f"apart (normalized edit distance, {r.n_prompts} prompts; intervals: prompts). Edit distance close to "
+                  "this value says little more than \"different\": the per-step output KL and the survival curves "
+                  "(figures 6 and 7) do not saturate."]
+    return lines
+
+
+FEW_PREFIXES = 10  # below this many prefixes per group, the report warns about the two-way bootstrap
+
+
+def _contrasts(conds: pd.DataFrame) -> list[str]:
+    lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
+             "The claim column says what each interval supports. Lead: prompts x prefixes."]
+    rows, group_sizes = [], []
+    for value, label in contrasted():
+        if value not in conds or conds[value].isna().all():
+            continue
+        data = conds.assign(**{value: conds[value].astype(float)})
+        for r in compare_groups(data, value).itertuples():
+            rows.append([label, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
+                         _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
+                         _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
+            group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
+    fewest = min(group_sizes, default=FEW_PREFIXES)
+    if fewest < FEW_PREFIXES:
+        # A bootstrap that resamples k prefixes sees at most k distinct values: with few it is too
+        # narrow, while a permutation test keeps its level for any k.
+        lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes bootstrap interval tends to be too "
+                     "narrow (it resamples so few prefixes); the prefix permutation p does not, and is the one to read.")
+    return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
+                                  "prefix permutation p", "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
+
+
+def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:
+    lines = ["", "## Attention: capture and redistribution", "",
+             "Per condition, means over layers, heads and query rows (segments weighted by their rows): "
+             "`prefix_mass` is the share of attention the prefix takes; capture = -log(1 - mass); "
+             "redistribution = KL on the keys A also has; total KL = capture + redistribution. Intervals: prompts."]
+    rows = []
+    parts = {v: descriptive.drift_summary(conds[conds.group != "A"], v) for v in
+             ("attn_prefix_mass_mean", "attn_capture_mean", "attn_kl_shared_mean", "attn_kl_mean")}
+    for rs in zip(*(p.itertuples() for p in parts.values())):
+        rows.append([rs[0].model, rs[0].group, rs[0].prefix_len] + [_ci(r.mean, r.ci_low, r.ci_high) for r in rs])
+    lines += [""] + _table(["model", "group", "prefix length", "prefix mass", "capture (nats)", "redistribution (nats)",
+                            "total KL (nats)"], rows)
+    return lines + _heads(att)
+
+
+def _heads(att: pd.DataFrame) -> list[str]:
+    tables = []
+    for value in ("capture", "kl_shared"):
+        t = head_contrasts(att, value, segment=None, family="model")
+        tables.append(t.assign(quantity="capture" if value == "capture" else "redistribution"))
+    heads = pd.concat(tables, ignore_index=True)
+    for col, q in (("p", "q"), ("p_perm", "q_perm")):  # BH over the whole reported family
+        heads[q] = descriptive.benjamini_hochberg(heads[col].to_numpy(dtype=float))
+    n = len(heads)
+    lines = ["", "## Heads where C moves attention more than B", "",
+             f"One-sided tests per head, segment and length, for capture and for redistribution separately; "
+             f"Benjamini-Hochberg over all {n} tests (lengths x segments x heads x both quantities). "
+             "q (prompts): Wilcoxon over prompts, about these prefixes. q (prompts x prefixes): prefix-label "
+             "permutation, about instruction-like content in general; with k prefixes per group no p can fall "
+             "below 1 / C(2k, k), so few prefixes cannot support a general claim about one head."]
+    top = heads[(heads.q < 0.05) | (heads.q_perm < 0.05)].sort_values(["q_perm", "q"]).head(12)
+    if top.empty:
+        return lines + ["", f"No head passes q < 0.05 in either test (smallest q: prompts {heads.q.min():.2g}, "
+                            f"prompts x prefixes {heads.q_perm.min():.2g})."]
+    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q), _p(r.q_perm)]
+            for r in top.itertuples()]
+    return lines + [""] + _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
+                                  "q (prompts)", "q (prompts x prefixes)"], rows)
+
+
+def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
+    if noise is None or noise.empty:
+        return []
+    floor = margin_floor(noise)
+    lines = ["", "## Numerical noise floor", "",
+             f"{len(noise)} B/C conditions computed as the sweep batches them (batch size "
+             f"{int(noise.batch_size.iloc[0])}) and alone; the differences are what rounding alone does to each number "
+             "(mean [95% CI over conditions] and largest)."]
+    rows = []
+    for col, label in (("norm_edit_distance", "edit distance (norm.)"), ("output_kl", "output KL (nats)"),
+                       ("attn_kl_mean", "attention KL (nats)"), ("logp_max_diff", "largest log-prob difference")):
+        vals = noise[col].dropna().to_numpy(dtype=float)
+        if len(vals):
+            low, high = descriptive.bootstrap_ci(vals)
+            rows.append([label, _ci(vals.mean(), low, high) if np.ptp(vals) else _num(vals.mean()), _num(vals.max())])
+    lines += [""] + _table(["measure", "mean", "largest"], rows)
+    if floor is not None and "near_tie" in conditions:
+        ties = conditions[conditions.group != "A"].near_tie.astype("boolean")
+        lines += ["", f"A greedy step whose top-1 minus top-2 logit margin is below {floor:.3g} (twice the largest "
+                      f"log-prob difference) could flip under this noise: {int(ties.sum())} of {int(ties.notna().sum())} "
+                      f"B/C conditions (column `near_tie`) came that close to a tie on A's or their own path."]
+    return lines
+
+
+def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
+    if "isolation" not in conditions or conditions.isolation.nunique() < 2:
+        return []
+    lines = ["", "## Isolation", "",
+             "Mean over B and C conditions (per prompt first; intervals: prompts). \"within noise\" compares like with "
+             "like: the setting's upper 95% bound against the upper 95% bound of the mean noise of the same measure "
+             "(batched against alone). `mask` removes attention to the prefix but keeps its position offset; "
+             "`delimit` is compared with `delimit_control`, the same total span without the wrapper."]
+    has_att = conditions.attn_kl_mean.notna().any()
+    ed = isolation_summary(conditions, "norm_edit_distance").reset_index(drop=True)
+    kl = isolation_summary(conditions, "attn_kl_mean").reset_index(drop=True) if has_att else None
+    rows = []
+    for i, r in ed.iterrows():
+        k = kl.loc[i] if kl is not None else None
+        f_ed, f_kl = noise_level(noise, r.model, "norm_edit_distance"), noise_level(noise, r.model, "attn_kl_mean")
+        within = ("n/a" if f_ed is None else "yes" if r.ci_high <= f_ed and (k is None or (f_kl is not None and
+                                                                                           k.ci_high <= f_kl)) else "no")
+        rows.append([r.model, SETTING_NOTES.get(r.setting, r.setting), r.prefix_len, _ci(r["mean"], r.ci_low, r.ci_high),
+                     _ci(k["mean"], k.ci_low, k.ci_high, 4) if k is not None else "n/a", within])
+    return lines + [""] + _table(["model", "isolation", "prefix length", "edit distance (norm.)", "attention KL (nats)",
+                                  "within noise"], rows)
+
+
+def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
+                  title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> list[Path]:
+    """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md``; returns the paths."""
+    from harness.reporting import plots as F
+
+    out_dir = Path(out_dir)
+    written = []
+    for name, fig in make_figures(conditions, attention, noise).items():
+        written += F.save_figure(fig, out_dir / "figures" / name)
+    pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
+    report = out_dir / "report.md"
+    write_text(report_markdown(conditions, attention, pngs, title, noise), report)
+    return written + [report]

@@ -1,0 +1,122 @@
+"""``harness check-determinism RUN_DIR``: rerun a sample of a run's conditions, one at a time, in
+this (fresh) process, and report every token or metric that differs from the stored tables.
+
+Greedy decoding with fixed weights should reproduce tokens exactly; metrics may differ by float
+rounding when the original run batched conditions. Differences above ``--tolerance`` or any
+token difference make the exit status non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from harness.config import RunConfig, register_configs
+from harness.errors import HarnessError
+from harness.measure.records import condition_keys
+from harness.runs.experiment import Experiment
+from harness.runs.rundir import RunDir
+from harness.runs.schema import ATTENTION_METRICS
+
+
+def row_key(*values) -> tuple:
+    """A condition's key values (the key columns but ``model``, in order) as a hashable tuple,
+    nulls normalised (NaN and None alike) and numbers as numbers."""
+    def norm(v):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        return float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (int, np.integer)) else str(v)
+    return tuple(norm(v) for v in values)
+
+
+def sample_evenly(items: list, n: int) -> list:
+    if n >= len(items):
+        return list(items)
+    return [items[i] for i in sorted(set(np.linspace(0, len(items) - 1, n).round().astype(int)))]
+
+
+def check(run_dir: Path, sample: int, tolerance: float) -> int:
+    run = RunDir(run_dir)
+    manifest = run.manifest()
+    if manifest is None:
+        raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
+    register_configs()
+    cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), manifest["config"])
+    has_attention = bool(cfg.analysis.attention) and run.has(run.ATTENTION)
+    exp = Experiment.build(cfg, device=manifest["model"]["device"], attention=has_attention)
+    if exp.loaded.resolved_revision != manifest["model"]["resolved_revision"]:
+        print(f"warning: model revision changed since the run ({manifest['model']['resolved_revision']} -> "
+              f"{exp.loaded.resolved_revision}); differences may come from that")
+    table = run.table(run.CONDITIONS)
+    stored = {row_key(*(getattr(r, k) for k in condition_keys("", exp.conditions[0]) if k != "model")): r
+              for r in table.itertuples(index=False)}
+    stored_att = None
+    if has_attention:
+        att = run.table(run.ATTENTION)
+        key_cols = [k for k in condition_keys("", exp.conditions[0]) if k != "model"]
+        stored_att = {row_key(*key): part.sort_values(["segment", "layer", "head"])
+                      for key, part in att.groupby(key_cols, observed=True, dropna=False)}
+
+    chosen = sample_evenly([c for c in exp.conditions if c.group != "A"], sample)
+    references = [c for c in exp.conditions if c.group == "A" and c.prompt_id in {x.prompt_id for x in chosen}]
+    token_diffs, metric_diffs, compared = [], {}, 0
+
+    def compare(result, ref, alone) -> None:
+        nonlocal compared
+        c = result.condition
+        keys = condition_keys("", c)
+        key = row_key(*(keys[k] for k in keys if k != "model"))
+        row = stored.get(key)
+        if row is None:
+            return  # not in the stored tables (e.g. it failed in the run)
+        compared += 1
+        if list(row.continuation_ids) != list(result.continuation.ids):
+            token_diffs.append(f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}")
+        if result.output_kl is not None and row.output_kl == row.output_kl:
+            metric_diffs.setdefault("output_kl", []).append(abs(result.output_kl - row.output_kl))
+        if stored_att is not None and key in stored_att:
+            part = stored_att[key]
+            for segment, block in result.attention.items():
+                seg = part[part.segment == segment]
+                for metric in ATTENTION_METRICS:
+                    diff = np.abs(seg[metric].to_numpy() - block[metric].ravel())
+                    metric_diffs.setdefault(metric, []).append(float(diff.max()) if len(diff) else 0.0)
+
+    exp.drive(references + chosen, batch_size=1, on_result=compare, progress=False)
+    print(f"rechecked {compared} conditions of {run_dir} at batch size 1 in a fresh process "
+          f"(the run used batch size {manifest.get('batch_size')})")
+    print(f"  token differences: {len(token_diffs)}" + (": " + ", ".join(token_diffs[:10]) if token_diffs else ""))
+    worst = {metric: max(v) for metric, v in metric_diffs.items()}
+    for metric, value in worst.items():
+        print(f"  max |difference| {metric}: {value:.3g}")
+    bad = [metric for metric, value in worst.items() if value > tolerance]
+    if not compared:
+        print("NOT checked: none of the sampled conditions is in the stored tables")
+        return 1
+    if token_diffs or bad:
+        print(f"NOT reproduced: {len(token_diffs)} token differences; metrics above {tolerance}: {bad or 'none'}")
+        return 1
+    print(f"reproduced: identical tokens, metrics within {tolerance}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def main(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness check-determinism", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--sample", type=_positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
+    parser.add_argument("--tolerance", type=float, default=1e-5, help="largest metric difference accepted")
+    ns = parser.parse_args(args)
+    return check(ns.run_dir, ns.sample, ns.tolerance)

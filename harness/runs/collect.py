@@ -1,0 +1,183 @@
+"""``harness collect``: many run directories (a multirun, or several sweeps) into one table set.
+
+Incomplete jobs are reported, never silently dropped: the combined manifest lists every source
+with its status, and the command exits 1 unless ``--allow-partial``. A key that appears in
+several runs (group A is rerun by every job of a length sweep) is kept once, but only if the
+copies agree: keys are compared null-safely (a null ``beta`` or ``prefix_id`` is a value like any
+other), and copies with different results (e.g. two runs that differ in ``decode.max_new_tokens``)
+are refused with exit 2, naming the runs and the settings they differ in, unless
+``--allow-disagreement`` keeps the first and reports them. Tables are aligned to one schema
+explicitly: runs of different result schemas are refused, and a run without attention analysis
+contributes conditions but no attention rows (said in the output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import HarnessError
+from harness.io import sha256_file, write_json, write_parquet
+from harness.runs.environment import now_iso
+from harness.runs.rundir import RunDir, job_dirs
+from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
+from harness.runs.tables import concat_tables
+
+# Compared between copies of a key: every result column (timing differs between identical runs).
+COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS]
+ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
+
+
+def find_runs(paths: list[Path]) -> list[RunDir]:
+    """Each path is a run directory, or a sweep directory whose job directories are collected."""
+    runs = []
+    for path in paths:
+        if not path.is_dir():
+            raise HarnessError(f"{path}: not a directory")
+        if RunDir(path).is_run():
+            runs.append(RunDir(path))
+            continue
+        jobs = job_dirs(path) or [RunDir(p.parent) for p in sorted(path.glob(f"*/{RunDir.CONDITIONS}"))]
+        if not jobs:
+            raise HarnessError(f"{path}: neither a run directory nor a sweep directory with job directories")
+        runs += jobs
+    return runs
+
+
+def null_safe_keys(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """One hashable tuple per row, nulls (None, NaN, NA) all as None, so they compare equal."""
+    cols = [df[k].astype(object).where(df[k].notna(), None) for k in keys]
+    return pd.Series(list(zip(*cols)), index=df.index)
+
+
+def _same(a, b) -> bool:
+    """Null-safe equality of two cells; floats to 1e-9 relative (copies of one computation)."""
+    a_null = a is None or (isinstance(a, float) and math.isnan(a)) or a is pd.NA
+    b_null = b is None or (isinstance(b, float) and math.isnan(b)) or b is pd.NA
+    if a_null or b_null:
+        return a_null and b_null
+    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+        return list(a) == list(b)
+    if isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)):
+        return bool(np.isclose(float(a), float(b), rtol=1e-9, atol=0.0))
+    return a == b
+
+
+def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: set[int]) -> tuple[pd.DataFrame, int, list]:
+    """Keep one row per key. Returns (frame, rows dropped, disagreements) where a disagreement is
+    (key, column, source of the kept copy, source of the other). ``no_attention`` holds the source
+    indices of runs without attention analysis: their null attention columns are not a disagreement,
+    and the copy with attention values is the one kept."""
+    key = null_safe_keys(df, keys)
+    dup = key.duplicated(keep=False)
+    if not dup.any():
+        return df, 0, []
+    disagreements, drop = [], []
+    for _, idx in key[dup].groupby(key[dup], sort=False).groups.items():
+        rows = sorted(idx, key=lambda i: df.at[i, "_source"] in no_attention)  # with attention first
+        first = rows[0]
+        for other in rows[1:]:
+            for col in compare:
+                if col not in df.columns:
+                    continue
+                if col in ATTENTION_HEADLINE and df.at[other, "_source"] in no_attention:
+                    continue
+                if not _same(df.at[first, col], df.at[other, col]):
+                    disagreements.append((key[first], col, df.at[first, "_source"], df.at[other, "_source"]))
+                    break
+            drop.append(other)
+    return df.drop(index=drop).reset_index(drop=True), len(drop), disagreements
+
+
+def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += _config_difference(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append(f"{prefix}{k} ({va!r} vs {vb!r})")
+    return out
+
+
+def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False) -> int:
+    runs = find_runs(paths)
+    sources, conditions, attention, problems, manifests, no_attention = [], [], [], [], [], set()
+    for i, run in enumerate(runs):
+        problem = run.problem()
+        if problem:
+            problems.append(problem)
+        manifest = run.manifest() or {}
+        manifests.append(manifest)
+        sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
+                        "tables": manifest.get("tables", {}), "model": manifest.get("model", {})})
+        if run.has(run.CONDITIONS):
+            conditions.append(run.table(run.CONDITIONS).assign(_source=i))
+            if run.has(run.ATTENTION):
+                attention.append(run.table(run.ATTENTION).assign(_source=i))
+            else:
+                no_attention.add(i)
+    if not conditions:
+        raise HarnessError("no tables found in " + ", ".join(map(str, paths)))
+    schemas = {(manifests[i].get("result_fingerprint") or {}).get("schema") for i in {int(c._source.iloc[0]) for c in conditions}}
+    if len(schemas) > 1:
+        raise HarnessError(f"the runs hold results of different result schemas ({sorted(map(str, schemas))}); "
+                           f"rerun the older runs with `harness resume` (it recomputes them) and collect again")
+    merged = concat_tables([_aligned(c, CONDITION_COLUMNS) for c in conditions])
+    merged, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
+    if disagree and not allow_disagreement:
+        key, col, i, j = disagree[0]
+        differ = _config_difference(manifests[i].get("config", {}), manifests[j].get("config", {}))
+        raise HarnessError(
+            f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(KEY_COLUMNS, key))}, "
+            f"column {col!r}, in {runs[i].path} and {runs[j].path}"
+            + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
+            + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy")
+    tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
+    if attention:
+        att = concat_tables([_aligned(a, list(a.columns)) for a in attention])
+        att, _, _ = dedupe(att, KEY_COLUMNS + ["layer", "head", "segment"], ATTENTION_METRICS, set())
+        tables[RunDir.ATTENTION] = att.drop(columns="_source")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, df in tables.items():
+        write_parquet(df, out / name)
+    write_json({
+        "collected": now_iso(),
+        "sources": sources,
+        "incomplete": problems,
+        "without_attention_analysis": [str(runs[i].path) for i in sorted(no_attention)],
+        "duplicate_keys_dropped": dropped,
+        "duplicate_keys_disagreeing": len(disagree),
+        "tables": {name: sha256_file(out / name) for name in tables},
+    }, out / RunDir.MANIFEST)
+    print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
+          + (f" ({dropped} repeated rows, e.g. group A in every job, kept once)" if dropped else ""))
+    for i in sorted(no_attention):
+        print(f"note: {runs[i].path} ran without attention analysis: its conditions have no attention rows")
+    if disagree:
+        print(f"warning: {len(disagree)} repeated keys have different results in different runs; the first was kept")
+    if problems:
+        print(f"{'warning' if allow_partial else 'error'}: {len(problems)} run(s) incomplete:\n  " + "\n  ".join(problems))
+        return 0 if allow_partial else 1
+    return 0
+
+
+def _aligned(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``df`` with the documented columns first (missing ones added as null), then any others."""
+    extra = [c for c in df.columns if c not in columns]
+    return df.reindex(columns=columns + extra)
+
+
+def main(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness collect", description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="run directories or sweep directories")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
+    parser.add_argument("--allow-disagreement", action="store_true",
+                        help="keep the first copy of a key whose copies differ (reported), instead of refusing")
+    ns = parser.parse_args(args)
+    return collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement)

@@ -1,0 +1,189 @@
+"""An experiment: a run config made concrete, once.
+
+:meth:`Experiment.build` loads the model and tokenizer, seeds and pins determinism, reads the
+prompts and prefixes, assembles the conditions, installs the attention probe when (and only when)
+something needs it (attention analysis, or an isolation setting applied inside attention), sizes
+the batch and the prefix cache, and computes the fingerprint every stored result is keyed by.
+``harness sweep``, ``locate`` and ``check-determinism``, the benchmarks and the tests all start
+from one, and run its conditions with :meth:`Experiment.drive`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from harness.config import Group, validate
+from harness.inputs.conditions import Condition, build_conditions, check_context
+from harness.inputs.isolation import Isolation, isolations
+from harness.inputs.texts import Prefix, Prompt, load_prefixes, load_prompts, select_prefixes
+from harness.measure.driver import DriveOutcome, drive
+from harness.measure.engine import Engine
+from harness.measure.metrics import METRICS
+from harness.model.decoding import stop_ids
+from harness.model.loading import LoadedModel, load_model
+from harness.model.probe import install_probe
+from harness.model.resources import auto_batch_size, prefix_cache_bytes
+from harness.runs.environment import set_determinism
+from harness.runs.store import RESULT_SCHEMA_VERSION, fingerprint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Experiment:
+    cfg: object  # the validated run config
+    loaded: LoadedModel
+    prompts: list[Prompt]
+    prefixes: list[Prefix]
+    conditions: list[Condition]
+    engine: Engine
+    batch_size: int
+    determinism: dict
+    result_fingerprint: dict  # everything besides the condition itself that determines a result
+    attn_base: str = ""  # the attention implementation the model computes with (the probe wraps it)
+
+    @classmethod
+    def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
+              groups: list[str] | None = None, settings: list[Isolation] | None = None) -> Experiment:
+        """Build from a run config; ``device`` overrides the config's, ``attention`` its analysis
+        switch, and ``lengths``, ``groups`` and isolation ``settings`` the conditions it describes
+        (``harness locate`` evaluates its own lengths)."""
+        cfg = validate(cfg)
+        m = cfg.model
+        attention = bool(cfg.analysis.attention) if attention is None else attention
+        prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
+        prefixes = select_prefixes(load_prefixes(cfg.prefixes.path), cfg.prefixes.per_group, cfg.seed)
+        device_map = m.device_map
+        if device_map is not None and not isinstance(device_map, str):
+            device_map = dict(device_map)
+        loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype.value, device=device or m.device,
+                            trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
+                            device_map=device_map, gated=m.gated)
+        if m.context_limit is not None:
+            loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
+        determinism = set_determinism(cfg.seed, loaded.device)
+        exp = cls(cfg, loaded, prompts, prefixes, [], None, 0, determinism, {})  # type: ignore[arg-type]
+        exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
+        exp.attn_base = loaded.model.config._attn_implementation
+        if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
+            # masks and biases are applied inside the harness's attention function
+            exp.attn_base = install_probe(loaded.model)
+        longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
+        exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
+        stops = stop_ids(loaded.model, loaded.tokenizer)
+        exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
+                            prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device))
+        exp.result_fingerprint = {
+            "schema": RESULT_SCHEMA_VERSION,
+            "metrics": [m.name for m in METRICS],  # a new measure is computed for every stored condition
+            "model": m.name_or_path,
+            "resolved_revision": loaded.resolved_revision,
+            "model_code": model_code_sha256(loaded.model) if m.trust_remote_code else None,
+            "tokenizer": tokenizer_fingerprint(loaded.tokenizer),
+            "dtype": loaded.dtype,
+            "device": torch.device(loaded.device).type,
+            # CPU reductions are split over threads: another thread count rounds differently
+            "cpu_threads": torch.get_num_threads() if loaded.device == "cpu" else None,
+            "attn_implementation": exp.attn_base,
+            "max_new_tokens": cfg.decode.max_new_tokens,
+            "eos": sorted(stops),
+            "attention_analysis": attention,
+            "batch_size": exp.batch_size,
+            "special_tokens": cfg.special_tokens.value,
+            "versions": {name: _version(name) for name in ("torch", "transformers")},
+        }
+        log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s), batch size %d%s",
+                 len(prompts), [g.name for g in cfg.groups], list(cfg.prefix.lengths), len(exp.conditions),
+                 m.name_or_path, loaded.dtype, loaded.device, exp.batch_size,
+                 "" if cfg.batch_size else " (automatic)")
+        return exp
+
+    @property
+    def placement(self) -> str:
+        """``prefix.placement``, with ``auto`` resolved to the model's default placement."""
+        chosen = self.cfg.prefix.placement.value
+        return self.cfg.model.default_placement.value if chosen == "auto" else chosen
+
+    @property
+    def model_label(self) -> str:
+        return self.cfg.model.name_or_path
+
+    @property
+    def tokenizer(self):
+        return self.loaded.tokenizer
+
+    def conditions_at(self, lengths: list[int] | None = None, groups: list[str] | None = None,
+                      settings: list[Isolation] | None = None) -> list[Condition]:
+        """The conditions of the config, or of other ``lengths``, ``groups`` and isolation
+        ``settings``; refuses any that do not fit the model's context window."""
+        cfg = self.cfg
+        if settings is None:
+            settings = isolations(list(cfg.isolation), list(cfg.isolation_betas))
+        conditions = build_conditions(
+            self.loaded.tokenizer, self.prompts, self.prefixes,
+            groups=list(groups or [g.value for g in cfg.groups]),
+            lengths=list(lengths or cfg.prefix.lengths), separator=cfg.prefix.separator,
+            bos_policy=cfg.model.bos.value, repeat_short=cfg.prefix.too_short.value == "repeat",
+            isolations=settings, parse_special=cfg.special_tokens.value == "control",
+            placement=self.placement, chat=cfg.chat,
+        )
+        check_context(conditions, cfg.decode.max_new_tokens, self.loaded.max_positions)
+        return conditions
+
+    def keys(self, conditions: list[Condition] | None = None) -> dict[Condition, str]:
+        """The content hash each condition's result is stored under: the result fingerprint, the
+        condition's keys, its input ids and spans, and its reference A's input ids."""
+        conditions = self.conditions if conditions is None else conditions
+        reference_of = {c.prompt_id: c for c in conditions if c.group == Group.A.value}
+        out = {}
+        for c in conditions:
+            a, r = c.assembled, reference_of[c.prompt_id].assembled
+            out[c] = fingerprint({
+                **self.result_fingerprint,
+                "keys": [c.prompt_id, c.group, c.prefix_id, c.prefix_len, c.placement, c.isolation.mode,
+                         c.isolation.beta],
+                "input_ids": a.input_ids,
+                "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
+                "target": [c.target, c.target_regex],
+                "reference_input_ids": r.input_ids,
+            })
+        return out
+
+    def drive(self, conditions: list[Condition] | None = None, **kwargs) -> DriveOutcome:
+        """Run ``conditions`` (default: all) through the engine (:func:`harness.measure.driver.drive`)."""
+        kwargs.setdefault("batch_size", self.batch_size)
+        return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    template = getattr(tokenizer, "chat_template", None)
+    return fingerprint([type(tokenizer).__name__, text, template])
+
+
+def model_code_sha256(model: torch.nn.Module) -> str:
+    """sha256 of the Python files next to the model class's source: remote code can change a
+    result without changing a weight."""
+    import hashlib
+
+    source = Path(inspect.getsourcefile(type(model)) or "")
+    h = hashlib.sha256()
+    for f in sorted(source.parent.glob("*.py")) if source.is_file() else []:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"

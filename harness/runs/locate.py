@@ -1,0 +1,121 @@
+"""``harness locate``: the prefix-length interval where drift rises fastest.
+
+A coarse sweep over ``locate.coarse`` lengths picks the consecutive pair with the largest rise in
+mean drift; bisection then halves that bracket, keeping the half with the larger rise (the halves
+have equal width, so this is the steeper half), until it is at most ``locate.resolution`` tokens
+wide. Every length evaluated is a full set of B/C conditions on every prompt, so each reported
+number has a bootstrap CI over prompts, and the rise across the final interval has a paired CI.
+
+:func:`bisect_steepest` is the pure search, driven by any ``evaluate(length) -> per-prompt drift``;
+:func:`locate` is the command, which evaluates lengths with an :class:`~harness.runs.experiment.Experiment`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.descriptive import bootstrap_ci
+from harness.errors import HarnessError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Interval:
+    low: int
+    high: int
+    rise: float  # mean drift at high minus at low, paired by prompt
+    rise_ci: tuple[float, float]
+
+
+def bisect_steepest(evaluate: Callable[[int], pd.Series], coarse: list[int],
+                    resolution: int) -> tuple[Interval, dict[int, pd.Series]]:
+    """Search as described in the module docstring. ``evaluate`` returns drift per prompt
+    (a Series indexed by prompt id); results are cached, each length is evaluated once."""
+    coarse = sorted(set(int(n) for n in coarse))
+    if len(coarse) < 2 or coarse[0] <= 0:
+        raise HarnessError(f"locate.coarse needs at least two positive lengths, got {coarse}")
+    if resolution < 1:
+        raise HarnessError(f"locate.resolution must be at least 1, got {resolution}")
+    seen: dict[int, pd.Series] = {}
+
+    def mean(n: int) -> float:
+        if n not in seen:
+            seen[n] = evaluate(n)
+            log.info("length %d: mean drift %.4f over %d prompts", n, seen[n].mean(), len(seen[n]))
+        return float(seen[n].mean())
+
+    rises = [mean(b) - mean(a) for a, b in zip(coarse, coarse[1:])]
+    i = int(np.argmax(rises))
+    low, high = coarse[i], coarse[i + 1]
+    while high - low > resolution:
+        mid = (low + high) // 2
+        if mean(mid) - mean(low) >= mean(high) - mean(mid):
+            high = mid
+        else:
+            low = mid
+    paired = (seen[high] - seen[low]).dropna()
+    return Interval(low, high, float(paired.mean()), bootstrap_ci(paired.to_numpy())), seen
+
+
+def summary_table(seen: dict[int, pd.Series], interval: Interval, metric: str) -> pd.DataFrame:
+    rows = []
+    for n in sorted(seen):
+        low, high = bootstrap_ci(seen[n].to_numpy())
+        rows.append({"prefix_len": n, "metric": metric, "n_prompts": len(seen[n]), "mean": float(seen[n].mean()),
+                     "ci_low": low, "ci_high": high, "in_interval": interval.low <= n <= interval.high})
+    return pd.DataFrame(rows)
+
+
+def locate(cfg, run_dir, progress: bool = True):
+    """``harness locate``: evaluate lengths on the configured model and prompts, write
+    ``locate.parquet`` and ``locate.json`` into ``run_dir``, and print the interval."""
+    from pathlib import Path
+
+    from harness.inputs.isolation import Isolation
+    from harness.io import write_json, write_parquet
+    from harness.measure.records import condition_record
+    from harness.runs.environment import now_iso
+    from harness.runs.experiment import Experiment
+
+    run_dir, spec = Path(run_dir), cfg.locate
+    metric = spec.metric.value
+    groups = ["A", *sorted(g.value for g in spec.groups)]
+    exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,
+                           settings=[Isolation()])
+
+    def evaluate(length: int) -> pd.Series:
+        values: dict[str, list[float]] = {}
+
+        def keep(result, ref, alone) -> None:
+            if result.condition.group != "A":
+                record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer)
+                values.setdefault(result.condition.prompt_id, []).append(record[metric])
+
+        outcome = exp.drive(exp.conditions_at(lengths=[length], groups=groups, settings=[Isolation()]),
+                            on_result=keep, progress=progress, desc=f"length {length}")
+        if outcome.failures:
+            cond, exc = outcome.failures[0]
+            raise HarnessError(f"locate: a condition failed at length {length} ({type(exc).__name__}: {exc})")
+        return pd.Series({pid: float(np.mean(v)) for pid, v in values.items()})
+
+    interval, seen = bisect_steepest(evaluate, list(spec.coarse), spec.resolution)
+    table = summary_table(seen, interval, metric)
+    write_parquet(table, run_dir / "locate.parquet")
+    write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,
+                "groups": groups[1:], "prompts": len(exp.prompts), "interval": [interval.low, interval.high],
+                "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
+                "resolution": spec.resolution, "finished": now_iso()}, run_dir / "locate.json")
+    lo, hi = (table.set_index("prefix_len").loc[n] for n in (interval.low, interval.high))
+    print(f"{metric} rises fastest between prefix lengths {interval.low} and {interval.high} tokens "
+          f"({exp.model_label}, {len(exp.prompts)} prompts, groups {'+'.join(groups[1:])}):\n"
+          f"  at {interval.low}: {lo['mean']:.4f} [95% CI {lo.ci_low:.4f}, {lo.ci_high:.4f}]\n"
+          f"  at {interval.high}: {hi['mean']:.4f} [95% CI {hi.ci_low:.4f}, {hi.ci_high:.4f}]\n"
+          f"  rise: {interval.rise:+.4f} [95% CI {interval.rise_ci[0]:+.4f}, {interval.rise_ci[1]:+.4f}], paired by prompt\n"
+          f"table: {(run_dir / 'locate.parquet').resolve()}")
+    return run_dir

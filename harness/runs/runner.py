@@ -1,0 +1,191 @@
+"""One sweep, start to finish: claim the run directory, build the experiment, drive it, store each
+result as it finishes, rebuild the tables, write the manifest, figures and report, and only then
+say "complete".
+
+``run(cfg, run_dir)`` is a plain function (the Hydra entry point in :mod:`harness.cli` only calls
+it), so it can be tested and called from a notebook with a config from :func:`harness.config.compose`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+
+from harness.config import NOT_RESULT_KEYS, as_plain, validate
+from harness.errors import HarnessError
+from harness.io import write_json, write_parquet
+from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor
+from harness.measure.records import condition_keys, condition_label, condition_record
+from harness.reporting.report import write_outputs
+from harness.runs.environment import harness_git_commit, now_iso, package_versions
+from harness.runs.experiment import Experiment
+from harness.runs.rundir import RunDir
+from harness.runs.store import ResultStore, fingerprint
+from harness.runs.tables import attention_frame, conditions_frame
+
+log = logging.getLogger(__name__)
+STATUS_EVERY_S = 60  # how often status.json says how far a running sweep has got
+
+
+class SweepFailed(Exception):
+    """Some conditions failed; the others' tables were written. Rerun the same command to retry."""
+
+    def __init__(self, run_dir: Path, failures: list[str]):
+        self.run_dir, self.failures = run_dir, failures
+        names = ", ".join(failures[:5]) + (" ..." if len(failures) > 5 else "")
+        super().__init__(f"{len(failures)} condition(s) failed in {run_dir}: {names}; the tables hold the others. "
+                         f"Rerun the same command with hydra.run.dir={run_dir} to retry only the failed ones")
+
+
+def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True) -> Path:
+    """Run the sweep described by ``cfg`` into ``run_dir`` (``overrides``: the command line that
+    produced ``cfg``, kept for ``harness resume``).
+
+    Results already stored in ``run_dir`` by an interrupted run of the same configuration are
+    verified and reused. Raises :class:`HarnessError` for a refused directory or configuration
+    (the directory untouched) or for input that turns out bad once the run is claimed (status
+    ``error``), :class:`SweepFailed` after writing the tables of the rest if a condition failed,
+    and lets KeyboardInterrupt through after marking the run interrupted."""
+    cfg = validate(cfg)
+    rundir, config = RunDir(run_dir), as_plain(cfg)
+    result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
+    with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
+        rundir.write_hydra(config, overrides)
+        previous = (rundir.status() or {}).get("status")
+        try:
+            return _sweep(cfg, config, rundir, store, progress)
+        except HarnessError as exc:
+            # a complete run that a rerun could not even start (say, offline) stays complete
+            if previous != "complete" or (rundir.status() or {}).get("status") == "running":
+                rundir.write_status("error", error=str(exc))
+            raise
+        except KeyboardInterrupt:
+            rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
+            raise
+
+
+def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool) -> Path:
+    started = now_iso()
+    exp = Experiment.build(cfg)
+    keys = exp.keys()
+    good = store.verify(keys.values())
+    progress_at = {"done": len(good), "written": time.monotonic()}
+    rundir.write_status("running", conditions=len(exp.conditions), done=len(good))
+
+    def save(result, ref, alone: bool) -> None:
+        record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
+        store.save(keys[result.condition], record, result.attention, result.n_queries)
+        progress_at["done"] += 1
+        if time.monotonic() - progress_at["written"] > STATUS_EVERY_S:  # a heartbeat for long sweeps
+            rundir.write_status("running", conditions=len(exp.conditions), done=progress_at["done"])
+            progress_at["written"] = time.monotonic()
+
+    def record_failure(cond, exc) -> None:
+        store.record_failure(keys[cond], {"condition": condition_label(cond), **condition_keys(exp.model_label, cond)},
+                             exc)
+
+    outcome = exp.drive(on_result=save, done=lambda c: keys[c] in good, on_failure=record_failure,
+                        fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
+    failed = [condition_label(c) for c, _ in outcome.failures]
+    log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.skipped,
+             len(failed))
+    tables = tables_from_store(store, exp.conditions, keys, exp.engine.attention)
+    if cfg.analysis.noise_floor and tables:
+        noise = measure_noise_floor(exp.engine, exp.conditions, exp.batch_size, cfg.analysis.noise_prompts,
+                                    cfg.analysis.noise_conditions, exp.model_label, progress)
+        if not noise.empty:
+            tables[RunDir.NOISE] = noise
+    if tables:
+        tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
+    for name, df in tables.items():
+        write_parquet(df, rundir / name)
+    write_json(_manifest(exp, config, started, outcome, failed, tables, rundir), rundir / RunDir.MANIFEST)
+    if cfg.draw_figures and tables:
+        write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
+                      noise=tables.get(RunDir.NOISE))
+        log.info("figures in %s, report %s", (rundir / RunDir.FIGURES).resolve(), (rundir / RunDir.REPORT).resolve())
+    rundir.write_status("failed" if failed else "complete", conditions=len(exp.conditions), failed=failed)
+    log.info("wrote %s", rundir.path.resolve())
+    if failed:
+        raise SweepFailed(rundir.path, failed)
+    return rundir.path
+
+
+def tables_from_store(store: ResultStore, conditions, keys, attention: bool) -> dict[str, pd.DataFrame]:
+    """The run's tables, rebuilt from the stored results in the sweep's condition order."""
+    records, blocks, counts, cond_keys = [], [], [], []
+    for cond in conditions:
+        if not store.has(keys[cond]):
+            continue
+        stored = store.load(keys[cond])
+        records.append(stored.record)
+        blocks.append(stored.attention)
+        counts.append(stored.n_queries)
+        cond_keys.append({k: stored.record[k] for k in condition_keys("", cond)})
+    tables = {RunDir.CONDITIONS: conditions_frame(records)} if records else {}
+    if attention and records:
+        tables[RunDir.ATTENTION] = attention_frame(cond_keys, blocks, counts)
+    return tables
+
+
+def _manifest(exp: Experiment, config: dict, started: str, outcome, failed: list[str], tables: dict,
+              rundir: RunDir) -> dict:
+    loaded, cache = exp.loaded, exp.engine.prefix_cache
+    versions = package_versions()
+    return {
+        "harness_version": versions["prefix-harness"],
+        "harness_commit": harness_git_commit(),
+        "config": config,
+        "model": {
+            "name_or_path": exp.model_label,
+            "revision_requested": loaded.revision,
+            "resolved_revision": loaded.resolved_revision,
+            "dtype": loaded.dtype,
+            "device": loaded.device,
+            "class": type(loaded.model).__name__,
+            "attn_implementation": exp.attn_base,
+            "probe": loaded.model.config._attn_implementation if exp.attn_base != loaded.model.config._attn_implementation
+            else None,
+            "device_map": getattr(loaded.model, "hf_device_map", None),  # where accelerate put each module
+            "max_positions": loaded.max_positions,
+        },
+        "seed": exp.cfg.seed,
+        "determinism": exp.determinism,
+        "special_tokens_in_data": exp.cfg.special_tokens.value,
+        "versions": versions,
+        "counts": {"prompts": len(exp.prompts), "prefixes": len(exp.prefixes), "conditions": len(exp.conditions),
+                   "completed": len(tables.get(RunDir.CONDITIONS, ()))},
+        "started": started,
+        "finished": now_iso(),
+        "batch_size": exp.batch_size,
+        "prefix_cache": {"budget_bytes": cache.budget_bytes, "kept_bytes": cache.kept_bytes,
+                         "heads_computed": cache.misses, "heads_reused": cache.hits},
+        "attention_analysis": exp.engine.attention,
+        "result_fingerprint": exp.result_fingerprint,
+        "computed_this_run": outcome.computed,
+        "reused": outcome.skipped,
+        "failures": failed,
+        "tables": {name: rundir.table_hashes()[name] for name in tables},
+    }
+
+
+@contextlib.contextmanager
+def _log_file(path: Path) -> Iterator[None]:
+    """Also log to ``path`` while the sweep runs (only once the run directory is claimed)."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    ours = logging.getLogger("harness")
+    level = ours.level
+    ours.setLevel(min(level or logging.INFO, logging.INFO))
+    ours.addHandler(handler)
+    try:
+        yield
+    finally:
+        ours.removeHandler(handler)
+        ours.setLevel(level)
+        handler.close()

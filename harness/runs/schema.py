@@ -1,0 +1,60 @@
+"""The column schema of the run's tables (DESIGN.md section 6), written down once.
+
+Metric columns come from the metric registry (:mod:`harness.measure.metrics`); this module adds
+the keys and the columns that describe a condition (its continuation, input spans and timing).
+Kept free of heavy imports: the figure and collect commands read it without loading torch.
+"""
+
+from __future__ import annotations
+
+from harness.measure.metrics import ROW_METRICS, condition_metrics
+
+# What identifies a condition's row. A has prefix_id null and prefix_len 0; beta is null except
+# for the decay isolation.
+KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation", "beta"]
+CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair"]
+
+CONDITION_COLUMNS = KEY_COLUMNS + [
+    "prefix_kind",
+    "pair",  # shared by a matched B and C prefix (null when the prefix set has no pairs)
+    *condition_metrics("behaviour"),  # did the continuation do what the prefix asked?
+    *condition_metrics("output"),  # output drift against A's continuation (zeros for A itself)
+    # the continuation
+    "continuation_text",
+    "continuation_ids",
+    "n_continuation_tokens",
+    "stopped_on_eos",
+    # the input and its segment spans (half-open token offsets)
+    "input_ids",
+    "n_input_tokens",
+    "block_start",  # the inserted block: the prefix and any tokens its placement wraps it in
+    "block_end",
+    "prefix_start",  # the prefix's own tokens inside the block
+    "prefix_end",
+    "task_start",
+    "task_end",
+    # next-token distribution drift along A's continuation, and how close greedy decoding came to a
+    # tie (flagged against the run's measured noise: harness.measure.noise)
+    *condition_metrics("distribution"),
+    # headline attention drift (details in attention.parquet): kl = kl_shared (redistribution) +
+    # capture, query-weighted means over layers, heads and segments
+    *condition_metrics("attention"),
+    # timing, and whether the condition ran alone after its batch failed (float rounding differs)
+    "seconds",
+    "computed_alone",
+]
+
+# dtypes of the columns that are not metrics (the registry gives the metrics')
+DESCRIPTIVE_DTYPES = {
+    **{c: "int64" for c in ("prefix_len", "n_continuation_tokens", "n_input_tokens", "block_start", "block_end",
+                            "prefix_start", "prefix_end", "task_start", "task_end")},
+    "beta": "float64",
+    "stopped_on_eos": "bool",
+    "computed_alone": "bool",
+}
+
+# Columns that legitimately differ between two identical runs.
+TIMING_COLUMNS = ["seconds"]
+
+ATTENTION_METRICS = list(ROW_METRICS)
+ATTENTION_COLUMNS = KEY_COLUMNS + ["layer", "head", "segment"] + ATTENTION_METRICS + ["n_queries"]
