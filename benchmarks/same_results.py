@@ -33,6 +33,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMING = ["seconds"]
+# Columns renamed on purpose since the layout change (old name -> new name), compared under the new name.
+RENAMED = {"noise.parquet": {"probe": "comparison"}}
 SWEEP = ["prompts.limit=2", "prefixes.per_group=2", "prefix.lengths=[16,32]", "decode.max_new_tokens=8",
          "isolation=[none,mask_reset,decay]", "isolation_betas=[4.0]", "analysis.noise_prompts=1",
          "analysis.noise_conditions=4"]
@@ -100,6 +102,7 @@ def compare(before: Path, after: Path) -> int:
                 continue
             a, b = (pd.read_parquet(p) for p in (old, new))
             a, b = (t.drop(columns=[c for c in TIMING if c in t.columns]) for t in (a, b))
+            a = a.rename(columns={k: v for k, v in RENAMED.get(old.name, {}).items() if v not in a.columns})
             try:
                 pd.testing.assert_frame_equal(a, b, check_exact=True)
             except AssertionError as exc:

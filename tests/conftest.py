@@ -17,30 +17,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import fcntl
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from harness.config import DATA_DIR, compose
+from harness.config import DATA_DIR
 from harness.inputs.texts import load_prefixes, load_prompts
-from harness.measure.driver import drive
 from harness.model.loading import byte_level_tokenizer
-from harness.runs.runner import run
-
-TEST_DATA = Path(__file__).resolve().parent / "data"
-SMALL_PREFIXES = TEST_DATA / "prefixes_small.jsonl"  # 5 neutral + 5 instruction-like, ids fixed
-
-# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths). Without
-# figures: drawing them takes longer than the sweep (tiny_run and the figure tests draw them).
-FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2",
-        f"prefixes.path={SMALL_PREFIXES}", "draw_figures=false"]
-
-
-def sweep(run_dir: Path, *overrides: str) -> Path:
-    """``harness sweep OVERRIDES hydra.run.dir=RUN_DIR``, in this process."""
-    return run(compose(list(overrides)), run_dir, overrides=list(overrides), progress=False)
+from tests.support import FAST, SMALL_PREFIXES, sweep
 
 
 @pytest.fixture(scope="session")
@@ -81,18 +64,6 @@ def any_tokenizer(request, bpe_tokenizer):
     return bpe_tokenizer
 
 
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def run_harness(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``python -m harness ARGS`` in a fresh process, offline."""
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """The FAST sweep with its figures, run once per session in-process (tests only read it).
@@ -109,22 +80,6 @@ def tiny_run(tmp_path_factory):
         if not status.is_file() or json.loads(status.read_text())["status"] != "complete":
             sweep(run, *FAST, "draw_figures=true")
     return run
-
-
-def run_all(engine, conditions, batch_size: int = 1):
-    """Every condition through :func:`harness.measure.driver.drive`: (results in the order computed, the
-    reference of each prompt)."""
-    results, references, alone = [], {}, []
-
-    def keep(result, ref, computed_alone):
-        results.append(result)
-        references[ref.condition.prompt_id] = ref
-        alone.append(computed_alone)
-
-    outcome = drive(engine, conditions, batch_size=batch_size, on_result=keep, progress=False)
-    assert not outcome.failures, outcome.failures
-    assert not any(alone), "a batch failed and was retried one condition at a time"  # a bug, not a test
-    return results, references
 
 
 def pytest_collection_modifyitems(config, items):

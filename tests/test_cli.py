@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from .conftest import FAST, run_harness
-from .forked import run_forked as harness
+from tests.forked import run_forked as harness
+from tests.support import FAST, run_harness
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.config import CONFIG_MODULE, Dtype, IsolationMode, OnExisting, compose, validate
 from harness.errors import HarnessError
-
-from .conftest import SMALL_PREFIXES
+from tests.support import SMALL_PREFIXES
 
 CONF = resources.files(CONFIG_MODULE)
 MODELS = sorted(p.name.removesuffix(".yaml") for p in (CONF / "model").iterdir() if p.name.endswith(".yaml"))

@@ -12,8 +12,7 @@ from harness.demo import directives as D
 from harness.demo import obedience
 from harness.inputs.assembly import cut_prefix, encode
 from harness.inputs.texts import Prompt, load_prefixes, load_prompts
-
-from .conftest import write_jsonl
+from tests.support import write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIXES = ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl"
@@ -128,7 +127,8 @@ def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
 
 def test_phrasing_grammar_words_the_mixers_directives(tokenizer):
     """With ``phrasing_grammar=1`` no directive row uses a fixed training template."""
-    from harness.demo.train_demo import DirectiveMixer, MixSettings
+    from harness.demo.mixer import DirectiveMixer
+    from harness.demo.settings import MixSettings
 
     def directive_rows(share):
         mix = MixSettings(synth_fraction=1.0, directive_share=1.0, mention_share=0.0, copy_fraction=0.0,
@@ -302,7 +302,8 @@ def test_evaluate_obedience_counts(tokenizer):
 
 def test_directive_mixer_batches(tokenizer):
     """Training batches: the requested row mix, padding never trained, target tokens weighted."""
-    from harness.demo.train_demo import DirectiveMixer, MixSettings
+    from harness.demo.mixer import DirectiveMixer
+    from harness.demo.settings import MixSettings
 
     mix = MixSettings(synth_fraction=0.5, directive_share=1.0, mention_share=0.0, copy_fraction=0.25,
                       copy_warmup=0.0, micro_batch=4, plain_len=64, target_weight=20.0)
@@ -354,7 +355,8 @@ def test_target_source_draws_and_quotes_as_configured(tokenizer):
 
 
 def test_random_copy_rows_train_only_the_repeats(tokenizer):
-    from harness.demo.train_demo import DirectiveMixer, MixSettings
+    from harness.demo.mixer import DirectiveMixer
+    from harness.demo.settings import MixSettings
 
     mix = MixSettings(synth_fraction=0.5, copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64,
                       random_copy_rows=5)
@@ -524,7 +526,7 @@ def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, me
 
 def test_negative_control_verdict_compares_each_rate_with_the_other_interval():
     """The plain model's card says where C and B are *not* within each other's intervals."""
-    from harness.demo.train_demo import _overlap
+    from harness.demo.card_tables import lengths_apart
 
     def row(group, length, rate, low, high):
         return {"group": group, "prefix_len": length, "rate": rate, "ci_low": low, "ci_high": high}
@@ -533,4 +535,4 @@ def test_negative_control_verdict_compares_each_rate_with_the_other_interval():
                row("C", 64, 0.0, 0.0, 0.17), row("B", 64, 0.004, 0.0, 0.02),  # each inside the other
                row("C", 128, 0.03, 0.0, 0.2), row("B", 128, 0.0, 0.0, 0.02),  # C outside B's interval
                row("A", 0, 0.0, 0.0, 0.14)]
-    assert _overlap(summary) == ["32 tokens", "128 tokens"]
+    assert lengths_apart(summary) == ["32 tokens", "128 tokens"]

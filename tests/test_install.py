@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from harness.runs.schema import TIMING_COLUMNS
-
-from .conftest import FAST
+from tests.support import FAST
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

@@ -59,7 +59,7 @@ def test_unavailable_model_names_the_real_cause(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("family, chosen", [("gemma2", "eager"), ("gpt_oss", "eager"), ("llama", "sdpa")])
 def test_loader_chooses_what_the_family_supports(family, chosen, tmp_path):
-    from .zoo import tiny_model
+    from tests.zoo import tiny_model
 
     model, tok = tiny_model(family)
     model.save_pretrained(tmp_path)
@@ -73,7 +73,7 @@ def test_loader_chooses_what_the_family_supports(family, chosen, tmp_path):
 def test_an_explicit_device_map_spreads_the_model_and_the_probe_follows(tmp_path):
     """accelerate's dispatch with an explicit map (one device here; the same code spreads a model
     over several GPUs): the model loads through it and a sweep's attention analysis still works."""
-    from .conftest import SMALL_PREFIXES, sweep
+    from tests.support import SMALL_PREFIXES, sweep
 
     model, tok = build_tiny("llama", seed=4)
     model.save_pretrained(tmp_path / "model")
@@ -180,25 +180,25 @@ def test_model_code_and_every_file_change_the_resolved_revision(tmp_path):
 
 
 def test_demo_model_card_bits_per_byte_and_its_interval():
-    """train_demo's held-out measure: per-story bits equal transformers' own loss on the same
+    """train-demo's held-out measure: per-story bits equal transformers' own loss on the same
     tokens, and the interval resamples stories (a point when every story has the same ratio)."""
     import math
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.demo import train_demo as T
+    from harness.demo import corpus, evaluation
     from harness.model.loading import DEMO_MODEL_DIR
 
     tok = AutoTokenizer.from_pretrained(DEMO_MODEL_DIR)
     model = AutoModelForCausalLM.from_pretrained(DEMO_MODEL_DIR, dtype=torch.float32)
     stories = ["Once upon a time, a cat sat on a mat.", "Tom had a red ball. He liked to play with it."]
-    per_story = T.story_bits(model, tok, stories, "cpu")
-    for story, ids, (bits, n_bytes, n_tokens) in zip(stories, T.encode_stories(tok, stories), per_story):
+    per_story = evaluation.story_bits(model, tok, stories, "cpu")
+    for story, ids, (bits, n_bytes, n_tokens) in zip(stories, corpus.encode_stories(tok, stories), per_story):
         seq = torch.tensor([[tok.eos_token_id] + ids + [tok.eos_token_id]])
         with torch.no_grad():
             loss = model(input_ids=seq, labels=seq).loss.item()  # mean nats over the predicted tokens
         assert n_tokens == len(ids) + 1 and n_bytes == len(story.encode("utf-8"))
         assert bits == pytest.approx(loss * n_tokens / math.log(2), rel=1e-5)
-    assert T.bits_per_byte_interval([(10.0, 10, 5)] * 4) == pytest.approx((1.0, 1.0))
-    low, high = T.bits_per_byte_interval([(10.0, 10, 5), (30.0, 10, 5)] * 3)
+    assert evaluation.bits_per_byte_interval([(10.0, 10, 5)] * 4) == pytest.approx((1.0, 1.0))
+    low, high = evaluation.bits_per_byte_interval([(10.0, 10, 5), (30.0, 10, 5)] * 3)
     assert 1.0 <= low < 2.0 < high <= 3.0

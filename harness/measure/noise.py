@@ -66,7 +66,7 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], batch_size:
         has_steps = batched.step_logp is not None and len(batched.step_logp)
         rows.append({
             **condition_keys(model_label, cond),
-            "probe": "batch_vs_alone",
+            "comparison": "batch_vs_alone",  # what the two computations compared were
             "batch_size": batch_size,
             **output_drift(batched.continuation.ids, single.continuation.ids),
             "output_kl": float(token_kl(single.step_logp, batched.step_logp).mean()) if has_steps else None,
@@ -76,7 +76,7 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], batch_size:
         })
     df = pd.DataFrame(rows)
     if not df.empty:
-        for col in ("model", "prompt_id", "group", "prefix_id", "placement", "isolation", "probe"):
+        for col in ("model", "prompt_id", "group", "prefix_id", "placement", "isolation", "comparison"):
             df[col] = df[col].astype("category")
     return df
 

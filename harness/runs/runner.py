@@ -22,8 +22,9 @@ from harness.io import write_json, write_parquet
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor
 from harness.measure.records import condition_keys, condition_label, condition_record
 from harness.reporting.report import write_outputs
-from harness.runs.environment import harness_git_commit, now_iso, package_versions
+from harness.runs.environment import now_iso
 from harness.runs.experiment import Experiment
+from harness.runs.manifest import build_manifest
 from harness.runs.rundir import RunDir
 from harness.runs.store import ResultStore, fingerprint
 from harness.runs.tables import attention_frame, conditions_frame
@@ -104,7 +105,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
-    write_json(_manifest(exp, config, started, outcome, failed, tables, rundir), rundir / RunDir.MANIFEST)
+    write_json(build_manifest(exp, config, started, outcome, failed, tables, rundir), rundir / RunDir.MANIFEST)
     if cfg.draw_figures and tables:
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
                       noise=tables.get(RunDir.NOISE))
@@ -131,47 +132,6 @@ def tables_from_store(store: ResultStore, conditions, keys, attention: bool) -> 
     if attention and records:
         tables[RunDir.ATTENTION] = attention_frame(cond_keys, blocks, counts)
     return tables
-
-
-def _manifest(exp: Experiment, config: dict, started: str, outcome, failed: list[str], tables: dict,
-              rundir: RunDir) -> dict:
-    loaded, cache = exp.loaded, exp.engine.prefix_cache
-    versions = package_versions()
-    return {
-        "harness_version": versions["prefix-harness"],
-        "harness_commit": harness_git_commit(),
-        "config": config,
-        "model": {
-            "name_or_path": exp.model_label,
-            "revision_requested": loaded.revision,
-            "resolved_revision": loaded.resolved_revision,
-            "dtype": loaded.dtype,
-            "device": loaded.device,
-            "class": type(loaded.model).__name__,
-            "attn_implementation": exp.attn_base,
-            "probe": loaded.model.config._attn_implementation if exp.attn_base != loaded.model.config._attn_implementation
-            else None,
-            "device_map": getattr(loaded.model, "hf_device_map", None),  # where accelerate put each module
-            "max_positions": loaded.max_positions,
-        },
-        "seed": exp.cfg.seed,
-        "determinism": exp.determinism,
-        "special_tokens_in_data": exp.cfg.special_tokens.value,
-        "versions": versions,
-        "counts": {"prompts": len(exp.prompts), "prefixes": len(exp.prefixes), "conditions": len(exp.conditions),
-                   "completed": len(tables.get(RunDir.CONDITIONS, ()))},
-        "started": started,
-        "finished": now_iso(),
-        "batch_size": exp.batch_size,
-        "prefix_cache": {"budget_bytes": cache.budget_bytes, "kept_bytes": cache.kept_bytes,
-                         "heads_computed": cache.misses, "heads_reused": cache.hits},
-        "attention_analysis": exp.engine.attention,
-        "result_fingerprint": exp.result_fingerprint,
-        "computed_this_run": outcome.computed,
-        "reused": outcome.skipped,
-        "failures": failed,
-        "tables": {name: rundir.table_hashes()[name] for name in tables},
-    }
 
 
 @contextlib.contextmanager

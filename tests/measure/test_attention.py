@@ -12,14 +12,11 @@ import pytest
 import torch
 
 from harness.errors import HarnessError
-from harness.inputs.conditions import build_conditions
 from harness.inputs.texts import Prefix, Prompt
-from harness.measure.engine import Engine
 from harness.model.loading import build_tiny
 from harness.model.probe import install_probe
-
-from . import oracle
-from .conftest import run_all
+from tests import oracle
+from tests.support import engine_rig
 
 PROMPT = Prompt("p", "The little robot opened the door and")
 PREFIXES = [
@@ -31,12 +28,8 @@ FAMILIES = ["llama", "gpt2", "gpt_neox", "qwen2", "mistral"]
 
 def run_engine(family, dtype=torch.float32, lengths=(9, 17), max_new=6, batch_size=1):
     model, tok = build_tiny(family, seed=1)
-    model = model.to(dtype)
-    install_probe(model)
-    conds = build_conditions(tok, [PROMPT], PREFIXES, groups=["A", "B", "C"], lengths=list(lengths),
-                             separator="\n\n", bos_policy="auto")
-    engine = Engine(model, tok.eos_token_id, max_new, attention=True)
-    results, references = run_all(engine, conds, batch_size)
+    results, references, _ = engine_rig(model.to(dtype), tok, [PROMPT], PREFIXES, lengths=lengths, max_new=max_new,
+                                        batch_size=batch_size)
     return results, references[PROMPT.id], tok
 
 

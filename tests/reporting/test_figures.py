@@ -13,8 +13,9 @@ from harness.cli import main
 from harness.reporting import plots as F
 from harness.reporting.figure_set import mass_sources
 from harness.runs.rundir import load_runs
+from tests.support import ROOT
 
-NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks" / "analysis.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
 
 
 def test_figure_functions_draw_expected_artists(tiny_run):
@@ -94,6 +95,25 @@ def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
     assert any(str(tiny_run) in o.get("text", "") for o in outputs)
+
+
+def test_notebook_uses_the_public_api_only():
+    """The notebook imports ``harness`` and nothing below it: what it calls is the public API."""
+    import re
+
+    import harness
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert re.findall(r"^[ \t]*((?:from|import) harness\b.*)$", code, flags=re.M) == ["import harness as H"]
+    used = set(re.findall(r"\bH\.(\w+)", code))
+    assert used and used <= set(harness.__all__), used - set(harness.__all__)
+
+
+def test_public_api_names_resolve():
+    import harness
+
+    assert all(callable(getattr(harness, name)) or name == "METRICS" for name in harness.__all__)
 
 
 def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):

@@ -8,8 +8,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.io import sha256_file
 from harness.runs.schema import ATTENTION_COLUMNS, CONDITION_COLUMNS, TIMING_COLUMNS
-
-from .conftest import FAST, sweep, write_jsonl
+from tests.support import FAST, sweep, write_jsonl
 
 
 def test_sweep_writes_documented_tables(tiny_run):

@@ -6,16 +6,12 @@ import pytest
 import torch
 
 from harness.inputs.assembly import encode
-from harness.inputs.conditions import build_conditions
 from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation, isolations
 from harness.inputs.texts import Prefix, Prompt
-from harness.measure.engine import Engine
 from harness.model.decoding import forward
 from harness.model.kv_size import cache_nbytes, kv_cache_bytes, shape_of
 from harness.model.loading import build_tiny
-from harness.model.probe import install_probe
-
-from .conftest import SMALL_PREFIXES, run_all, sweep
+from tests.support import SMALL_PREFIXES, engine_rig, sweep
 
 PROMPTS = [Prompt("p1", "The little robot opened the door and"), Prompt("p2", "Once upon a time, a cat")]
 PREFIXES = [
@@ -26,11 +22,8 @@ PREFIXES = [
 
 def run(family, settings, lengths=(12, 40), max_new=10, prefixes=PREFIXES):
     model, tok = build_tiny(family, seed=2)
-    install_probe(model)
-    conds = build_conditions(tok, PROMPTS, prefixes, groups=["A", "B", "C"], lengths=list(lengths),
-                             separator="\n\n", bos_policy="auto", isolations=settings)
-    engine = Engine(model, tok.eos_token_id, max_new, attention=True)
-    results, references = run_all(engine, conds, batch_size=4)
+    results, references, _ = engine_rig(model, tok, PROMPTS, prefixes, lengths=lengths, max_new=max_new, batch_size=4,
+                                        isolations=settings)
     return [(r, references[r.condition.prompt_id]) for r in results if r.condition.group != "A"], tok
 
 
@@ -130,7 +123,7 @@ def test_sweep_with_isolation_measures_the_noise_floor_and_draws_its_figure(tmp_
     reset = c[c.isolation == "mask_reset"]
     assert (reset.edit_distance == 0).all() and (reset.output_kl < 1e-6).all()
     noise = pd.read_parquet(run / "noise.parquet")
-    assert set(noise.probe) == {"batch_vs_alone"} and len(noise) >= 40 and set(noise.group) == {"B", "C"}
+    assert set(noise.comparison) == {"batch_vs_alone"} and len(noise) >= 40 and set(noise.group) == {"B", "C"}
     assert (noise.edit_distance == 0).all() and noise.logp_max_diff.max() < 1e-4  # rounding, not drift
     conditions, attention = load_runs([run])
     stored_noise = load_noise([run])

@@ -8,7 +8,6 @@ condition runs. The README's family table is generated from these outcomes and c
 """
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,16 +15,13 @@ import pytest
 import torch
 
 from harness.errors import HarnessError
-from harness.inputs.conditions import build_conditions
 from harness.inputs.texts import Prefix, Prompt
-from harness.measure.engine import Engine
 from harness.model.probe import install_probe
+from tests import oracle
+from tests.support import ROOT, engine_rig, sweep, write_jsonl
+from tests.zoo import ADDS_BOS, BYPASSES_INTERFACE, FAMILIES, WINDOWED, tiny_model
 
-from . import oracle
-from .conftest import run_all, sweep, write_jsonl
-from .zoo import ADDS_BOS, BYPASSES_INTERFACE, FAMILIES, WINDOWED, tiny_model
-
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = ROOT / "README.md"
 PROMPT = Prompt("p", "The little robot opened the door and")
 PREFIXES = [
     Prefix("news", "neutral", "The council met on Tuesday to discuss the new harbour plan for the city."),
@@ -41,12 +37,10 @@ def check_family(family: str) -> dict:
     model, tok = tiny_model(family, seed=0)
     base = model.config._attn_implementation
     try:
-        install_probe(model)
+        install_probe(model)  # engine_rig installs it too (a no-op then): here, to tell a refusal apart
     except HarnessError as exc:
         return {"family": family, "implementation": base, "outcome": "refused", "reason": str(exc)}
-    conds = build_conditions(tok, [PROMPT], PREFIXES, groups=["A", "B", "C"], lengths=LENGTHS, separator="\n\n",
-                             bos_policy="auto")
-    results, refs = run_all(Engine(model, tok.eos_token_id, MAX_NEW, attention=True), conds, batch_size=4)
+    results, refs, _ = engine_rig(model, tok, [PROMPT], PREFIXES, lengths=LENGTHS, max_new=MAX_NEW, batch_size=4)
     ref = refs[PROMPT.id]
     plain, _ = tiny_model(family, seed=0)
     a, y_a = ref.condition.assembled, ref.continuation.ids

@@ -8,8 +8,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.runs.locate import bisect_steepest
-
-from .conftest import SMALL_PREFIXES
+from tests.support import SMALL_PREFIXES
 
 
 def sigmoid_drift(centre: float, width: float = 12.0, prompts: int = 6):

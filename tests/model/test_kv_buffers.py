@@ -5,15 +5,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from harness.inputs.conditions import build_conditions
 from harness.inputs.texts import Prefix, Prompt
-from harness.measure.engine import Engine
 from harness.model.decoding import forward, greedy_decode
 from harness.model.kv_buffers import BufferedLayer, buffered_cache, rewound, stack_caches
 from harness.model.loading import build_tiny, tiny_config
-from harness.model.probe import install_probe
-
-from .conftest import run_all
+from tests.support import engine_rig
 
 
 def sliding_mistral(window: int = 6):
@@ -104,11 +100,8 @@ PREFIXES = [
 
 def run_with_budget(budget_bytes: int):
     model, tok = build_tiny("llama", seed=1)
-    install_probe(model)
-    conds = build_conditions(tok, PROMPTS, PREFIXES, groups=["A", "B", "C"], lengths=[9, 17], separator="\n\n",
-                             bos_policy="auto")
-    engine = Engine(model, tok.eos_token_id, 6, attention=True, prefix_cache_bytes=budget_bytes)
-    results, _ = run_all(engine, conds, batch_size=8)
+    results, _, engine = engine_rig(model, tok, PROMPTS, PREFIXES, lengths=[9, 17], max_new=6, batch_size=8,
+                                    prefix_cache_bytes=budget_bytes)
     return [r for r in results if r.condition.group != "A"], engine.prefix_cache
 
 

@@ -13,9 +13,8 @@ import pytest
 
 from harness.cli import main
 from harness.runs.schema import TIMING_COLUMNS
-
-from .conftest import SMALL_PREFIXES, run_harness, sweep
-from .forked import Harness, run_forked
+from tests.forked import Harness, run_forked
+from tests.support import SMALL_PREFIXES, run_harness, sweep
 
 pytestmark = pytest.mark.slow
 

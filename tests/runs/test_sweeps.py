@@ -11,8 +11,7 @@ from harness.runs.check_determinism import check
 from harness.runs.collect import collect
 from harness.runs.runner import SweepFailed
 from harness.runs.schema import TIMING_COLUMNS
-
-from .conftest import SMALL_PREFIXES, sweep
+from tests.support import SMALL_PREFIXES, sweep
 
 SMALL = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
          f"prefixes.path={SMALL_PREFIXES}", "analysis.noise_floor=false"]

@@ -13,8 +13,7 @@ from harness.io import read_table
 from harness.runs.rundir import RunDir
 from harness.runs.schema import TIMING_COLUMNS
 from harness.runs.store import CorruptResult, ResultStore
-
-from .conftest import SMALL_PREFIXES, sweep
+from tests.support import SMALL_PREFIXES, sweep
 
 SMALL = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
          f"prefixes.path={SMALL_PREFIXES}", "analysis.noise_floor=false"]

@@ -5,8 +5,7 @@ import pytest
 from harness.config import DATA_DIR
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prefixes, load_prompts
-
-from .conftest import write_jsonl
+from tests.support import write_jsonl
 
 
 def test_shipped_sets_are_large_enough():

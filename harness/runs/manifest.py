@@ -1,0 +1,57 @@
+"""What a run says about itself: the contents of its ``manifest.json`` (DESIGN.md section 6).
+
+The values come from the experiment as built (:class:`harness.runs.experiment.Experiment`) and
+the environment (:mod:`harness.runs.environment`); the runner writes the file once the tables are
+written, so the table checksums it records are those of the files on disk.
+"""
+
+from __future__ import annotations
+
+from harness.measure.driver import DriveOutcome
+from harness.runs.environment import harness_git_commit, now_iso, package_versions
+from harness.runs.experiment import Experiment
+from harness.runs.rundir import RunDir
+
+
+def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOutcome, failed: list[str],
+                   tables: dict, rundir: RunDir) -> dict:
+    """``manifest.json`` of a finished sweep: the resolved config, the model as loaded (revision,
+    dtype, device, attention implementation), versions, determinism settings, counts, timing, the
+    prefix cache's use, and the sha256 of every table written."""
+    loaded, cache = exp.loaded, exp.engine.prefix_cache
+    versions = package_versions()
+    return {
+        "harness_version": versions["prefix-harness"],
+        "harness_commit": harness_git_commit(),
+        "config": config,
+        "model": {
+            "name_or_path": exp.model_label,
+            "revision_requested": loaded.revision,
+            "resolved_revision": loaded.resolved_revision,
+            "dtype": loaded.dtype,
+            "device": loaded.device,
+            "class": type(loaded.model).__name__,
+            "attn_implementation": exp.attn_base,
+            "probe": loaded.model.config._attn_implementation if exp.attn_base != loaded.model.config._attn_implementation
+            else None,
+            "device_map": getattr(loaded.model, "hf_device_map", None),  # where accelerate put each module
+            "max_positions": loaded.max_positions,
+        },
+        "seed": exp.cfg.seed,
+        "determinism": exp.determinism,
+        "special_tokens_in_data": exp.cfg.special_tokens.value,
+        "versions": versions,
+        "counts": {"prompts": len(exp.prompts), "prefixes": len(exp.prefixes), "conditions": len(exp.conditions),
+                   "completed": len(tables.get(RunDir.CONDITIONS, ()))},
+        "started": started,
+        "finished": now_iso(),
+        "batch_size": exp.batch_size,
+        "prefix_cache": {"budget_bytes": cache.budget_bytes, "kept_bytes": cache.kept_bytes,
+                         "heads_computed": cache.misses, "heads_reused": cache.hits},
+        "attention_analysis": exp.engine.attention,
+        "result_fingerprint": exp.result_fingerprint,
+        "computed_this_run": outcome.computed,
+        "reused": outcome.skipped,
+        "failures": failed,
+        "tables": {name: rundir.table_hashes()[name] for name in tables},
+    }

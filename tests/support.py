@@ -1,0 +1,77 @@
+"""What the tests share besides fixtures: the small sweep settings, running a sweep or the CLI,
+and the tiny-model engine rig (a model with the attention probe, conditions, an engine, and every
+condition driven through it)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.config import compose
+from harness.inputs.conditions import build_conditions
+from harness.measure.driver import drive
+from harness.measure.engine import Engine
+from harness.model.probe import install_probe
+from harness.runs.runner import run
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+TEST_DATA = ROOT / "tests" / "data"
+SMALL_PREFIXES = TEST_DATA / "prefixes_small.jsonl"  # 5 neutral + 5 instruction-like, ids fixed
+
+# A small but complete sweep on the tiny model: 2 prompts x (A + 10 prefixes x 2 lengths). Without
+# figures: drawing them takes longer than the sweep (tiny_run and the figure tests draw them).
+FAST = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2",
+        f"prefixes.path={SMALL_PREFIXES}", "draw_figures=false"]
+
+
+def sweep(run_dir: Path, *overrides: str) -> Path:
+    """``harness sweep OVERRIDES hydra.run.dir=RUN_DIR``, in this process."""
+    return run(compose(list(overrides)), run_dir, overrides=list(overrides), progress=False)
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def run_harness(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -m harness ARGS`` in a fresh process, offline."""
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def run_all(engine, conditions, batch_size: int = 1):
+    """Every condition through :func:`harness.measure.driver.drive`: (results in the order computed, the
+    reference of each prompt)."""
+    results, references, alone = [], {}, []
+
+    def keep(result, ref, computed_alone):
+        results.append(result)
+        references[ref.condition.prompt_id] = ref
+        alone.append(computed_alone)
+
+    outcome = drive(engine, conditions, batch_size=batch_size, on_result=keep, progress=False)
+    assert not outcome.failures, outcome.failures
+    assert not any(alone), "a batch failed and was retried one condition at a time"  # a bug, not a test
+    return results, references
+
+
+def chat_template(name: str) -> str:
+    """A chat template copied from a real model's tokenizer_config (tests/data/chat_templates)."""
+    return (TEST_DATA / "chat_templates" / f"{name}.jinja").read_text(encoding="utf-8")
+
+
+def engine_rig(model, tok, prompts, prefixes, *, lengths, max_new: int, batch_size: int = 1,
+               prefix_cache_bytes: int = 0, groups=("A", "B", "C"), **build):
+    """The tiny-model engine rig: install the probe on ``model``, build the conditions of
+    ``prompts`` x ``prefixes`` at ``lengths`` (raw placement, "\n\n" separator, BOS as the
+    tokenizer adds it, unless ``build`` says otherwise), and drive them all through an
+    :class:`Engine` with attention analysis. Returns (results, reference per prompt, engine)."""
+    install_probe(model)
+    build = {"separator": "\n\n", "bos_policy": "auto", **build}
+    conds = build_conditions(tok, prompts, prefixes, groups=list(groups), lengths=list(lengths), **build)
+    engine = Engine(model, tok.eos_token_id, max_new, attention=True, prefix_cache_bytes=prefix_cache_bytes)
+    results, references = run_all(engine, conds, batch_size)
+    return results, references, engine
