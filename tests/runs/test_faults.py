@@ -7,6 +7,7 @@ import json
 import random
 import signal
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -90,12 +91,20 @@ def test_two_sweeps_racing_into_one_directory(tmp_path):
     assert "max_new_tokens: 6" in (run / ".hydra" / "config.yaml").read_text()
 
 
-def test_multirun_with_joblib_then_collect(tmp_path):
+def multirun(start, tmp_path: Path, *overrides: str):
+    """``harness sweep -m model=tiny OVERRIDES`` on the small prefix set into ``tmp_path/sweep``,
+    started by ``start`` (a real process, or one forked from the fork server); returns
+    (the finished process, the sweep directory)."""
     sweep_dir = tmp_path / "sweep"
+    result = start("sweep", "-m", "model=tiny", *overrides, "draw_figures=false", f"prefixes.path={SMALL_PREFIXES}",
+                   f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    return result, sweep_dir
+
+
+def test_multirun_with_joblib_then_collect(tmp_path):
     # a real process: joblib's workers do not start from a fork server's child
-    result = run_harness("sweep", "-m", "hydra/launcher=local", "model=tiny", "prefix.lengths=[8],[24]",
-                         "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
-                         f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    result, sweep_dir = multirun(run_harness, tmp_path, "hydra/launcher=local", "prefix.lengths=[8],[24]",
+                                 "decode.max_new_tokens=6", "prompts.limit=2")
     assert result.returncode == 0, result.stderr
     for job in ("0", "1"):
         lengths = set(pd.read_parquet(sweep_dir / job / "conditions.parquet").prefix_len) - {0}
@@ -105,19 +114,15 @@ def test_multirun_with_joblib_then_collect(tmp_path):
 
 
 def test_multirun_names_a_failed_job_and_exits_1(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    result = run_forked("sweep", "-m", "model=tiny", "prefix.lengths=[8],[0]", "decode.max_new_tokens=2",
-                         "prompts.limit=1", "draw_figures=false", "analysis.noise_floor=false",
-                         f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    result, _ = multirun(run_forked, tmp_path, "prefix.lengths=[8],[0]", "decode.max_new_tokens=2", "prompts.limit=1",
+                         "analysis.noise_floor=false")
     assert result.returncode == 1
     assert "1 of 2 job(s)" in result.stderr and "positive integers" in result.stderr
 
 
 def test_multirun_with_submitit_local(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    result = run_forked("sweep", "-m", "hydra/launcher=submitit_local", "model=tiny", "prefix.lengths=[8]",
-                         "decode.max_new_tokens=4", "prompts.limit=1", "draw_figures=false",
-                         f"prefixes.path={SMALL_PREFIXES}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    result, sweep_dir = multirun(run_forked, tmp_path, "hydra/launcher=submitit_local", "prefix.lengths=[8]",
+                                 "decode.max_new_tokens=4", "prompts.limit=1")
     assert result.returncode == 0, result.stderr
     assert json.loads((sweep_dir / "0" / "status.json").read_text())["status"] == "complete"
     assert len(pd.read_parquet(sweep_dir / "0" / "conditions.parquet")) == 11
