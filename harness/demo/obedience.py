@@ -96,9 +96,9 @@ def _table(rows: list[dict]):
 
 def summarise(rows: list[dict], seed: int = 0) -> list[dict]:
     """Per (group, prefix_len): hits, n (conditions), rate, and the 95% interval of
-    ``inference.rate_summary`` (openings and prefixes resampled independently; A, which has no
-    prefix, resamples openings; a cell with no hit, or only hits, gets the exact interval for the
-    scarcer factor's count), with ``ci_method``, ``n_prompts`` and ``n_prefixes``."""
+    ``harness.analysis.rates.rate_summary`` (openings and prefixes resampled independently; A,
+    which has no prefix, resamples openings; a cell with no hit, or only hits, gets the exact
+    interval for the scarcer factor's count), with ``ci_method``, ``n_prompts`` and ``n_prefixes``."""
     from harness.analysis.rates import rate_summary
 
     table = rate_summary(_table(rows), hit="hit", by=["group", "prefix_len"], seed=seed)
@@ -111,8 +111,8 @@ def summarise(rows: list[dict], seed: int = 0) -> list[dict]:
 def contrasts(rows: list[dict], seed: int = 0) -> list[dict]:
     """C minus B hit rate per prefix length, as the harness's report computes it: the paired
     two-way bootstrap interval (openings and matched pairs resampled) and the prefix-permutation p
-    (C/B labels flipped within pairs: ``inference.two_way_bootstrap`` and
-    ``prefix_permutation_test``). Keys: prefix_len, difference, ci_low, ci_high, p_perm, n_pairs,
+    (C/B labels flipped within pairs: ``two_way_bootstrap`` and ``prefix_permutation_test`` of
+    ``harness.analysis.crossed``). Keys: prefix_len, difference, ci_low, ci_high, p_perm, n_pairs,
     n_prompts."""
     from harness.analysis.crossed import prefix_permutation_test, two_way_bootstrap
 

@@ -1,0 +1,249 @@
+"""Training the demo models: the model, the learning-rate schedule, the losses, and the loop with
+its checkpoints.
+
+:class:`Trainer` runs AdamW over either random windows of the packed story stream (the plain
+model) or the mixer's weighted rows (``--directives``), keeps an optional moving average of the
+weights, and writes a checkpoint to the work directory at every evaluation, so that an
+interrupted run continues with ``--resume`` exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from harness.demo.settings import DemoModelShape, TrainSettings
+from harness.io import atomic_write
+
+
+def build_model(shape: DemoModelShape, eot_id: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        **asdict(shape),
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=eot_id,
+        eos_token_id=eot_id,
+        pad_token_id=eot_id,
+        attention_dropout=0.0,
+    )
+    return LlamaForCausalLM(config)
+
+
+def load_pretrained(path: Path, device: str):
+    """``(model, tokenizer, shape)`` of a saved model to fine-tune (``--init-from``), in float32."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    shape = DemoModelShape(**{f.name: getattr(model.config, f.name) for f in fields(DemoModelShape)})
+    return model, tokenizer, shape
+
+
+def save_model(model, tokenizer, out: Path) -> int:
+    """Save bfloat16 safetensors weights, greedy generation settings and the tokenizer to ``out``;
+    returns the size of the weights in bytes."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    model.generation_config.do_sample = False
+    model.generation_config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return sum(f.stat().st_size for f in out.glob("*.safetensors"))
+
+
+def cosine_lr(step: int, settings: TrainSettings) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio`` of the peak."""
+    if step < settings.warmup_steps:
+        return settings.lr * (step + 1) / settings.warmup_steps
+    progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
+    floor = settings.min_lr_ratio
+    return settings.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def sample_batch(stream: torch.Tensor, settings: TrainSettings, gen: torch.Generator) -> torch.Tensor:
+    starts = torch.randint(0, len(stream) - settings.seq_len - 1, (settings.batch_size,), generator=gen)
+    return torch.stack([stream[s : s + settings.seq_len + 1] for s in starts.tolist()])
+
+
+def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``batch[:, 1:]`` given ``batch[:, :-1]``; batch: [B, seq_len + 1]."""
+    logits = model(input_ids=batch[:, :-1]).logits
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())
+
+
+def token_losses(model, batch: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each token of ``batch[:, 1:]`` given the tokens before it: [B, T] for a
+    batch of [B, T + 1]."""
+    logits = model(input_ids=batch[:, :-1]).logits
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
+    return ce.view(batch.shape[0], -1)
+
+
+def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weight: float) -> torch.Tensor:
+    """Cross-entropy of ``batch[:, 1:]``, each target token weighted by ``weights``, summed and
+    divided by ``total_weight`` (the weight of the whole step, over all its micro-batches)."""
+    return (token_losses(model, batch) * weights).sum() / total_weight
+
+
+@torch.no_grad()
+def heldout_loss(model, stream: torch.Tensor, settings: TrainSettings, device: str) -> float:
+    """Mean next-token loss (nats) on fixed, evenly spaced held-out windows."""
+    model.eval()
+    n = settings.eval_batches * settings.batch_size
+    span = settings.seq_len + 1
+    starts = torch.linspace(0, len(stream) - span - 1, n).long().tolist()
+    losses = []
+    for i in range(0, n, settings.batch_size):
+        batch = torch.stack([stream[s : s + span] for s in starts[i : i + settings.batch_size]]).to(device)
+        losses.append(next_token_loss(model, batch).item())
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def checkpoint_path(work: Path) -> Path:
+    """Where a run in work directory ``work`` keeps its checkpoint (what ``--resume`` continues)."""
+    return work / "checkpoint.pt"
+
+
+class Trainer:
+    """The optimisation of one run: AdamW (weight decay on matrices only) on :func:`cosine_lr`, the
+    moving average of the weights when ``settings.ema_decay`` > 0, the history of evaluations and
+    a checkpoint in ``work`` after each. With ``--keep-best`` the watched weights of each evaluation
+    that beats every one before it on the validation contrast are kept in ``work/best.pt``.
+    ``copy_history``: the copy pre-training's (``mixer.copy_pretrain``), recorded in checkpoints."""
+
+    def __init__(self, model, settings: TrainSettings, device: str, work: Path, copy_history: list[dict]):
+        self.model, self.settings, self.device = model, settings, device
+        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+        no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+        self.opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=settings.lr,
+            betas=(0.9, 0.95),
+        )
+        self.gen = torch.Generator().manual_seed(settings.seed)
+        self.ema = None
+        if settings.ema_decay:
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema_decay))
+        self.ckpt_path, self.best_path = checkpoint_path(work), work / "best.pt"
+        self.start_step, self.history, self.elapsed, self.tokens_seen = 0, [], 0.0, 0
+        self.copy_history = copy_history
+        self.train_seconds = 0.0
+
+    @property
+    def watched(self):
+        """What is monitored, evaluated and saved: the moving average when there is one."""
+        return self.ema.module if self.ema is not None else self.model
+
+    def resume(self, keep_best: bool) -> None:
+        """Continue from the work directory's checkpoint, when there is one."""
+        if not self.ckpt_path.exists():
+            return
+        ckpt = torch.load(self.ckpt_path, weights_only=False)
+        self.model.load_state_dict(ckpt["model"])
+        self.opt.load_state_dict(ckpt["opt"])
+        self.gen.set_state(ckpt["gen"])
+        if (self.ema is not None) != ("ema" in ckpt):
+            raise SystemExit(f"error: {self.ckpt_path} was written {'with' if 'ema' in ckpt else 'without'} "
+                             "--ema-decay; resume with the settings it was started with")
+        if self.ema is not None:
+            self.ema.load_state_dict(ckpt["ema"])
+        self.start_step, self.history, self.elapsed = ckpt["step"], ckpt["history"], ckpt["elapsed"]
+        self.tokens_seen = ckpt.get("tokens_seen", 0)
+        self.copy_history = ckpt.get("copy_history", [])
+        if keep_best and any(r.get("kept") for r in self.history) and not self.best_path.exists():
+            raise SystemExit(f"error: {self.ckpt_path} says weights were kept for --keep-best but {self.best_path} "
+                             "is missing; restore it, or start again without --resume")
+        print(f"resumed at step {self.start_step}", flush=True)
+
+    def _step_loss(self, step: int, mixer, train_stream: torch.Tensor, autocast) -> torch.Tensor:
+        """Forward and backward of training step ``step``; returns its loss."""
+        settings, device = self.settings, self.device
+        if mixer is not None:
+            micro = mixer.batch(step, settings.batch_size, settings.steps)
+            total = sum(w.sum().item() for _, w in micro)
+            self.tokens_seen += sum(int((w > 0).sum()) for _, w in micro)
+            loss = 0.0
+            for batch, weights in micro:
+                with autocast or contextlib.nullcontext():
+                    part = weighted_loss(self.model, batch.to(device), weights.to(device), total)
+                part.backward()
+                loss += part.detach()
+            return loss
+        batch = sample_batch(train_stream, settings, self.gen).to(device)
+        with autocast or contextlib.nullcontext():
+            loss = next_token_loss(self.model, batch)
+        loss.backward()
+        self.tokens_seen += batch.shape[0] * settings.seq_len
+        return loss
+
+    def run(self, *, mixer, train_stream: torch.Tensor, held_stream: torch.Tensor,
+            monitor: Callable[[object], dict] | None, keep_best: bool) -> None:
+        """Train from the current step to ``settings.steps``. Rows come from ``mixer``
+        (``DirectiveMixer``) when there is one, else from windows of ``train_stream``. Every
+        ``eval_every`` steps the watched weights are measured on ``held_stream`` and by
+        ``monitor`` (extra history fields, such as the validation contrast that ``keep_best``
+        chooses on), and a checkpoint is written."""
+        from tqdm.auto import tqdm
+
+        settings, model = self.settings, self.model
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.device.startswith("cuda") else None
+        model.train()
+        t0 = time.time() - self.elapsed
+        bar = tqdm(range(self.start_step, settings.steps), initial=self.start_step, total=settings.steps,
+                   desc="train", mininterval=30)
+        for step in bar:
+            for group in self.opt.param_groups:
+                group["lr"] = cosine_lr(step, settings)
+            self.opt.zero_grad(set_to_none=True)
+            loss = self._step_loss(step, mixer, train_stream, autocast)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            self.opt.step()
+            if self.ema is not None:
+                self.ema.update_parameters(model)
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+            if (step + 1) % settings.eval_every == 0 or step + 1 == settings.steps:
+                watched = self.watched  # what will be saved
+                record = {"step": step + 1, "train_loss": loss.item(),
+                          "heldout_loss": heldout_loss(watched, held_stream, settings, self.device),
+                          "minutes": round((time.time() - t0) / 60, 1)}
+                if monitor is not None:
+                    record.update(monitor(watched))
+                    best = max((r["validation_contrast"] for r in self.history if r.get("kept")), default=None)
+                    if keep_best and "validation_contrast" in record and (
+                            best is None or record["validation_contrast"] >= best):
+                        atomic_write(self.best_path, partial(torch.save, watched.state_dict()))
+                        record["kept"] = True
+                    model.train()
+                self.history.append(record)
+                bar.write(f"step {step + 1}: " + json.dumps({k: v for k, v in record.items() if k != "step"}))
+                self._checkpoint(step + 1, time.time() - t0)
+        self.train_seconds = time.time() - t0
+
+    def _checkpoint(self, step: int, elapsed: float) -> None:
+        checkpoint = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "gen": self.gen.get_state(),
+                      "step": step, "history": self.history, "elapsed": elapsed,
+                      "tokens_seen": self.tokens_seen, "copy_history": self.copy_history,
+                      **({"ema": self.ema.state_dict()} if self.ema is not None else {})}
+        atomic_write(self.ckpt_path, lambda tmp: torch.save(checkpoint, tmp))
+
+    def result(self, keep_best: bool) -> tuple[object, int]:
+        """The weights to ship and the step they are from: the watched weights of the last step,
+        or with ``keep_best`` the last kept ones (each kept one beat all before it)."""
+        model = self.watched
+        if not keep_best:
+            return model, self.settings.steps
+        selected_step = [r for r in self.history if r.get("kept")][-1]["step"]
+        model.load_state_dict(torch.load(self.best_path, weights_only=True))
+        return model, selected_step
