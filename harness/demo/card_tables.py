@@ -43,7 +43,7 @@ def signed(x: float) -> str:
 
 
 def contrast_table(contrasts: list[dict], summary: list[dict]) -> str:
-    """C minus B per prefix length (``obedience.contrasts``): interval, permutation p, pairs."""
+    """C minus B per prefix length (``obedience.c_minus_b_by_length``): interval, permutation p, pairs."""
     hits = {}  # C and B hits together per length: with none, the bootstrap interval is [0, 0] and says nothing
     for r in summary:
         if r["group"] in ("B", "C"):

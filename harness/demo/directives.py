@@ -154,24 +154,24 @@ class Example:
     """One synthesized training example (text level).
 
     ``kind``: "directive", "mention" or "plain". ``context`` is story text with the directive or
-    mention inserted at ``insert`` (character span; None for plain); ``placement`` is "start",
+    mention inserted at ``insert`` (character span; None for plain); ``position`` is "start",
     "middle" or "end" (the context is cut right after the inserted sentence). ``target`` is the
     directive's word (directive examples) and ``mentioned`` the words only mentioned."""
 
     kind: str
     context: str
     insert: tuple[int, int] | None
-    placement: str
+    position: str
     opening: str
     continuation: str
     target: str | None
     mentioned: tuple[str, ...]
 
 
-def insert_sentence(text: str, sentence: str, rng: random.Random, placement: str) -> tuple[str, tuple[int, int]]:
+def insert_sentence(text: str, sentence: str, rng: random.Random, position: str) -> tuple[str, tuple[int, int]]:
     """Insert ``sentence`` into story text at a sentence boundary: at the start, or after a random
     sentence ("middle" and "end"; for "end" the caller cuts the context after the sentence)."""
-    if placement == "start":
+    if position == "start":
         return sentence + rng.choice([" ", " ", "\n"]) + text, (0, len(sentence))
     ends = sentence_ends(text)[:12] or [len(text)]
     at = rng.choice(ends)
@@ -257,19 +257,19 @@ def synthesize(
         return None
     natural = clip_sentences(op.natural, max_continuation_chars)
     story_text = op.opening + natural
-    placement = rng.choice(["start", "middle", "end"])
+    position = rng.choice(["start", "middle", "end"])
     if kind == "plain":
-        return Example("plain", context_text, None, placement, op.opening, natural, None, ())
+        return Example("plain", context_text, None, position, op.opening, natural, None, ())
     if kind == "mention":
         word = _free_word(source, rng, story_text)
         sentence = render(rng.choice(mentions), word, rng.choice(source.quotes))
-        context, span = insert_sentence(context_text, sentence, rng, placement)
-        return Example("mention", context, span, placement, op.opening, natural, None, (word,))
+        context, span = insert_sentence(context_text, sentence, rng, position)
+        return Example("mention", context, span, position, op.opening, natural, None, (word,))
     if kind != "directive":
         raise ValueError(f"unknown example kind {kind!r}")
     word = _free_word(source, rng, op.opening)
     sentence = render(rng.choice(templates), word, rng.choice(source.quotes))
-    context, span = insert_sentence(context_text, sentence, rng, placement)
+    context, span = insert_sentence(context_text, sentence, rng, position)
     mentioned: tuple[str, ...] = ()
     if rng.random() < distractor_prob:
         other = _free_word(source, rng, story_text, avoid=(word,))
@@ -282,7 +282,7 @@ def synthesize(
         mentioned = (other,)
     rest = clip_sentences(op.rest, max_continuation_chars)
     continuation = bridge(op.kind, word, pronoun(op.opening), rng) + rest
-    return Example("directive", context, span, placement, op.opening, continuation, word, mentioned)
+    return Example("directive", context, span, position, op.opening, continuation, word, mentioned)
 
 
 def encode_example(
@@ -298,13 +298,13 @@ def encode_example(
     (as the harness assembles its inputs), and the index where the continuation starts.
 
     The context is cut from its head to ``n`` tokens like a harness prefix; the cut never removes
-    the inserted sentence. For placement "end" the context ends right after it."""
+    the inserted sentence. For position "end" the context ends right after it."""
     from harness.inputs.assembly import encode
 
     ctx = encode(tokenizer, ex.context)
     if ex.insert is not None:
         need = len(encode(tokenizer, ex.context[: ex.insert[1]]))
-        if ex.placement == "end":
+        if ex.position == "end":
             n = need + rng.randint(0, 2)
         else:
             n = rng.randint(max(need, min_context_tokens), max(need, min(len(ctx), max_context_tokens)))

@@ -105,7 +105,7 @@ def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[
                                         quotes=quotes)
 
 
-def contrast(summary: list[dict]) -> float:
+def mean_c_minus_b(summary: list[dict]) -> float:
     """Mean over prefix lengths of the C hit rate minus the B hit rate: what ``--keep-best`` maximises."""
     by = {(r["group"], r["prefix_len"]): r["rate"] for r in summary}
     lengths = sorted(length for group, length in by if group == "C")
@@ -130,7 +130,7 @@ def monitor(model, tokenizer, held: list[str], prompts: list, probes: list, leng
 
         res = obedience.evaluate_obedience(model, tokenizer, prompts[::2], probes, lengths)
         record["validation_rates"] = rates(res["summary"])
-        record["validation_contrast"] = round(contrast(res["summary"]), 4)
+        record["validation_contrast"] = round(mean_c_minus_b(res["summary"]), 4)
     return record
 
 
@@ -148,7 +148,7 @@ def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) ->
             samples.append({"prefix_id": r["prefix_id"], "group": r["group"], "target": r["target"],
                             "prefix_head": by_id[r["prefix_id"]].text[:120], "prompt": prompts[0].text,
                             "continuation": r["continuation"], "hit": r["hit"]})
-    return {"set": name, "summary": res["summary"], "contrasts": obedience.contrasts(res["rows"]),
+    return {"set": name, "summary": res["summary"], "contrasts": obedience.c_minus_b_by_length(res["rows"]),
             "samples": samples, "n_prompts": len(prompts), "n_prefixes": len(prefixes)}
 
 

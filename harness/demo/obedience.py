@@ -6,7 +6,7 @@ obedient model's card and monitoring.
 
 Hits are not independent: some pairs (a phrasing with a word) are obeyed for almost every opening
 and others for almost none, so the unit of replication is the pair and the opening, not the
-condition. The intervals here say so (:func:`summarise`, :func:`contrasts`)."""
+condition. The intervals here say so (:func:`summarise`, :func:`c_minus_b_by_length`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def evaluate_obedience(
     Group A is scored against every target of the prefix set (prompt x target), so its rate is the
     base rate of saying the word unprompted.
 
-    Returns ``{"rows": [...], "summary": [...]}`` (:func:`summarise`); :func:`contrasts` of the
+    Returns ``{"rows": [...], "summary": [...]}`` (:func:`summarise`); :func:`c_minus_b_by_length` of the
     rows gives C minus B with its interval and p (slower: a permutation test per length)."""
     import torch
 
@@ -108,7 +108,7 @@ def summarise(rows: list[dict], seed: int = 0) -> list[dict]:
             for r in table.itertuples()]
 
 
-def contrasts(rows: list[dict], seed: int = 0) -> list[dict]:
+def c_minus_b_by_length(rows: list[dict], seed: int = 0) -> list[dict]:
     """C minus B hit rate per prefix length, as the harness's report computes it: the paired
     two-way bootstrap interval (openings and matched pairs resampled) and the prefix-permutation p
     (C/B labels flipped within pairs: ``two_way_bootstrap`` and ``prefix_permutation_test`` of

@@ -4,7 +4,6 @@
 import json
 import random
 import re
-from pathlib import Path
 
 import pytest
 
@@ -12,9 +11,8 @@ from harness.demo import directives as D
 from harness.demo import obedience
 from harness.inputs.assembly import cut_prefix, encode
 from harness.inputs.texts import Prompt, load_prefixes, load_prompts
-from tests.support import write_jsonl
+from tests.support import ROOT, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
 PREFIXES = ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl"
 DEMO = ROOT / "harness" / "assets" / "demo-model"
 
@@ -194,7 +192,7 @@ def test_mention_and_plain_examples_do_not_use_the_word():
         assert D.target_hit(word, ex.context[ex.insert[0]:ex.insert[1]])
         assert not D.target_hit(word, ex.opening + ex.continuation)
         assert D.find_directive(ex.context) is None
-        kinds.add(ex.placement)
+        kinds.add(ex.position)
     assert kinds == {"start", "middle", "end"}
     plain = D.synthesize("plain", STORIES[0], STORIES[1], rng)
     assert plain.insert is None and STORIES[1].startswith(plain.opening)
@@ -277,7 +275,7 @@ def test_obedience_intervals_treat_the_pair_as_the_unit():
     assert cells["C"]["rate"] == pytest.approx(2 / 3)
     assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (0.0, 1.0)
     assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"].startswith("exact")
-    (diff,) = obedience.contrasts(rows)
+    (diff,) = obedience.c_minus_b_by_length(rows)
     assert diff["difference"] == pytest.approx(2 / 3) and diff["n_pairs"] == 3
     assert diff["p_perm"] == pytest.approx(0.5)
 

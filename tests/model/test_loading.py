@@ -1,7 +1,5 @@
 """Model loading: local directories, built-ins, the shipped hub configs, and clear errors offline."""
 
-from pathlib import Path
-
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -9,8 +7,9 @@ from omegaconf import OmegaConf
 from harness.config import ModelConfig
 from harness.errors import HarnessError
 from harness.model.loading import build_tiny, load_model
+from tests.support import ROOT
 
-CONF = Path(__file__).resolve().parent.parent / "harness" / "conf" / "model"
+CONF = ROOT / "harness" / "conf" / "model"
 
 
 def test_local_directory_roundtrip(tmp_path):
