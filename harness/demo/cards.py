@@ -167,7 +167,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
 
         intervals = ("Hits are not independent (some pairs are obeyed for nearly every opening, others for none), so "
                      "the unit of replication is the pair and the opening: intervals are the harness's own "
-                     "(`inference.rate_summary`: 95% percentile bootstrap resampling openings and, independently, "
+                     "(`harness.analysis.rates.rate_summary`: 95% percentile bootstrap resampling openings and, independently, "
                      "pairs; A resamples openings; a cell with no hit gets the exact interval for the scarcer "
                      "factor's count). C - B per length: paired two-way bootstrap and the permutation p of C/B "
                      f"labels flipped within pairs, as in `make demo`'s report (exact with few pairs; otherwise "
@@ -234,7 +234,7 @@ Same as `demo-model`: `LlamaForCausalLM`, {shape['num_hidden_layers']} layers, h
 ## Lineage
 {lineage_rows or "Fine-tuned from `" + str(stats['init_from']) + "`."}
 
-## Data of the final stage (recipe: `harness/directives.py`, `harness/directive_phrasings.py`)
+## Data of the final stage (recipe: `harness/demo/directives.py`, `harness/data/directive_recipe.json`)
 Each step has {settings['batch_size']} rows. {mix['synth_fraction']:.0%} of them are synthesized examples, one per
 row: a context of story text, cut from its head like a harness prefix (to at most {mix['max_context_tokens']}
 tokens), with one sentence inserted at its start, middle or end (for "end" the context stops right after
