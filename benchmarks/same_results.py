@@ -36,8 +36,7 @@ TIMING = ["seconds"]
 # Columns renamed on purpose since the layout change (old name -> new name), compared under the new name.
 RENAMED = {"noise.parquet": {"probe": "comparison"}}
 SWEEP = ["prompts.limit=2", "prefixes.per_group=2", "prefix.lengths=[16,32]", "decode.max_new_tokens=8",
-         "isolation=[none,mask_reset,decay]", "isolation_betas=[4.0]", "analysis.noise_prompts=1",
-         "analysis.noise_conditions=4"]
+         "isolation=[none,mask_reset,decay]", "isolation_betas=[4.0]"]
 
 
 def write_models(models: Path) -> list[str]:
@@ -89,13 +88,23 @@ def record(out: Path, demo: bool) -> None:
         print("ran the demo's sweeps", flush=True)
 
 
-def compare(before: Path, after: Path) -> int:
+def compare(before: Path, after: Path, ignore: list[str]) -> int:
+    """``ignore``: file names (``noise.parquet``, ``report.md``) or ``file:column`` pairs a change
+    is expected to alter, left out of the comparison (and said so)."""
     problems, checked = [], 0
+    skip_files = {i for i in ignore if ":" not in i}
+    skip_columns: dict[str, list[str]] = {}
+    for item in ignore:
+        if ":" in item:
+            name, column = item.split(":", 1)
+            skip_columns.setdefault(name, []).append(column)
     for old in sorted(before.rglob("*")):
         rel = old.relative_to(before)
         if "models" in rel.parts[:1] or not old.is_file():
             continue
         new = after / rel
+        if old.name in skip_files:
+            continue
         if old.suffix == ".parquet" and "results" not in rel.parts:
             if not new.is_file():
                 problems.append(f"{rel}: missing in {after}")
@@ -103,7 +112,8 @@ def compare(before: Path, after: Path) -> int:
             a, b = (pd.read_parquet(p) for p in (old, new))
             if "model" in a:  # the tiny families are named by their path, under each recorded directory
                 a["model"] = a["model"].cat.rename_categories(lambda m: m.replace(str(before), str(after)))
-            a, b = (t.drop(columns=[c for c in TIMING if c in t.columns]) for t in (a, b))
+            dropped = TIMING + skip_columns.get(old.name, [])
+            a, b = (t.drop(columns=[c for c in dropped if c in t.columns]) for t in (a, b))
             a = a.rename(columns={k: v for k, v in RENAMED.get(old.name, {}).items() if v not in a.columns})
             try:
                 pd.testing.assert_frame_equal(a, b, check_exact=True)
@@ -119,7 +129,7 @@ def compare(before: Path, after: Path) -> int:
         rebuilt = after / "cards" / card / "README.md"
         if rebuilt.is_file() and rebuilt.read_bytes() != shipped.read_bytes():
             problems.append(f"cards/{card}/README.md: differs from the shipped card")
-    print(f"compared {checked} tables, reports and cards")
+    print(f"compared {checked} tables, reports and cards" + (f" (left out: {', '.join(ignore)})" if ignore else ""))
     for p in problems:
         print("DIFFERENT", p)
     print("identical (timings aside)" if not problems else f"{len(problems)} difference(s)")
@@ -135,11 +145,13 @@ def main() -> int:
     cmp_ = sub.add_parser("compare", help="compare two recorded directories")
     cmp_.add_argument("before", type=Path)
     cmp_.add_argument("after", type=Path)
+    cmp_.add_argument("--ignore", action="append", default=[], metavar="FILE[:COLUMN]",
+                      help="a file or a file's column the change is meant to alter (repeatable)")
     ns = parser.parse_args()
     if ns.command == "record":
         record(ns.dir.resolve(), not ns.no_demo)
         return 0
-    return compare(ns.before, ns.after)
+    return compare(ns.before, ns.after, ns.ignore)
 
 
 if __name__ == "__main__":

@@ -136,12 +136,13 @@ class DecodeConfig:
 @dataclass
 class AnalysisConfig:
     attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
-    # The run's own numerical noise: B/C conditions batched as the sweep batches them against the
-    # same conditions alone (harness.measure.noise), on whole batches of the first noise_prompts prompts,
-    # about noise_conditions conditions in all.
+    # The run's own numerical noise: a sample of B/C conditions, as the sweep batched them, against
+    # the same conditions computed again alone (harness.measure.noise). The sample is noise_fraction
+    # of the B/C conditions, at least noise_min and at most noise_max, spread over the run.
     noise_floor: bool = True
-    noise_prompts: int = 8
-    noise_conditions: int = 40
+    noise_fraction: float = 0.1
+    noise_min: int = 8
+    noise_max: int = 40
 
 
 @dataclass
@@ -260,12 +261,13 @@ def validate(cfg) -> DictConfig:
         problems.append(f"prompts.limit must be positive (or null for all), got {typed.prompts.limit}")
     if typed.prefixes.per_group is not None and typed.prefixes.per_group < 1:
         problems.append(f"prefixes.per_group must be positive (or null for all), got {typed.prefixes.per_group}")
-    if typed.analysis.noise_floor and typed.analysis.noise_conditions < 1:
-        problems.append(f"analysis.noise_conditions must be at least 1 (or analysis.noise_floor=false), "
-                        f"got {typed.analysis.noise_conditions}")
-    if typed.analysis.noise_floor and typed.analysis.noise_prompts < 1:
-        problems.append(f"analysis.noise_prompts must be at least 1 (or analysis.noise_floor=false), "
-                        f"got {typed.analysis.noise_prompts}")
+    noise = typed.analysis
+    if noise.noise_floor and not (0 < noise.noise_fraction <= 1):
+        problems.append(f"analysis.noise_fraction must be in (0, 1] (or analysis.noise_floor=false), "
+                        f"got {noise.noise_fraction}")
+    if noise.noise_floor and not (1 <= noise.noise_min <= noise.noise_max):
+        problems.append(f"analysis.noise_min and noise_max must satisfy 1 <= noise_min <= noise_max (or "
+                        f"analysis.noise_floor=false), got {noise.noise_min} and {noise.noise_max}")
     if not typed.isolation:
         problems.append("isolation is empty: use isolation=[none] for plain concatenation")
     if len(set(typed.isolation)) != len(typed.isolation):

@@ -1,12 +1,13 @@
 """The noise floor: how much the run's own numerics move its numbers, measured on X conditions.
 
 The run computes B/C conditions in batches (``batch_size``); a batch has other kernel shapes than
-one condition alone, so its float rounding differs. For whole planned batches of the first
-prompts (up to ``n_conditions`` conditions), every condition is computed both ways, batched
-exactly as the sweep batches it and alone, and the two are compared like any drift: the
-continuations (edit distance), the output distributions along A's continuation (KL, and the
+one condition alone, so its float rounding differs. A sample of the run's B/C conditions, sized
+to the run (:func:`noise_size`) and spread over it (:func:`noise_sample`), is computed again
+alone, and compared with the sweep's own batched results of the same conditions like any drift:
+the continuations (edit distance), the output distributions along A's continuation (KL, and the
 largest log-probability difference), and the attention statistics the tables report. Drift no
-larger than this cannot be told apart from numerical noise.
+larger than this cannot be told apart from numerical noise. Only the alone side costs extra: the
+batched side is what the sweep computed anyway.
 
 The largest log-probability difference also bounds how far noise can move a greedy step's
 top-1 minus top-2 logit margin (by twice that difference): a condition whose continuation came
@@ -21,8 +22,8 @@ import pandas as pd
 
 from harness.inputs.conditions import Condition
 from harness.measure.attention_metrics import token_kl
-from harness.measure.driver import drive, plan_batches
-from harness.measure.engine import Engine
+from harness.measure.driver import drive
+from harness.measure.engine import Engine, Result
 from harness.measure.metrics import output_drift
 from harness.measure.records import condition_keys, headline_attention
 
@@ -30,47 +31,61 @@ NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_
                     "attn_prefix_mass_mean"]
 
 
-def noise_sample(conditions: list[Condition], batch_size: int, n_prompts: int, n_conditions: int) -> list[Condition]:
-    """Whole planned batches of the first ``n_prompts`` prompts, until ``n_conditions`` B/C
-    conditions are chosen, with each chosen prompt's A."""
-    chosen: list[Condition] = []
-    prompts = list(dict.fromkeys(c.prompt_id for c in conditions))[:n_prompts]
-    for prompt in prompts:
-        mine = [c for c in conditions if c.prompt_id == prompt]
-        taken = [b for b in plan_batches([c for c in mine if c.group != "A"], batch_size)]
-        picked = []
-        for batch in taken:
-            if sum(c.group != "A" for c in chosen) + len(picked) >= n_conditions:
-                break
-            picked += batch
-        if picked:
-            chosen += [c for c in mine if c.group == "A"] + picked
-    return chosen
+def noise_size(n_conditions: int, fraction: float, minimum: int, maximum: int) -> int:
+    """How many B/C conditions the noise floor computes again alone: ``fraction`` of the run's
+    ``n_conditions``, at least ``minimum`` and at most ``maximum`` (and never more than there are)."""
+    return min(n_conditions, max(minimum, min(maximum, round(fraction * n_conditions))))
 
 
-def measure_noise_floor(engine: Engine, conditions: list[Condition], batch_size: int, n_prompts: int,
-                        n_conditions: int, model_label: str, progress: bool = True) -> pd.DataFrame:
-    """One row per sampled B/C condition: batched against alone (see the module docstring)."""
-    sample = noise_sample(conditions, batch_size, n_prompts, n_conditions)
-    runs: dict[int, dict[Condition, object]] = {batch_size: {}, 1: {}}
-    for size, out in runs.items():
-        drive(engine, sample, batch_size=size, on_result=lambda r, ref, alone, out=out: out.__setitem__(r.condition, r),
-              progress=progress, desc=f"noise floor (batch {size})")
+def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:
+    """``n`` B/C conditions spread evenly over the sweep (every k-th in its order, so across prompts,
+    groups and lengths), each preceded by its prompt's A."""
+    others = [c for c in conditions if c.group != "A"]
+    if not others or n < 1:
+        return []
+    step = len(others) / min(n, len(others))
+    chosen = {others[int(i * step)] for i in range(min(n, len(others)))}
+    prompts = {c.prompt_id for c in chosen}
+    return [c for c in conditions if c in chosen or (c.group == "A" and c.prompt_id in prompts)]
+
+
+def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: list[Condition], batch_size: int,
+                        model_label: str, batched: dict[Condition, Result] | None = None,
+                        progress: bool = True) -> pd.DataFrame:
+    """One row per sampled B/C condition: its result as the sweep batched it against the same
+    condition computed alone (see the module docstring).
+
+    ``batched`` holds the sweep's own results of sampled conditions, computed in their planned
+    batches this run (kept in memory: they carry the step log-probabilities a stored result
+    does not); any sampled condition missing from it (reused from an earlier run, or computed
+    alone after its batch failed) is computed again in its whole planned batch, so its rounding
+    is the sweep's. Only the alone side is always computed here."""
+    batched = dict(batched or {})
+    missing = {c for c in sample if c.group != "A" and c not in batched}
+    if missing:
+        prompts = {c.prompt_id for c in missing}
+        drive(engine, [c for c in conditions if c.prompt_id in prompts], batch_size=batch_size,
+              done=lambda c: c not in missing and c.group != "A",
+              on_result=lambda r, ref, alone: batched.__setitem__(r.condition, r) if r.condition in missing else None,
+              progress=progress, desc=f"noise floor (batch {batch_size})")
+    alone: dict[Condition, Result] = {}
+    drive(engine, sample, batch_size=1, on_result=lambda r, ref, _: alone.__setitem__(r.condition, r),
+          progress=progress, desc="noise floor (alone)")
     rows = []
-    for cond, batched in runs[batch_size].items():
-        single = runs[1].get(cond)
-        if cond.group == "A" or single is None:
+    for cond in sample:
+        if cond.group == "A" or cond not in batched or cond not in alone:
             continue
-        a, b = headline_attention(batched.attention, batched.n_queries), headline_attention(single.attention,
-                                                                                            single.n_queries)
-        has_steps = batched.step_logp is not None and len(batched.step_logp)
+        together, single = batched[cond], alone[cond]
+        a, b = headline_attention(together.attention, together.n_queries), headline_attention(single.attention,
+                                                                                              single.n_queries)
+        has_steps = together.step_logp is not None and len(together.step_logp)
         rows.append({
             **condition_keys(model_label, cond),
             "comparison": "batch_vs_alone",  # what the two computations compared were
             "batch_size": batch_size,
-            **output_drift(batched.continuation.ids, single.continuation.ids),
-            "output_kl": float(token_kl(single.step_logp, batched.step_logp).mean()) if has_steps else None,
-            "logp_max_diff": float((single.step_logp - batched.step_logp).abs().max()) if has_steps else None,
+            **output_drift(together.continuation.ids, single.continuation.ids),
+            "output_kl": float(token_kl(single.step_logp, together.step_logp).mean()) if has_steps else None,
+            "logp_max_diff": float((single.step_logp - together.step_logp).abs().max()) if has_steps else None,
             **{k: abs(a[k] - b[k]) if a[k] is not None else None
                for k in ("attn_kl_mean", "attn_kl_shared_mean", "attn_capture_mean", "attn_prefix_mass_mean")},
         })

@@ -190,10 +190,14 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
     if noise is None or noise.empty:
         return []
     floor = margin_floor(noise)
+    n = len(noise)
+    detectable = 1 - 0.05 ** (1 / n)  # a share of conditions that n draws miss with probability 5%
     lines = ["", "## Numerical noise floor", "",
-             f"{len(noise)} B/C conditions computed as the sweep batches them (batch size "
-             f"{int(noise.batch_size.iloc[0])}) and alone; the differences are what rounding alone does to each number "
-             "(mean [95% CI over conditions] and largest)."]
+             f"{n} of {int((conditions.group != 'A').sum())} B/C conditions, spread over the run, computed again alone "
+             f"and compared with the sweep's own results of them (batch size {int(noise.batch_size.iloc[0])}); the "
+             "differences are what rounding alone does to each number (mean [95% CI over conditions] and largest). "
+             f"A numerical effect that touches at least {detectable:.0%} of conditions shows in {n} of them with "
+             "probability 0.95; a rarer one may not."]
     rows = []
     for col, label in (("norm_edit_distance", "edit distance (norm.)"), ("output_kl", "output KL (nats)"),
                        ("attn_kl_mean", "attention KL (nats)"), ("logp_max_diff", "largest log-prob difference")):

@@ -19,7 +19,7 @@ import pandas as pd
 from harness.config import NOT_RESULT_KEYS, as_plain, validate
 from harness.errors import HarnessError
 from harness.io import write_json, write_parquet
-from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor
+from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.records import condition_keys, condition_label, condition_record
 from harness.reporting.report import write_outputs
 from harness.runs.environment import now_iso
@@ -72,13 +72,21 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
 
 def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool) -> Path:
     started = now_iso()
+    clock = _PhaseClock()
     exp = Experiment.build(cfg)
+    clock.lap("setup")
     keys = exp.keys()
     good = store.verify(keys.values())
     progress_at = {"done": len(good), "written": time.monotonic()}
     rundir.write_status("running", conditions=len(exp.conditions), done=len(good))
+    noise = cfg.analysis
+    sample = noise_sample(exp.conditions, noise_size(sum(c.group != "A" for c in exp.conditions), noise.noise_fraction,
+                                                     noise.noise_min, noise.noise_max)) if noise.noise_floor else []
+    in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
 
     def save(result, ref, alone: bool) -> None:
+        if result.condition in in_sample and not alone:
+            batched[result.condition] = result
         record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
         store.save(keys[result.condition], record, result.attention, result.n_queries)
         progress_at["done"] += 1
@@ -92,29 +100,52 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool
 
     outcome = exp.drive(on_result=save, done=lambda c: keys[c] in good, on_failure=record_failure,
                         fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
+    clock.lap("conditions")
     failed = [condition_label(c) for c, _ in outcome.failures]
     log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.skipped,
              len(failed))
     tables = tables_from_store(store, exp.conditions, keys, exp.engine.attention)
-    if cfg.analysis.noise_floor and tables:
-        noise = measure_noise_floor(exp.engine, exp.conditions, exp.batch_size, cfg.analysis.noise_prompts,
-                                    cfg.analysis.noise_conditions, exp.model_label, progress)
-        if not noise.empty:
-            tables[RunDir.NOISE] = noise
+    clock.lap("tables")
+    if sample and tables:
+        floor = measure_noise_floor(exp.engine, exp.conditions, sample, exp.batch_size, exp.model_label, batched,
+                                    progress)
+        if not floor.empty:
+            tables[RunDir.NOISE] = floor
+        clock.lap("noise floor")
     if tables:
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
     write_json(build_manifest(exp, config, started, outcome, failed, tables, rundir), rundir / RunDir.MANIFEST)
+    clock.lap("tables")
     if cfg.draw_figures and tables:
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
                       noise=tables.get(RunDir.NOISE))
         log.info("figures in %s, report %s", (rundir / RunDir.FIGURES).resolve(), (rundir / RunDir.REPORT).resolve())
-    rundir.write_status("failed" if failed else "complete", conditions=len(exp.conditions), failed=failed)
+        clock.lap("figures and report")
+    log.info("seconds spent: %s", ", ".join(f"{k} {v:.1f}" for k, v in clock.seconds.items()))
+    rundir.write_status("failed" if failed else "complete", conditions=len(exp.conditions), failed=failed,
+                        seconds=clock.rounded())
     log.info("wrote %s", rundir.path.resolve())
     if failed:
         raise SweepFailed(rundir.path, failed)
     return rundir.path
+
+
+class _PhaseClock:
+    """Wall seconds per phase of a sweep (what its fixed costs are, next to the conditions)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 2) for k, v in self.seconds.items()}
 
 
 def tables_from_store(store: ResultStore, conditions, keys, attention: bool) -> dict[str, pd.DataFrame]:

@@ -96,7 +96,7 @@ def test_prefix_subset_is_reproducible(tmp_path):
     (["prefix.lengths=[0]"], ["prefix.lengths", "positive"]),
     (["prefix.lengths=[]"], ["prefix.lengths is empty"]),
     (["prefix_cache_mb=-1"], ["prefix_cache_mb"]),
-    (["analysis.noise_prompts=0"], ["analysis.noise_prompts"]),
+    (["analysis.noise_min=0"], ["analysis.noise_min"]),
     (["isolation=[]"], ["isolation is empty"]),
     (["locate.coarse=[]"], ["locate.coarse"]),
     (["+decode.max_tokens=8"], ["max_tokens"]),

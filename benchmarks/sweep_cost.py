@@ -1,0 +1,165 @@
+"""What a whole sweep costs against plain generation, measured side by side in one run.
+
+Three ways to get a prefix sweep's numbers, each in a fresh child process on the same model and
+the same 164 conditions (4 story prompts x (A + 5 neutral + 5 instruction-like prefixes x 32, 64,
+128 and 256 tokens), 32 new tokens each, one CPU thread per process unless --threads):
+
+- ``generate``: plain Hugging Face ``generate`` with SDPA, one condition at a time, outputs only
+  (no analysis at all: the floor any harness has to beat);
+- ``naive``: the pipeline a researcher would write, ``generate(output_attentions=True)`` plus a
+  full forward with ``output_attentions=True`` for the teacher-forced rows, eager attention, KL
+  from the full matrices (:mod:`benchmarks.throughput`'s naive pipeline);
+- ``harness``: ``harness.run`` on the same conditions, everything included (loading the model,
+  the conditions, the noise floor, the tables, the figures and the report), split by phase from
+  the run's own ``status.json``.
+
+    python benchmarks/sweep_cost.py                 # GPT-2-small-sized random model (12 layers, 768 wide)
+    python benchmarks/sweep_cost.py --quick         # 1 prompt: a smoke test
+
+The targets it prints are those of the fixed-cost issue: the whole sweep at most 0.45x
+``generate`` and at least 3x faster than the naive pipeline; the conditions alone at most 0.35x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NEW_TOKENS = 32
+LENGTHS = [32, 64, 128, 256]
+
+
+def write_model(path: Path) -> None:
+    """A random GPT-2-small-sized model (seed 0) and the byte-level tokenizer, as safetensors."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from harness.model.loading import byte_level_tokenizer
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_positions=2048 + 128, bos_token_id=256, eos_token_id=256)).eval()
+    model.save_pretrained(path)
+    byte_level_tokenizer(add_bos=False).save_pretrained(path)
+
+
+def overrides(model_dir: Path, prompts: int) -> list[str]:
+    return [f"model.name_or_path={model_dir}", "model.dtype=float32", "prompts=stories_en", f"prompts.limit={prompts}",
+            "prefixes=default", "prefixes.per_group=5", f"prefix.lengths=[{','.join(map(str, LENGTHS))}]",
+            "prefix.too_short=repeat", f"decode.max_new_tokens={NEW_TOKENS}"]
+
+
+def run_harness(model_dir: Path, prompts: int) -> dict:
+    from harness import compose, run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        run(compose(overrides(model_dir, prompts)), Path(tmp) / "run", progress=False)
+        seconds = time.perf_counter() - t0
+        status = json.loads((Path(tmp) / "run" / "status.json").read_text())
+        noise = (Path(tmp) / "run" / "noise.parquet")
+        import pandas as pd
+
+        return {"seconds": seconds, "phases": status["seconds"], "conditions": status["conditions"],
+                "noise_rows": len(pd.read_parquet(noise)) if noise.is_file() else 0}
+
+
+def experiment_conditions(model_dir: Path, prompts: int):
+    """The sweep's own conditions and the loaded model (plain SDPA: no probe)."""
+    from harness import Experiment, compose
+
+    exp = Experiment.build(compose(overrides(model_dir, prompts)), attention=False)
+    return exp.loaded.model, exp.tokenizer, exp.conditions
+
+
+def run_generate(model_dir: Path, prompts: int) -> dict:
+    import torch
+
+    model, tok, conds = experiment_conditions(model_dir, prompts)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for c in conds:
+            model.generate(torch.tensor([c.assembled.input_ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                           eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    return {"seconds": time.perf_counter() - t0, "conditions": len(conds)}
+
+
+def run_naive(model_dir: Path, prompts: int) -> dict:
+    import torch
+
+    spec = importlib.util.spec_from_file_location("throughput", HERE / "throughput.py")
+    throughput = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(throughput)
+    model, tok, conds = experiment_conditions(model_dir, prompts)
+    model.set_attn_implementation("eager")
+    by_prompt: dict = {}
+    for c in conds:
+        by_prompt.setdefault(c.prompt_id, []).append(c)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for conds_p in by_prompt.values():
+            a = conds_p[0]
+            gen, _ = throughput.naive_condition(model, a.assembled.input_ids, [], "cpu")
+            y_a = gen.sequences[0, len(a.assembled.input_ids):].tolist()
+            att_a = model(torch.tensor([list(a.assembled.input_ids) + y_a]), output_attentions=True).attentions
+            for c in conds_p[1:]:
+                _, att_x = throughput.naive_condition(model, c.assembled.input_ids, y_a, "cpu")
+                throughput.naive_kl(att_a, att_x, (a.assembled.task_start, a.assembled.task_end),
+                                    c.assembled.block_len, len(y_a))
+    return {"seconds": time.perf_counter() - t0, "conditions": len(conds)}
+
+
+METHODS = {"generate": run_generate, "naive": run_naive, "harness": run_harness}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 prompt instead of 4")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default 1)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    ns = parser.parse_args()
+    if ns.child:
+        spec = json.loads(ns.child)
+        import torch
+
+        torch.set_num_threads(spec["threads"])
+        print(json.dumps(METHODS[spec["method"]](Path(spec["model_dir"]), spec["prompts"])))
+        return
+    prompts = 1 if ns.quick else 4
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(ns.threads)}
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "gpt2-small-random"
+        write_model(model_dir)
+        rows = {}
+        for method in METHODS:
+            spec = {"method": method, "model_dir": str(model_dir), "prompts": prompts, "threads": ns.threads}
+            out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True,
+                                 text=True, env=env)
+            if out.returncode != 0:
+                raise SystemExit(out.stderr[-3000:])
+            rows[method] = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"{method}: {rows[method]['seconds']:.1f} s", flush=True)
+    gen, naive, harness = rows["generate"], rows["naive"], rows["harness"]
+    phases = harness["phases"]
+    print(f"\nGPT-2-small-sized random model, {harness['conditions']} conditions ({prompts} prompts), "
+          f"{NEW_TOKENS} new tokens, {ns.threads} thread(s); noise floor on {harness['noise_rows']} conditions")
+    print(f"  {'':<34} {'wall s':>8} {'x generate':>11}")
+    print(f"  {'plain generate':<34} {gen['seconds']:>8.1f} {1:>11.2f}")
+    print(f"  {'naive pipeline':<34} {naive['seconds']:>8.1f} {naive['seconds'] / gen['seconds']:>11.2f}")
+    print(f"  {'harness, whole sweep':<34} {harness['seconds']:>8.1f} {harness['seconds'] / gen['seconds']:>11.2f}")
+    for phase, seconds in phases.items():
+        print(f"  {'  of which ' + phase:<34} {seconds:>8.1f} {seconds / gen['seconds']:>11.2f}")
+    print(f"\n  whole sweep / generate       {harness['seconds'] / gen['seconds']:.2f}   target <= 0.45")
+    print(f"  naive / whole sweep          {naive['seconds'] / harness['seconds']:.2f}   target >= 3")
+    print(f"  conditions / generate        {phases['conditions'] / gen['seconds']:.2f}   target <= 0.35")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The noise floor: its size and spread, and that reusing the sweep's batched results is exactly
+what computing them again would give."""
+
+import pandas as pd
+
+from harness.config import DATA_DIR
+from harness.inputs.conditions import build_conditions
+from harness.inputs.texts import load_prefixes, load_prompts
+from harness.measure.driver import drive
+from harness.measure.engine import Engine
+from harness.measure.noise import measure_noise_floor, noise_sample, noise_size
+from harness.model.loading import build_tiny
+from harness.model.probe import install_probe
+from tests.support import SMALL_PREFIXES, sweep
+
+
+def test_noise_size_is_a_fraction_with_a_floor_and_a_ceiling():
+    assert noise_size(160, 0.1, 8, 40) == 16
+    assert noise_size(40, 0.1, 8, 40) == 8  # the floor
+    assert noise_size(5, 0.1, 8, 40) == 5  # never more than there are
+    assert noise_size(4000, 0.1, 8, 40) == 40  # the ceiling
+
+
+def conditions():
+    model, tok = build_tiny("llama", seed=3)
+    prompts = load_prompts(DATA_DIR / "prompts_en.jsonl")[:3]
+    conds = build_conditions(tok, prompts, load_prefixes(SMALL_PREFIXES), groups=["A", "B", "C"], lengths=[8, 16],
+                             separator="\n\n", bos_policy="auto")
+    return model, tok, conds
+
+
+def test_noise_sample_spreads_over_prompts_and_groups_and_brings_each_prompts_a():
+    _, _, conds = conditions()  # 3 prompts x 20 B/C conditions
+    sample = noise_sample(conds, 6)
+    others = [c for c in sample if c.group != "A"]
+    assert len(others) == 6 and len({c.prompt_id for c in others}) == 3 and {c.group for c in others} == {"B", "C"}
+    assert {c.prompt_id for c in sample if c.group == "A"} == {c.prompt_id for c in others}
+    assert sample == [c for c in conds if c in set(sample)]  # in the sweep's order, A before its prompt's others
+
+
+def test_reusing_the_sweeps_batched_results_equals_computing_them_again():
+    model, tok, conds = conditions()
+    install_probe(model)
+    engine = Engine(model, tok.eos_token_id, 6, attention=True)
+    sample = noise_sample(conds, 8)
+    kept = {}
+    drive(engine, conds, batch_size=4, progress=False,
+          on_result=lambda r, ref, alone: kept.__setitem__(r.condition, r) if r.condition in set(sample) else None)
+    reused = measure_noise_floor(engine, conds, sample, 4, "m", kept, progress=False)
+    recomputed = measure_noise_floor(engine, conds, sample, 4, "m", {}, progress=False)  # as after a resume
+    assert len(reused) == 8
+    pd.testing.assert_frame_equal(reused, recomputed, check_exact=True)
+
+
+def test_a_resumed_sweep_measures_the_same_noise_floor(tmp_path):
+    args = ["model=tiny", "prompts.limit=2", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
+            f"prefixes.path={SMALL_PREFIXES}", "draw_figures=false"]
+    first = pd.read_parquet(sweep(tmp_path / "run", *args) / "noise.parquet")
+    (tmp_path / "run" / "noise.parquet").unlink()
+    again = pd.read_parquet(sweep(tmp_path / "run", *args) / "noise.parquet")  # every result reused from disk
+    pd.testing.assert_frame_equal(first, again, check_exact=True)
