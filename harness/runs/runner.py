@@ -79,9 +79,10 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool
     good = store.verify(keys.values())
     progress_at = {"done": len(good), "written": time.monotonic()}
     rundir.write_status("running", conditions=len(exp.conditions), done=len(good))
-    noise = cfg.analysis
-    sample = noise_sample(exp.conditions, noise_size(sum(c.group != "A" for c in exp.conditions), noise.noise_fraction,
-                                                     noise.noise_min, noise.noise_max)) if noise.noise_floor else []
+    analysis = cfg.analysis
+    n_others = sum(c.group != "A" for c in exp.conditions)
+    sample = (noise_sample(exp.conditions, noise_size(n_others, analysis.noise_fraction, analysis.noise_min,
+                                                      analysis.noise_max)) if analysis.noise_floor else [])
     in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
 
     def save(result, ref, alone: bool) -> None:
