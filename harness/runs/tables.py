@@ -1,10 +1,10 @@
-"""The run's tables: tidy DataFrames with stable columns, written atomically, read with clear errors.
+"""The run's tables as tidy DataFrames with stable columns and dtypes.
 
 ``conditions.parquet`` has one row per condition and ``attention.parquet`` one per condition x
-layer x head x segment (columns: :mod:`harness.runs.schema`). Keys are categorical; list columns
-(token ids) are stored as parquet lists. Files are written to a temporary name and renamed, so a
-crash never leaves a half-written file behind; a write the disk or the permissions refuse is a
-one-line error naming the file.
+layer x head x segment (columns: :mod:`harness.runs.schema`, dtypes of metric columns:
+:mod:`harness.measure.metrics`). Keys are categorical; list columns (token ids) are stored as
+parquet lists. Writing and reading the files is :mod:`harness.io`'s (atomic, with one-line errors);
+loading a run's tables is :func:`harness.runs.rundir.load_run`'s.
 """
 
 from __future__ import annotations
