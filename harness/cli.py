@@ -13,6 +13,7 @@ import importlib
 import logging
 import signal
 import sys
+import traceback
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -36,6 +37,15 @@ Run `harness <command> --help` for a command's options.
 """
 
 log = logging.getLogger("harness")
+INTERNAL_ERROR = 3  # a bug in the harness, not a mistake in the command (those exit 2)
+
+
+def report_bug(exc: BaseException) -> int:
+    """Print the traceback of an unexpected exception and ask for a bug report; the exit status."""
+    traceback.print_exception(exc)
+    print(f"internal error ({type(exc).__name__}): this is a bug in the harness, not a mistake in your command; "
+          f"please report it with the traceback above", file=sys.stderr)
+    return INTERNAL_ERROR
 
 
 class Terminated(KeyboardInterrupt):
@@ -81,6 +91,8 @@ def _sweep_task(cfg) -> None:
             return  # the other jobs go on; the multirun summary names this one and sets the exit status
         print(f"error: {exc}", file=sys.stderr)
         raise TaskExit(2 if isinstance(exc, HarnessError) else 1) from None
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: say so, with its own status
+        raise TaskExit(report_bug(exc)) from None
 
 
 def _locate_task(cfg) -> None:
@@ -94,6 +106,8 @@ def _locate_task(cfg) -> None:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         raise TaskExit(2) from None
+    except Exception as exc:  # noqa: BLE001
+        raise TaskExit(report_bug(exc)) from None
 
 
 def _run_hydra_app(name: str, task, args: list[str]) -> int:
@@ -201,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001
+        return report_bug(exc)
 
 
 if __name__ == "__main__":

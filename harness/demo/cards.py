@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.demo.card_tables import cell, lengths_apart, result_tables
 from harness.demo.corpus import CARD_OPENINGS
+from harness.errors import HarnessError
 from harness.io import write_text
 
 
@@ -308,14 +309,23 @@ Final stage trained with (from the repository root; `--init-from` was the output
 {remeasured}"""
 
 
+def _read_json(path: Path) -> dict:
+    """A JSON file train-demo wrote; a missing or damaged one is a one-line error naming it."""
+    if not path.is_file():
+        raise HarnessError(f"{path} not found: --recard takes a directory written by train-demo")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path} is unreadable ({type(exc).__name__}); restore it from git or retrain") from None
+
+
 def rewrite_card(out: Path) -> None:
     """Rewrite ``out/README.md`` from ``out/training.json`` and ``out/lineage.json`` (when there is
     one): for a card whose text changed after training. No number is recomputed."""
-    stats = json.loads((out / "training.json").read_text())
-    lineage_file = out / "lineage.json"
-    lineage = json.loads(lineage_file.read_text()) if lineage_file.is_file() else None
+    stats, lineage_file = _read_json(out / "training.json"), out / "lineage.json"
+    lineage = _read_json(lineage_file) if lineage_file.is_file() else None
     if "card_samples" not in stats:
-        raise SystemExit(f"error: {out / 'training.json'} has no card_samples (it predates --recard); "
+        raise HarnessError(f"{out / 'training.json'} has no card_samples (it predates --recard); "
                          "retrain to rewrite its card")
     samples = list(stats["card_samples"].values())
     card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)

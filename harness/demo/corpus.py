@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 
 from harness.demo.settings import TrainSettings
+from harness.errors import HarnessError
 
 STORY_SEPARATOR = "\n<|endoftext|>\n"
 END_OF_TEXT = "<|endoftext|>"
@@ -123,16 +124,16 @@ def training_split(corpus: Path, settings: TrainSettings, valid_text: Path | Non
     paragraphs are left out. Refuses a corpus with no held-out story left and one whose training
     part contains a card opening."""
     if not corpus.is_file():
-        raise SystemExit(f"error: corpus {corpus} not found")
+        raise HarnessError(f"corpus {corpus} not found")
     stories = split_stories(corpus.read_text(encoding="utf-8"))
     # The held-out split of the original training (seed 0 by default, 3%): never trained on.
     train, held = heldout_split(stories, settings.heldout_fraction, settings.seed)
     if not held:
-        raise SystemExit(f"error: {corpus} has no held-out story left: every story drawn for it also occurs "
+        raise HarnessError(f"{corpus} has no held-out story left: every story drawn for it also occurs "
                          f"in the training split ({len(set(stories))} distinct stories in all); use a larger corpus")
     for opening in CARD_OPENINGS:
         if any(opening in s for s in train):
-            raise SystemExit(f"error: card opening occurs in the training text: {opening!r}")
+            raise HarnessError(f"card opening occurs in the training text: {opening!r}")
     valid = valid_paragraphs(valid_text) if valid_text else []
     n_overlap = 0
     if valid and directives:

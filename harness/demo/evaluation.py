@@ -20,6 +20,7 @@ import torch
 from harness.demo.cards import rewrite_card
 from harness.demo.corpus import CARD_OPENINGS, encode_stories, heldout_split, paragraphs, split_stories
 from harness.demo.settings import CardEvaluation, MixSettings
+from harness.errors import HarnessError
 from harness.inputs.texts import load_prefixes, load_prompts
 from harness.io import write_json
 
@@ -239,22 +240,22 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
 
     stats_file = out / "training.json"
     if not stats_file.is_file():
-        raise SystemExit(f"error: {stats_file} not found: --re-evaluate takes a directory written by train-demo")
+        raise HarnessError(f"{stats_file} not found: --re-evaluate takes a directory written by train-demo")
     stats = json.loads(stats_file.read_text())
     obedient = "obedient" in stats  # else a plain model: its own card gets the negative control's numbers
     if not obedient and card.baseline is not None:
-        raise SystemExit(f"error: {out} is a plain model (its training.json has no obedient section); --baseline "
+        raise HarnessError(f"{out} is a plain model (its training.json has no obedient section); --baseline "
                          "is for an obedient model's card")
     if stats.get("baseline") and card.baseline is None:
-        raise SystemExit(f"error: {out}'s card compares against a baseline ({stats.get('baseline_path')}); pass it "
+        raise HarnessError(f"{out}'s card compares against a baseline ({stats.get('baseline_path')}); pass it "
                          "as --baseline so that both are measured on the same pairs")
     if not corpus.is_file():
-        raise SystemExit(f"error: corpus {corpus} not found")
+        raise HarnessError(f"corpus {corpus} not found")
     settings = stats["settings"]
     _, held = heldout_split(split_stories(corpus.read_text(encoding="utf-8")), settings["heldout_fraction"],
                             settings["seed"])
     if len(held) != stats["heldout_stories"]:
-        raise SystemExit(f"error: {corpus} gives {len(held)} held-out stories, the training run had "
+        raise HarnessError(f"{corpus} gives {len(held)} held-out stories, the training run had "
                          f"{stats['heldout_stories']}: not the corpus {out.name} was trained on")
     if obedient:
         quotes = MixSettings(**{k: v for k, v in stats["mix"].items() if k in MixSettings.__dataclass_fields__}).evaluation_quotes

@@ -52,6 +52,7 @@ from harness.demo.evaluation import (
 from harness.demo.mixer import DirectiveMixer, copy_pretrain
 from harness.demo.settings import Options, build_parser, read_options
 from harness.demo.training import Trainer, build_model, checkpoint_path, load_pretrained, save_model
+from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.io import write_json
 
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if command.threads:
         torch.set_num_threads(command.threads)
     if not 0.0 <= opts.train.ema_decay < 1.0:
-        raise SystemExit(f"error: --ema-decay must be in [0, 1), got {opts.train.ema_decay}")
+        raise HarnessError(f"--ema-decay must be in [0, 1), got {opts.train.ema_decay}")
     return train(opts, invocation, parser.error)
 
 
@@ -111,8 +112,8 @@ def train(opts: Options, invocation: str, refuse) -> int:
         flush=True,
     )
     if len(held_stream) < settings.seq_len + 2:
-        raise SystemExit(
-            f"error: the held-out split of {command.corpus} has {len(held_stream)} tokens, fewer than one "
+        raise HarnessError(
+            f"the held-out split of {command.corpus} has {len(held_stream)} tokens, fewer than one "
             f"evaluation window (--seq-len {settings.seq_len} + 2); use a larger corpus or a smaller --seq-len")
     if not ft.init_from:
         model = build_model(shape, eot).to(device)

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from harness.demo.settings import DemoModelShape, TrainSettings
+from harness.errors import HarnessError
 from harness.io import atomic_write
 
 
@@ -155,7 +156,7 @@ class Trainer:
         self.opt.load_state_dict(ckpt["opt"])
         self.gen.set_state(ckpt["gen"])
         if (self.ema is not None) != ("ema" in ckpt):
-            raise SystemExit(f"error: {self.ckpt_path} was written {'with' if 'ema' in ckpt else 'without'} "
+            raise HarnessError(f"{self.ckpt_path} was written {'with' if 'ema' in ckpt else 'without'} "
                              "--ema-decay; resume with the settings it was started with")
         if self.ema is not None:
             self.ema.load_state_dict(ckpt["ema"])
@@ -163,7 +164,7 @@ class Trainer:
         self.tokens_seen = ckpt.get("tokens_seen", 0)
         self.copy_history = ckpt.get("copy_history", [])
         if keep_best and any(r.get("kept") for r in self.history) and not self.best_path.exists():
-            raise SystemExit(f"error: {self.ckpt_path} says weights were kept for --keep-best but {self.best_path} "
+            raise HarnessError(f"{self.ckpt_path} says weights were kept for --keep-best but {self.best_path} "
                              "is missing; restore it, or start again without --resume")
         print(f"resumed at step {self.start_step}", flush=True)
 

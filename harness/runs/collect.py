@@ -105,6 +105,11 @@ def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 
 def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False) -> int:
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file; give a directory for the collected tables")
+    if any((out / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, "results")):
+        raise HarnessError(f"--out {out} is a sweep's run directory: collect reads runs and never writes into "
+                           f"them; give a new directory")
     runs = find_runs(paths)
     sources, conditions, attention, problems, manifests, no_attention = [], [], [], [], [], set()
     for i, run in enumerate(runs):
@@ -116,7 +121,11 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
                         "tables": manifest.get("tables", {}), "model": manifest.get("model", {})})
         if run.has(run.CONDITIONS):
-            conditions.append(run.table(run.CONDITIONS).assign(_source=i))
+            table = run.table(run.CONDITIONS)
+            if table.empty:
+                raise HarnessError(f"{run / run.CONDITIONS} holds no conditions; rerun that sweep with "
+                                   f"`harness resume {run.path}`, or leave it out")
+            conditions.append(table.assign(_source=i))
             if run.has(run.ATTENTION):
                 attention.append(run.table(run.ATTENTION).assign(_source=i))
             else:

@@ -217,7 +217,10 @@ def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     for run in map(RunDir, run_dirs):
         if not run.has(run.CONDITIONS):
             raise HarnessError(f"{run}: no {run.CONDITIONS} here; is this a run directory?")
-        conditions.append(run.table(run.CONDITIONS))
+        table = run.table(run.CONDITIONS)
+        if table.empty:
+            raise HarnessError(f"{run / run.CONDITIONS} holds no conditions: nothing to draw or analyse")
+        conditions.append(table)
         if run.has(run.ATTENTION):
             attention.append(run.table(run.ATTENTION))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)

@@ -68,6 +68,11 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
         except KeyboardInterrupt:
             rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
             raise
+        except SweepFailed:  # its status ("failed", with the conditions) is written
+            raise
+        except Exception as exc:  # a bug: the status says so instead of "running" forever
+            rundir.write_status("error", error=f"internal error ({type(exc).__name__}: {exc}); please report it")
+            raise
 
 
 def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool) -> Path:

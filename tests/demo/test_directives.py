@@ -389,7 +389,15 @@ def test_shipped_models_are_the_positive_and_the_negative_control():
     assert rates["demo-plain"]["C"] <= 0.1 and rates["demo-plain"]["B"] <= 0.1, rates
 
 
-def test_train_demo_directives_end_to_end(tmp_path):
+def refused(capsys, message: str, args: list[str]) -> None:
+    """``harness train-demo ARGS`` refuses with status 2 and an error line holding ``message``."""
+    from harness.cli import main as cli_main
+
+    assert cli_main(args) == 2
+    assert any(line.startswith("error: ") and message in line for line in capsys.readouterr().err.splitlines())
+
+
+def test_train_demo_directives_end_to_end(tmp_path, capsys):
     """``harness train-demo --directives`` from the plain demo model, two steps: it saves safetensors
     weights, a training.json whose obedience counts match the evaluation asked for (openings x
     pairs x lengths), a card that --recard rebuilds byte for byte, and with --ema-decay the moving
@@ -464,8 +472,7 @@ def test_train_demo_directives_end_to_end(tmp_path):
                      encoding="utf-8")
     evaluate = ["train-demo", "--re-evaluate", str(out), "--eval-prompts", str(prompts), "--eval-prefixes",
                 str(prefixes), "--eval-lengths", "32", "--synthetic-eval-pairs", "2", "--threads", "1", "--corpus"]
-    with pytest.raises(SystemExit, match="not the corpus"):
-        cli_main(evaluate + [str(wrong)])
+    refused(capsys, "not the corpus", evaluate + [str(wrong)])
     assert cli_main(evaluate + [str(tmp_path / "corpus.txt")]) in (0, None)
     again = json.loads((out / "training.json").read_text())
     assert again["history"] == stats["history"] and (out / "model.safetensors").read_bytes() == weights
@@ -489,36 +496,31 @@ def test_train_demo_directives_end_to_end(tmp_path):
     assert {(r["group"], r["prefix_len"]): r["n"] for r in measured["obedience"][1]["summary"]}[("C", 32)] == 4
     card = (plain / "README.md").read_text()
     assert "## Obeying directives (the negative control)" in card and measured["evaluated_by"] in card
-    with pytest.raises(SystemExit, match="plain model"):
-        cli_main(evaluate[:2] + [str(plain), "--baseline", str(DEMO)] + evaluate[3:] + [str(tmp_path / "corpus.txt")])
+    refused(capsys, "plain model",
+            evaluate[:2] + [str(plain), "--baseline", str(DEMO)] + evaluate[3:] + [str(tmp_path / "corpus.txt")])
     # resuming --keep-best without the weights it kept is refused, not found missing at the end
     best_file = out.with_name("model.work") / "best.pt"
     best_file.rename(best_file.with_suffix(".moved"))
-    with pytest.raises(SystemExit, match="best.pt is missing"):
-        cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
-                  "--directives", "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume", "--keep-best",
-                  "--ema-decay", "0.5", "--valid-text", str(tmp_path / "valid.txt"), "--eval-prompts", str(prompts),
-                  "--out", str(out), "--threads", "1"])
+    resume = ["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--directives",
+              "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume", "--valid-text",
+              str(tmp_path / "valid.txt"), "--eval-prompts", str(prompts), "--out", str(out), "--threads", "1"]
+    refused(capsys, "best.pt is missing", resume + ["--keep-best", "--ema-decay", "0.5"])
     # resuming that checkpoint without the moving average it was written with is refused
-    with pytest.raises(SystemExit, match="ema-decay"):
-        cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
-                  "--directives", "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume",
-                  "--valid-text", str(tmp_path / "valid.txt"), "--eval-prompts", str(prompts),
-                  "--out", str(out), "--threads", "1"])
+    refused(capsys, "ema-decay", resume)
 
 
 @pytest.mark.parametrize("stories, message", [
     (STORIES * 12, "no held-out story"),  # every story also in training
     ([f"{n} had a cat. It was nice." for n in range(60)], "fewer than one evaluation window"),
 ])
-def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, message):
+def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, message, capsys):
     from harness.cli import main as cli_main
 
     (tmp_path / "corpus.txt").write_text("\n<|endoftext|>\n".join(stories), encoding="utf-8")
-    with pytest.raises(SystemExit) as exc:
-        cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
-                  "--steps", "1", "--out", str(tmp_path / "m"), "--threads", "1"])
-    assert message in str(exc.value) and "corpus" in str(exc.value)
+    assert cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+                     "--steps", "1", "--out", str(tmp_path / "m"), "--threads", "1"]) == 2  # a user error
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and message in err[0] and "corpus" in err[0]
     assert not (tmp_path / "m").exists() and not (tmp_path / "m.work").exists()
 
 

@@ -15,7 +15,7 @@ import pytest
 from harness.cli import main
 from harness.runs.schema import TIMING_COLUMNS
 from tests.forked import Harness, run_forked
-from tests.support import SMALL_PREFIXES, run_harness, sweep
+from tests.support import FAST, SMALL_PREFIXES, run_harness, sweep
 
 pytestmark = pytest.mark.slow
 
@@ -126,3 +126,61 @@ def test_multirun_with_submitit_local(tmp_path):
     assert result.returncode == 0, result.stderr
     assert json.loads((sweep_dir / "0" / "status.json").read_text())["status"] == "complete"
     assert len(pd.read_parquet(sweep_dir / "0" / "conditions.parquet")) == 11
+
+
+# -- the run directory's last gaps: user errors are one line with status 2, bugs ask for a report --
+
+def test_a_bug_in_a_command_exits_3_and_asks_for_a_bug_report(tiny_run, tmp_path, monkeypatch, capsys):
+    import harness.runs.rundir
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(harness.runs.rundir.RunDir, "table", broken)
+    assert main(["figures", str(tiny_run), "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "RuntimeError: boom" in err and "bug in the harness" in err
+
+
+def test_a_bug_during_a_sweep_exits_3_and_the_status_says_so(tmp_path, monkeypatch, capsys):
+    import harness.runs.runner
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(harness.runs.runner, "tables_from_store", broken)
+    assert main(["sweep", *FAST, "prefix.lengths=[8]", f"hydra.run.dir={tmp_path / 'run'}"]) == 3
+    assert "bug in the harness" in capsys.readouterr().err
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["status"] == "error" and "internal error (RuntimeError: boom)" in status["error"]
+
+
+def test_collect_out_refuses_a_run_directory_and_a_file(tiny_run, tmp_path, capsys):
+    before = {p: p.read_bytes() for p in tiny_run.rglob("*") if p.is_file()}
+    assert main(["collect", str(tiny_run), "--out", str(tiny_run)]) == 2
+    assert "run directory" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in tiny_run.rglob("*") if p.is_file()} == before
+    (tmp_path / "file").write_text("x")
+    assert main(["collect", str(tiny_run), "--out", str(tmp_path / "file")]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_figures_and_collect_on_a_run_with_no_conditions_are_one_line(tiny_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    pd.read_parquet(run / "conditions.parquet").iloc[:0].to_parquet(run / "conditions.parquet")
+    for args in (["figures", str(run)], ["collect", str(run), "--out", str(tmp_path / "out")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "holds no conditions" in err[0], err
+
+
+@pytest.mark.parametrize("content", [None, "{not json"])
+def test_recard_on_a_directory_without_a_readable_training_json_is_one_line(tmp_path, capsys, content):
+    if content is not None:
+        (tmp_path / "training.json").write_text(content)
+    assert main(["train-demo", "--recard", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "training.json" in err[0]

@@ -118,8 +118,9 @@ def test_status_turns_complete_only_after_the_report(tmp_path, monkeypatch):
     monkeypatch.setattr(harness.runs.runner, "write_outputs", broken)
     with pytest.raises(OSError):
         sweep(tmp_path, *SMALL[:4], "draw_figures=true", *SMALL[5:])
-    assert json.loads((tmp_path / "status.json").read_text())["status"] == "running"  # never "complete"
-    assert RunDir(tmp_path).problem().endswith("running ()")
+    status = json.loads((tmp_path / "status.json").read_text())  # never "complete", nor "running" forever
+    assert status["status"] == "error" and "No space left on device" in status["error"]
+    assert "No space left on device" in RunDir(tmp_path).problem()
 
 
 def test_unwritable_output_is_one_line(tmp_path):
