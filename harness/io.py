@@ -67,3 +67,9 @@ def read_table(path: Path) -> pd.DataFrame:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HarnessError(f"{path} is not a readable parquet table ({first}); regenerate it with "
                            f"`harness resume` on its run directory") from None
+
+
+def figure_files_in(folder: Path) -> list[Path]:
+    """The files a figure writer leaves in ``folder``: drawn figures, and temporary files a kill cut off."""
+    return sorted([p for p in Path(folder).glob("fig*") if p.suffix in (".pdf", ".png")]
+                  + list(Path(folder).glob(".fig*.tmp")))

@@ -19,7 +19,7 @@ from harness.analysis.crossed import compare_groups
 from harness.analysis.heads import head_contrasts
 from harness.analysis.rates import has_exact_intervals
 from harness.analysis.summaries import isolation_summary, noise_level
-from harness.io import write_text
+from harness.io import figure_files_in, write_text
 from harness.measure.metrics import contrasted
 from harness.measure.noise import margin_floor
 from harness.reporting.figure_set import baseline, hit_rates, make_figures
@@ -246,6 +246,8 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     written = []
     for name, fig in make_figures(conditions, attention, noise).items():
         written += F.save_figure(fig, out_dir / "figures" / name)
+    for stale in set(figure_files_in(out_dir / "figures")) - set(written):  # an earlier draw's, or a killed one's
+        stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
     write_text(report_markdown(conditions, attention, pngs, title, noise), report)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.io import read_table, sha256_file, write_json, write_text
+from harness.io import figure_files_in, read_table, sha256_file, write_json, write_text
 from harness.runs.environment import now_iso
 from harness.runs.store import ResultStore
 from harness.runs.tables import concat_tables
@@ -162,6 +162,8 @@ class RunDir:
                 store.clear()
                 for name in (*self.TABLES, self.MANIFEST, self.STATUS, self.REPORT):
                     (self / name).unlink(missing_ok=True)
+                for figure in figure_files_in(self / self.FIGURES):  # a figure this run may not draw again
+                    figure.unlink()
             write_json({"config": config_fingerprint}, self / self.FINGERPRINT)
             yield store
         finally:

@@ -158,10 +158,10 @@ class ResultStore:
         return out
 
     def clear(self) -> None:
-        for folder in (self.results, self.failures, self.quarantine):
-            if folder.is_dir():
-                for p in folder.iterdir():
-                    p.unlink()
+        """Delete the results, failures and quarantined files this store wrote (nothing else)."""
+        for folder, pattern in ((self.results, "*.npz"), (self.failures, "*.json"), (self.quarantine, "*.npz")):
+            for p in folder.glob(pattern) if folder.is_dir() else ():
+                p.unlink()
 
 
 def _json_default(obj):

@@ -184,3 +184,28 @@ def test_recard_on_a_directory_without_a_readable_training_json_is_one_line(tmp_
     assert main(["train-demo", "--recard", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "training.json" in err[0]
+
+
+def test_fresh_deletes_only_what_the_harness_wrote_and_no_stale_figure_survives(tmp_path):
+    run = tmp_path / "run"
+    sweep(run, *FAST, "prefix.lengths=[8]")
+    for name in ("figures/fig5_isolation.png", "figures/fig5_isolation.pdf", "figures/.fig1_edit_distance.png.x.tmp"):
+        (run / name).parent.mkdir(exist_ok=True)
+        (run / name).write_text("from an earlier run")
+    mine = [run / "figures" / "my_notes.txt", run / "results" / "my_notes.txt", run / "failures" / "keep.txt"]
+    for path in mine:
+        path.write_text("not the harness's")
+    sweep(run, *FAST, "prefix.lengths=[8]", "on_existing=fresh")
+    assert not list((run / "figures").glob("fig5_*")) and not list((run / "figures").glob(".fig*.tmp"))
+    assert all(path.read_text() == "not the harness's" for path in mine)
+
+
+def test_redrawing_figures_removes_a_killed_draws_temporary_files(tiny_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    stale = run / "figures" / ".fig1_edit_distance.png.abc123.tmp"
+    stale.write_bytes(b"cut off")
+    assert main(["figures", str(run)]) == 0
+    assert not stale.exists() and (run / "figures" / "fig1_edit_distance.png").is_file()
