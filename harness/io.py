@@ -39,15 +39,19 @@ def atomic_write(path: Path, write) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
 
+
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
+
 
 def write_json(obj, path: Path) -> None:
     text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
+
 def write_text(text: str, path: Path) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -55,6 +59,7 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
 
 def read_table(path: Path) -> pd.DataFrame:
     """A parquet table; a missing or damaged file is a one-line error naming it."""

@@ -46,6 +46,7 @@ from harness.analysis.descriptive import (
 # Crossed prompts x prefixes
 # --------------------------------------------------------------------------------------------
 
+
 def cell_means(df: pd.DataFrame, value: str, by: Sequence[str]) -> pd.DataFrame:
     """The unit table of the crossed design: one row per (``by``..., group, prompt_id, prefix_id)
     cell holding the mean of ``value`` over that cell's rows (repeats, or layers/heads/segments not

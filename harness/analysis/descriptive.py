@@ -43,6 +43,7 @@ CLAIM_GENERAL = "instruction-like content in general (prompts and prefixes resam
 # Prompt-only intervals and tests
 # --------------------------------------------------------------------------------------------
 
+
 def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
                        seed: int = 0, method: str = "BCa") -> tuple[float, float, str]:
     """Bootstrap interval for the mean of ``values`` and the method that produced it.
@@ -217,6 +218,7 @@ def benjamini_hochberg_by(table: pd.DataFrame, p: str = "p", family: Sequence[st
 # --------------------------------------------------------------------------------------------
 # Attention tables
 # --------------------------------------------------------------------------------------------
+
 
 CONDITION_KEYS = ("model", "placement", "isolation", "group", "prefix_id", "prefix_len", "prompt_id")
 

@@ -60,6 +60,7 @@ def _head_block(sub: pd.DataFrame, value: str, high: str, low: str, alternative:
         out["perm_exact"] = False
     return out
 
+
 def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Sequence[str] | None = "task",
                    alpha: float = 0.05, high: str = "C", low: str = "B", family: str = "model",
                    significant_by: str = "wilcoxon", permutation: bool = True,

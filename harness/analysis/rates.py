@@ -14,15 +14,18 @@ from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, N_RESAMPLES, _pre
 
 EXACT = "exact"  # how rate_summary's ci_method names an all-or-none interval
 
+
 def has_exact_intervals(rates: pd.DataFrame) -> bool:
     """Whether any row of a :func:`rate_summary` table has the exact all-or-none interval."""
     return "ci_method" in rates and bool(rates.ci_method.astype(str).str.startswith(EXACT).any())
+
 
 def all_or_none_interval(n: int, all_hit: bool = False, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval for a rate when none (or all) of ``n`` units hit:
     [0, 1 - (alpha/2)^(1/n)], or its mirror image."""
     bound = 1 - ((1 - confidence) / 2) ** (1 / n)
     return (1 - bound, 1.0) if all_hit else (0.0, bound)
+
 
 def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence[str] = GROUP_BY,
                  n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> pd.DataFrame:

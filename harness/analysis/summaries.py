@@ -23,6 +23,7 @@ def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["model", "setting", "prefix_len", "mean", "ci_low", "ci_high"])
     return out.sort_values(["model", "setting", "prefix_len"], key=lambda c: c.map(order) if c.name == "setting" else c)
 
+
 def noise_level(noise: pd.DataFrame | None, model: str, value: str) -> float | None:
     """The upper 95% bound of the mean numerical noise in ``value`` for ``model`` (batched against
     alone, per condition), or None when not measured."""

@@ -25,6 +25,7 @@ def _recipe(name: str) -> tuple[str, ...]:
 # held-out words were picked among the less frequent nouns of the story corpus, so that a model
 # with no prefix rarely says them (a base rate near zero).
 
+
 TRAIN_WORDS: tuple[str, ...] = _recipe("TRAIN_WORDS")  # grouped by kind in the file
 
 HELDOUT_WORDS: tuple[str, ...] = _recipe("HELDOUT_WORDS")

@@ -144,7 +144,6 @@ def target_hit(target: str, text: str) -> bool:
     return target_pattern(target).search(text) is not None
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Examples.
 

@@ -39,6 +39,7 @@ def batchable(a: Condition, b: Condition) -> bool:
     return (a.isolation == b.isolation and len(x.input_ids) == len(y.input_ids)
             and (x.block, x.task_start, x.task_end) == (y.block, y.task_start, y.task_end))
 
+
 def build_conditions(
     tokenizer,
     prompts,
@@ -108,6 +109,7 @@ def build_conditions(
                         conditions.append(Condition(prompt.id, group, prefix.id, n, place(task, ids, span), iso,
                                                     placement, prefix.target, prefix.target_regex, prefix.pair))
     return conditions
+
 
 def check_context(conditions: list[Condition], max_new_tokens: int, max_positions: int | None) -> None:
     """Refuse a sweep whose longest input plus continuation exceeds the model's context window."""

@@ -130,7 +130,6 @@ def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):
 def test_hit_rate_figure_says_which_intervals_are_exact():
     import pandas as pd
 
-
     # C hits in 3 of 4 conditions (bootstrap interval), B never (exact interval)
     df = pd.DataFrame({"model": "m", "isolation": "none", "prompt_id": ["p0", "p1"] * 4,
                        "group": ["C"] * 4 + ["B"] * 4, "prefix_id": ["c1", "c1", "c2", "c2", "b1", "b1", "b2", "b2"],
