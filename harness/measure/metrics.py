@@ -101,8 +101,7 @@ METRICS: tuple[Metric, ...] = (
     _headline("attn_kl_peak_layer", "kl", "the layer with the largest mean KL", aggregate="peak_layer"),
 )
 
-BY_NAME = {m.name: m for m in METRICS}
-if len(BY_NAME) != len(METRICS):
+if len({m.name for m in METRICS}) != len(METRICS):
     raise RuntimeError("a metric is registered twice")
 ROW_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.level == "row")
 HEADLINES: tuple[Metric, ...] = tuple(m for m in METRICS if m.from_row)

@@ -86,8 +86,7 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
             **output_drift(together.continuation.ids, single.continuation.ids),
             "output_kl": float(token_kl(single.step_logp, together.step_logp).mean()) if has_steps else None,
             "logp_max_diff": float((single.step_logp - together.step_logp).abs().max()) if has_steps else None,
-            **{k: abs(a[k] - b[k]) if a[k] is not None else None
-               for k in ("attn_kl_mean", "attn_kl_shared_mean", "attn_capture_mean", "attn_prefix_mass_mean")},
+            **{k: abs(a[k] - b[k]) if a[k] is not None else None for k in NOISE_STATISTICS if k.startswith("attn_")},
         })
     df = pd.DataFrame(rows)
     if not df.empty:

@@ -121,11 +121,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
                         "tables": manifest.get("tables", {}), "model": manifest.get("model", {})})
         if run.has(run.CONDITIONS):
-            table = run.table(run.CONDITIONS)
-            if table.empty:
-                raise HarnessError(f"{run / run.CONDITIONS} holds no conditions; rerun that sweep with "
-                                   f"`harness resume {run.path}`, or leave it out")
-            conditions.append(table.assign(_source=i))
+            conditions.append(run.conditions().assign(_source=i))
             if run.has(run.ATTENTION):
                 attention.append(run.table(run.ATTENTION).assign(_source=i))
             else:

@@ -103,6 +103,16 @@ class RunDir:
     def table(self, name: str):
         return read_table(self / name)
 
+    def conditions(self):
+        """``conditions.parquet``; a missing one, or one with no rows, is a one-line error."""
+        if not self.has(self.CONDITIONS):
+            raise HarnessError(f"{self}: no {self.CONDITIONS} here; is this a run directory?")
+        table = self.table(self.CONDITIONS)
+        if table.empty:
+            raise HarnessError(f"{self / self.CONDITIONS} holds no conditions; rerun its sweep with "
+                               f"`harness resume {self}`, or leave it out")
+        return table
+
     def has(self, name: str) -> bool:
         return (self / name).is_file()
 
@@ -217,12 +227,7 @@ def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     Attention is None when no run has an attention table (behaviour-only sweeps)."""
     conditions, attention = [], []
     for run in map(RunDir, run_dirs):
-        if not run.has(run.CONDITIONS):
-            raise HarnessError(f"{run}: no {run.CONDITIONS} here; is this a run directory?")
-        table = run.table(run.CONDITIONS)
-        if table.empty:
-            raise HarnessError(f"{run / run.CONDITIONS} holds no conditions: nothing to draw or analyse")
-        conditions.append(table)
+        conditions.append(run.conditions())
         if run.has(run.ATTENTION):
             attention.append(run.table(run.ATTENTION))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
