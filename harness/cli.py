@@ -28,6 +28,7 @@ commands:
   check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
   kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
+  claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
   train-demo --corpus ...  train the shipped demo model
 
@@ -186,6 +187,30 @@ def figures(args: list[str]) -> int:
     return 0
 
 
+def claims(args: list[str]) -> int:
+    import argparse
+
+    from harness.reporting.claims import write_claims
+    from harness.runs.rundir import load_noise, load_runs
+
+    parser = argparse.ArgumentParser(prog="harness claims", description="Test the seed study's three claims "
+                                     "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
+                                     "on the tables of one or more run directories: claims.md, claims.parquet "
+                                     "and one figure per claim.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
+    parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
+    parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
+    ns = parser.parse_args(args)
+    if any(ns.out.resolve() == r.resolve() for r in ns.runs):
+        raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
+                           "them: give another directory")
+    conditions, attention = load_runs(ns.runs)
+    noise = load_noise(ns.runs)
+    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs], n_resamples=ns.resamples)
+    print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
+    return 0
+
+
 # Each command's entry point, imported only when that command runs (keeps `--help` fast).
 COMMANDS = {
     "sweep": "harness.cli:sweep",
@@ -195,6 +220,7 @@ COMMANDS = {
     "check-determinism": "harness.runs.check_determinism:main",
     "kv-size": "harness.model.kv_size:main",
     "figures": "harness.cli:figures",
+    "claims": "harness.cli:claims",
     "build-prefixes": "harness.inputs.prefix_bank:main",
     "train-demo": "harness.demo.train_demo:main",
 }

@@ -1,0 +1,158 @@
+"""The seed claims' report: one figure per claim and a markdown page that states each claim's
+estimate, interval (prompts and prefixes random), verdict and, for claim 3, the power the design
+had. Numbers come from :func:`harness.analysis.claims.seed_claims`; this module only draws and
+writes (the ``plot_*`` functions draw on an Axes they are given; :func:`write_claims` writes files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from harness.analysis import claims as analysis
+from harness.io import write_parquet, write_text
+from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
+
+CAVEAT = ("These are small models (135M and 270M parameters) quantized to 4 bits and dequantized to float32: "
+          "what they show is evidence about models of this size and precision, not about the 1-3B models the "
+          "seed's claims were made for. The shipped hub configs (qwen2.5-1.5b, llama-3.2-1b, gemma-2-2b, ...) run "
+          "the same study on a GPU; they would say whether the verdicts change with scale and full precision.")
+
+
+def _cells(df: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(df[["model", "placement"]].drop_duplicates().itertuples(index=False, name=None))
+
+
+def plot_layer_claim(ax, curves: pd.DataFrame, value: str = "kl"):
+    """Divergence from A per layer (as a fraction of depth) for B and C, middle third shaded."""
+    ax.axvspan(*analysis.MIDDLE, color="0.9", zorder=0, label="middle third")
+    for group, sub in curves.groupby("group", observed=True):
+        ax.plot(sub.depth, sub[value], marker=".", color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
+        ax.fill_between(sub.depth, sub.ci_low, sub.ci_high, color=GROUP_COLOURS[group], alpha=0.2, lw=0)
+    ax.set_xlabel("layer, as a fraction of depth")
+    ax.set_ylabel(f"attention {value}(A‖X) (nats)")
+    ax.set_xlim(0, 1)
+    return ax
+
+
+def plot_length_claim(ax, curves: pd.DataFrame, value: str):
+    """Mean drift per prefix length for B and C (log2 axis), the 64 -> 128 step marked."""
+    ax.axvspan(64, 128, color="0.9", zorder=0, label="64 to 128 tokens")
+    for group, sub in curves.groupby("group", observed=True):
+        ax.errorbar(sub.prefix_len, sub[value], yerr=[sub[value] - sub.ci_low, sub.ci_high - sub[value]],
+                    marker="o", capsize=3, color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
+    ax.set_xscale("log", base=2)
+    lengths = sorted(curves.prefix_len.unique())
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel(value)
+    return ax
+
+
+def plot_contrast_claim(ax, rows: pd.DataFrame):
+    """C minus B per model and placement, with crossed intervals; zero marked."""
+    labels = [f"{r.model}\n{r.placement}" for r in rows.itertuples()]
+    y = np.arange(len(rows))
+    ax.errorbar(rows.estimate, y, xerr=[rows.estimate - rows.ci_low, rows.ci_high - rows.estimate], fmt="o",
+                capsize=3, color=GROUP_COLOURS["C"])
+    ax.axvline(0, color="0.3", lw=1)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"C minus B in {rows.measure.iloc[0]}")
+    return ax
+
+
+def claim_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None, table: pd.DataFrame,
+                  n_resamples: int) -> dict[str, plt.Figure]:
+    """One figure per claim, a panel per model and placement."""
+    cells = _cells(conditions)
+    figures = {}
+    with style():
+        if attention is not None and not attention.empty:
+            curves = analysis.layer_curves(attention, n_resamples=n_resamples)
+            fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.4), squeeze=False)
+            for ax, (model, placement) in zip(axes[0], cells):
+                plot_layer_claim(ax, curves[(curves.model == model) & (curves.placement == placement)])
+                ax.set_title(f"{model} ({placement})")
+            axes[0][0].legend(loc="best")
+            fig.suptitle("Claim 1: a middle-layer peak?")
+            fig.tight_layout()
+            figures["claim1_layers"] = fig
+        value = "attn_kl_mean" if conditions["attn_kl_mean"].notna().any() else "norm_edit_distance"
+        curves = analysis.length_curves(conditions, value, n_resamples=n_resamples)
+        fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.4), squeeze=False)
+        for ax, (model, placement) in zip(axes[0], cells):
+            plot_length_claim(ax, curves[(curves.model == model) & (curves.placement == placement)], value)
+            ax.set_title(f"{model} ({placement})")
+        axes[0][0].legend(loc="best")
+        fig.suptitle("Claim 2: a jump from 64 to 128 tokens?")
+        fig.tight_layout()
+        figures["claim2_lengths"] = fig
+        three = table[table.claim == 3]
+        measures = list(dict.fromkeys(three.measure))
+        if measures:
+            fig, axes = plt.subplots(1, len(measures), figsize=(4.6 * len(measures), 0.6 + 0.7 * len(cells)),
+                                     squeeze=False)
+            for ax, measure in zip(axes[0], measures):
+                plot_contrast_claim(ax, three[three.measure == measure].reset_index(drop=True))
+            fig.suptitle("Claim 3: C drifts more than B?")
+            fig.tight_layout()
+            figures["claim3_c_minus_b"] = fig
+    return figures
+
+
+def _fmt(v, digits: int = 3) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{digits}g}"
+
+
+def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], n_resamples: int) -> str:
+    lines = ["# The seed's claims, tested", "",
+             f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} percentile interval over "
+             f"{n_resamples} resamples in which prompts and prefixes are both resampled (crossed random factors); "
+             "a claim is *supported* when its interval lies on the claim's side of zero, *contradicted* when it lies "
+             "on the other side, and *not determined* otherwise. The numbers are in `claims.parquet`.", "",
+             CAVEAT, ""]
+    for claim, text in analysis.HYPOTHESES.items():
+        rows = table[table.claim == claim]
+        lines += [f"## Claim {claim}: {text}", ""]
+        if rows.empty:
+            lines += ["Not tested: the runs lack what it needs (claim 2 needs the lengths 32, 64, 128 and 256; "
+                      "claim 1 the attention table).", ""]
+            continue
+        statistic = rows.statistic.iloc[0]
+        header = ["model", "placement", "measure", f"{statistic}", "interval", "verdict"]
+        if claim == 3:
+            header += ["p (prefix permutation)", "power at 1 prefix SD"]
+        header += ["prompts x prefixes", "detail"]
+        lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        for r in rows.itertuples():
+            cells = [r.model, r.placement, r.measure, _fmt(r.estimate), f"{_fmt(r.ci_low)} to {_fmt(r.ci_high)}",
+                     f"**{r.verdict}**"]
+            if claim == 3:
+                cells += [_fmt(r.p, 2), _fmt(r.power, 2)]
+            cells += [f"{r.n_prompts} x {r.n_prefixes}", r.detail]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        name = {1: "claim1_layers", 2: "claim2_lengths", 3: "claim3_c_minus_b"}[claim]
+        if name in figure_names:
+            lines += ["", f"![claim {claim}](figures/{name}.png)"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,
+                 out_dir: Path, runs: list[str], n_resamples: int = analysis.N_RESAMPLES) -> list[Path]:
+    """Compute the claims, and write ``claims.parquet``, ``claims.md`` and ``figures/claim*`` under
+    ``out_dir``."""
+    out_dir = Path(out_dir)
+    table = analysis.seed_claims(conditions, attention, noise, n_resamples=n_resamples)
+    written = [out_dir / "claims.parquet"]
+    write_parquet(table, written[0])
+    figures = claim_figures(conditions, attention, table, n_resamples)
+    for name, fig in figures.items():
+        written += save_figure(fig, out_dir / "figures" / name)
+        plt.close(fig)
+    write_text(claims_markdown(table, list(figures), runs, n_resamples), out_dir / "claims.md")
+    return [*written, out_dir / "claims.md"]

@@ -1,0 +1,127 @@
+"""The seed's claims as tested hypotheses (harness.analysis.claims), on synthetic tables whose truth
+is planted: each verdict must follow the planted effect, and the numbers must match a plain
+computation."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from harness.analysis import claims
+
+PROMPTS = [f"p{i}" for i in range(6)]
+LENGTHS = [32, 64, 128, 256]
+
+
+def attention_table(profile, n_prefixes=8, noise=0.02, seed=0):
+    """C's per-layer KL = ``profile[layer]`` + prompt and prefix effects + noise, 2 heads, 1 segment."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    prompt_fx = dict(zip(PROMPTS, rng.normal(0, 0.05, len(PROMPTS))))
+    for x in range(n_prefixes):
+        fx = rng.normal(0, 0.05)
+        for p in PROMPTS:
+            for n in LENGTHS:
+                for layer, level in enumerate(profile):
+                    for head in range(2):
+                        rows.append({"model": "m", "placement": "raw", "isolation": "none", "beta": np.nan,
+                                     "group": "C", "prompt_id": p, "prefix_id": f"c{x}", "prefix_len": n,
+                                     "layer": layer, "head": head, "segment": "task", "n_queries": 5,
+                                     "kl": level + prompt_fx[p] + fx + rng.normal(0, noise)})
+    return pd.DataFrame(rows)
+
+
+def conditions_table(c_by_length, b_by_length, n_prefixes=10, prefix_sd=0.05, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for group, means in (("B", b_by_length), ("C", c_by_length)):
+        for x in range(n_prefixes):
+            fx = rng.normal(0, prefix_sd)
+            for p in PROMPTS:
+                for n, level in zip(LENGTHS, means):
+                    v = level + fx + rng.normal(0, 0.01)
+                    rows.append({"model": "m", "placement": "raw", "isolation": "none", "beta": np.nan,
+                                 "group": group, "prompt_id": p, "prefix_id": f"{group}{x}", "prefix_len": n,
+                                 "attn_kl_mean": v, "norm_edit_distance": v})
+    return pd.DataFrame(rows)
+
+
+def test_a_planted_middle_peak_is_supported_and_located():
+    out = claims.middle_layer_peak(attention_table([0.1, 0.2, 0.3, 0.9, 1.0, 0.8, 0.3, 0.2, 0.1]), n_resamples=500)
+    row = out.iloc[0]
+    assert row.verdict == "supported" and row.ci_low > 0
+    assert row.peak_fraction == pytest.approx(4 / 8)
+    # the estimate is the plain computation on the layer means
+    prof = np.array([0.1, 0.2, 0.3, 0.9, 1.0, 0.8, 0.3, 0.2, 0.1])
+    assert row.estimate == pytest.approx(prof[3:6].mean() - max(prof[:3].mean(), prof[6:].mean()), abs=0.02)
+
+
+def test_an_early_peak_contradicts_the_middle_layer_claim():
+    out = claims.middle_layer_peak(attention_table([1.0, 0.9, 0.8, 0.4, 0.3, 0.3, 0.2, 0.2, 0.1]), n_resamples=500)
+    assert out.iloc[0].verdict == "contradicted" and out.iloc[0].peak_fraction == 0.0
+
+
+def test_a_jump_between_64_and_128_is_supported_and_a_smooth_rise_is_not():
+    jump = claims.length_jump(conditions_table([0.1, 0.12, 0.5, 0.55], [0] * 4), n_resamples=500).iloc[0]
+    assert jump.verdict == "supported"
+    assert jump.estimate == pytest.approx((0.5 - 0.12) - max(0.02, 0.05), abs=0.01)
+    smooth = claims.length_jump(conditions_table([0.1, 0.3, 0.5, 0.7], [0] * 4), n_resamples=500).iloc[0]
+    assert smooth.verdict in ("not determined", "contradicted")
+    shrinking = claims.length_jump(conditions_table([0.1, 0.5, 0.52, 0.9], [0] * 4), n_resamples=500).iloc[0]
+    assert shrinking.verdict == "contradicted"
+
+
+def test_c_minus_b_verdicts_follow_the_planted_difference_and_match_the_plain_means():
+    for c, expected in ((0.4, "supported"), (0.0, "not determined"), (-0.4, "contradicted")):
+        cond = conditions_table([0.3 + c] * 4, [0.3] * 4, seed=1)
+        row = claims.c_versus_b(cond, None, "norm_edit_distance", n_resamples=500).iloc[0]
+        plain = (cond[cond.group == "C"].norm_edit_distance.mean() - cond[cond.group == "B"].norm_edit_distance.mean())
+        assert row.estimate == pytest.approx(plain)
+        if c == 0.0:  # a null can land on either side by chance; it must not be far from zero
+            assert row.ci_low < 0.1 and row.ci_high > -0.1
+        else:
+            assert row.verdict == expected
+        assert 0 < row.power <= 1 and row.n_prefixes == 20 and row.n_prompts == len(PROMPTS)
+
+
+def test_b_is_judged_against_the_noise_floor():
+    cond = conditions_table([0.5] * 4, [0.2] * 4)
+    noise = pd.DataFrame({"model": ["m"] * 3, "norm_edit_distance": [0.0, 0.0, 0.0]})
+    row = claims.c_versus_b(cond, noise, "norm_edit_distance", n_resamples=300).iloc[0]
+    assert row.noise_floor == 0.0 and "above the noise floor" in row.detail
+
+
+def test_power_matches_the_normal_formula():
+    # an effect of 2.8 standard errors has power ~0.80 in a two-sided 5% test
+    z = norm.ppf(0.975)
+    se = 0.1
+    power = claims.power_at_one_sd(2.8 * se, -z * se, z * se)
+    assert power == pytest.approx(norm.cdf(2.8 - z) + norm.cdf(-2.8 - z))
+    assert power == pytest.approx(0.80, abs=0.01)
+
+
+def test_prefix_sd_is_the_pooled_sd_of_prefix_means():
+    cond = conditions_table([0.5] * 4, [0.2] * 4, prefix_sd=0.1, n_prefixes=30, seed=3)
+    means = cond.groupby(["group", "prefix_id"]).norm_edit_distance.mean()
+    pooled = np.sqrt((means.groupby(level=0).var(ddof=1) * 29).sum() / 58)
+    assert claims.prefix_sd(cond, "norm_edit_distance") == pytest.approx(pooled)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(0, 10_000))
+def test_crossed_means_observed_is_the_plain_mean_and_resamples_stay_in_range(n_p, n_x, k, seed):
+    Y = np.random.default_rng(seed).normal(size=(n_p, n_x, k))
+    observed, resampled = claims.crossed_means(Y, 50, seed)
+    assert np.allclose(observed, Y.mean((0, 1)))
+    assert (resampled >= Y.min((0, 1)) - 1e-12).all() and (resampled <= Y.max((0, 1)) + 1e-12).all()
+
+
+def test_seed_claims_gathers_every_claim_with_its_unit():
+    cond = conditions_table([0.1, 0.12, 0.5, 0.55], [0.1] * 4)
+    att = attention_table([0.1, 0.5, 0.2])
+    out = claims.seed_claims(cond, att, None, n_resamples=200)
+    assert sorted(out.claim.unique()) == [1, 2, 3]
+    assert list(out.columns[:len(claims.COLUMNS)]) == claims.COLUMNS
+    assert (out.unit == claims.UNIT).all() and out.verdict.isin(["supported", "contradicted", "not determined"]).all()
