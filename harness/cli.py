@@ -177,12 +177,15 @@ def figures(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
+    parser.add_argument("--trust-damaged", action="store_true",
+                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
     ns = parser.parse_args(args)
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     out = ns.out or ns.runs[0]
-    conditions, attention = load_runs(ns.runs)
-    written = write_outputs(conditions, attention, out, noise=load_noise(ns.runs))
+    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
+    noise = load_noise(ns.runs, ns.trust_damaged)
+    written = write_outputs(conditions, attention, out, noise=noise)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -200,12 +203,14 @@ def claims(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
     parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
     parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
+    parser.add_argument("--trust-damaged", action="store_true",
+                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
     ns = parser.parse_args(args)
     if any(ns.out.resolve() == r.resolve() for r in ns.runs):
         raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
                            "them: give another directory")
-    conditions, attention = load_runs(ns.runs)
-    noise = load_noise(ns.runs)
+    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
+    noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs], n_resamples=ns.resamples)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0

@@ -38,11 +38,13 @@ def sample_evenly(items: list, n: int) -> list:
     return [items[i] for i in sorted(set(np.linspace(0, len(items) - 1, n).round().astype(int)))]
 
 
-def check(run_dir: Path, sample: int, tolerance: float) -> int:
+def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = False) -> int:
     run = RunDir(run_dir)
     manifest = run.manifest()
     if manifest is None:
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
+    for name in (run.CONDITIONS, run.ATTENTION):  # before the model loads: a damaged table is refused at once
+        run.check_table(name, trust_damaged)
     register_configs()
     cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), manifest["config"])
     has_attention = bool(cfg.analysis.attention) and run.has(run.ATTENTION)
@@ -50,12 +52,12 @@ def check(run_dir: Path, sample: int, tolerance: float) -> int:
     if exp.loaded.resolved_revision != manifest["model"]["resolved_revision"]:
         print(f"warning: model revision changed since the run ({manifest['model']['resolved_revision']} -> "
               f"{exp.loaded.resolved_revision}); differences may come from that")
-    table = run.table(run.CONDITIONS)
+    table = run.table(run.CONDITIONS, trust_damaged)
     stored = {row_key(*(getattr(r, k) for k in condition_keys("", exp.conditions[0]) if k != "model")): r
               for r in table.itertuples(index=False)}
     stored_att = None
     if has_attention:
-        att = run.table(run.ATTENTION)
+        att = run.table(run.ATTENTION, trust_damaged)
         key_cols = [k for k in condition_keys("", exp.conditions[0]) if k != "model"]
         stored_att = {row_key(*key): part.sort_values(["segment", "layer", "head"])
                       for key, part in att.groupby(key_cols, observed=True, dropna=False)}
@@ -118,5 +120,7 @@ def main(args: list[str]) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--sample", type=_positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="largest metric difference accepted")
+    parser.add_argument("--trust-damaged", action="store_true",
+                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
     ns = parser.parse_args(args)
-    return check(ns.run_dir, ns.sample, ns.tolerance)
+    return check(ns.run_dir, ns.sample, ns.tolerance, ns.trust_damaged)

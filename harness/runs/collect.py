@@ -104,7 +104,34 @@ def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False) -> int:
+# Result settings that make two runs' numbers incomparable in one table: for every run, and, within
+# one model, also the weights, tokenizer, dtype and device type (other models may need other dtypes).
+SHARED_SETTINGS = ("max_new_tokens", "special_tokens", "metrics")
+PER_MODEL_SETTINGS = ("resolved_revision", "tokenizer", "dtype", "device")
+
+
+def mixed_settings(runs: list[RunDir], manifests: list[dict]) -> list[str]:
+    """Each setting in which two runs differ that one table cannot hold silently, as
+    ``setting (a in RUN vs b in RUN)``; runs without a result fingerprint are not compared."""
+    found, first = [], {}
+    for run, manifest in zip(runs, manifests):
+        fp = manifest.get("result_fingerprint")
+        if not fp:
+            continue
+        for setting in SHARED_SETTINGS + PER_MODEL_SETTINGS:
+            scope = (setting,) if setting in SHARED_SETTINGS else (setting, fp.get("model"))
+            if scope not in first:
+                first[scope] = (fp.get(setting), run)
+            elif first[scope][0] != fp.get(setting):
+                value, other = first[scope]
+                where = "" if setting in SHARED_SETTINGS else f" for model {fp.get('model')}"
+                found.append(f"{setting}{where} ({str(value)[:24]} in {other.path} vs {str(fp.get(setting))[:24]} "
+                             f"in {run.path})")
+    return found
+
+
+def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False,
+            trust_damaged: bool = False, allow_mixed_settings: bool = False) -> int:
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file; give a directory for the collected tables")
     if any((out / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, "results")):
@@ -121,9 +148,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
                         "tables": manifest.get("tables", {}), "model": manifest.get("model", {})})
         if run.has(run.CONDITIONS):
-            conditions.append(run.conditions().assign(_source=i))
+            conditions.append(run.conditions(trust_damaged).assign(_source=i))
             if run.has(run.ATTENTION):
-                attention.append(run.table(run.ATTENTION).assign(_source=i))
+                attention.append(run.table(run.ATTENTION, trust_damaged).assign(_source=i))
             else:
                 no_attention.add(i)
     if not conditions:
@@ -142,6 +169,11 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
             + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy")
+    mixed = mixed_settings(runs, manifests)
+    if mixed and not allow_mixed_settings:
+        raise HarnessError(f"the runs differ in {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}: one table "
+                           f"would mix them without a column saying which is which; collect runs of one setting, "
+                           f"or pass --allow-mixed-settings")
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:
         att = concat_tables([_aligned(a, list(a.columns)) for a in attention])
@@ -157,6 +189,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         "without_attention_analysis": [str(runs[i].path) for i in sorted(no_attention)],
         "duplicate_keys_dropped": dropped,
         "duplicate_keys_disagreeing": len(disagree),
+        "mixed_settings": mixed,
         "tables": {name: sha256_file(out / name) for name in tables},
     }, out / RunDir.MANIFEST)
     print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
@@ -184,5 +217,10 @@ def main(args: list[str]) -> int:
     parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
     parser.add_argument("--allow-disagreement", action="store_true",
                         help="keep the first copy of a key whose copies differ (reported), instead of refusing")
+    parser.add_argument("--trust-damaged", action="store_true",
+                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+    parser.add_argument("--allow-mixed-settings", action="store_true",
+                        help="merge runs that differ in max_new_tokens, dtype, weights, ... (recorded in the manifest)")
     ns = parser.parse_args(args)
-    return collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement)
+    return collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
+                   ns.allow_mixed_settings)

@@ -100,14 +100,34 @@ class RunDir:
             return f"{self.path}: {info.get('status')} ({detail})"
         return None
 
-    def table(self, name: str):
+    def table(self, name: str, trust_damaged: bool = False):
+        """A table of the run, checked against the sha256 its manifest recorded when it was written
+        (:meth:`check_table`)."""
+        self.check_table(name, trust_damaged)
         return read_table(self / name)
 
-    def conditions(self):
+    def check_table(self, name: str, trust_damaged: bool = False) -> None:
+        """Refuse a table that is not the one the run wrote: its sha256 differs from the manifest's
+        (a flipped bit changes a value silently otherwise). ``trust_damaged`` turns the refusal into a
+        warning. Tables the manifest does not list (runs of harness 0.1) are read unchecked."""
+        recorded = ((self.manifest() or {}).get("tables") or {}).get(name)
+        if not recorded or not self.has(name):
+            return
+        actual = sha256_file(self / name)
+        if actual == recorded:
+            return
+        why = (f"{self / name} is not the table this run wrote (sha256 {actual[:12]}..., manifest.json recorded "
+               f"{recorded[:12]}...): it was changed or damaged since")
+        if not trust_damaged:
+            raise HarnessError(f"{why}; rebuild the tables from results/ with `harness resume {self}`, or pass "
+                               f"--trust-damaged to read it as it is")
+        log.warning("%s; read anyway (--trust-damaged)", why)
+
+    def conditions(self, trust_damaged: bool = False):
         """``conditions.parquet``; a missing one, or one with no rows, is a one-line error."""
         if not self.has(self.CONDITIONS):
             raise HarnessError(f"{self}: no {self.CONDITIONS} here; is this a run directory?")
-        table = self.table(self.CONDITIONS)
+        table = self.table(self.CONDITIONS, trust_damaged)
         if table.empty:
             raise HarnessError(f"{self / self.CONDITIONS} holds no conditions; rerun its sweep with "
                                f"`harness resume {self}`, or leave it out")
@@ -152,7 +172,8 @@ class RunDir:
     def claim(self, config_fingerprint: str, on_existing: str) -> Iterator[ResultStore]:
         """Own the run directory for one sweep: refuse it (before writing anything) when it holds
         results of another configuration (unless ``on_existing`` says resume or fresh) or when
-        another sweep holds its lock; then hold the lock and yield its result store."""
+        another sweep holds its lock; then hold the lock and yield its result store. Nothing else
+        is written until :meth:`take_over`."""
         self._refuse_other_config(config_fingerprint, on_existing)
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -167,17 +188,21 @@ class RunDir:
             self._refuse_other_config(config_fingerprint, on_existing)  # again, now that nobody else can write
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode())
-            store = ResultStore(self.path)
-            if on_existing == "fresh":
-                store.clear()
-                for name in (*self.TABLES, self.MANIFEST, self.STATUS, self.REPORT):
-                    (self / name).unlink(missing_ok=True)
-                for figure in figure_files_in(self / self.FIGURES):  # a figure this run may not draw again
-                    figure.unlink()
-            write_json({"config": config_fingerprint}, self / self.FINGERPRINT)
-            yield store
+            yield ResultStore(self.path)
         finally:
             os.close(fd)  # releases the lock
+
+    def take_over(self, store: ResultStore, config_fingerprint: str, on_existing: str) -> None:
+        """Make the claimed directory this configuration's: with ``fresh``, delete what earlier runs
+        wrote; then record the configuration the results belong to. Called once the model has
+        loaded, so a sweep that cannot start leaves an existing run as it was."""
+        if on_existing == "fresh":
+            store.clear()
+            for name in (*self.TABLES, self.MANIFEST, self.STATUS, self.REPORT):
+                (self / name).unlink(missing_ok=True)
+            for figure in figure_files_in(self / self.FIGURES):  # a figure this run may not draw again
+                figure.unlink()
+        write_json({"config": config_fingerprint}, self / self.FINGERPRINT)
 
     def _holder(self) -> str:
         try:
@@ -215,25 +240,27 @@ class RunTables(NamedTuple):
     manifest: dict | None
 
 
-def load_run(run_dir: str | Path) -> RunTables:
-    """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output)."""
-    conditions, attention = load_runs([Path(run_dir)])
-    return RunTables(conditions, attention, load_noise([Path(run_dir)]), RunDir(run_dir).manifest())
+def load_run(run_dir: str | Path, trust_damaged: bool = False) -> RunTables:
+    """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
+    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing)."""
+    conditions, attention = load_runs([Path(run_dir)], trust_damaged)
+    return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged), RunDir(run_dir).manifest())
 
 
-def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """The conditions and attention tables of one or more run directories, concatenated.
+def load_runs(run_dirs: list[Path], trust_damaged: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The conditions and attention tables of one or more run directories, concatenated, each
+    checked against its manifest's sha256.
 
     Attention is None when no run has an attention table (behaviour-only sweeps)."""
     conditions, attention = [], []
     for run in map(RunDir, run_dirs):
-        conditions.append(run.conditions())
+        conditions.append(run.conditions(trust_damaged))
         if run.has(run.ATTENTION):
-            attention.append(run.table(run.ATTENTION))
+            attention.append(run.table(run.ATTENTION, trust_damaged))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
 
 
-def load_noise(run_dirs: list[Path]) -> pd.DataFrame | None:
+def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
     """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
-    frames = [r.table(r.NOISE) for r in map(RunDir, run_dirs) if r.has(r.NOISE)]
+    frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if r.has(r.NOISE)]
     return concat_tables(frames) if frames else None

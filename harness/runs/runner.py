@@ -56,30 +56,38 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     rundir, config = RunDir(run_dir), as_plain(cfg)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
-        rundir.write_hydra(config, overrides)
         previous = (rundir.status() or {}).get("status")
+        new_run = previous is None and not rundir.has(RunDir.FINGERPRINT)
+        started, clock, owned = now_iso(), _PhaseClock(), False
         try:
-            return _sweep(cfg, config, rundir, store, progress)
+            # the model loads before anything of the run changes: a sweep that cannot start (model
+            # missing, offline) leaves an existing run, its .hydra/ and its fingerprint as they were
+            exp = Experiment.build(cfg)
+            clock.lap("setup")
+            rundir.take_over(store, result_config, cfg.on_existing.value)
+            rundir.write_hydra(config, overrides)
+            owned = True
+            return _sweep(cfg, config, rundir, store, exp, clock, started, progress)
         except HarnessError as exc:
-            # a complete run that a rerun could not even start (say, offline) stays complete
-            if previous != "complete" or (rundir.status() or {}).get("status") == "running":
+            if new_run and not owned:  # keep the command, so that `harness resume` can retry it
+                rundir.write_hydra(config, overrides)
+            if owned or previous != "complete":  # a complete run a rerun could not start stays complete
                 rundir.write_status("error", error=str(exc))
             raise
         except KeyboardInterrupt:
-            rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
+            if owned or previous != "complete":
+                rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
             raise
         except SweepFailed:  # its status ("failed", with the conditions) is written
             raise
         except Exception as exc:  # a bug: the status says so instead of "running" forever
-            rundir.write_status("error", error=f"internal error ({type(exc).__name__}: {exc}); please report it")
+            if owned or previous != "complete":
+                rundir.write_status("error", error=f"internal error ({type(exc).__name__}: {exc}); please report it")
             raise
 
 
-def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, progress: bool) -> Path:
-    started = now_iso()
-    clock = _PhaseClock()
-    exp = Experiment.build(cfg)
-    clock.lap("setup")
+def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experiment, clock: _PhaseClock,
+           started: str, progress: bool) -> Path:
     keys = exp.keys()
     good = store.verify(keys.values())
     progress_at = {"done": len(good), "written": time.monotonic()}

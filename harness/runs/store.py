@@ -17,12 +17,12 @@ import hashlib
 import json
 import logging
 import os
-import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from harness.errors import HarnessError
 from harness.io import atomic_write
 
 log = logging.getLogger(__name__)
@@ -106,18 +106,23 @@ class ResultStore:
             with np.load(self.path(key), allow_pickle=False) as data:
                 header = json.loads(str(data["meta"]))
                 arrays = {name: data[name] for name in data.files if name != "meta"}
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-            raise CorruptResult(f"unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
-        if not isinstance(header, dict) or header.get("key") != key:
-            raise CorruptResult(f"holds the result of another condition (key {str(header.get('key'))[:12]}...)"
-                                if isinstance(header, dict) else "has no header")
-        meta = {"record": header.get("record"), "n_queries": header.get("n_queries")}
-        if header.get("sha256") != _content_hash(key, meta, arrays):
-            raise CorruptResult("its contents do not match its checksum")
-        attention: dict[str, dict[str, np.ndarray]] = {}
-        for name, value in arrays.items():
-            _, seg, metric = name.split("/")
-            attention.setdefault(seg, {})[metric] = value
+            if not isinstance(header, dict) or header.get("key") != key:
+                raise CorruptResult(f"holds the result of another condition (key {str(header.get('key'))[:12]}...)"
+                                    if isinstance(header, dict) else "has no header")
+            meta = {"record": header.get("record"), "n_queries": header.get("n_queries")}
+            if header.get("sha256") != _content_hash(key, meta, arrays):
+                raise CorruptResult("its contents do not match its checksum")
+            attention: dict[str, dict[str, np.ndarray]] = {}
+            for name, value in arrays.items():
+                _, seg, metric = name.split("/")
+                attention.setdefault(seg, {})[metric] = value
+        except CorruptResult:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever a damaged file makes numpy, zipfile or json raise
+            # (a flipped bit can give "zip file version", "is encrypted", a tokenize error, a huge shape):
+            # any failure to read a result means the file is damaged, and it is recomputed
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise CorruptResult(f"unreadable ({type(exc).__name__}: {first[:200]})") from None
         return StoredResult(meta["record"], attention, meta["n_queries"])
 
     def verify(self, keys) -> set[str]:
@@ -130,12 +135,17 @@ class ResultStore:
             try:
                 self.load(key)
             except CorruptResult as why:
-                self.quarantine.mkdir(exist_ok=True)
                 target = self.quarantine / self.path(key).name
                 n = 1
                 while target.exists():
                     target, n = self.quarantine / f"{key}.{n}.npz", n + 1
-                os.replace(self.path(key), target)
+                try:
+                    self.quarantine.mkdir(exist_ok=True)
+                    os.replace(self.path(key), target)
+                except OSError as exc:
+                    raise HarnessError(f"result file {self.path(key)} {why}, and it cannot be moved to "
+                                       f"{self.quarantine} ({exc.strerror or exc}): make {self.path(key).parent} "
+                                       f"writable, or delete the file; its condition is then computed again") from None
                 log.warning("result file %s %s; moved to %s and recomputing it", self.path(key), why, target)
             else:
                 good.add(key)

@@ -11,7 +11,7 @@ from harness.runs.check_determinism import check
 from harness.runs.collect import collect
 from harness.runs.runner import SweepFailed
 from harness.runs.schema import TIMING_COLUMNS
-from tests.support import SMALL_PREFIXES, sweep
+from tests.support import SMALL_PREFIXES, sweep, write_jsonl
 
 SMALL = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false",
          f"prefixes.path={SMALL_PREFIXES}", "analysis.noise_floor=false"]
@@ -84,7 +84,10 @@ def test_check_determinism_sees_a_changed_table(tiny_run, tmp_path, capsys):
     df = pd.read_parquet(copy / "conditions.parquet")
     df.loc[df.group != "A", "continuation_ids"] = df.loc[df.group != "A", "continuation_ids"].map(lambda ids: [1, 2, 3])
     df.to_parquet(copy / "conditions.parquet", index=False)
-    assert check(copy, sample=2, tolerance=1e-5) == 1
+    # an edited table is not the one the run wrote: refused before the model loads, unless trusted
+    with pytest.raises(HarnessError, match=r"conditions.parquet is not the table this run wrote .*--trust-damaged"):
+        check(copy, sample=2, tolerance=1e-5)
+    assert check(copy, sample=2, tolerance=1e-5, trust_damaged=True) == 1
     assert "NOT reproduced: 2 token differences" in capsys.readouterr().out
 
 
@@ -112,9 +115,27 @@ def test_collect_refuses_disagreeing_duplicates(tmp_path, capsys):
     with pytest.raises(HarnessError, match=r"42 condition\(s\) appear in several runs with different results.*"
                                            r"decode\.max_new_tokens \(3 vs 6\)"):
         collect(runs, tmp_path / "out")
-    assert collect(runs, tmp_path / "out", allow_disagreement=True) == 0
+    with pytest.raises(HarnessError, match=r"the runs differ in max_new_tokens \(3 in .* vs 6 in .*--allow-mixed"):
+        collect(runs, tmp_path / "out", allow_disagreement=True)
+    assert collect(runs, tmp_path / "out", allow_disagreement=True, allow_mixed_settings=True) == 0
     assert "42 repeated keys have different results" in capsys.readouterr().out
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["duplicate_keys_disagreeing"] == 42
+
+
+def test_collect_refuses_runs_of_different_settings_without_shared_conditions(tmp_path):
+    """Different max_new_tokens and no key in common: nothing disagrees, yet one table would mix
+    4- and 8-token continuations; and one model in two dtypes would mix precisions."""
+    prompts = {n: write_jsonl(tmp_path / f"q{n}.jsonl", [{"id": f"q{n}", "text": "The little robot opened the door"}])
+               for n in (8, 16)}  # no prompt, so no condition, in common
+    runs = [sweep(tmp_path / f"n{n}", "model=tiny", f"prefix.lengths=[{n}]", f"decode.max_new_tokens={n // 2}",
+                  *SMALL[3:], f"prompts.path={prompts[n]}") for n in (8, 16)]
+    with pytest.raises(HarnessError, match=r"differ in max_new_tokens \(4 in .*n8 vs 8 in .*n16\)"):
+        collect(runs, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    dtypes = [sweep(tmp_path / d, "model=tiny", "prefix.lengths=[8]", f"model.dtype={d}", *SMALL[2:],
+                    f"prompts.path={prompts[n]}") for d, n in (("float32", 8), ("bfloat16", 16))]
+    with pytest.raises(HarnessError, match=r"dtype for model .* \(float32 in .* vs bfloat16 in"):
+        collect(dtypes, tmp_path / "out2")
 
 
 def test_collect_aligns_a_run_without_attention(tmp_path, capsys):

@@ -1,0 +1,131 @@
+"""Fault injection for the run directory's last gaps: a table changed after the run wrote it, a
+result file damaged in ways numpy reports with unusual exceptions, a sweep that cannot start
+pointed at a finished run, and a damaged result nobody may move. Each is refused or repaired in one
+line, never read silently and never a traceback. (The hub-commit content key is tested in
+tests/model/test_loading.py; collect across settings in tests/runs/test_sweeps.py.)"""
+
+import json
+import os
+import shutil
+import tokenize
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import harness as H
+from harness.cli import main
+from harness.errors import HarnessError
+from harness.runs import store as store_module
+from harness.runs.rundir import RunDir
+from harness.runs.store import ResultStore
+from tests.support import FAST, sweep
+
+
+def snapshot(run):
+    return {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name not in ("sweep.log", ".lock")}
+
+
+@pytest.fixture
+def run_copy(tiny_run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_run, copy)
+    return copy
+
+
+def nudge_a_value(path):
+    """0.75 -> 0.7501 in one cell: a readable table that is not the one the run wrote."""
+    df = pd.read_parquet(path)
+    df.loc[df.index[-1], "norm_edit_distance"] += 1e-4
+    df.to_parquet(path, index=False)
+
+
+def test_a_changed_table_is_refused_by_every_reader_unless_trusted(run_copy, tmp_path, capsys):
+    nudge_a_value(run_copy / "conditions.parquet")
+    for argv in (["figures", str(run_copy)], ["claims", str(run_copy), "--out", str(tmp_path / "c")],
+                 ["collect", str(run_copy), "--out", str(tmp_path / "out")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "conditions.parquet is not the table this run wrote" in err and err.count("\n") == 1, argv
+    with pytest.raises(HarnessError, match="not the table this run wrote"):
+        H.load_run(run_copy)
+    tables = H.load_run(run_copy, trust_damaged=True)
+    assert len(tables.conditions) == len(pd.read_parquet(run_copy / "conditions.parquet"))
+    assert main(["figures", str(run_copy), "--trust-damaged"]) == 0
+
+
+def test_a_damaged_attention_or_noise_table_is_refused_too(run_copy):
+    for name in (RunDir.ATTENTION, RunDir.NOISE):
+        path = run_copy / name
+        if not path.is_file():
+            continue
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+        with pytest.raises(HarnessError, match=f"{name} is not the table this run wrote"):
+            RunDir(run_copy).table(name)
+
+
+def test_resume_rebuilds_a_changed_table_from_the_results(run_copy):
+    nudge_a_value(run_copy / "conditions.parquet")
+    overrides = [o for o in RunDir(run_copy).overrides() if not o.startswith("hydra.run.dir=")]
+    sweep(run_copy, *overrides)
+    H.load_run(run_copy)  # the manifest and the table agree again
+
+
+@pytest.mark.parametrize("error", [NotImplementedError("That compression method is not supported"),
+                                   RuntimeError("File is encrypted, password required for extraction"),
+                                   tokenize.TokenError("unterminated string literal"),
+                                   MemoryError(), IndexError("list index out of range")])
+def test_any_failure_reading_a_result_is_a_damaged_result(tmp_path, monkeypatch, error, caplog):
+    store = ResultStore(tmp_path)
+    record = {"x": 1}
+    for key in ("k1", "k2"):
+        store.save(key, record, {"task": {"kl": np.ones((2, 2))}}, {"task": 3})
+    real = np.load
+
+    def failing(path, *a, **k):
+        if "k1" in str(path):
+            raise error
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(store_module.np, "load", failing)
+    assert store.verify(["k1", "k2"]) == {"k2"}
+    assert (tmp_path / "quarantine" / "k1.npz").is_file() and not store.has("k1")
+    assert any("k1.npz" in r.message and type(error).__name__ in r.message for r in caplog.records)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions: the refusal cannot happen")
+def test_a_damaged_result_that_cannot_be_moved_is_one_line(tmp_path):
+    store = ResultStore(tmp_path)
+    store.save("k1", {"x": 1}, {"task": {"kl": np.ones((2, 2))}}, {"task": 3})
+    (tmp_path / "results" / "k1.npz").write_bytes(b"garbage")
+    os.chmod(tmp_path / "results", 0o555)
+    try:
+        with pytest.raises(HarnessError, match="cannot be moved to .* make .* writable, or delete the file"):
+            store.verify(["k1"])
+    finally:
+        os.chmod(tmp_path / "results", 0o755)
+
+
+@pytest.mark.parametrize("on_existing", ["resume", "fresh"])
+def test_a_sweep_that_cannot_start_leaves_a_finished_run_as_it_was(run_copy, on_existing):
+    """A missing model with on_existing=resume used to rewrite .hydra/ and the fingerprint (the run's
+    own command was then refused); with fresh, it deleted the results before the model failed."""
+    before = snapshot(run_copy)
+    overrides = [o for o in RunDir(run_copy).overrides() if not o.startswith(("hydra.run.dir=", "model"))]
+    with pytest.raises(HarnessError, match="not available"):
+        sweep(run_copy, *overrides, "model.name_or_path=/no/such/model", f"on_existing={on_existing}")
+    assert snapshot(run_copy) == before
+    sweep(run_copy, *FAST)  # the run's own command is still its own
+    assert json.loads((run_copy / "status.json").read_text())["status"] == "complete"
+
+
+def test_a_new_run_that_cannot_start_says_why_and_can_be_resumed(tmp_path, capsys):
+    run = tmp_path / "run"
+    with pytest.raises(HarnessError):
+        sweep(run, "model.name_or_path=/no/such/model", *FAST[1:])
+    status = json.loads((run / "status.json").read_text())
+    assert status["status"] == "error" and "not available" in status["error"]
+    assert "model.name_or_path=/no/such/model" in RunDir(run).overrides()
+    assert not (run / RunDir.FINGERPRINT).exists()
