@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -111,6 +112,69 @@ def _locate_task(cfg) -> None:
         raise TaskExit(report_bug(exc)) from None
 
 
+def _option(args: list[str], *names: str) -> str | None:
+    """The value of the last ``--name VALUE`` / ``--name=VALUE`` among ``args``."""
+    value = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg[len(name) + 1:]
+    return value
+
+
+def _check_config_dir(config_dir: str) -> None:
+    """Every YAML file of a user's config directory parses and holds only encodable text: Hydra
+    would answer a broken one with a long traceback, and a lone surrogate fails only when the run's
+    config is written."""
+    import yaml
+
+    root = Path(config_dir)
+    if not root.is_dir():
+        raise HarnessError(f"--config-dir {config_dir} is not a directory")
+    for path in sorted(root.rglob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = yaml.safe_load(text)
+            yaml.safe_dump(data, allow_unicode=True).encode("utf-8")
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise HarnessError(f"{path}{where}: not valid YAML ({problem}); fix the file") from None
+        except UnicodeError:
+            raise HarnessError(f"{path}: not UTF-8 text, or a string in it holds a lone surrogate (an escape like "
+                               f"\\udc80); write the text as UTF-8 characters") from None
+        except OSError as exc:
+            raise HarnessError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _unquoted(value: str) -> str:
+    """A Hydra override value without its quotes (``'a,b'`` -> ``a,b``)."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1].replace("\\" + value[0], value[0])
+    return value
+
+
+def _check_run_dir(run_dir: str) -> None:
+    """``hydra.run.dir`` names something a run directory can be: Hydra would create it with a
+    traceback for a file, a dangling link, a read-only or forbidden place."""
+    path = Path(run_dir)
+    if path.is_symlink() and not path.exists():
+        raise HarnessError(f"hydra.run.dir={run_dir} is a link to {os.readlink(path)}, which does not exist; "
+                           f"give a directory")
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"hydra.run.dir={run_dir} is a file, not a directory; give a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarnessError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}; choose another "
+                           f"hydra.run.dir") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise HarnessError(f"the run directory {run_dir} is not writable; choose another hydra.run.dir")
+
+
 def _run_hydra_app(name: str, task, args: list[str]) -> int:
     """Run ``task(cfg)`` as a Hydra application with ``args`` as its command line; returns the exit
     status. Hydra reports its own errors (a misspelt key, a value not among a choice's) and exits
@@ -120,6 +184,12 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     from harness.config import CONFIG_MODULE, register_configs
     from harness.runs.callbacks import JobsIncomplete
 
+    config_dir = _option(args, "--config-dir", "-cd")
+    if config_dir is not None:
+        _check_config_dir(config_dir)
+    run_dirs = [_unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
+    if run_dirs and "-m" not in args and "--multirun" not in args:
+        _check_run_dir(run_dirs[-1])
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -163,7 +233,13 @@ def resume(args: list[str]) -> int:
     parser.add_argument("overrides", nargs="*", help="extra overrides (e.g. on_existing=resume)")
     ns = parser.parse_args(args)
     overrides = [o for o in RunDir(ns.run_dir).overrides() if not o.startswith("hydra.run.dir=")]
-    return sweep([*overrides, *ns.overrides, f"hydra.run.dir={ns.run_dir}"])
+    return sweep([*overrides, *ns.overrides, f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
+
+
+def hydra_quoted(value: str) -> str:
+    """``value`` as a quoted Hydra override value: commas, spaces, brackets and non-ASCII letters
+    in a path would otherwise be read as override syntax (a comma even as a sweep)."""
+    return "'" + value.replace("'", "\\'") + "'"
 
 
 def figures(args: list[str]) -> int:
@@ -211,7 +287,8 @@ def claims(args: list[str]) -> int:
                            "them: give another directory")
     conditions, attention = load_runs(ns.runs, ns.trust_damaged)
     noise = load_noise(ns.runs, ns.trust_damaged)
-    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs], n_resamples=ns.resamples)
+    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
+                           n_resamples=ns.resamples)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 

@@ -57,7 +57,10 @@ def target_pattern(target: str | None, target_regex: str | None = None) -> re.Pa
 
 def _lines(path: Path) -> list[tuple[int, str]]:
     """The file's lines as text, or a one-line error naming the file and line that is not UTF-8."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # permission denied, an I/O error
+        raise HarnessError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise HarnessError(f"{path}: the file is UTF-16; save it as UTF-8 (one JSON object per line)")
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is harmless
@@ -75,6 +78,8 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 
 def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[dict]:
     path = Path(path)
+    if path.is_dir():
+        raise HarnessError(f"{path} is a directory: give a JSONL file")
     if not path.is_file():
         raise HarnessError(f"{path}: file not found")
     rows, seen = [], set()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from harness.config import ASSETS_DIR
 from harness.errors import HarnessError
@@ -261,6 +262,10 @@ def load_model(
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
         raise HarnessError(f"model {name_or_path!r} is not available: "
                            f"{_why_unavailable(name_or_path, source, exc, gated)}") from None
+    except SafetensorError as exc:  # a truncated or overwritten weights file
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise HarnessError(f"model {name_or_path!r}: its safetensors weights in {source} are damaged ({first}); "
+                           f"download or save the model again") from None
     local = Path(source)
     if gguf_facts is not None:
         resolved = f"gguf:{gguf_facts['gguf_sha256']}"  # the cached copy's weights are checked against it

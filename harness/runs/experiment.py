@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from harness.config import Group, validate
+from harness.errors import HarnessError
 from harness.inputs.conditions import Condition, build_conditions, check_context
 from harness.inputs.isolation import Isolation, isolations
 from harness.inputs.texts import Prefix, Prompt, load_prefixes, load_prompts, select_prefixes
@@ -127,10 +128,17 @@ class Experiment:
         cfg = self.cfg
         if settings is None:
             settings = isolations(list(cfg.isolation), list(cfg.isolation_betas))
+        lengths = list(lengths or cfg.prefix.lengths)
+        longest = max(lengths, default=0) + cfg.decode.max_new_tokens
+        if self.loaded.max_positions is not None and longest > self.loaded.max_positions:
+            # before any prefix is built: prefix.too_short=repeat would otherwise fill memory first
+            raise HarnessError(f"prefix length {max(lengths)} plus {cfg.decode.max_new_tokens} new tokens exceeds the "
+                               f"model's context window of {self.loaded.max_positions}; use shorter prefix.lengths "
+                               f"or decode.max_new_tokens")
         conditions = build_conditions(
             self.loaded.tokenizer, self.prompts, self.prefixes,
             groups=list(groups or [g.value for g in cfg.groups]),
-            lengths=list(lengths or cfg.prefix.lengths), separator=cfg.prefix.separator,
+            lengths=lengths, separator=cfg.prefix.separator,
             bos_policy=cfg.model.bos.value, repeat_short=cfg.prefix.too_short.value == "repeat",
             isolations=settings, parse_special=cfg.special_tokens.value == "control",
             placement=self.placement, chat=cfg.chat,

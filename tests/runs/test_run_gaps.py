@@ -23,7 +23,8 @@ from tests.support import FAST, sweep
 
 
 def snapshot(run):
-    return {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name not in ("sweep.log", ".lock")}
+    skip = ("sweep.log", ".lock")  # a log of the attempt, and the lock's holder
+    return {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name not in skip}
 
 
 @pytest.fixture
@@ -129,3 +130,77 @@ def test_a_new_run_that_cannot_start_says_why_and_can_be_resumed(tmp_path, capsy
     assert status["status"] == "error" and "not available" in status["error"]
     assert "model.name_or_path=/no/such/model" in RunDir(run).overrides()
     assert not (run / RunDir.FINGERPRINT).exists()
+
+
+# -- tracebacks where a line belongs ----------------------------------------------------------
+
+def one_line_error(capsys, argv) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err  # (transformers' progress bars may precede it)
+    return errors[0]
+
+
+def test_a_run_directory_that_cannot_be_one_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "run")
+    assert "is a file" in one_line_error(capsys, ["sweep", *FAST, "hydra.run.dir=a-file"])
+    assert "does not exist" in one_line_error(capsys, ["sweep", *FAST, "hydra.run.dir=dangling"])
+    assert "cannot create the run directory" in one_line_error(capsys, ["sweep", *FAST, "hydra.run.dir=a-file/run"])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name_or_path: [unclosed\n  bad: : yaml\n", r"bad.yaml:2:\d+: not valid YAML"),
+    (b"name_or_path: \xff\xfe\n", "not UTF-8 text")])
+def test_a_broken_file_in_a_config_dir_is_one_line(tmp_path, capsys, monkeypatch, text, expected):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    path = tmp_path / "conf" / "model" / "bad.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    err = one_line_error(capsys, ["sweep", "--config-dir", "conf", "model=bad", "hydra.run.dir=run"])
+    assert re.search(expected, err), err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random bytes"])
+def test_damaged_safetensors_weights_are_one_line_and_the_status_says_so(tmp_path, capsys, monkeypatch, damage):
+    from harness.model.loading import build_tiny
+
+    monkeypatch.chdir(tmp_path)
+    model, tok = build_tiny("llama")
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:3000] if damage == "truncated" else os.urandom(100_000))
+    err = one_line_error(capsys, ["sweep", *FAST, f"model.name_or_path={tmp_path / 'm'}", "hydra.run.dir=run"])
+    assert "safetensors weights" in err and "damaged" in err
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "error"
+
+
+def test_a_huge_prefix_length_is_refused_before_anything_is_built(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(capsys, ["sweep", *FAST, "prefix.lengths=[1000000000000]", "prefix.too_short=repeat",
+                                  "hydra.run.dir=run"])
+    assert "exceeds the model's context window of 1024" in err
+
+
+def test_a_prompts_path_that_is_a_directory_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(capsys, ["sweep", *FAST, f"prompts.path={tmp_path}", "hydra.run.dir=run"])
+    assert "is a directory: give a JSONL file" in err
+
+
+def test_resume_finds_a_run_whose_path_has_a_comma_spaces_and_accents(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run, été 1"
+    assert main(["sweep", *FAST, "prompts.limit=1", "prefix.lengths=[8]", f"hydra.run.dir='{run}'"]) == 0
+    (run / "conditions.parquet").unlink()
+    (run / "status.json").unlink()
+    assert main(["resume", str(run)]) == 0
+    assert json.loads((run / "status.json").read_text())["status"] == "complete"
+    assert len(list((tmp_path).iterdir())) == 1  # no second directory cut at the comma
