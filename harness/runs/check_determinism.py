@@ -20,6 +20,7 @@ from harness.measure.records import condition_keys
 from harness.runs.experiment import Experiment
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS
+from harness.runs.store import RESULT_SCHEMA_VERSION
 
 
 def row_key(*values) -> tuple:
@@ -45,8 +46,17 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
     for name in (run.CONDITIONS, run.ATTENTION):  # before the model loads: a damaged table is refused at once
         run.check_table(name, trust_damaged)
+    schema = (manifest.get("result_fingerprint") or {}).get("schema")
+    if schema != RESULT_SCHEMA_VERSION:
+        raise HarnessError(f"{run_dir} was written by an earlier version of the harness (result schema {schema}, "
+                           f"this version writes {RESULT_SCHEMA_VERSION}): recompute it under this version with "
+                           f"`harness resume {run_dir} on_existing=resume`, then check it")
     register_configs()
-    cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), manifest["config"])
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), manifest["config"])
+    except Exception as exc:  # noqa: BLE001 - omegaconf's errors name the key on their first line
+        raise HarnessError(f"{run_dir}/manifest.json holds a configuration this version cannot read "
+                           f"({str(exc).strip().splitlines()[0]})") from None
     has_attention = bool(cfg.analysis.attention) and run.has(run.ATTENTION)
     exp = Experiment.build(cfg, device=manifest["model"]["device"], attention=has_attention)
     if exp.loaded.resolved_revision != manifest["model"]["resolved_revision"]:

@@ -34,12 +34,18 @@ import pandas as pd
 from harness.errors import HarnessError
 from harness.io import figure_files_in, read_table, sha256_file, write_json, write_text
 from harness.runs.environment import now_iso
+from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
 from harness.runs.tables import concat_tables
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("running", "interrupted", "failed", "error", "complete")
+# Columns the readers of each table need that runs of harness 0.1 did not write.
+REQUIRED_COLUMNS = {
+    "conditions.parquet": (*KEY_COLUMNS, "target_hit", "norm_edit_distance"),
+    "attention.parquet": (*KEY_COLUMNS, "layer", "head", "segment", "kl", "capture", "kl_shared", "n_queries"),
+}
 
 
 class RunDir:
@@ -102,9 +108,15 @@ class RunDir:
 
     def table(self, name: str, trust_damaged: bool = False):
         """A table of the run, checked against the sha256 its manifest recorded when it was written
-        (:meth:`check_table`)."""
+        (:meth:`check_table`) and for the columns this version reads."""
         self.check_table(name, trust_damaged)
-        return read_table(self / name)
+        table = read_table(self / name)
+        missing = [c for c in REQUIRED_COLUMNS.get(name, ()) if c not in table.columns]
+        if missing:
+            raise HarnessError(f"{self / name} was written by an earlier version of the harness (it has no "
+                               f"{', '.join(missing[:4])}): recompute the run under this version with "
+                               f"`harness resume {self} on_existing=resume`")
+        return table
 
     def check_table(self, name: str, trust_damaged: bool = False) -> None:
         """Refuse a table that is not the one the run wrote: its sha256 differs from the manifest's

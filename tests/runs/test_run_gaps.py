@@ -204,3 +204,21 @@ def test_resume_finds_a_run_whose_path_has_a_comma_spaces_and_accents(tmp_path, 
     assert main(["resume", str(run)]) == 0
     assert json.loads((run / "status.json").read_text())["status"] == "complete"
     assert len(list((tmp_path).iterdir())) == 1  # no second directory cut at the comma
+
+
+def test_a_run_of_an_earlier_version_is_one_line_for_figures_and_check_determinism(run_copy, capsys):
+    """Tables of harness 0.1 lack placement, capture, kl_shared (figures used to fail with a KeyError,
+    check-determinism with an AttributeError)."""
+    from harness.io import sha256_file
+
+    cond = pd.read_parquet(run_copy / "conditions.parquet").drop(columns=["placement"])
+    cond.to_parquet(run_copy / "conditions.parquet", index=False)
+    att = pd.read_parquet(run_copy / "attention.parquet").drop(columns=["capture", "kl_shared"])
+    att.to_parquet(run_copy / "attention.parquet", index=False)
+    manifest = json.loads((run_copy / "manifest.json").read_text())
+    manifest["tables"] = {name: sha256_file(run_copy / name) for name in manifest["tables"]}
+    manifest["result_fingerprint"]["schema"] = 1
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    for argv in (["figures", str(run_copy)], ["check-determinism", str(run_copy)]):
+        err = one_line_error(capsys, argv)
+        assert "earlier version of the harness" in err and "on_existing=resume" in err, err
