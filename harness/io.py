@@ -35,8 +35,13 @@ def atomic_write(path: Path, write) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        # a writer that fails while cleaning up after a refused write (matplotlib's PDF backend on a
+        # full disk raises AttributeError from its stream) still means the disk refused it
+        refused = exc.__context__ if isinstance(exc, Exception) else None
+        if isinstance(refused, OSError):
+            raise HarnessError(f"cannot write {path}: {refused.strerror or refused}") from None
         raise
 
 

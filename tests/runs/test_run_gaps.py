@@ -222,3 +222,20 @@ def test_a_run_of_an_earlier_version_is_one_line_for_figures_and_check_determini
     for argv in (["figures", str(run_copy)], ["check-determinism", str(run_copy)]):
         err = one_line_error(capsys, argv)
         assert "earlier version of the harness" in err and "on_existing=resume" in err, err
+
+
+def test_a_writer_that_breaks_while_the_disk_refuses_is_one_line(tmp_path):
+    """matplotlib's PDF writer on a full disk: ENOSPC, then an AttributeError from its cleanup."""
+    from harness.io import atomic_write
+
+    def full_disk(tmp):
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError:
+            raise AttributeError("'Stream' object has no attribute 'pos'")  # noqa: B904 - as matplotlib does
+
+    with pytest.raises(HarnessError, match=r"cannot write .*fig.pdf: No space left on device"):
+        atomic_write(tmp_path / "fig.pdf", full_disk)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(AttributeError):  # a plain bug stays a bug
+        atomic_write(tmp_path / "x", lambda tmp: None.pos)
