@@ -100,10 +100,15 @@ def _sweep_task(cfg) -> None:
 def _locate_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.runs.locate import locate
+    from harness.runs.locate import LocateStopped, locate
 
     try:
         locate(cfg, HydraConfig.get().runtime.output_dir)
+    except LocateStopped as exc:
+        terminated = isinstance(exc.signal, Terminated)
+        kept = f"the {exc.lengths} length(s) evaluated so far are in {exc.path}" if exc.path else "no length finished"
+        print(f"\n{'terminated' if terminated else 'interrupted'} during the search: {kept}", file=sys.stderr)
+        raise TaskExit(143 if terminated else 130) from None
     except HarnessError as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)

@@ -63,13 +63,24 @@ def bisect_steepest(evaluate: Callable[[int], pd.Series], coarse: list[int],
     return Interval(low, high, float(paired.mean()), bootstrap_ci(paired.to_numpy())), seen
 
 
-def summary_table(seen: dict[int, pd.Series], interval: Interval, metric: str) -> pd.DataFrame:
+def summary_table(seen: dict[int, pd.Series], interval: Interval | None, metric: str) -> pd.DataFrame:
+    """One row per evaluated length: mean drift with its bootstrap CI over prompts, and whether the
+    length is inside the located interval (None for a search stopped before it found one)."""
     rows = []
     for n in sorted(seen):
         low, high = bootstrap_ci(seen[n].to_numpy())
         rows.append({"prefix_len": n, "metric": metric, "n_prompts": len(seen[n]), "mean": float(seen[n].mean()),
-                     "ci_low": low, "ci_high": high, "in_interval": interval.low <= n <= interval.high})
+                     "ci_low": low, "ci_high": high,
+                     "in_interval": None if interval is None else interval.low <= n <= interval.high})
     return pd.DataFrame(rows)
+
+
+class LocateStopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during ``harness locate``; the lengths evaluated so far were written."""
+
+    def __init__(self, path, lengths: int, signal: KeyboardInterrupt):
+        super().__init__()
+        self.path, self.lengths, self.signal = path, lengths, signal
 
 
 def locate(cfg, run_dir, progress: bool = True):
@@ -89,6 +100,8 @@ def locate(cfg, run_dir, progress: bool = True):
     exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,
                            settings=[Isolation()])
 
+    evaluated: dict[int, pd.Series] = {}
+
     def evaluate(length: int) -> pd.Series:
         values: dict[str, list[float]] = {}
 
@@ -102,9 +115,16 @@ def locate(cfg, run_dir, progress: bool = True):
         if outcome.failures:
             cond, exc = outcome.failures[0]
             raise HarnessError(f"locate: a condition failed at length {length} ({type(exc).__name__}: {exc})")
-        return pd.Series({pid: float(np.mean(v)) for pid, v in values.items()})
+        evaluated[length] = pd.Series({pid: float(np.mean(v)) for pid, v in values.items()})
+        return evaluated[length]
 
-    interval, seen = bisect_steepest(evaluate, list(spec.coarse), spec.resolution)
+    try:
+        interval, seen = bisect_steepest(evaluate, list(spec.coarse), spec.resolution)
+    except KeyboardInterrupt as exc:  # keep what was computed: a long search is not lost to a signal
+        partial = run_dir / "locate.partial.parquet"
+        if evaluated:
+            write_parquet(summary_table(evaluated, None, metric), partial)
+        raise LocateStopped(partial if evaluated else None, len(evaluated), exc) from None
     table = summary_table(seen, interval, metric)
     write_parquet(table, run_dir / "locate.parquet")
     write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,

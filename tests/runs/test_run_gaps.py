@@ -239,3 +239,26 @@ def test_a_writer_that_breaks_while_the_disk_refuses_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(AttributeError):  # a plain bug stays a bug
         atomic_write(tmp_path / "x", lambda tmp: None.pos)
+
+
+def test_sigterm_during_locate_keeps_the_lengths_already_evaluated(tmp_path, capsys, monkeypatch):
+    from harness.cli import Terminated
+    from harness.runs.experiment import Experiment
+
+    monkeypatch.chdir(tmp_path)
+    real, calls = Experiment.drive, []
+
+    def drive(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the signal arrives while the third length is computed
+            raise Terminated()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Experiment, "drive", drive)
+    code = main(["locate", "model=tiny", "prompts.limit=1", f"prefixes.path={FAST[4].split('=', 1)[1]}",
+                 "locate.coarse=[8,16,32]", "decode.max_new_tokens=3", "hydra.run.dir=loc"])
+    assert code == 143
+    err = capsys.readouterr().err
+    assert "terminated during the search: the 2 length(s) evaluated so far are in" in err
+    table = pd.read_parquet(tmp_path / "loc" / "locate.partial.parquet")
+    assert sorted(table.prefix_len) == [8, 16] and table.in_interval.isna().all()
