@@ -187,8 +187,12 @@ class RunDir:
         another sweep holds its lock; then hold the lock and yield its result store. Nothing else
         is written until :meth:`take_over`."""
         self._refuse_other_config(config_fingerprint, on_existing)
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a file in the way, a read-only or full file system, no permission
+            raise HarnessError(f"cannot use {self.path} as a run directory: {exc.strerror or exc}; choose another "
+                               f"hydra.run.dir") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -198,8 +202,11 @@ class RunDir:
                 raise HarnessError(f"another sweep is writing to {self.path} ({self._holder()}); wait for it to "
                                    f"finish, or choose another hydra.run.dir") from None
             self._refuse_other_config(config_fingerprint, on_existing)  # again, now that nobody else can write
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode())
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode())
+            except OSError as exc:
+                raise HarnessError(f"cannot write to the run directory {self.path}: {exc.strerror or exc}") from None
             yield ResultStore(self.path)
         finally:
             os.close(fd)  # releases the lock

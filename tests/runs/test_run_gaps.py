@@ -262,3 +262,22 @@ def test_sigterm_during_locate_keeps_the_lengths_already_evaluated(tmp_path, cap
     assert "terminated during the search: the 2 length(s) evaluated so far are in" in err
     table = pd.read_parquet(tmp_path / "loc" / "locate.partial.parquet")
     assert sorted(table.prefix_len) == [8, 16] and table.in_interval.isna().all()
+
+
+def test_a_run_directory_the_file_system_refuses_is_one_line(tmp_path, monkeypatch):
+    """Disk full or read-only while the run directory is claimed (the lock cannot be written)."""
+    import errno
+
+    from harness.runs import rundir as rundir_module
+
+    def refuse(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rundir_module.os, "write", refuse)
+    with pytest.raises(HarnessError, match="cannot write to the run directory .*No space left on device"):
+        with RunDir(tmp_path / "run").claim("x", "auto"):
+            pass
+    monkeypatch.setattr(rundir_module.os, "open", lambda *a, **k: refuse())
+    with pytest.raises(HarnessError, match="cannot use .* as a run directory: No space left on device"):
+        with RunDir(tmp_path / "run2").claim("x", "auto"):
+            pass
