@@ -204,7 +204,8 @@ class RunDir:
             self._refuse_other_config(config_fingerprint, on_existing)  # again, now that nobody else can write
             try:
                 os.ftruncate(fd, 0)
-                os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode())
+                holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}
+                os.write(fd, json.dumps(holder).encode())
             except OSError as exc:
                 raise HarnessError(f"cannot write to the run directory {self.path}: {exc.strerror or exc}") from None
             yield ResultStore(self.path)
