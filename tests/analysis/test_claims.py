@@ -125,3 +125,10 @@ def test_seed_claims_gathers_every_claim_with_its_unit():
     assert sorted(out.claim.unique()) == [1, 2, 3]
     assert list(out.columns[:len(claims.COLUMNS)]) == claims.COLUMNS
     assert (out.unit == claims.UNIT).all() and out.verdict.isin(["supported", "contradicted", "not determined"]).all()
+
+
+def test_claim_3_needs_the_interval_and_the_permutation_test_to_agree():
+    assert claims._tested_verdict(0.1, 0.3, 0.01) == "supported"
+    assert claims._tested_verdict(-0.3, -0.1, 0.01) == "contradicted"
+    assert claims._tested_verdict(0.1, 0.3, 0.2) == "not determined"  # the bootstrap alone is not enough
+    assert claims._tested_verdict(-0.1, 0.3, 0.001) == "not determined"
