@@ -117,8 +117,10 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
         per = weighted_segment_mean(sub, value, ("prefix_id", "prefix_len", "layer"))
         per = per.groupby(["prompt_id", "prefix_id", "layer"], observed=True)[value].mean().reset_index()
         Y, layers = _cube(per, value, "layer")
+        if len(layers) < 3:  # no middle third to speak of
+            continue
         observed, resampled = crossed_means(Y, n_resamples, seed)
-        depth = max(len(layers) - 1, 1)
+        depth = len(layers) - 1
         peak = int(np.nanargmax(observed))
         peaks = np.nanargmax(np.where(np.isfinite(resampled), resampled, -np.inf), axis=1) / depth
         lo, hi = _interval(_thirds(resampled), confidence)

@@ -132,3 +132,20 @@ def test_claim_3_needs_the_interval_and_the_permutation_test_to_agree():
     assert claims._tested_verdict(-0.3, -0.1, 0.01) == "contradicted"
     assert claims._tested_verdict(0.1, 0.3, 0.2) == "not determined"  # the bootstrap alone is not enough
     assert claims._tested_verdict(-0.1, 0.3, 0.001) == "not determined"
+
+
+def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_path, capsys):
+    from harness.cli import main
+
+    out = tmp_path / "claims"
+    assert main(["claims", str(tiny_run), "--out", str(out), "--resamples", "200"]) == 0
+    table = pd.read_parquet(out / "claims.parquet")
+    # the tiny run has 2 layers (no middle third) and lengths 8 and 24 only: claims 1 and 2 cannot be tested
+    assert set(table.claim) == {3}
+    text = (out / "claims.md").read_text()
+    assert text.count("Not tested") == 2
+    for claim in table.itertuples():  # every number the page prints is the table's
+        assert f"**{claim.verdict}**" in text
+    assert (out / "figures" / "claim1_layers.png").is_file() and (out / "figures" / "claim3_c_minus_b.pdf").is_file()
+    assert main(["claims", str(tiny_run), "--out", str(tiny_run)]) == 2  # never into a run it reads
+    assert "never write into them" in capsys.readouterr().err
