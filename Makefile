@@ -7,7 +7,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install demo test test-fast docs benchmarks clean-outputs real-models study
+.PHONY: install demo test test-fast docs benchmarks clean-outputs real-models study docs-study
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,6 +50,13 @@ study: real-models
 	$(BIN)/harness sweep experiment=study model=gemma-3-270m-q4_k_m prefix.placement=raw hydra.run.dir=$(STUDY_OUT)/gemma3-raw
 	$(BIN)/harness claims $(STUDY_OUT)/smollm2-system $(STUDY_OUT)/smollm2-document $(STUDY_OUT)/gemma3-raw --out $(STUDY_OUT)/claims
 	@echo "study: $(STUDY_OUT)/claims/claims.md, and each run's report.md"
+
+# The README's study results (docs/study/) from a finished `make study`.
+docs-study:
+	mkdir -p docs/study
+	cp $(STUDY_OUT)/claims/claims.md docs/study/claims.md
+	cp $(STUDY_OUT)/claims/figures/claim*.png docs/study/
+	for run in smollm2-system smollm2-document gemma3-raw; do cp $(STUDY_OUT)/$$run/report.md docs/study/$$run-report.md; done
 
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
 test: install
