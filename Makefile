@@ -56,7 +56,6 @@ docs-study:
 	mkdir -p docs/study/figures
 	cp $(STUDY_OUT)/claims/claims.md docs/study/claims.md
 	cp $(STUDY_OUT)/claims/figures/claim*.png docs/study/figures/
-	for run in smollm2-system smollm2-document gemma3-raw; do cp $(STUDY_OUT)/$$run/report.md docs/study/$$run-report.md; done
 
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
 test: install
