@@ -187,6 +187,49 @@ def prefix_sd(conditions: pd.DataFrame, value: str) -> float:
     return float(np.sqrt((dev ** 2).sum() / dof)) if dof > 0 else np.nan
 
 
+def standard_error_parts(sub: pd.DataFrame, value: str, n_resamples: int, seed: int) -> tuple[float, float]:
+    """The C-minus-B statistic's standard error from prompts alone (prefixes held fixed) and from
+    prefixes alone (prompts held fixed), by resampling one factor at a time (prefixes of each group
+    independently: a matched-pair design would be estimated conservatively)."""
+    rng = np.random.default_rng(seed)
+    cubes = [_cube(sub[sub.group == g].assign(all="all"), value, "all")[0][..., 0] for g in ("C", "B")]
+    n_p = cubes[0].shape[0]
+
+    def stat(w: np.ndarray, vs: list[np.ndarray]) -> np.ndarray:
+        means = []
+        for Y, v in zip(cubes, vs):
+            ok = np.isfinite(Y)
+            num = np.einsum("rp,rx,px->r", w, v, np.where(ok, Y, 0.0))
+            means.append(num / np.einsum("rp,rx,px->r", w, v, ok.astype(float)))
+        return means[0] - means[1]
+
+    ones_p = np.ones((n_resamples, n_p))
+    ones_x = [np.ones((n_resamples, Y.shape[1])) for Y in cubes]
+    draw_p = rng.multinomial(n_p, np.full(n_p, 1 / n_p), size=n_resamples).astype(float)
+    draw_x = [rng.multinomial(Y.shape[1], np.full(Y.shape[1], 1 / Y.shape[1]), size=n_resamples).astype(float)
+              for Y in cubes]
+    return float(np.nanstd(stat(draw_p, ones_x), ddof=1)), float(np.nanstd(stat(ones_p, draw_x), ddof=1))
+
+
+def design_for_power(effect: float, se_prompts: float, se_prefixes: float, n_prompts: int, n_prefixes: int,
+                     target: float = 0.8, confidence: float = CONFIDENCE,
+                     limit: int = 1000) -> tuple[int | None, int | None]:
+    """The fewest prompts (at ``n_prefixes`` per group) and the fewest prefixes per group (at
+    ``n_prompts``) at which a test against ``effect`` reaches ``target`` power, projecting each
+    standard-error part as 1/sqrt(count); None where ``limit`` does not reach it."""
+    z = norm.ppf(1 - (1 - confidence) / 2)
+
+    def power(se: float) -> float:
+        return float(norm.cdf(effect / se - z) + norm.cdf(-effect / se - z)) if se > 0 else 1.0
+
+    def se(p: int, x: int) -> float:
+        return float(np.sqrt(se_prompts ** 2 * n_prompts / p + se_prefixes ** 2 * n_prefixes / x))
+
+    prompts = next((p for p in range(1, limit + 1) if power(se(p, n_prefixes)) >= target), None)
+    prefixes = next((x for x in range(1, limit + 1) if power(se(n_prompts, x)) >= target), None)
+    return prompts, prefixes
+
+
 def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str = "norm_edit_distance",
                by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
                confidence: float = CONFIDENCE) -> pd.DataFrame:
@@ -213,6 +256,15 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             side = "above" if b_lo > floor else "within" if b_hi <= floor else "not separable from"
             b_says = (f"B's mean {b_mean[0]:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
                       f"{floor:.3g}")
+        se_p, se_x = standard_error_parts(sub, value, n_resamples, seed)
+        n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
+        need_p, need_x = design_for_power(sd, se_p, se_x, n_prompts, per_group)
+        needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
+                 else "power 0.8 is out of reach by adding prompts alone")
+        needs += (f", or {need_x} prefixes per group at {n_prompts} prompts" if need_x
+                  else f"; at {n_prompts} prompts no number of prefixes reaches it (the prompt part of the error "
+                       f"alone is too large)")
+        b_says = f"{b_says}; {needs} (standard error from prompts {se_p:.3g}, from prefixes {se_x:.3g})"
         rows.append({
             "claim": 3, "hypothesis": HYPOTHESES[3], "measure": value, **dict(zip(by, key)),
             "statistic": "C minus B", "estimate": float(row.statistic), "ci_low": float(row.ci_low),
@@ -220,7 +272,8 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             "power": power_at_one_sd(sd, float(row.ci_low), float(row.ci_high), confidence),
             "verdict": _tested_verdict(float(row.ci_low), float(row.ci_high), float(row.p_perm)),
             "detail": f"prefix-level SD {sd:.3g}; {b_says}", "b_mean": float(b_mean[0]), "b_low": b_lo,
-            "b_high": b_hi, "noise_floor": np.nan if floor is None else floor,
+            "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "se_prompts": se_p,
+            "se_prefixes": se_x, "prompts_for_power_80": need_p, "prefixes_for_power_80": need_x,
             "n_prompts": int(row.n_prompts), "n_prefixes": int(row.n_prefixes_high + row.n_prefixes_low),
             "unit": UNIT})
     return pd.DataFrame(rows)

@@ -149,3 +149,21 @@ def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_pa
     assert (out / "figures" / "claim1_layers.png").is_file() and (out / "figures" / "claim3_c_minus_b.pdf").is_file()
     assert main(["claims", str(tiny_run), "--out", str(tiny_run)]) == 2  # never into a run it reads
     assert "never write into them" in capsys.readouterr().err
+
+
+def test_design_for_power_inverts_the_power_formula():
+    z = norm.ppf(0.975)
+    # prompts contribute nothing: the prefix count must bring the SE to effect / (z + 0.84)
+    prompts, prefixes = claims.design_for_power(1.0, 0.0, 0.5, 3, 10)
+    needed_se = 1.0 / (z + norm.ppf(0.8))
+    assert abs(prefixes - np.ceil(10 * 0.5 ** 2 / needed_se ** 2)) <= 1  # (the far tail adds a hair of power)
+    assert prompts is None  # more prompts cannot shrink the prefix part
+    # a prompt part larger than the effect allows cannot be fixed with prefixes
+    prompts, prefixes = claims.design_for_power(1.0, 0.5, 0.1, 3, 10)
+    assert prefixes is None and prompts is not None and prompts > 3
+
+
+def test_standard_error_parts_see_which_factor_varies():
+    cond = conditions_table([0.5] * 4, [0.2] * 4, prefix_sd=0.2, n_prefixes=12)
+    se_p, se_x = claims.standard_error_parts(cond, "norm_edit_distance", 400, 0)
+    assert se_x > 5 * se_p  # only prefixes carry variation here (the prompt noise is 0.01)
