@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from harness.demo.cards import rewrite_card
 from harness.demo.corpus import CARD_OPENINGS, encode_stories, heldout_split, paragraphs, split_stories
@@ -241,7 +242,12 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     stats_file = out / "training.json"
     if not stats_file.is_file():
         raise HarnessError(f"{stats_file} not found: --re-evaluate takes a directory written by train-demo")
-    stats = json.loads(stats_file.read_text())
+    try:
+        stats = json.loads(stats_file.read_text(encoding="utf-8"))
+        stats["settings"]  # noqa: B018 - a training.json without its settings is damaged too
+    except (OSError, UnicodeError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"{stats_file} is damaged ({type(exc).__name__}); --re-evaluate needs the training.json "
+                           f"train-demo wrote") from None
     obedient = "obedient" in stats  # else a plain model: its own card gets the negative control's numbers
     if not obedient and card.baseline is not None:
         raise HarnessError(f"{out} is a plain model (its training.json has no obedient section); --baseline "
@@ -264,7 +270,12 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     tokenizer = AutoTokenizer.from_pretrained(out)
     models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else []) if obedient else [(None, out)]
     for name, path in models:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+        except (OSError, ValueError, SafetensorError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise HarnessError(f"the model in {path} cannot be loaded ({first}); its weights are damaged or "
+                               f"missing: train it again, or restore the directory") from None
         if path == out and "card_samples" not in stats:  # written before train-demo recorded them; they depend only on the weights
             stats["card_samples"] = dict(zip(CARD_OPENINGS, greedy_continuations(model, tokenizer, CARD_OPENINGS, device)))
         section = stats.setdefault(name, {}) if name else stats

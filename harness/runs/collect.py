@@ -158,7 +158,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     schemas = {(manifests[i].get("result_fingerprint") or {}).get("schema") for i in {int(c._source.iloc[0]) for c in conditions}}
     if len(schemas) > 1:
         raise HarnessError(f"the runs hold results of different result schemas ({sorted(map(str, schemas))}); "
-                           f"rerun the older runs with `harness resume` (it recomputes them) and collect again")
+                           f"rerun the older runs with `harness resume RUN on_existing=resume` (it recomputes "
+                           f"them) and collect again")
     merged = concat_tables([_aligned(c, CONDITION_COLUMNS) for c in conditions])
     merged, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
     if disagree and not allow_disagreement:
