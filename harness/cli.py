@@ -171,13 +171,17 @@ def _check_run_dir(run_dir: str) -> None:
                            f"give a directory")
     if path.exists() and not path.is_dir():
         raise HarnessError(f"hydra.run.dir={run_dir} is a file, not a directory; give a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HarnessError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}; choose another "
-                           f"hydra.run.dir") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise HarnessError(f"the run directory {run_dir} is not writable; choose another hydra.run.dir")
+    # nothing is created here (a command Hydra then refuses must leave no directory behind): the
+    # nearest existing ancestor must be a directory the run directory can be made in
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not a directory; choose "
+                           f"another hydra.run.dir")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not writable; choose another "
+                           f"hydra.run.dir")
 
 
 def _run_hydra_app(name: str, task, args: list[str]) -> int:

@@ -46,7 +46,7 @@ def row(pa: np.ndarray, px: np.ndarray, block: tuple[int, int], a_input_len: int
     # renormalize by what stays visible, summed itself: 1 - unseen loses digits when most of the
     # mass is out of X's window (95% unseen: 7e-5 off in float32 probabilities)
     sink_mass = max(1.0 - pa.sum(), 0.0) if sinks else 0.0
-    keep = pa[both].sum() + sink_mass
+    keep = pa[both].sum() + sink_mass if unseen > 0 else 1.0  # nothing unseen: A's row as it is
     sink_a = sink_mass / keep
     sink_x = max(1.0 - px.sum(), 0.0) if sinks else 0.0
     pa_s = np.where(both, pa, 0.0) / keep

@@ -122,9 +122,12 @@ def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):
     copy = tmp_path / "run"
     shutil.copytree(tiny_run, copy)
     (copy / "conditions.parquet").write_bytes((copy / "conditions.parquet").read_bytes()[:100])
-    assert main(["figures", str(copy)]) == 2
+    assert main(["figures", str(copy)]) == 2  # its sha256 is not the manifest's: refused before it is read
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and "conditions.parquet is not a readable parquet table" in err[0]
+    assert len(err) == 1 and err[0].startswith("error: ") and "conditions.parquet is not the table this run" in err[0]
+    assert main(["figures", str(copy), "--trust-damaged"]) == 2  # read anyway: it does not parse
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "conditions.parquet is not a readable parquet table" in err[-1]
 
 
 def test_hit_rate_figure_says_which_intervals_are_exact():
