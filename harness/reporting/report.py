@@ -125,17 +125,25 @@ FEW_PREFIXES = 10  # below this many prefixes per group, the report warns about 
 
 def _contrasts(conds: pd.DataFrame) -> list[str]:
     lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
-             "The claim column says what each interval supports. Lead: prompts x prefixes."]
-    rows, group_sizes = [], []
+             "The claim column says what each interval supports. Lead: prompts x prefixes. q: the prefix "
+             "permutation p corrected by Benjamini-Hochberg over this table's tests of one model (measures x "
+             "lengths)."]
+    results, group_sizes = [], []
     for value, label in contrasted():
         if value not in conds or conds[value].isna().all():
             continue
         data = conds.assign(**{value: conds[value].astype(float)})
-        for r in compare_groups(data, value).itertuples():
-            rows.append([label, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
-                         _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
-                         _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
-            group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
+        results.append(compare_groups(data, value).assign(measure=label))
+    if not results:
+        return lines
+    table = pd.concat(results, ignore_index=True)
+    table["q_perm"] = descriptive.benjamini_hochberg_by(table, "p_perm", family=("model",))
+    rows = []
+    for r in table.itertuples():
+        rows.append([r.measure, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
+                     _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
+                     _p(r.q_perm), _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
+        group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
     if fewest < FEW_PREFIXES:
         # A bootstrap that resamples k prefixes sees at most k distinct values: with few it is too
@@ -143,14 +151,16 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
         lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes bootstrap interval tends to be too "
                      "narrow (it resamples so few prefixes); the prefix permutation p does not, and is the one to read.")
     return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
-                                  "prefix permutation p", "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
+                                  "prefix permutation p", "q (within the model)", "C - B [prompts]",
+                                  "Wilcoxon p (prompts)"], rows)
 
 
 def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:
     lines = ["", "## Attention: capture and redistribution", "",
              "Per condition, means over layers, heads and query rows (segments weighted by their rows): "
-             "`prefix_mass` is the share of attention the prefix takes; capture = -log(1 - mass); "
-             "redistribution = KL on the keys A also has; total KL = capture + redistribution. Intervals: prompts."]
+             "`prefix_mass` is the share of attention the prefix takes; per query row, capture = -log(1 - mass), "
+             "redistribution = KL on the keys A also has, and total KL = capture + redistribution (the columns are "
+             "means of those per-row values, so the mean capture is not -log(1 - mean mass)). Intervals: prompts."]
     rows = []
     parts = {v: descriptive.drift_summary(conds[conds.group != "A"], v) for v in
              ("attn_prefix_mass_mean", "attn_capture_mean", "attn_kl_shared_mean", "attn_kl_mean")}
@@ -167,23 +177,35 @@ def _heads(att: pd.DataFrame) -> list[str]:
         t = head_contrasts(att, value, segment=None, family="model")
         tables.append(t.assign(quantity="capture" if value == "capture" else "redistribution"))
     heads = pd.concat(tables, ignore_index=True)
-    for col, q in (("p", "q"), ("p_perm", "q_perm")):  # BH over the whole reported family
-        heads[q] = descriptive.benjamini_hochberg(heads[col].to_numpy(dtype=float))
-    n = len(heads)
+    for col, q in (("p", "q"), ("p_perm", "q_perm")):  # BH within each model: one model's family is its own
+        heads[q] = descriptive.benjamini_hochberg_by(heads, col, family=("model",))
+    per_model = heads.groupby("model", observed=True).size()
+    sizes = ", ".join(f"{n} for {m}" for m, n in per_model.items())
     lines = ["", "## Heads where C moves attention more than B", "",
              f"One-sided tests per head, segment and length, for capture and for redistribution separately; "
-             f"Benjamini-Hochberg over all {n} tests (lengths x segments x heads x both quantities). "
-             "q (prompts): Wilcoxon over prompts, about these prefixes. q (prompts x prefixes): prefix-label "
-             "permutation, about instruction-like content in general; with k prefixes per group no p can fall "
-             "below 1 / C(2k, k), so few prefixes cannot support a general claim about one head."]
-    top = heads[(heads.q < 0.05) | (heads.q_perm < 0.05)].sort_values(["q_perm", "q"]).head(12)
-    if top.empty:
-        return lines + ["", f"No head passes q < 0.05 in either test (smallest q: prompts {heads.q.min():.2g}, "
-                            f"prompts x prefixes {heads.q_perm.min():.2g})."]
-    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q), _p(r.q_perm)]
-            for r in top.itertuples()]
-    return lines + [""] + _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
-                                  "q (prompts)", "q (prompts x prefixes)"], rows)
+             f"Benjamini-Hochberg within each model over all its tests ({sizes}: lengths x segments x heads x both "
+             "quantities), whatever other models share the page. This table lists heads by the prefix-label "
+             "permutation test (q prompts x prefixes), the claim about instruction-like content in general; with "
+             "k prefixes per group no p can fall below 1 / C(2k, k), so few prefixes cannot support it for one head."]
+    general = heads[heads.q_perm < 0.05].sort_values(["q_perm", "q"]).head(12)
+    if general.empty:
+        lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
+                      f"{heads.q_perm.min():.2g})."]
+    else:
+        rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q_perm),
+                 _p(r.q)] for r in general.itertuples()]
+        lines += [""] + _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
+                                "q (prompts x prefixes)", "q (prompts)"], rows)
+    particular = heads[(heads.q < 0.05) & ~(heads.q_perm < 0.05)].sort_values("q").head(12)
+    if not particular.empty:
+        lines += ["", "### Heads that differ for these particular prefixes only", "",
+                  "These pass q < 0.05 with prompts random (Wilcoxon over prompts) but not with prefixes random: "
+                  "a claim about the prefixes of this run, not about instruction-like text in general.", ""]
+        rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q),
+                 _p(r.q_perm)] for r in particular.itertuples()]
+        lines += _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
+                         "q (prompts)", "q (prompts x prefixes)"], rows)
+    return lines
 
 
 def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
