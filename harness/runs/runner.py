@@ -121,8 +121,12 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     tables = tables_from_store(store, exp.conditions, keys, exp.engine.attention)
     clock.lap("tables")
     if sample and tables:
-        floor = measure_noise_floor(exp.engine, exp.conditions, sample, exp.batch_size, exp.model_label, batched,
-                                    progress)
+        floor = earlier_noise_floor(rundir, sample, exp.model_label, exp.batch_size) if not outcome.computed else None
+        if floor is not None:
+            log.info("noise floor: every result was reused, and so is the noise table measured with them")
+        else:
+            floor = measure_noise_floor(exp.engine, exp.conditions, sample, exp.batch_size, exp.model_label, batched,
+                                        progress)
         if not floor.empty:
             tables[RunDir.NOISE] = floor
         clock.lap("noise floor")
@@ -144,6 +148,26 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     if failed:
         raise SweepFailed(rundir.path, failed)
     return rundir.path
+
+
+def earlier_noise_floor(rundir: RunDir, sample, model_label: str, batch_size: int) -> pd.DataFrame | None:
+    """The noise table this run directory already holds, when it measured exactly this sample at
+    this batch size (and is the table the run wrote); else None. Used when a rerun computed no
+    result: its results are the stored ones, so their noise is what was measured then."""
+    if not rundir.has(RunDir.NOISE):
+        return None
+    try:
+        table = rundir.table(RunDir.NOISE)
+    except HarnessError:  # damaged or of another version: measure again
+        return None
+
+    def key(values) -> tuple:
+        return tuple(None if v is None or (isinstance(v, float) and v != v) else str(v) for v in values)
+
+    want = {key(condition_keys(model_label, c).values()) for c in sample if c.group != "A"}
+    have = {key(row) for row in table[list(condition_keys(model_label, sample[0]))].itertuples(index=False)}
+    same_batches = "batch_size" in table and set(table.batch_size.dropna().astype(int)) == {batch_size}
+    return table if want == have and same_batches else None
 
 
 class _PhaseClock:

@@ -308,3 +308,16 @@ def test_re_evaluating_a_damaged_model_directory_is_one_line(tmp_path, capsys, d
 
     err = one_line_error(capsys, ["train-demo", "--re-evaluate", str(model), "--corpus", str(corpus)])
     assert re.search(expected, err), err
+
+
+def test_a_rerun_that_computes_nothing_reuses_the_noise_floor(run_copy, caplog):
+    """Resuming a finished run used to measure the noise floor again (40 s on a tiny run under load)."""
+    import logging
+
+    before = pd.read_parquet(run_copy / "noise.parquet")
+    with caplog.at_level(logging.INFO):
+        sweep(run_copy, *FAST)
+    assert any("the noise table measured with them" in r.message for r in caplog.records)
+    pd.testing.assert_frame_equal(pd.read_parquet(run_copy / "noise.parquet"), before)
+    status = json.loads((run_copy / "status.json").read_text())
+    assert status["status"] == "complete" and status["seconds"].get("noise floor", 0) < 1.0
