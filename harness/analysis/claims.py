@@ -17,11 +17,11 @@ and prefix-permutation p of :func:`harness.analysis.crossed.compare_groups`), wi
 against the run's noise floor. Its power is that of a two-sided 5% test against an effect of one
 prefix-level standard deviation, with the standard error this design had.
 
-Calibration: the crossed percentile bootstrap under-covers where prefix variance dominates
-(simulated coverage 0.88-0.93 for a nominal 0.95; the prefix-permutation test holds its level).
-So claim 3 is decided only when the interval and the permutation test (p < 0.05) agree, and the
-report says that verdicts of claims 1 and 2 that rest on an interval just clear of zero are
-provisional.
+Calibration (``benchmarks/crossed_calibration.py``): the crossed percentile bootstrap under-covers
+where prefix variance dominates (coverage 0.85-0.94 for a nominal 0.95), and the prefix-permutation
+test exceeds its level when prompts interact with the group (up to 0.10). So claim 3 is decided
+only when the interval and the permutation test (p < 0.05) agree, and the report says that
+verdicts resting on an interval just clear of zero are provisional.
 """
 
 from __future__ import annotations
