@@ -9,10 +9,10 @@ with prefix effects ``b`` random (SD per group), a prompt-by-group interaction `
 rates). For each design cell it prints, over ``--datasets`` data sets:
 
 * ``fpr perm``: the prefix-permutation test's false-positive rate at 0.05 (no true C-B difference);
-* ``cover boot``: coverage of the two-way percentile bootstrap interval (the report's lead interval);
-* ``cover satt``: coverage of a candidate: a t interval whose variance is the crossed design's
-  (prefix means' variance per group + per-prompt differences' variance - the residual counted
-  twice), with Satterthwaite degrees of freedom;
+* ``cover boot``: coverage of the two-way percentile bootstrap interval (the lead interval before);
+* ``cover satt``: coverage of the crossed-variance t interval (``harness.analysis.crossed_variance``,
+  the report's lead interval): the design's own variance estimate with Satterthwaite degrees of
+  freedom;
 * ``power perm`` / ``power satt``: rejection rates at an effect of one prefix-level SD.
 
     python benchmarks/crossed_calibration.py                 # 1,000 data sets per cell
@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from harness.analysis.crossed import _Layout, _permutation, _two_way
+from harness.analysis.crossed_variance import crossed_t_interval
 
 
 @dataclass(frozen=True)
@@ -86,33 +86,6 @@ def truth(design: Design, effect: float, rng: np.random.Generator, n: int = 400)
     return float(Y[:, is_high].mean() - Y[:, ~is_high].mean())
 
 
-def satterthwaite_interval(Y: np.ndarray, is_high: np.ndarray, pairs, confidence: float = 0.95) -> tuple[float, float]:
-    """The candidate: D +- t * sqrt(V), V the crossed design's variance of the C-minus-B mean."""
-    C, B = Y[:, is_high], Y[:, ~is_high]
-    p, n_c, n_b = Y.shape[0], C.shape[1], B.shape[1]
-    d_prompt = C.mean(1) - B.mean(1)
-    resid_ss, resid_df = 0.0, 0
-    for G in (C, B):
-        R = G - G.mean(1, keepdims=True) - G.mean(0, keepdims=True) + G.mean()
-        resid_ss += float((R ** 2).sum())
-        resid_df += (G.shape[0] - 1) * (G.shape[1] - 1)
-    resid = resid_ss / resid_df if resid_df else 0.0
-    if pairs is not None:
-        delta = C.mean(0)[pairs[0]] - B.mean(0)[pairs[1] - n_c]
-        terms = [(delta.var(ddof=1) / len(delta), len(delta) - 1)]
-        double = resid * 2 / (len(delta) * p)
-    else:
-        terms = [(C.mean(0).var(ddof=1) / n_c, n_c - 1), (B.mean(0).var(ddof=1) / n_b, n_b - 1)]
-        double = resid * (1 / n_c + 1 / n_b) / p
-    terms += [(d_prompt.var(ddof=1) / p, p - 1), (-double, resid_df)]
-    v = sum(t for t, _ in terms)
-    v = max(v, 1e-12)
-    dof = v ** 2 / sum(t ** 2 / df for t, df in terms if df > 0 and t != 0)
-    half = stats.t.ppf(1 - (1 - confidence) / 2, dof) * np.sqrt(v)
-    stat = C.mean() - B.mean()
-    return stat - half, stat + half
-
-
 def run_cell(design: Design, datasets: int, resamples: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     out = {"fpr_perm": 0, "cover_boot": 0, "cover_satt": 0, "power_perm": 0, "power_satt": 0}
@@ -124,7 +97,7 @@ def run_cell(design: Design, datasets: int, resamples: int, seed: int) -> dict:
             Y, is_high, pairs = draw(design, effect, rng)
             lay = _Layout(Y, is_high, pairs)
             p, _ = _permutation(lay, resamples, seed + i, "two-sided")
-            lo_s, hi_s = satterthwaite_interval(Y, is_high, pairs)
+            lo_s, hi_s, _ = crossed_t_interval(Y, is_high, pairs)
             if effect == 0.0:
                 lo_b, hi_b = _two_way(lay, resamples, seed + i, 0.95)
                 out["fpr_perm"] += p < 0.05

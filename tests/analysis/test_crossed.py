@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from harness.analysis import crossed, curves, descriptive, heads, rates
+from harness.analysis.crossed_variance import crossed_t_interval
 
 COLUMNS = ["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "v"]
 
@@ -105,12 +106,14 @@ def test_compare_groups_agrees_with_the_separate_functions():
     both = crossed.compare_groups(df, "v").iloc[0]
     prompts = descriptive.contrast(df, "v").iloc[0]
     perm = crossed.prefix_permutation_test(df, "v").iloc[0]
-    boot = crossed.two_way_bootstrap(df, "v").iloc[0]
+    (_, lay), = crossed._cells(df, "v", "C", "B", crossed.CONTRAST_BY)
+    lead = crossed_t_interval(lay.Y, lay.is_high, lay.pairs)
     assert both.mean_diff == pytest.approx(prompts.mean_diff) and both.wilcoxon_p == pytest.approx(prompts.wilcoxon_p)
     assert (both.ci_low_prompts, both.ci_high_prompts) == (pytest.approx(prompts.ci_low), pytest.approx(prompts.ci_high))
     assert both.ci_method_prompts == prompts.ci_method == "BCa"
     assert both.p_perm == perm.p_perm and both.statistic == pytest.approx(perm.statistic)
-    assert (both.ci_low, both.ci_high) == (boot.ci_low, boot.ci_high)
+    assert both.ci_method == "crossed t" and (both.ci_low, both.ci_high) == pytest.approx(lead[:2])
+    assert both.ci_low < -1  # two prefixes per group: the honest interval is very wide
 
 
 # --- two-way bootstrap ----------------------------------------------------------------------

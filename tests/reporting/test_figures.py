@@ -84,7 +84,7 @@ def test_sweep_writes_figures_and_report(tiny_run):
     assert (run_dir / "figures" / "fig1_edit_distance.pdf").is_file()
     report = (run_dir / "report.md").read_text()
     # 5 prefixes per group: the report says which interval to read
-    assert "With 5 prefixes in a group, the prompts x prefixes bootstrap interval tends to be too narrow" in report
+    assert "With 5 prefixes in a group, the prompts x prefixes interval rests on very few prefixes" in report
 
 
 def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
