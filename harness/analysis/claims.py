@@ -30,10 +30,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.stats import norm
 
 from harness.analysis import summaries
 from harness.analysis.crossed import compare_groups
+from harness.analysis.crossed_variance import crossed_t_interval
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 
 JUMP_LENGTHS = (32, 64, 128, 256)
@@ -167,15 +169,19 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
     return pd.DataFrame(rows)
 
 
-def power_at_one_sd(effect_sd: float, ci_low: float, ci_high: float, confidence: float = CONFIDENCE) -> float:
-    """Power of a two-sided test at 1 - ``confidence`` against an effect of ``effect_sd``, with the
-    standard error the interval's width implies (normal approximation)."""
-    z = norm.ppf(1 - (1 - confidence) / 2)
-    se = (ci_high - ci_low) / (2 * z)
+def power_at_one_sd(effect_sd: float, ci_low: float, ci_high: float, dof: float = np.inf,
+                    confidence: float = CONFIDENCE) -> float:
+    """Power of the two-sided t test behind a t interval [``ci_low``, ``ci_high``] with ``dof``
+    degrees of freedom (normal for ``dof`` infinite) against an effect of ``effect_sd``: the
+    standard error is what the interval's width implies, and the test statistic is noncentral t."""
+    crit = stats.t.ppf(1 - (1 - confidence) / 2, dof) if np.isfinite(dof) else norm.ppf(1 - (1 - confidence) / 2)
+    se = (ci_high - ci_low) / (2 * crit)
     if not (np.isfinite(se) and se > 0 and np.isfinite(effect_sd)):
         return np.nan
     shift = effect_sd / se
-    return float(norm.cdf(shift - z) + norm.cdf(-shift - z))
+    if not np.isfinite(dof):
+        return float(norm.cdf(shift - crit) + norm.cdf(-shift - crit))
+    return float(stats.nct.sf(crit, dof, shift) + stats.nct.cdf(-crit, dof, shift))
 
 
 def prefix_sd(conditions: pd.DataFrame, value: str) -> float:
@@ -211,12 +217,22 @@ def standard_error_parts(sub: pd.DataFrame, value: str, n_resamples: int, seed: 
     return float(np.nanstd(stat(draw_p, ones_x), ddof=1)), float(np.nanstd(stat(ones_p, draw_x), ddof=1))
 
 
+def lead_dof(sub: pd.DataFrame, value: str, confidence: float) -> float:
+    """The Satterthwaite degrees of freedom of the lead interval on ``sub`` (C-minus-B, pooled over
+    lengths)."""
+    cubes = [_cube(sub[sub.group == g].assign(all="all"), value, "all")[0][..., 0] for g in ("C", "B")]
+    Y = np.concatenate(cubes, axis=1)
+    is_high = np.arange(Y.shape[1]) < cubes[0].shape[1]
+    return crossed_t_interval(Y, is_high, None, confidence)[2]
+
+
 def design_for_power(effect: float, se_prompts: float, se_prefixes: float, n_prompts: int, n_prefixes: int,
                      target: float = 0.8, confidence: float = CONFIDENCE,
                      limit: int = 1000) -> tuple[int | None, int | None]:
     """The fewest prompts (at ``n_prefixes`` per group) and the fewest prefixes per group (at
     ``n_prompts``) at which a test against ``effect`` reaches ``target`` power, projecting each
-    standard-error part as 1/sqrt(count); None where ``limit`` does not reach it."""
+    standard-error part as 1/sqrt(count) (normal approximation: a t test with few prompts needs
+    somewhat more); None where ``limit`` does not reach it."""
     z = norm.ppf(1 - (1 - confidence) / 2)
 
     def power(se: float) -> float:
@@ -257,6 +273,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             b_says = (f"B's mean {b_mean[0]:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
                       f"{floor:.3g}")
         se_p, se_x = standard_error_parts(sub, value, n_resamples, seed)
+        dof = lead_dof(sub, value, confidence) if row.get("ci_method") == "crossed t" else np.inf
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
         need_p, need_x = design_for_power(sd, se_p, se_x, n_prompts, per_group)
         needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
@@ -269,7 +286,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             "claim": 3, "hypothesis": HYPOTHESES[3], "measure": value, **dict(zip(by, key)),
             "statistic": "C minus B", "estimate": float(row.statistic), "ci_low": float(row.ci_low),
             "ci_high": float(row.ci_high), "p": float(row.p_perm),
-            "power": power_at_one_sd(sd, float(row.ci_low), float(row.ci_high), confidence),
+            "power": power_at_one_sd(sd, float(row.ci_low), float(row.ci_high), dof, confidence),
             "verdict": _tested_verdict(float(row.ci_low), float(row.ci_high), float(row.p_perm)),
             "detail": f"prefix-level SD {sd:.3g}; {b_says}", "b_mean": float(b_mean[0]), "b_low": b_lo,
             "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "se_prompts": se_p,

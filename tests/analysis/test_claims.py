@@ -100,6 +100,12 @@ def test_power_matches_the_normal_formula():
     power = claims.power_at_one_sd(2.8 * se, -z * se, z * se)
     assert power == pytest.approx(norm.cdf(2.8 - z) + norm.cdf(-2.8 - z))
     assert power == pytest.approx(0.80, abs=0.01)
+    # a t interval with few degrees of freedom is wider for the same standard error, and its test weaker
+    from scipy import stats
+
+    crit = stats.t.ppf(0.975, 3)
+    assert claims.power_at_one_sd(2.8 * se, -crit * se, crit * se, dof=3) < power - 0.2
+    assert claims.power_at_one_sd(2.8 * se, -z * se, z * se, dof=1e6) == pytest.approx(power, abs=1e-3)
 
 
 def test_prefix_sd_is_the_pooled_sd_of_prefix_means():
