@@ -338,7 +338,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       with): ``statistic`` (equal to ``mean_diff`` when the crossing is complete), ``ci_low``/
       ``ci_high`` (:func:`harness.analysis.crossed_variance.crossed_t_interval`, ``ci_method``
       "crossed t"; the :func:`two_way_bootstrap` where the crossing is incomplete, "two-way
-      bootstrap"), ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`), ``design``.
+      bootstrap"; ``dof`` its degrees of freedom), ``p_perm`` and ``exact``
+      (:func:`prefix_permutation_test`), ``design``.
     """
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
         f"{high} vs {low} content in general (prompts and prefixes resampled)"
@@ -347,7 +348,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
         d = lay.prompt_diffs()
         d = d[np.isfinite(d)]
         lo_p, hi_p, method = bootstrap_interval(d, confidence, n_resamples, seed)
-        lo_2, hi_2, _ = crossed_t_interval(lay.Y, lay.is_high, lay.pairs, confidence)
+        lo_2, hi_2, dof = crossed_t_interval(lay.Y, lay.is_high, lay.pairs, confidence)
         general_method = "crossed t"
         if not np.isfinite(lo_2):  # an incomplete crossing, or a single prompt or prefix in a group
             lo_2, hi_2 = _two_way(lay, n_resamples, seed, confidence)
@@ -357,10 +358,11 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
                      "mean_diff": d.mean() if len(d) else np.nan, "ci_low_prompts": lo_p, "ci_high_prompts": hi_p,
                      "ci_method_prompts": method, "wilcoxon_p": wilcoxon_p(d), "claim_prompts": CLAIM_PROMPTS,
                      "statistic": lay.statistic(), "ci_low": lo_2, "ci_high": hi_2, "ci_method": general_method,
+                     "dof": dof if general_method == "crossed t" else np.nan,
                      "p_perm": p, "exact": exact, "design": lay.design, "claim": general})
     return pd.DataFrame(rows, columns=_present(with_settings(df), by) + [
         "n_prompts", "n_prefixes_high", "n_prefixes_low", "mean_diff", "ci_low_prompts", "ci_high_prompts",
-        "ci_method_prompts", "wilcoxon_p", "claim_prompts", "statistic", "ci_low", "ci_high", "ci_method", "p_perm",
-        "exact", "design", "claim"])
+        "ci_method_prompts", "wilcoxon_p", "claim_prompts", "statistic", "ci_low", "ci_high", "ci_method", "dof",
+        "p_perm", "exact", "design", "claim"])
 
 

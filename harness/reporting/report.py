@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import curves, descriptive
+from harness.analysis import claims, curves, descriptive
 from harness.analysis.crossed import compare_groups
+from harness.analysis.descriptive import with_settings
 from harness.analysis.heads import head_contrasts
 from harness.analysis.rates import has_exact_intervals
 from harness.analysis.summaries import isolation_summary, noise_level
@@ -128,22 +129,31 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
              "Lead: prompts x prefixes, a t interval with the crossed design's own variance estimate and "
              "Satterthwaite degrees of freedom (harness.analysis.crossed_variance; simulated coverage 0.94-0.97). "
              "q: the prefix permutation p corrected by Benjamini-Hochberg over this table's tests of one model "
-             "(measures x lengths)."]
+             "(measures x lengths). Power: of the lead interval's t test against a C - B difference of one "
+             "prefix-level standard deviation (the SD of prefix means within a group, pooled), so that an interval "
+             "holding zero says how much a real difference of that size could have been missed."]
     results, group_sizes = [], []
     for value, label in contrasted():
         if value not in conds or conds[value].isna().all():
             continue
         data = conds.assign(**{value: conds[value].astype(float)})
-        results.append(compare_groups(data, value).assign(measure=label))
+        results.append(compare_groups(data, value).assign(measure=label, value=value))
     if not results:
         return lines
     table = pd.concat(results, ignore_index=True)
     table["q_perm"] = descriptive.benjamini_hochberg_by(table, "p_perm", family=("model",))
     rows = []
     for r in table.itertuples():
+        cell = with_settings(conds)
+        for key in ("model", "placement", "isolation", "prefix_len"):  # the row's own cell
+            if key in cell and hasattr(r, key):
+                cell = cell[cell[key].astype(str) == str(getattr(r, key))]
+        dof = r.dof if np.isfinite(r.dof) else np.inf
+        power = claims.power_at_one_sd(claims.prefix_sd(cell, r.value), r.ci_low, r.ci_high, dof)
         rows.append([r.measure, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
                      _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
-                     _p(r.q_perm), _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
+                     _p(r.q_perm), _num(power, 2), _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4),
+                     _p(r.wilcoxon_p)])
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
     if fewest < FEW_PREFIXES:
@@ -152,8 +162,8 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
         lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes interval rests on very few prefixes: "
                      "it is wide, and a general claim needs more prefixes.")
     return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
-                                  "prefix permutation p", "q (within the model)", "C - B [prompts]",
-                                  "Wilcoxon p (prompts)"], rows)
+                                  "prefix permutation p", "q (within the model)", "power at 1 prefix SD",
+                                  "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
 
 
 def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:

@@ -57,3 +57,30 @@ def test_contrast_table_has_a_within_model_q():
                                  "output_kl": 0.0 if group == "A" else rng.uniform()})
     text = "\n".join(report._contrasts(pd.DataFrame(rows)))
     assert "q (within the model)" in text and "Benjamini-Hochberg over this table's tests of one model" in text
+
+
+def test_every_contrast_states_its_power_and_it_grows_with_the_prefixes():
+    """Power beside every C - B row, so that an interval holding zero says what it could have missed."""
+    def table(n_prefixes):
+        rng = np.random.default_rng(3)
+        rows = []
+        for group in ("A", "B", "C"):
+            for x in (range(1) if group == "A" else range(n_prefixes)):
+                fx = rng.normal(0, 0.1)
+                for p in range(8):
+                    rows.append({"model": "m", "prompt_id": f"p{p}", "group": group,
+                                 "prefix_id": None if group == "A" else f"{group}{x}",
+                                 "prefix_len": 0 if group == "A" else 16, "placement": "raw", "isolation": "none",
+                                 "beta": np.nan, "norm_edit_distance": 0.0 if group == "A" else 0.5 + fx +
+                                 rng.normal(0, 0.02)})
+        return pd.DataFrame(rows)
+
+    def power(n_prefixes):
+        text = report._contrasts(table(n_prefixes))
+        header = next(line for line in text if line.startswith("| measure"))
+        row = next(line for line in text if line.startswith("| edit distance"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        return float(cells[[c.strip() for c in header.strip("|").split("|")].index("power at 1 prefix SD")])
+
+    few, many = power(5), power(30)
+    assert 0 < few < many <= 1 and many > 0.8
