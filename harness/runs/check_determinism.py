@@ -19,18 +19,8 @@ from harness.errors import HarnessError
 from harness.measure.records import condition_keys
 from harness.runs.experiment import Experiment
 from harness.runs.rundir import RunDir
-from harness.runs.schema import ATTENTION_METRICS
+from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
-
-
-def row_key(*values) -> tuple:
-    """A condition's key values (the key columns but ``model``, in order) as a hashable tuple,
-    nulls normalised (NaN and None alike) and numbers as numbers."""
-    def norm(v):
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            return None
-        return float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (int, np.integer)) else str(v)
-    return tuple(norm(v) for v in values)
 
 
 def sample_evenly(items: list, n: int) -> list:

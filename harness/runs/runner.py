@@ -26,6 +26,7 @@ from harness.runs.environment import now_iso
 from harness.runs.experiment import Experiment
 from harness.runs.manifest import build_manifest
 from harness.runs.rundir import RunDir
+from harness.runs.schema import row_key
 from harness.runs.store import ResultStore, fingerprint
 from harness.runs.tables import attention_frame, conditions_frame
 
@@ -160,12 +161,8 @@ def earlier_noise_floor(rundir: RunDir, sample, model_label: str, batch_size: in
         table = rundir.table(RunDir.NOISE)
     except HarnessError:  # damaged or of another version: measure again
         return None
-
-    def key(values) -> tuple:
-        return tuple(None if v is None or (isinstance(v, float) and v != v) else str(v) for v in values)
-
-    want = {key(condition_keys(model_label, c).values()) for c in sample if c.group != "A"}
-    have = {key(row) for row in table[list(condition_keys(model_label, sample[0]))].itertuples(index=False)}
+    want = {row_key(*condition_keys(model_label, c).values()) for c in sample if c.group != "A"}
+    have = {row_key(*row) for row in table[list(condition_keys(model_label, sample[0]))].itertuples(index=False)}
     same_batches = "batch_size" in table and set(table.batch_size.dropna().astype(int)) == {batch_size}
     return table if want == have and same_batches else None
 

@@ -7,6 +7,8 @@ Kept free of heavy imports: the figure and collect commands read it without load
 
 from __future__ import annotations
 
+import numpy as np
+
 from harness.measure.metrics import ROW_METRICS, condition_metrics
 
 # What identifies a condition's row. A has prefix_id null and prefix_len 0; beta is null except
@@ -58,3 +60,13 @@ TIMING_COLUMNS = ["seconds"]
 
 ATTENTION_METRICS = list(ROW_METRICS)
 ATTENTION_COLUMNS = KEY_COLUMNS + ["layer", "head", "segment"] + ATTENTION_METRICS + ["n_queries"]
+
+
+def row_key(*values) -> tuple:
+    """Key values as a hashable tuple that compares equal whether they come from a Condition or
+    from a table row: nulls normalised (NaN and None alike), numbers as numbers, the rest as text."""
+    def norm(v):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        return float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (int, np.integer)) else str(v)
+    return tuple(norm(v) for v in values)
