@@ -34,8 +34,7 @@ from scipy import stats
 from scipy.stats import norm
 
 from harness.analysis import summaries
-from harness.analysis.crossed import compare_groups
-from harness.analysis.crossed_variance import crossed_t_interval
+from harness.analysis.crossed import _percentile, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 
 JUMP_LENGTHS = (32, 64, 128, 256)
@@ -91,14 +90,6 @@ def crossed_means(Y: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarra
     return observed, resampled
 
 
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
-    samples = samples[np.isfinite(samples)]
-    if not len(samples):
-        return (np.nan, np.nan)
-    tail = (1 - confidence) / 2 * 100
-    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
-
-
 def _thirds(profile: np.ndarray) -> np.ndarray:
     """Middle third's mean minus the larger of the outer thirds' (last axis: layers)."""
     n = profile.shape[-1]
@@ -125,8 +116,8 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
         depth = len(layers) - 1
         peak = int(np.nanargmax(observed))
         peaks = np.nanargmax(np.where(np.isfinite(resampled), resampled, -np.inf), axis=1) / depth
-        lo, hi = _interval(_thirds(resampled), confidence)
-        plo, phi = _interval(peaks, confidence)
+        lo, hi = _percentile(_thirds(resampled), confidence)
+        plo, phi = _percentile(peaks, confidence)
         rows.append({
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
             **dict(zip(by, key)), "statistic": "middle third minus larger outer third",
@@ -157,7 +148,7 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
             continue
         Y, _ = _cube(sub, value, "prefix_len")
         observed, resampled = crossed_means(Y, n_resamples, seed)
-        lo, hi = _interval(_jump(resampled), confidence)
+        lo, hi = _percentile(_jump(resampled), confidence)
         steps = np.diff(observed)
         rows.append({
             "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **dict(zip(by, key)),
@@ -193,12 +184,17 @@ def prefix_sd(conditions: pd.DataFrame, value: str) -> float:
     return float(np.sqrt((dev ** 2).sum() / dof)) if dof > 0 else np.nan
 
 
+def _pooled(sub: pd.DataFrame, group: str, value: str) -> np.ndarray:
+    """``value`` of ``group``'s cells as [prompt, prefix], each the mean over prefix lengths."""
+    return _cube(sub[sub.group == group].assign(all="all"), value, "all")[0][..., 0]
+
+
 def standard_error_parts(sub: pd.DataFrame, value: str, n_resamples: int, seed: int) -> tuple[float, float]:
     """The C-minus-B statistic's standard error from prompts alone (prefixes held fixed) and from
     prefixes alone (prompts held fixed), by resampling one factor at a time (prefixes of each group
     independently: a matched-pair design would be estimated conservatively)."""
     rng = np.random.default_rng(seed)
-    cubes = [_cube(sub[sub.group == g].assign(all="all"), value, "all")[0][..., 0] for g in ("C", "B")]
+    cubes = [_pooled(sub, g, value) for g in ("C", "B")]
     n_p = cubes[0].shape[0]
 
     def stat(w: np.ndarray, vs: list[np.ndarray]) -> np.ndarray:
@@ -215,15 +211,6 @@ def standard_error_parts(sub: pd.DataFrame, value: str, n_resamples: int, seed: 
     draw_x = [rng.multinomial(Y.shape[1], np.full(Y.shape[1], 1 / Y.shape[1]), size=n_resamples).astype(float)
               for Y in cubes]
     return float(np.nanstd(stat(draw_p, ones_x), ddof=1)), float(np.nanstd(stat(ones_p, draw_x), ddof=1))
-
-
-def lead_dof(sub: pd.DataFrame, value: str, confidence: float) -> float:
-    """The Satterthwaite degrees of freedom of the lead interval on ``sub`` (C-minus-B, pooled over
-    lengths)."""
-    cubes = [_cube(sub[sub.group == g].assign(all="all"), value, "all")[0][..., 0] for g in ("C", "B")]
-    Y = np.concatenate(cubes, axis=1)
-    is_high = np.arange(Y.shape[1]) < cubes[0].shape[1]
-    return crossed_t_interval(Y, is_high, None, confidence)[2]
 
 
 def design_for_power(effect: float, se_prompts: float, se_prefixes: float, n_prompts: int, n_prefixes: int,
@@ -261,10 +248,8 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             continue
         row = cmp.iloc[0]
         sd = prefix_sd(sub, value)
-        b = sub[sub.group == "B"]
-        Y, _ = _cube(b.assign(all="all"), value, "all")
-        b_mean, b_samples = crossed_means(Y, n_resamples, seed)
-        b_lo, b_hi = _interval(b_samples[:, 0], confidence)
+        b_mean, b_samples = crossed_means(_pooled(sub, "B", value)[..., None], n_resamples, seed)
+        b_lo, b_hi = _percentile(b_samples[:, 0], confidence)
         floor = summaries.noise_level(noise, key[0] if by[0] == "model" else None, value)
         if floor is None:
             b_says = "no noise floor measured"
@@ -273,7 +258,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             b_says = (f"B's mean {b_mean[0]:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
                       f"{floor:.3g}")
         se_p, se_x = standard_error_parts(sub, value, n_resamples, seed)
-        dof = lead_dof(sub, value, confidence) if row.get("ci_method") == "crossed t" else np.inf
+        dof = row.dof if np.isfinite(row.dof) else np.inf  # the lead interval's; NaN for the bootstrap fallback
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
         need_p, need_x = design_for_power(sd, se_p, se_x, n_prompts, per_group)
         needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
@@ -330,7 +315,7 @@ def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[st
         Y, layers = _cube(per, value, "layer")
         observed, resampled = crossed_means(Y, n_resamples, seed)
         for i, layer in enumerate(layers):
-            lo, hi = _interval(resampled[:, i], confidence)
+            lo, hi = _percentile(resampled[:, i], confidence)
             rows.append({**dict(zip([*by, "group"], key)), "layer": layer,
                          "depth": layer / max(len(layers) - 1, 1), value: observed[i], "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)
@@ -347,7 +332,7 @@ def length_curves(conditions: pd.DataFrame, value: str, groups: Sequence[str] = 
         Y, lengths = _cube(sub, value, "prefix_len")
         observed, resampled = crossed_means(Y, n_resamples, seed)
         for i, n in enumerate(lengths):
-            lo, hi = _interval(resampled[:, i], confidence)
+            lo, hi = _percentile(resampled[:, i], confidence)
             rows.append({**dict(zip([*by, "group"], key)), "prefix_len": n, value: observed[i],
                          "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)
