@@ -142,9 +142,9 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
         return lines
     table = pd.concat(results, ignore_index=True)
     table["q_perm"] = descriptive.benjamini_hochberg_by(table, "p_perm", family=("model",))
-    rows = []
+    rows, settings = [], with_settings(conds)
     for r in table.itertuples():
-        cell = with_settings(conds)
+        cell = settings
         for key in ("model", "placement", "isolation", "prefix_len"):  # the row's own cell
             if key in cell and hasattr(r, key):
                 cell = cell[cell[key].astype(str) == str(getattr(r, key))]
