@@ -255,15 +255,14 @@ def figures(args: list[str]) -> int:
     import argparse
 
     from harness.reporting.report import write_outputs
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.rundir import add_trust_damaged, load_noise, load_runs
 
     parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
-    parser.add_argument("--trust-damaged", action="store_true",
-                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+    add_trust_damaged(parser)
     ns = parser.parse_args(args)
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
@@ -279,7 +278,7 @@ def claims(args: list[str]) -> int:
     import argparse
 
     from harness.reporting.claims import write_claims
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.rundir import add_trust_damaged, load_noise, load_runs
 
     parser = argparse.ArgumentParser(prog="harness claims", description="Test the seed study's three claims "
                                      "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
@@ -288,8 +287,7 @@ def claims(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
     parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
     parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
-    parser.add_argument("--trust-damaged", action="store_true",
-                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+    add_trust_damaged(parser)
     ns = parser.parse_args(args)
     if any(ns.out.resolve() == r.resolve() for r in ns.runs):
         raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "

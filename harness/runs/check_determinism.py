@@ -18,7 +18,7 @@ from harness.config import RunConfig, register_configs
 from harness.errors import HarnessError
 from harness.measure.records import condition_keys
 from harness.runs.experiment import Experiment
-from harness.runs.rundir import RunDir
+from harness.runs.rundir import RunDir, add_trust_damaged
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
 
@@ -120,7 +120,6 @@ def main(args: list[str]) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--sample", type=_positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="largest metric difference accepted")
-    parser.add_argument("--trust-damaged", action="store_true",
-                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+    add_trust_damaged(parser)
     ns = parser.parse_args(args)
     return check(ns.run_dir, ns.sample, ns.tolerance, ns.trust_damaged)

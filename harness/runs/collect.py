@@ -23,7 +23,7 @@ import pandas as pd
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_json, write_parquet
 from harness.runs.environment import now_iso
-from harness.runs.rundir import RunDir, job_dirs
+from harness.runs.rundir import RunDir, add_trust_damaged, job_dirs
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 
@@ -218,8 +218,7 @@ def main(args: list[str]) -> int:
     parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
     parser.add_argument("--allow-disagreement", action="store_true",
                         help="keep the first copy of a key whose copies differ (reported), instead of refusing")
-    parser.add_argument("--trust-damaged", action="store_true",
-                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+    add_trust_damaged(parser)
     parser.add_argument("--allow-mixed-settings", action="store_true",
                         help="merge runs that differ in max_new_tokens, dtype, weights, ... (recorded in the manifest)")
     ns = parser.parse_args(args)
