@@ -309,21 +309,27 @@ Final stage trained with (from the repository root; `--init-from` was the output
 {remeasured}"""
 
 
-def _read_json(path: Path) -> dict:
-    """A JSON file train-demo wrote; a missing or damaged one is a one-line error naming it."""
+def read_written_json(path: Path, option: str) -> dict:
+    """A JSON file train-demo wrote (``training.json``, ``lineage.json``), for the command-line
+    ``option`` that needs it; a missing or damaged one is a one-line error naming both."""
     if not path.is_file():
-        raise HarnessError(f"{path} not found: --recard takes a directory written by train-demo")
+        raise HarnessError(f"{path} not found: {option} takes a directory written by train-demo")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"{path} is unreadable ({type(exc).__name__}); restore it from git or retrain") from None
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or not UTF-8
+        raise HarnessError(f"{path} is damaged ({type(exc).__name__}); {option} needs the file train-demo wrote: "
+                           f"restore it from git or retrain") from None
+    if not isinstance(value, dict):
+        raise HarnessError(f"{path} is damaged (not a JSON object); {option} needs the file train-demo wrote: "
+                           f"restore it from git or retrain")
+    return value
 
 
 def rewrite_card(out: Path) -> None:
     """Rewrite ``out/README.md`` from ``out/training.json`` and ``out/lineage.json`` (when there is
     one): for a card whose text changed after training. No number is recomputed."""
-    stats, lineage_file = _read_json(out / "training.json"), out / "lineage.json"
-    lineage = _read_json(lineage_file) if lineage_file.is_file() else None
+    stats, lineage_file = read_written_json(out / "training.json", "--recard"), out / "lineage.json"
+    lineage = read_written_json(lineage_file, "--recard") if lineage_file.is_file() else None
     if "card_samples" not in stats:
         raise HarnessError(f"{out / 'training.json'} has no card_samples (it predates --recard); "
                          "retrain to rewrite its card")

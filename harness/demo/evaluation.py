@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from harness.demo.cards import rewrite_card
+from harness.demo.cards import read_written_json, rewrite_card
 from harness.demo.corpus import CARD_OPENINGS, encode_stories, heldout_split, paragraphs, split_stories
 from harness.demo.settings import CardEvaluation, MixSettings
 from harness.errors import HarnessError
@@ -240,14 +240,10 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     stats_file = out / "training.json"
-    if not stats_file.is_file():
-        raise HarnessError(f"{stats_file} not found: --re-evaluate takes a directory written by train-demo")
-    try:
-        stats = json.loads(stats_file.read_text(encoding="utf-8"))
-        stats["settings"]  # noqa: B018 - a training.json without its settings is damaged too
-    except (OSError, UnicodeError, ValueError, KeyError, TypeError) as exc:
-        raise HarnessError(f"{stats_file} is damaged ({type(exc).__name__}); --re-evaluate needs the training.json "
-                           f"train-demo wrote") from None
+    stats = read_written_json(stats_file, "--re-evaluate")
+    if "settings" not in stats:
+        raise HarnessError(f"{stats_file} is damaged (it has no settings); --re-evaluate needs the file train-demo "
+                           f"wrote: restore it from git or retrain")
     obedient = "obedient" in stats  # else a plain model: its own card gets the negative control's numbers
     if not obedient and card.baseline is not None:
         raise HarnessError(f"{out} is a plain model (its training.json has no obedient section); --baseline "
