@@ -16,10 +16,13 @@ from harness.analysis import claims as analysis
 from harness.io import write_parquet, write_text
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
-CAVEAT = ("These are small models (135M and 270M parameters) quantized to 4 bits and dequantized to float32: "
-          "what they show is evidence about models of this size and precision, not about the 1-3B models the "
-          "seed's claims were made for. The shipped hub configs (qwen2.5-1.5b, llama-3.2-1b, gemma-2-2b, ...) run "
-          "the same study on a GPU; they would say whether the verdicts change with scale and full precision.")
+
+def caveat(models: list[str]) -> str:
+    """What the verdicts are evidence about: the runs' own models, not the 1-3B models of the seed."""
+    return (f"Models: {', '.join(models)}. The verdicts are evidence about these models at the size and precision "
+            "they ran at (a quantized model's manifest records its GGUF and quantization types), not about the "
+            "1-3B full-precision models the seed's claims were made for; the shipped hub configs (qwen2.5-1.5b, "
+            "llama-3.2-1b, gemma-2-2b, ...) run the same study on a GPU.")
 
 
 def _cells(df: pd.DataFrame) -> list[tuple[str, str]]:
@@ -108,7 +111,8 @@ def _fmt(v, digits: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{digits}g}"
 
 
-def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], n_resamples: int) -> str:
+def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], models: list[str],
+                    n_resamples: int) -> str:
     lines = ["# The seed's claims, tested", "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              f"prefixes are both random (crossed random factors): for claims 1 and 2 a percentile bootstrap over "
@@ -120,7 +124,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "prefix variance dominates, so a verdict of claims 1 and 2 on an interval that only just clears zero is "
              "provisional; the t interval covers 0.94-0.97. Power is that of claim 3's t test against an effect of one "
              "prefix-level SD. The numbers are in `claims.parquet`.", "",
-             CAVEAT, ""]
+             caveat(models), ""]
     for claim, text in analysis.HYPOTHESES.items():
         rows = table[table.claim == claim]
         lines += [f"## Claim {claim}: {text}", ""]
@@ -160,5 +164,6 @@ def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise
     for name, fig in figures.items():
         written += save_figure(fig, out_dir / "figures" / name)
         plt.close(fig)
-    write_text(claims_markdown(table, list(figures), runs, n_resamples), out_dir / "claims.md")
+    models = sorted(conditions.model.astype(str).unique())
+    write_text(claims_markdown(table, list(figures), runs, models, n_resamples), out_dir / "claims.md")
     return [*written, out_dir / "claims.md"]
