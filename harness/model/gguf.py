@@ -148,7 +148,8 @@ def read_facts(path: Path) -> dict:
             "quantization_types": dict(sorted(quant_types.items()))}
 
 
-def _transformers_version() -> str:
+def transformers_version() -> str:
+    """The installed transformers version (it decides how a GGUF file is read)."""
     import transformers
 
     return transformers.__version__
@@ -160,7 +161,7 @@ def dequantized_copy(source: GgufSource) -> tuple[Path, dict]:
     records about the GGUF. The cache is keyed by the GGUF's sha256 and the transformers version
     (another version may read the file differently)."""
     path, sha = gguf_file(source)
-    version = _transformers_version()
+    version = transformers_version()
     target = cache_root() / "dequantized" / f"{sha[:32]}-transformers-{version}"
     recorded = _read_cached_facts(target)
     if recorded is not None and recorded.get("gguf_sha256") == sha and _weights_intact(target, recorded):
@@ -258,4 +259,4 @@ def _keep_tokenizer_as_read(tokenizer, staging: Path, name: str) -> None:
     write_json(config, config_path)
     if not same():
         raise HarnessError(f"the tokenizer read from {name} does not survive saving with transformers "
-                           f"{_transformers_version()}: its cached copy would encode text differently")
+                           f"{transformers_version()}: its cached copy would encode text differently")

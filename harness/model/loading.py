@@ -20,7 +20,7 @@ from safetensors import SafetensorError
 
 from harness.config import ASSETS_DIR
 from harness.errors import HarnessError
-from harness.model.gguf import GgufSource, dequantized_copy
+from harness.model.gguf import GgufSource, dequantized_copy, transformers_version
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 BUILTIN = "builtin:"
@@ -180,7 +180,7 @@ def _why_unavailable(name_or_path: str, source: str, exc: BaseException, gated: 
         return f"unsupported attention implementation: {first}; leave model.attn_implementation unset"
     if "does not recognize this architecture" in lowered or "unrecognized configuration class" in lowered \
             or "model type" in lowered and "not recognized" in lowered:
-        return f"unsupported architecture for transformers {_transformers_version()}: {first}"
+        return f"unsupported architecture for transformers {transformers_version()}: {first}"
     if gated or "gated" in lowered or "401" in lowered or "403" in lowered or "restricted" in lowered:
         return (f"gated on the hub: accept its licence on huggingface.co/{name_or_path} and log in "
                 f"(huggingface-cli login), or point model.name_or_path at a local copy ({first})")
@@ -194,12 +194,6 @@ def _why_unavailable(name_or_path: str, source: str, exc: BaseException, gated: 
     if "safetensors" in lowered or "use_safetensors" in lowered:
         return f"no safetensors weights on the hub for this revision (pickled weights are refused): {first}"
     return f"not a local model directory, and not loadable from the Hugging Face hub: {first}"
-
-
-def _transformers_version() -> str:
-    import transformers
-
-    return transformers.__version__
 
 
 def load_model(
