@@ -203,20 +203,25 @@ def _heads(att: pd.DataFrame) -> list[str]:
         lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
                       f"{heads.q_perm.min():.2g})."]
     else:
-        rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q_perm),
-                 _p(r.q)] for r in general.itertuples()]
-        lines += [""] + _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
-                                "q (prompts x prefixes)", "q (prompts)"], rows)
+        lines += [""] + _head_table(general, ("q_perm", "q"))
     particular = heads[(heads.q < 0.05) & ~(heads.q_perm < 0.05)].sort_values("q").head(12)
     if not particular.empty:
         lines += ["", "### Heads that differ for these particular prefixes only", "",
                   "These pass q < 0.05 with prompts random (Wilcoxon over prompts) but not with prefixes random: "
                   "a claim about the prefixes of this run, not about instruction-like text in general.", ""]
-        rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}", _p(r.q),
-                 _p(r.q_perm)] for r in particular.itertuples()]
-        lines += _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
-                         "q (prompts)", "q (prompts x prefixes)"], rows)
+        lines += _head_table(particular, ("q", "q_perm"))
     return lines
+
+
+Q_LABELS = {"q": "q (prompts)", "q_perm": "q (prompts x prefixes)"}
+
+
+def _head_table(heads: pd.DataFrame, qs: tuple[str, str]) -> list[str]:
+    """Listed heads, with the q the table is about first."""
+    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}"]
+            + [_p(getattr(r, q)) for q in qs] for r in heads.itertuples()]
+    return _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
+                   *(Q_LABELS[q] for q in qs)], rows)
 
 
 def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
