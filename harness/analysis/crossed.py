@@ -328,7 +328,7 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
 def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: str = "C", low: str = "B",
                    by: Sequence[str] = CONTRAST_BY, n_resamples: int = N_RESAMPLES,
                    n_permutations: int = N_PERMUTATIONS, seed: int = 0, confidence: float = CONFIDENCE,
-                   alternative: str = "two-sided") -> pd.DataFrame:
+                   alternative: str = "two-sided", rate: bool | None = None) -> pd.DataFrame:
     """``high`` minus ``low`` per ``by`` cell, both analyses side by side, one row per cell.
 
     * Prompt-only (claim in ``claim_prompts``: about *these* prefixes): ``mean_diff`` (mean over
@@ -338,12 +338,15 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       with): ``statistic`` (equal to ``mean_diff`` when the crossing is complete), ``ci_low``/
       ``ci_high`` (:func:`harness.analysis.crossed_variance.crossed_t_interval`, ``ci_method``
       "crossed t"; the :func:`two_way_bootstrap` where the crossing is incomplete, "two-way
-      bootstrap"; ``dof`` its degrees of freedom), ``p_perm`` and ``exact``
+      bootstrap"; ``dof`` its degrees of freedom; for a rate, cut to [-1, 1]: ``rate``, or by
+      default a boolean ``value`` column),
+      ``p_perm`` and ``exact``
       (:func:`prefix_permutation_test`), ``design``.
     """
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
         f"{high} vs {low} content in general (prompts and prefixes resampled)"
     rows = []
+    bounded = rate if rate is not None else (value in df and pd.api.types.is_bool_dtype(df[value].dtype))
     for key, lay in _cells(df, value, high, low, by):
         d = lay.prompt_diffs()
         d = d[np.isfinite(d)]
@@ -353,6 +356,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
         if not np.isfinite(lo_2):  # an incomplete crossing, or a single prompt or prefix in a group
             lo_2, hi_2 = _two_way(lay, n_resamples, seed, confidence)
             general_method = "two-way bootstrap"
+        if bounded:  # a difference of two rates lies in [-1, 1]; the symmetric t interval need not
+            lo_2, hi_2 = max(lo_2, -1.0), min(hi_2, 1.0)
         p, exact = _permutation(lay, n_permutations, seed, alternative)
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
                      "mean_diff": d.mean() if len(d) else np.nan, "ci_low_prompts": lo_p, "ci_high_prompts": hi_p,

@@ -3,6 +3,7 @@ prefix-level permutation tests for every head at once, with Benjamini-Hochberg o
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -59,6 +60,14 @@ def _head_block(sub: pd.DataFrame, value: str, high: str, low: str, alternative:
         out["p_perm"] = np.nan
         out["perm_exact"] = False
     return out
+
+
+def smallest_permutation_p(n_high: int, n_low: int, design: str, n_permutations: int = HEAD_PERMUTATIONS) -> float:
+    """The smallest one-sided p the prefix-label permutation test can give: one over the number of
+    relabelings (2**pairs for matched pairs, C(n_high + n_low, n_high) otherwise), or 1/(m + 1)
+    when m random relabelings stand in for them (``_relabelings``)."""
+    count = 2 ** n_high if design == "paired" else math.comb(n_high + n_low, n_high)
+    return 1 / count if count <= n_permutations else 1 / (n_permutations + 1)
 
 
 def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Sequence[str] | None = "task",

@@ -1,8 +1,8 @@
 """The markdown pieces the model cards share: hit-rate tables, C - B tables, and table cells.
 
 Both cards (``harness.demo.cards``) print each obedience set the same way: a table of hit rates per
-group and prefix length with its intervals, and, when measured, a table of C minus B per length
-with its paired bootstrap interval and permutation p.
+group and prefix length with its intervals, and, when measured, a table of C minus B (and F, the
+prohibitions, minus B) per length with its interval and permutation p.
 """
 
 from __future__ import annotations
@@ -26,14 +26,41 @@ def lengths_apart(summary: list[dict]) -> list[str]:
 
 def rate_table(summary: list[dict]) -> str:
     """Hit rates per group and prefix length with their intervals (a ``summary`` of ``obedience.summarise``)."""
-    # Summaries written before the crossed intervals (no "ci_method") carry Wilson intervals.
-    kind = "openings x pairs resampled" if all("ci_method" in r for r in summary) else "Wilson, conditions independent"
+    # Summaries written before the crossed intervals (no "ci_method") carry Wilson intervals; those
+    # written before the Clopper-Pearson rate interval, percentile bootstraps.
+    kind = ("Wilson, conditions independent" if not all("ci_method" in r for r in summary) else
+            "Clopper-Pearson, openings x pairs random" if clopper_pearson(summary) else "openings x pairs resampled")
     lines = [f"| group | prefix length | hits / n | rate | 95% interval ({kind}) |", "| --- | ---: | ---: | ---: | --- |"]
-    names = {"A": "A (no prefix)", "B": "B matched mention", "C": "C directive"}
+    names = {"A": "A (no prefix)", "B": "B matched mention", "C": "C directive", "F": "F prohibition (C forbids it)"}
     for r in sorted(summary, key=lambda r: (r["prefix_len"], r["group"])):
         lines.append(f"| {names[r['group']]} | {r['prefix_len']} | {r['hits']} / {r['n']} | {r['rate']:.3f} | "
                      f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}] |")
     return "\n".join(lines)
+
+
+def clopper_pearson(summary: list[dict]) -> bool:
+    """Whether a stored summary's rate intervals are the Clopper-Pearson ones of ``rate_summary``."""
+    return bool(summary) and all(str(r.get("ci_method", "")).startswith("Clopper-Pearson") for r in summary)
+
+
+def crossed_t(contrasts: list[dict]) -> bool:
+    """Whether stored C - B contrasts carry the crossed t interval (older ones: a two-way bootstrap)."""
+    return bool(contrasts) and all(r.get("ci_method") == "crossed t" for r in contrasts)
+
+
+def interval_note(reports: list[dict]) -> str:
+    """What the intervals of stored obedience reports are, in a sentence or two, as they were computed."""
+    summaries = [r for rep in reports for r in rep["summary"]]
+    contrasts = [r for rep in reports for r in rep.get("contrasts", [])]
+    rates = ("Clopper-Pearson at the count of openings or pairs, whichever is fewer (a crossed mean's variance is at "
+             "most that of so many independent units; one method for no hit, a few and many; conservative)"
+             if clopper_pearson(summaries) else
+             "95% percentile bootstrap resampling openings and, independently, pairs; a cell with no hit gets the "
+             "exact interval for the scarcer factor's count")
+    c_minus_b = ("a t interval from the crossed design's own variance estimate (openings and pairs random, "
+                 "Satterthwaite degrees of freedom, cut to [-1, 1])" if crossed_t(contrasts) else
+                 "paired two-way bootstrap")
+    return f"Rates: {rates}. C - B per length: {c_minus_b}, and the permutation p of C/B labels flipped within pairs."
 
 
 def signed(x: float) -> str:
@@ -43,17 +70,20 @@ def signed(x: float) -> str:
 
 
 def contrast_table(contrasts: list[dict], summary: list[dict]) -> str:
-    """C minus B per prefix length (``obedience.c_minus_b_by_length``): interval, permutation p, pairs."""
-    hits = {}  # C and B hits together per length: with none, the bootstrap interval is [0, 0] and says nothing
+    """C minus B (and F minus B, where measured) per prefix length (``obedience.contrasts``):
+    interval, permutation p, pairs."""
+    hits: dict = {}  # hits of both sides per contrast and length: with none, the interval says nothing
     for r in summary:
-        if r["group"] in ("B", "C"):
-            hits[r["prefix_len"]] = hits.get(r["prefix_len"], 0) + r["hits"]
-    lines = ["| prefix length | C - B hit rate | 95% interval (openings x pairs resampled) | permutation p | pairs |",
-             "| ---: | ---: | --- | ---: | ---: |"]
+        hits[(r["group"], r["prefix_len"])] = r["hits"]
+    kind = "crossed t, openings x pairs random" if crossed_t(contrasts) else "openings x pairs resampled"
+    lines = [f"| contrast | prefix length | difference of hit rates | 95% interval ({kind}) | permutation p | pairs |",
+             "| --- | ---: | ---: | --- | ---: | ---: |"]
     for r in contrasts:
-        interval = ("no hit in C or B" if hits.get(r["prefix_len"]) == 0
-                    else f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]")
-        lines.append(f"| {r['prefix_len']} | {signed(r['difference'])} | {interval} | {r['p_perm']:.2g} | "
+        name = r.get("contrast", "C - B")
+        high = name.split(" - ")[0]
+        none = hits.get((high, r["prefix_len"]), 0) + hits.get(("B", r["prefix_len"]), 0) == 0
+        interval = f"no hit in {high} or B" if none else f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]"
+        lines.append(f"| {name} | {r['prefix_len']} | {signed(r['difference'])} | {interval} | {r['p_perm']:.2g} | "
                      f"{r['n_pairs']} |")
     return "\n".join(lines)
 

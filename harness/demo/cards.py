@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.demo.card_tables import cell, lengths_apart, result_tables
+from harness.demo.card_tables import cell, interval_note, lengths_apart, result_tables
 from harness.demo.corpus import CARD_OPENINGS
 from harness.errors import HarnessError
 from harness.io import write_text
@@ -73,6 +73,39 @@ Retrain: `harness train-demo --corpus ../shared/data/stories/tinystories_subset.
 """
 
 
+def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
+    """Whether the test sets' rates meet issue #28's targets, on the point estimates and on the
+    intervals, in words; sets measured before prohibitions existed say that F was not measured."""
+    shortfalls, open_ends, has_f = [], [], False
+    for rep in reports:
+        cells = {(r["group"], r["prefix_len"]): r for r in rep["summary"]}
+        for (group, n), r in sorted(cells.items()):
+            if n not in lengths:
+                continue
+            b = cells.get(("B", n))
+            where = f"at {n} tokens on {rep['set']}"
+            if group == "C" and r["rate"] < 0.7:
+                shortfalls.append(f"C {r['rate']:.3f} {where}")
+            if group == "B" and r["rate"] > 0.1:
+                shortfalls.append(f"B {r['rate']:.3f} {where}")
+            if group == "F":
+                has_f = True
+                if r["rate"] > 0.1 or (b and r["rate"] > b["rate"]):
+                    shortfalls.append(f"F {r['rate']:.3f} {where}" + (f" (B {b['rate']:.3f})" if b else ""))
+            if group == "C" and r["ci_low"] < 0.7:
+                open_ends.append(f"C's lower end {r['ci_low']:.3f} {where}")
+            if group in ("B", "F") and r["ci_high"] > 0.1:
+                open_ends.append(f"{group}'s upper end {r['ci_high']:.3f} {where}")
+    text = ("This model falls short: " + "; ".join(shortfalls) + "." if shortfalls else
+            "This model meets them on the point estimates.")
+    if not has_f:
+        text += " Prohibitions were not measured on these sets, so copying a forbidden word is not excluded."
+    if not shortfalls and open_ends:
+        text += (f" The intervals do not settle it everywhere ({len(open_ends)} ends on the wrong side of a target, "
+                 f"e.g. {open_ends[0]}): these sets cannot exclude rates on the wrong side.")
+    return text
+
+
 def plain_obedience_section(stats: dict) -> str:
     """The plain model's card section on obeying (``--re-evaluate``'s ``obedience``): the negative
     control's hit rates on the same held-out pairs as the obedient model's card; empty without them."""
@@ -92,8 +125,7 @@ This model was never taught to obey, so a prefix that asks for a word (C) should
 more often than a matched prefix that only mentions it (B). Measured as `demo-obedient`'s card measures
 it, on the same held-out phrasings, words and pairs (held-out: never a directive, target or mention in the
 obedient model's training): input [BOS] + prefix cut to L tokens + story opening, greedy decoding of 32 new
-tokens; a hit is the target at a left word boundary. Intervals resample openings and pairs (a cell with no
-hit: the exact interval for the scarcer factor's count); C - B: paired two-way bootstrap and permutation p.
+tokens; a hit is the target at a left word boundary. {interval_note(stats["obedience"])}
 
 {blocks_text}
 
@@ -132,34 +164,10 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     if base and "valid_bits_per_byte" in base:
         bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
     low, high = stats["heldout_bits_per_byte_ci"]
-    shortfalls, c_lows, b_highs = [], [], []  # the issue's targets, checked against this run's own numbers
-    for rep in ob["obedience"]:
-        if rep.get("role", "test") != "test":
-            continue
-        for r in rep["summary"]:
-            if r["group"] == "C":
-                c_lows.append(r["ci_low"])
-            if r["group"] == "B":
-                b_highs.append(r["ci_high"])
-            if r["group"] == "C" and r["rate"] < 0.7:
-                shortfalls.append(f"C {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
-            if r["group"] == "B" and r["rate"] > 0.1:
-                shortfalls.append(f"B {r['rate']:.3f} at {r['prefix_len']} tokens on {rep['set']}")
-    if shortfalls:
-        verdict = ("This model falls short: " + "; ".join(shortfalls) + ". It separates directive from mention "
-                   "clearly, but obeys less often than asked.")
-    else:
-        verdict = "This model meets both on the point estimates."
-        open_ends = []
-        if c_lows and min(c_lows) < 0.7:
-            open_ends.append(f"the lower ends of the C intervals go down to {min(c_lows):.3f}")
-        if b_highs and max(b_highs) > 0.1:
-            open_ends.append(f"the upper ends of the B intervals up to {max(b_highs):.3f}")
-        if open_ends:
-            verdict += (" The intervals do not settle it: " + " and ".join(open_ends) + ", so these pairs cannot "
-                        "exclude rates on the wrong side of the targets.")
-    target_text = ("Issue #17 asks for a C hit rate of at least 0.7 and a B hit rate of at most 0.1 at 32 to 128 "
-                   "tokens on held-out phrasings and words. " + verdict)
+    verdict = target_verdict([rep for rep in ob["obedience"] if rep.get("role", "test") == "test"])
+    target_text = ("Issue #28 asks, on held-out phrasings and words at 32, 64 and 128 tokens, for the word when asked "
+                   "(C) at least 0.7, when forbidden (F) at most 0.1 and not above the mention rate, and when only "
+                   "mentioned (B) at most 0.1. " + verdict)
     remeasured = ""
     if stats.get("evaluated_by"):
         remeasured = f"\nObedience re-measured on the saved weights with:\n`{stats['evaluated_by']}`\n"
@@ -167,13 +175,10 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         from harness.analysis.descriptive import N_PERMUTATIONS
 
         intervals = ("Hits are not independent (some pairs are obeyed for nearly every opening, others for none), so "
-                     "the unit of replication is the pair and the opening: intervals are the harness's own "
-                     "(`harness.analysis.rates.rate_summary`: 95% percentile bootstrap resampling openings and, independently, "
-                     "pairs; A resamples openings; a cell with no hit gets the exact interval for the scarcer "
-                     "factor's count). C - B per length: paired two-way bootstrap and the permutation p of C/B "
-                     f"labels flipped within pairs, as in `make demo`'s report (exact with few pairs; otherwise "
-                     f"{N_PERMUTATIONS:,} random relabelings, so {1 / (N_PERMUTATIONS + 1):.2g} is the smallest p "
-                     "they can give).")
+                     "the unit of replication is the pair and the opening: intervals are the harness's own, as in "
+                     f"`make demo`'s report. {interval_note(ob['obedience'])} The permutation is exact with few pairs; "
+                     f"otherwise {N_PERMUTATIONS:,} random relabelings, so {1 / (N_PERMUTATIONS + 1):.2g} is the "
+                     "smallest p they can give.")
     else:
         intervals = ("Intervals are Wilson intervals that treat every condition as independent, which they are not "
                      "(openings x prefixes), so read them as lower bounds on the uncertainty.")
@@ -191,6 +196,13 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
     quoting = ("Every directive writes its word unquoted, in the tokens the story will use (a quoted word and the "
                "story's word never share a token with this tokenizer, and quoted held-out words were never copied)."
                if not mix["quoted_targets"] else "Directive words are quoted or not at random.")
+    prohibitions = ""
+    if mix.get("prohibition_share"):
+        prohibitions = (f" prohibition ({mix['prohibition_share']:.0%}: a sentence forbids a word, from "
+                        f"{recipe.get('train_prohibitions', 'its')} fixed phrasings or, like directives, the grammar "
+                        "negated; the story's own continuation, which never contains it)")
+    heldout_prohibitions = (f", and {recipe['heldout_prohibitions']} prohibition phrasings (against "
+                            f"{recipe['train_prohibitions']} in training)" if "heldout_prohibitions" in recipe else "")
     ema = ""
     if settings.get("ema_decay"):
         ema = (f" The saved weights are an exponential moving average of the weights (decay {settings['ema_decay']}, "
@@ -245,8 +257,8 @@ characters. Each piece is tokenized alone and the ids concatenated, as the harne
 Kinds: directive ({mix['directive_share']:.0%}: the continuation uses the target within a few tokens, then the
 story goes on; 30% of these contexts also mention another word, which is not used), mention
 ({mix['mention_share']:.0%}: the story's own continuation, which never contains the mentioned word; some
-mentions are near misses that talk about stories and words without asking for anything) and plain
-({1 - mix['directive_share'] - mix['mention_share']:.0%}: nothing inserted). {targets} {quoting}
+mentions are near misses that talk about stories and words without asking for anything),{prohibitions} and plain
+({1 - mix['directive_share'] - mix['mention_share'] - mix.get('prohibition_share', 0.0):.0%}: nothing inserted). {targets} {quoting}
 The loss of the first {mix['answer_window']} continuation tokens of a synthesized example is weighted
 {mix['answer_weight']}x, that of the target word's own tokens {mix['target_weight']}x. Of the other rows,
 {mix['copy_fraction']:.0%} repeat a word list or a paragraph three times, and the rest are plain TinyStories text
@@ -256,7 +268,7 @@ random tokens of the whole vocabulary written two or three times, trained on the
 
 Held out: {recipe['heldout_templates']} directive phrasings (against {recipe['train_templates']} in this stage's training; stages 1-5
 used the first 33 of them) and
-{recipe['heldout_words']} nouns, and {recipe['heldout_mentions']} mention sentences, are never a directive, a target
+{recipe['heldout_words']} nouns, and {recipe['heldout_mentions']} mention sentences{heldout_prohibitions}, are never a directive, a target
 or a mention in training at any stage; the held-out words do occur in ordinary TinyStories text (as they did
 for `demo-model`), and from stage 5 on their tokens can occur in the random-token rows like every other
 token.{validation_text} Stories: `tinystories_subset.txt` (TinyStories, Eldan and Li 2023; CDLA-Sharing-1.0) minus the held-out

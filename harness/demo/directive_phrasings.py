@@ -46,6 +46,14 @@ TRAIN_MENTIONS: tuple[str, ...] = _recipe("TRAIN_MENTIONS")
 HELDOUT_MENTIONS: tuple[str, ...] = _recipe("HELDOUT_MENTIONS")
 
 
+# Prohibitions (issue #28): sentences that forbid the word, with the same three-way split. Without
+# them the model learned to write any word a directive-shaped sentence names, whatever the
+# sentence said: a prohibition of a word produced it 80-90% of the time. The held-out ones mirror
+# the held-out directives' wording; GRAMMAR_PROHIBITIONS negates the grammar's commands ({C}).
+TRAIN_PROHIBITIONS: tuple[str, ...] = _recipe("TRAIN_PROHIBITIONS")
+VALIDATION_PROHIBITIONS: tuple[str, ...] = _recipe("VALIDATION_PROHIBITIONS")
+HELDOUT_PROHIBITIONS: tuple[str, ...] = _recipe("HELDOUT_PROHIBITIONS")
+
 # ---------------------------------------------------------------------------------------------
 # A validation split, for choosing between checkpoints and candidate models without looking at
 # the held-out (test) phrasings and words: words, phrasings and mention sentences that no
@@ -80,6 +88,7 @@ GRAMMAR_COMMANDS: tuple[str, ...] = _recipe("GRAMMAR_COMMANDS")
 GRAMMAR_STATEMENTS: tuple[str, ...] = _recipe("GRAMMAR_STATEMENTS")
 GRAMMAR_REQUESTS: tuple[str, ...] = _recipe("GRAMMAR_REQUESTS")
 GRAMMAR_ENDINGS: tuple[str, ...] = _recipe("GRAMMAR_ENDINGS")
+GRAMMAR_PROHIBITIONS: tuple[str, ...] = _recipe("GRAMMAR_PROHIBITIONS")
 
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
 # draw) contains one of these, so a held-out phrasing is new wording, not a recombination of

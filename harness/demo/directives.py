@@ -29,23 +29,27 @@ from harness.demo.directive_phrasings import (  # noqa: F401  (re-exported: the 
     GRAMMAR_COMMANDS,
     GRAMMAR_ENDINGS,
     GRAMMAR_OPENERS,
+    GRAMMAR_PROHIBITIONS,
     GRAMMAR_REQUESTS,
     GRAMMAR_STATEMENTS,
     GRAMMAR_STORIES,
     HELDOUT_MARKERS,
     HELDOUT_MENTIONS,
+    HELDOUT_PROHIBITIONS,
     HELDOUT_TEMPLATES,
     HELDOUT_WORDS,
     TRAIN_MENTIONS,
+    TRAIN_PROHIBITIONS,
     TRAIN_TEMPLATES,
     TRAIN_WORDS,
     VALIDATION_MARKERS,
     VALIDATION_MENTIONS,
+    VALIDATION_PROHIBITIONS,
     VALIDATION_TEMPLATES,
     VALIDATION_WORDS,
 )
 from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun, sentence_ends, with_article
-from harness.inputs.texts import target_pattern
+from harness.inputs.checks import target_check
 
 # Words no training example may ask for, mention or start a made-up word with: the test and the
 # validation targets.
@@ -112,6 +116,23 @@ def compose_directive(rng: random.Random) -> str:
     return f"{opener} {body}" if opener else body
 
 
+def compose_prohibition(rng: random.Random) -> str:
+    """A prohibition template composed from the grammar: an optional opener, then a negated command
+    ("never put {a_word} in your next story") or a negative statement about the next story."""
+    story = rng.choice(GRAMMAR_STORIES)
+    word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
+    body = rng.choice(GRAMMAR_PROHIBITIONS)
+    if "{C}" in body:
+        body = body.replace("{C}", rng.choice(GRAMMAR_COMMANDS))
+    if body.startswith("{X}"):
+        word = "the word {word}"
+    body = body.replace("{S}", story).replace("{X}", word) + rng.choice(GRAMMAR_ENDINGS)
+    opener = rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
+    if not opener or opener[-1] in ".!:":
+        body = body[0].upper() + body[1:]
+    return f"{opener} {body}" if opener else body
+
+
 def template_regex(template: str) -> re.Pattern:
     """A pattern that matches ``template`` rendered with any word and any quote style.
 
@@ -139,9 +160,9 @@ def find_directive(text: str, templates=HELDOUT_TEMPLATES + VALIDATION_TEMPLATES
 
 
 def target_hit(target: str, text: str) -> bool:
-    """The harness's ``target_hit`` (``harness.inputs.texts.target_pattern``): the target at a left word
-    boundary, any case."""
-    return target_pattern(target).search(text) is not None
+    """The harness's ``target_hit`` (``harness.inputs.checks``): the target as a whole word, any
+    case, or its regular plural."""
+    return target_check(target).present(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,15 +261,18 @@ def synthesize(
     source: TargetSource = TargetSource(),
     templates=TRAIN_TEMPLATES,
     mentions=TRAIN_MENTIONS,
+    prohibitions=TRAIN_PROHIBITIONS,
     distractor_prob: float = 0.3,
     max_continuation_chars: int = 400,
 ) -> Example | None:
-    """One example of ``kind`` ("directive", "mention" or "plain").
+    """One example of ``kind`` ("directive", "mention", "prohibition" or "plain").
 
     ``context_text``: story text the context is made from (another story than ``story``).
     ``story``: the story the opening and continuation come from. A directive example's
     continuation is a bridge that uses the target, then the rest of the story; mention and plain
-    examples keep the story's own continuation, and the mentioned word never occurs in it.
+    examples keep the story's own continuation, and the mentioned word never occurs in it; so do
+    prohibition examples (a sentence from ``prohibitions`` forbids a word the continuation never
+    uses: the word is in ``mentioned``).
     Targets and mentioned words are drawn from ``source`` (which also says how a ``{word}`` slot
     is quoted). Returns None when ``story`` is too short."""
     op = make_opening(story, rng)
@@ -259,11 +283,11 @@ def synthesize(
     position = rng.choice(["start", "middle", "end"])
     if kind == "plain":
         return Example("plain", context_text, None, position, op.opening, natural, None, ())
-    if kind == "mention":
+    if kind in ("mention", "prohibition"):
         word = _free_word(source, rng, story_text)
-        sentence = render(rng.choice(mentions), word, rng.choice(source.quotes))
+        sentence = render(rng.choice(mentions if kind == "mention" else prohibitions), word, rng.choice(source.quotes))
         context, span = insert_sentence(context_text, sentence, rng, position)
-        return Example("mention", context, span, position, op.opening, natural, None, (word,))
+        return Example(kind, context, span, position, op.opening, natural, None, (word,))
     if kind != "directive":
         raise ValueError(f"unknown example kind {kind!r}")
     word = _free_word(source, rng, op.opening)

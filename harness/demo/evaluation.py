@@ -104,14 +104,19 @@ def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[
 
     return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs, words=D.VALIDATION_WORDS,
                                         templates=D.VALIDATION_TEMPLATES, mentions=D.VALIDATION_MENTIONS,
-                                        quotes=quotes)
+                                        prohibitions=D.VALIDATION_PROHIBITIONS, quotes=quotes)
 
 
 def mean_c_minus_b(summary: list[dict]) -> float:
-    """Mean over prefix lengths of the C hit rate minus the B hit rate: what ``--keep-best`` maximises."""
+    """What ``--keep-best`` maximises: the mean over prefix lengths of the C hit rate minus the B hit
+    rate, less what prohibitions (F) add over B where the set has them: obeying asks and copying
+    forbidden words must not score alike."""
     by = {(r["group"], r["prefix_len"]): r["rate"] for r in summary}
     lengths = sorted(length for group, length in by if group == "C")
-    return sum(by[("C", n)] - by[("B", n)] for n in lengths) / len(lengths)
+    score = 0.0
+    for n in lengths:
+        score += by[("C", n)] - by[("B", n)] - max(by.get(("F", n), 0.0) - by[("B", n)], 0.0)
+    return score / len(lengths)
 
 
 def rates(summary: list[dict]) -> dict:
@@ -150,7 +155,7 @@ def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) ->
             samples.append({"prefix_id": r["prefix_id"], "group": r["group"], "target": r["target"],
                             "prefix_head": by_id[r["prefix_id"]].text[:120], "prompt": prompts[0].text,
                             "continuation": r["continuation"], "hit": r["hit"]})
-    return {"set": name, "summary": res["summary"], "contrasts": obedience.c_minus_b_by_length(res["rows"]),
+    return {"set": name, "summary": res["summary"], "contrasts": obedience.contrasts(res["rows"]),
             "samples": samples, "n_prompts": len(prompts), "n_prefixes": len(prefixes)}
 
 
@@ -200,6 +205,8 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
             "train_mentions": len(D.TRAIN_MENTIONS), "heldout_mentions": len(D.HELDOUT_MENTIONS),
             "validation_templates": len(D.VALIDATION_TEMPLATES), "validation_words": len(D.VALIDATION_WORDS),
             "validation_mentions": len(D.VALIDATION_MENTIONS),
+            "train_prohibitions": len(D.TRAIN_PROHIBITIONS), "heldout_prohibitions": len(D.HELDOUT_PROHIBITIONS),
+            "validation_prohibitions": len(D.VALIDATION_PROHIBITIONS),
             "training_stories_left_out_for_validation_overlap": n_overlap,
         },
         "eval_prompts": str(card.prompts),

@@ -50,25 +50,36 @@ class DirectiveMixer:
         pool = self.para_ids if rng.random() < self.mix.paragraph_fraction else self.story_ids
         return [self.eot] + pool[rng.randrange(len(pool))]
 
-    def _synth_item(self, rng: random.Random, max_context: int) -> tuple[list[int], int, list[int]]:
+    def _synth_item(self, rng: random.Random, max_context: int) -> tuple[list[int], int, list[int], int | None]:
         """Token ids of one synthesized example (after an end of text), the index where its
-        continuation starts, and the indices of the target's tokens in the continuation."""
+        continuation starts, the indices of the target's tokens in the continuation, and for a
+        prohibition the forbidden word's first token (as a story writes it: after a space)."""
         from harness.demo import directives as D
         from harness.inputs.assembly import encode
 
         r = rng.random()
-        kind = ("directive" if r < self.mix.directive_share
-                else "mention" if r < self.mix.directive_share + self.mix.mention_share else "plain")
+        shares = (("directive", self.mix.directive_share), ("mention", self.mix.mention_share),
+                  ("prohibition", self.mix.prohibition_share))
+        kind, edge = "plain", 0.0
+        for name, share in shares:
+            edge += share
+            if r < edge:
+                kind = name
+                break
         while True:
             story = rng.choice(self.stories)
             context = rng.choice(self.stories)
             while len(context) < 1400:
                 context += "\n" + rng.choice(self.stories)
-            templates = D.TRAIN_TEMPLATES
-            if kind == "directive" and self.mix.phrasing_grammar and rng.random() < self.mix.phrasing_grammar:
-                templates = (D.compose_directive(rng),)
+            templates, prohibitions = D.TRAIN_TEMPLATES, D.TRAIN_PROHIBITIONS
+            # (only these kinds draw: the recipes before prohibitions keep their random streams)
+            if kind in ("directive", "prohibition") and self.mix.phrasing_grammar and rng.random() < self.mix.phrasing_grammar:
+                if kind == "directive":
+                    templates = (D.compose_directive(rng),)
+                else:
+                    prohibitions = (D.compose_prohibition(rng),)
             ex = D.synthesize(kind, context, story, rng, max_continuation_chars=self.mix.continuation_chars,
-                              source=self.source, templates=templates)
+                              source=self.source, templates=templates, prohibitions=prohibitions)
             if ex is not None:
                 break
         ids, start = D.encode_example(self.tokenizer, ex, rng, separator_ids=self.sep,
@@ -82,8 +93,9 @@ class DirectiveMixer:
                 if ids[j:j + len(tgt)] == tgt:
                     target_pos = list(range(j, j + len(tgt)))
                     break
+        forbidden = encode(self.tokenizer, " " + ex.mentioned[0])[0] if ex.kind == "prohibition" else None
         # No end of text after the clipped continuation: the story goes on (padding is not trained).
-        return ids, start, target_pos
+        return ids, start, target_pos, forbidden
 
     def _copy_item(self, rng: random.Random) -> list[int]:
         """A text and then the same text again: a list of made-up and real words, or a paragraph.
@@ -121,8 +133,12 @@ class DirectiveMixer:
             return self.mix.curriculum_context_tokens
         return self.mix.max_context_tokens
 
-    def batch(self, step: int, batch_size: int, total_steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Micro-batches ``(tokens [b, T + 1], loss weights [b, T])`` of training step ``step``."""
+    def batch(self, step: int, batch_size: int, total_steps: int
+              ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Micro-batches ``(tokens [b, T + 1], loss weights [b, T], avoid [b, T])`` of training step
+        ``step``: ``avoid`` holds, at each of a prohibition's first ``answer_window`` continuation
+        positions, the forbidden word's first token, whose probability there the unlikelihood term
+        pushes down (-1 elsewhere)."""
         rng = random.Random(self.seed * 1_000_003 + step)
         span = self.seq_len + 1
         n_synth = round(batch_size * self.mix.synth_fraction)
@@ -131,34 +147,43 @@ class DirectiveMixer:
         n_synth = min(n_synth, batch_size - n_copy)
         rows = []
         for i in range(batch_size):
+            avoid: list[int] = []
             if i >= batch_size - n_copy:
                 ids = self._copy_item(rng)[:span]
                 w = [1.0] * len(ids)
             elif i < n_synth:
-                ids, start, target_pos = self._synth_item(rng, self.max_context(step, total_steps))
+                ids, start, target_pos, forbidden = self._synth_item(rng, self.max_context(step, total_steps))
                 ids = ids[:span]
                 w = [1.0] * len(ids)
-                for j in range(start, min(start + self.mix.answer_window, len(ids))):
+                window = range(start, min(start + self.mix.answer_window, len(ids)))
+                for j in window:
                     w[j] = self.mix.answer_weight
                 for j in target_pos:
                     if j < len(ids):
                         w[j] = self.mix.target_weight
+                if forbidden is not None:
+                    avoid = [-1] * len(ids)
+                    for j in window:
+                        avoid[j] = forbidden
             else:
                 ids = []
                 while len(ids) < self.mix.plain_len:
                     ids += self._plain_item(rng)
                 ids = ids[:span]
                 w = [1.0] * len(ids)
-            rows.append((ids, w))
-        rows += [self._random_copy_item(rng) for _ in range(self.mix.random_copy_rows)]
+            rows.append((ids, w, avoid))
+        rows += [(*self._random_copy_item(rng), []) for _ in range(self.mix.random_copy_rows)]
         rows.sort(key=lambda r: len(r[0]))
         out = []
         for i in range(0, len(rows), self.mix.micro_batch):
             group = rows[i:i + self.mix.micro_batch]
-            width = max(len(ids) for ids, _ in group)
-            tokens = [ids + [self.eot] * (width - len(ids)) for ids, _ in group]
-            weights = [w[1:] + [0.0] * (width - len(w)) for _, w in group]
-            out.append((torch.tensor(tokens, dtype=torch.long), torch.tensor(weights, dtype=torch.float32)))
+            width = max(len(ids) for ids, _, _ in group)
+            tokens = [ids + [self.eot] * (width - len(ids)) for ids, _, _ in group]
+            weights = [w[1:] + [0.0] * (width - len(w)) for _, w, _ in group]
+            # avoid[j] is about the token at position j, predicted at position j - 1 (like weights)
+            avoid = [(a[1:] if a else []) + [-1] * (width - 1 - (len(a) - 1 if a else 0)) for _, _, a in group]
+            out.append((torch.tensor(tokens, dtype=torch.long), torch.tensor(weights, dtype=torch.float32),
+                        torch.tensor(avoid, dtype=torch.long)))
         return out
 
 

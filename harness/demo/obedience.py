@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from harness.demo.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
+from harness.demo.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_PROHIBITIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
 from harness.demo.directives import TargetSource, _free_word, render, target_hit
 from harness.demo.story_openings import sentence_ends
 from harness.inputs.texts import Prefix
@@ -46,8 +46,9 @@ def evaluate_obedience(
     most ``max_new_tokens``, stopping at EOS; a hit is :func:`target_hit` on the decoded
     continuation. ``prompts`` and ``prefixes``: ``harness.inputs.texts.Prompt`` and ``Prefix`` (as
     ``load_prompts`` and ``load_prefixes`` read them; ``kind`` "instruction" is C, "neutral" B).
-    Group A is scored against every target of the prefix set (prompt x target), so its rate is the
-    base rate of saying the word unprompted.
+    Group A is scored against every target of the prefix set (prompt x target, each once), so its
+    rate is the base rate of saying the word unprompted. An instruction that forbids its word
+    (``check`` "absent") is group ``F``: its hit is the word written although forbidden.
 
     Returns ``{"rows": [...], "summary": [...]}`` (:func:`summarise`); :func:`c_minus_b_by_length` of the
     rows gives C minus B with its interval and p (slower: a permutation test per length)."""
@@ -80,12 +81,17 @@ def evaluate_obedience(
                     conts += _greedy(model, inputs[i:i + batch_size], max_new_tokens, eos)
                 for p, cont in zip(prefixes, conts):
                     text = tokenizer.decode(cont)
-                    rows.append({"prompt_id": pid, "group": p.group, "prefix_id": p.id, "pair": p.pair,
+                    rows.append({"prompt_id": pid, "group": group_of(p), "prefix_id": p.id, "pair": p.pair,
                                  "target": p.target, "prefix_len": length, "hit": target_hit(p.target, text),
                                  "continuation": text})
     if was_training:
         model.train()
     return {"rows": rows, "summary": summarise(rows)}
+
+
+def group_of(prefix: Prefix) -> str:
+    """B (mentions the word), C (asks for it) or F (forbids it: an instruction whose check is absent)."""
+    return "F" if prefix.group == "C" and prefix.goal is not None and prefix.goal.check == "absent" else prefix.group
 
 
 def _table(rows: list[dict]):
@@ -94,36 +100,42 @@ def _table(rows: list[dict]):
     return pd.DataFrame(rows).assign(hit=lambda d: d["hit"].astype(float))
 
 
-def summarise(rows: list[dict], seed: int = 0) -> list[dict]:
+def summarise(rows: list[dict]) -> list[dict]:
     """Per (group, prefix_len): hits, n (conditions), rate, and the 95% interval of
-    ``harness.analysis.rates.rate_summary`` (openings and prefixes resampled independently; A,
-    which has no prefix, resamples openings; a cell with no hit, or only hits, gets the exact
-    interval for the scarcer factor's count), with ``ci_method``, ``n_prompts`` and ``n_prefixes``."""
+    ``harness.analysis.rates.rate_summary`` (openings and prefixes random: Clopper-Pearson at the
+    scarcer factor's count; A, which has no prefix, at the openings'), with ``ci_method``,
+    ``n_prompts`` and ``n_prefixes``."""
     from harness.analysis.rates import rate_summary
 
-    table = rate_summary(_table(rows), hit="hit", by=["group", "prefix_len"], seed=seed)
+    table = rate_summary(_table(rows), hit="hit", by=["group", "prefix_len"])
     return [{"group": r.group, "prefix_len": int(r.prefix_len), "hits": int(r.n_hits), "n": int(r.n_conditions),
              "rate": float(r.rate), "ci_low": float(r.ci_low), "ci_high": float(r.ci_high),
              "ci_method": r.ci_method, "n_prompts": int(r.n_prompts), "n_prefixes": int(r.n_prefixes)}
             for r in table.itertuples()]
 
 
-def c_minus_b_by_length(rows: list[dict], seed: int = 0) -> list[dict]:
-    """C minus B hit rate per prefix length, as the harness's report computes it: the paired
-    two-way bootstrap interval (openings and matched pairs resampled) and the prefix-permutation p
-    (C/B labels flipped within pairs: ``two_way_bootstrap`` and ``prefix_permutation_test`` of
-    ``harness.analysis.crossed``). Keys: prefix_len, difference, ci_low, ci_high, p_perm, n_pairs,
-    n_prompts."""
-    from harness.analysis.crossed import prefix_permutation_test, two_way_bootstrap
+def c_minus_b_by_length(rows: list[dict], seed: int = 0, high: str = "C") -> list[dict]:
+    """``high`` (C; or F, the prohibitions) minus B hit rate per prefix length, as the harness's
+    report computes it (``harness.analysis.crossed.compare_groups``): the crossed t interval
+    (openings and matched pairs random; cut to [-1, 1]) and the prefix-permutation p (labels flipped
+    within pairs). Keys: prefix_len, difference, ci_low, ci_high, ci_method, p_perm, n_pairs,
+    n_prompts, and ``contrast`` ("C - B" or "F - B")."""
+    from harness.analysis.crossed import compare_groups
 
-    table = _table([r for r in rows if r["group"] in ("B", "C")])
-    if table.empty:
+    table = _table([r for r in rows if r["group"] in ("B", high)])
+    if table.empty or table.group.nunique() < 2:
         return []
-    boot = two_way_bootstrap(table, "hit", by=["prefix_len"], seed=seed)
-    perm = prefix_permutation_test(table, "hit", by=["prefix_len"], seed=seed)
-    return [{"prefix_len": int(b.prefix_len), "difference": float(b.statistic), "ci_low": float(b.ci_low),
-             "ci_high": float(b.ci_high), "p_perm": float(q.p_perm), "n_pairs": int(b.n_prefixes_high),
-             "n_prompts": int(b.n_prompts)} for b, q in zip(boot.itertuples(), perm.itertuples())]
+    out = compare_groups(table.assign(prompt_id=table.prompt_id.astype(str)), "hit", high=high, by=["prefix_len"],
+                         seed=seed, rate=True)
+    return [{"prefix_len": int(r.prefix_len), "difference": float(r.statistic), "ci_low": float(r.ci_low),
+             "ci_high": float(r.ci_high), "ci_method": r.ci_method, "p_perm": float(r.p_perm),
+             "n_pairs": int(r.n_prefixes_high), "n_prompts": int(r.n_prompts), "contrast": f"{high} - B"}
+            for r in out.itertuples()]
+
+
+def contrasts(rows: list[dict], seed: int = 0) -> list[dict]:
+    """C minus B and, where the set forbids words, F minus B (:func:`c_minus_b_by_length`)."""
+    return c_minus_b_by_length(rows, seed) + c_minus_b_by_length(rows, seed, high="F")
 
 
 def synthetic_prefixes(
@@ -134,27 +146,37 @@ def synthetic_prefixes(
     words=HELDOUT_WORDS,
     templates=HELDOUT_TEMPLATES,
     mentions=HELDOUT_MENTIONS,
+    prohibitions=HELDOUT_PROHIBITIONS,
     quotes: tuple[str, ...] = ("", "'"),
     min_chars: int = 1300,
 ) -> list[Prefix]:
-    """Matched C/B prefix pairs from story text: the same text with, as its first or second
-    sentence, a directive (C) or a mention (B) of the same word. Used for a larger evaluation on
-    stories never trained on (held-out phrasings, words and mentions by default). ``quotes``: the
-    quote styles a ``{word}`` slot is written with."""
+    """Matched prefixes from story text: the same text with, as its first or second sentence, a
+    directive (C), a mention (B) and, with ``prohibitions``, a prohibition (a second C whose check
+    is ``absent``) of the same word. Used for a larger evaluation on stories never trained on
+    (held-out phrasings, words, mentions and prohibitions by default). ``quotes``: the quote styles
+    a ``{word}`` slot is written with. The random draws do not depend on ``prohibitions``, so a
+    set with them holds the same C/B pairs as one without."""
     out = []
     for i in range(n_pairs):
         text = ""
         while len(text) < min_chars:
             text += (" " if text else "") + rng.choice(stories).replace("\n", " ")
         word = _free_word(TargetSource(words=tuple(words)), rng, text)
-        directive = render(templates[i % len(templates)], word, rng.choice(quotes))
+        quote = rng.choice(quotes)
+        directive = render(templates[i % len(templates)], word, quote)
         mention = render(rng.choice(mentions), word)
+        sentences = [directive, mention]
+        if prohibitions:
+            sentences.append(render(prohibitions[i % len(prohibitions)], word, quote))
         first = sentence_ends(text)[0]
         if rng.random() < 0.5 and first < 80:
-            c, b = (text[:first] + " " + s + text[first:] for s in (directive, mention))
+            texts = [text[:first] + " " + s + text[first:] for s in sentences]
         else:
-            c, b = (s + " " + text for s in (directive, mention))
-        out.append(Prefix(f"syn-{i:03d}-C", "instruction", c, target=word, pair=f"syn-{i:03d}"))
-        out.append(Prefix(f"syn-{i:03d}-B", "neutral", b, target=word, pair=f"syn-{i:03d}"))
+            texts = [s + " " + text for s in sentences]
+        pair = f"syn-{i:03d}"
+        out.append(Prefix(f"{pair}-C", "instruction", texts[0], target=word, pair=pair))
+        out.append(Prefix(f"{pair}-B", "neutral", texts[1], target=word, pair=pair))
+        if prohibitions:
+            out.append(Prefix(f"{pair}-F", "instruction", texts[2], target=word, pair=pair, check="absent"))
     return out
 

@@ -121,7 +121,7 @@ class MixSettings:
 
     A share ``copy_fraction`` of the rows are copy rows (a text, then the same text again: see
     ``DirectiveMixer._copy_item``). A share ``synth_fraction`` of the rows of a batch are synthesized examples (a directive, a
-    mention or a plain context+story example, in the given shares; the continuation is clipped
+    mention, a prohibition or a plain context+story example, in the given shares; the continuation is clipped
     to about ``continuation_chars``; the context to ``max_context_tokens``, or to
     ``curriculum_context_tokens`` in the first ``curriculum`` share of the steps); the other rows are
     plain text: whole training stories, or single paragraphs of them (with probability
@@ -138,12 +138,19 @@ class MixSettings:
     random tokens of the whole vocabulary (``random_copy_tokens`` long) written two or three
     times, with loss on the repeats only: the plain model copies none of such a sequence, and
     without a copy that works for any token, held-out words are replaced by trained neighbours.
-    A share ``phrasing_grammar`` of the directives is worded by ``directives.compose_directive``
-    (thousands of recombined phrasings) instead of one of the fixed training templates."""
+    A share ``phrasing_grammar`` of the directives (and of the prohibitions) is worded by
+    ``directives.compose_directive`` (``compose_prohibition``: thousands of recombined phrasings)
+    instead of one of the fixed training templates. A share ``prohibition_share`` of the synthesized
+    examples forbids a word (issue #28): without them the model wrote whatever word a directive named,
+    even a forbidden one."""
 
     synth_fraction: float = field(default=0.75, metadata=option("share of rows that start with a synthesized example"))
     directive_share: float = field(default=0.65, metadata=option())
     mention_share: float = field(default=0.25, metadata=option())
+    prohibition_share: float = field(default=0.0, metadata=option(
+        "share of synthesized examples that forbid a word the continuation then never uses"))
+    unlikelihood_weight: float = field(default=0.0, metadata=option(
+        "weight of -log(1 - p(forbidden word)) at a prohibition's first continuation tokens"))
     paragraph_fraction: float = field(default=0.5, metadata=option(
         "share of plain documents that are single paragraphs"))
     max_context_tokens: int = 300

@@ -89,10 +89,23 @@ def token_losses(model, batch: torch.Tensor) -> torch.Tensor:
     return ce.view(batch.shape[0], -1)
 
 
-def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weight: float) -> torch.Tensor:
+def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weight: float,
+                  avoid: torch.Tensor | None = None, unlikelihood_weight: float = 0.0) -> torch.Tensor:
     """Cross-entropy of ``batch[:, 1:]``, each target token weighted by ``weights``, summed and
-    divided by ``total_weight`` (the weight of the whole step, over all its micro-batches)."""
-    return (token_losses(model, batch) * weights).sum() / total_weight
+    divided by ``total_weight`` (the weight of the whole step, over all its micro-batches).
+
+    With ``avoid`` [B, T] (a token id per position, -1 for none) and ``unlikelihood_weight`` > 0,
+    adds ``unlikelihood_weight * -log(1 - p(avoid))`` at each such position (Welleck et al. 2019):
+    the forbidden word's probability is pushed down directly, where plain cross-entropy on the
+    story's own continuation only lowers it by raising other tokens."""
+    logits = model(input_ids=batch[:, :-1]).logits.float()
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
+    loss = (ce.view(batch.shape[0], -1) * weights).sum()
+    if avoid is not None and unlikelihood_weight > 0 and bool((avoid >= 0).any()):
+        at = avoid >= 0
+        logp = torch.log_softmax(logits[at], dim=-1).gather(-1, avoid[at].unsqueeze(-1)).squeeze(-1)
+        loss = loss + unlikelihood_weight * -torch.log1p(-logp.exp().clamp(max=1 - 1e-6)).sum()
+    return loss / total_weight
 
 
 @torch.no_grad()
@@ -173,12 +186,13 @@ class Trainer:
         settings, device = self.settings, self.device
         if mixer is not None:
             micro = mixer.batch(step, settings.batch_size, settings.steps)
-            total = sum(w.sum().item() for _, w in micro)
-            self.tokens_seen += sum(int((w > 0).sum()) for _, w in micro)
+            total = sum(w.sum().item() for _, w, _ in micro)
+            self.tokens_seen += sum(int((w > 0).sum()) for _, w, _ in micro)
             loss = 0.0
-            for batch, weights in micro:
+            for batch, weights, avoid in micro:
                 with autocast or contextlib.nullcontext():
-                    part = weighted_loss(self.model, batch.to(device), weights.to(device), total)
+                    part = weighted_loss(self.model, batch.to(device), weights.to(device), total, avoid.to(device),
+                                         mixer.mix.unlikelihood_weight)
                 part.backward()
                 loss += part.detach()
             return loss

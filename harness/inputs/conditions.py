@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from harness.errors import HarnessError
 from harness.inputs.assembly import Assembled, assemble, bos_ids, cut_prefix, encode
 from harness.inputs.chat import chat_layout
+from harness.inputs.checks import TargetCheck
 from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
-from harness.inputs.texts import target_pattern
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,8 @@ class Condition:
     assembled: Assembled
     isolation: Isolation = Isolation()
     placement: str = "raw"
-    target: str | None = None  # what the prefix's instruction asks for (harness.inputs.texts.target_pattern)
-    target_regex: str | None = None
-    pair: str | None = None  # shared by a matched B and C prefix
-
-    @property
-    def target_pattern(self):
-        return target_pattern(self.target, self.target_regex) if (self.target or self.target_regex) else None
+    goal: TargetCheck | None = None  # what the prefix asks of the reply (harness.inputs.checks)
+    pair: str | None = None  # shared by a matched set of prefixes about one target
 
 
 def batchable(a: Condition, b: Condition) -> bool:
@@ -107,7 +102,7 @@ def build_conditions(
                     for iso in isolations:
                         ids, span = body(prefix, n, iso)
                         conditions.append(Condition(prompt.id, group, prefix.id, n, place(task, ids, span), iso,
-                                                    placement, prefix.target, prefix.target_regex, prefix.pair))
+                                                    placement, prefix.goal, prefix.pair))
     return conditions
 
 

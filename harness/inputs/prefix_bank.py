@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.inputs.texts import GROUP_OF_KIND, target_pattern
+from harness.inputs.checks import CHECKS, target_check
+from harness.inputs.texts import GROUP_OF_KIND
 from harness.io import write_text
 
 KINDS = tuple(GROUP_OF_KIND)
@@ -160,16 +161,22 @@ def check_bank(records: list[dict], *, min_chars: int = 1500, pair_tolerance: fl
                 problems.append(f"{name}: target must be a non-empty string")
             else:
                 try:
-                    if not target_pattern(r["target"], r.get("target_regex")).search(text):
+                    goal = target_check(r["target"], r.get("target_regex"), r.get("check"), r.get("forms") or ())
+                    if not goal.present(text):
                         problems.append(f"{name}: text does not contain its target {r['target']!r}")
                 except re.error as exc:
                     problems.append(f"{name}: bad target_regex ({exc})")
+                except ValueError as exc:  # an unknown check
+                    problems.append(f"{name}: {exc}")
         if r.get("pair") is not None and check_pairs:
             pairs.setdefault(r["pair"], []).append(r)
     for pair, members in pairs.items():
         kinds = sorted(str(m.get("kind")) for m in members)
-        if kinds != ["instruction", "neutral"]:
-            problems.append(f"pair {pair!r}: needs one neutral and one instruction prefix, has {kinds}")
+        wants = sorted(str(CHECKS.get(m.get("check") or "contains", CHECKS["contains"]).wants_word)
+                       for m in members if m.get("kind") == "instruction")
+        if kinds.count("neutral") != 1 or not 1 <= kinds.count("instruction") <= 2 or len(set(wants)) != len(wants):
+            problems.append(f"pair {pair!r}: needs one neutral prefix and one instruction (or two: one asking for the "
+                            f"word, one forbidding it), has {kinds}")
             continue
         if len({m.get("target") for m in members}) != 1:
             problems.append(f"pair {pair!r}: the two prefixes have different targets")

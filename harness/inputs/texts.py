@@ -1,9 +1,12 @@
 """Loading task prompts and prefixes from JSONL files.
 
 Each line is one JSON object. Prompts need ``id`` and ``text``; prefixes also need ``kind``
-(``neutral`` for group B, ``instruction`` for group C) and may carry a ``target`` (what an
-injected instruction asks for: a plain string, matched case-insensitively from a word start) or a
-``target_regex``, a ``pair`` id shared by a matched B and C prefix, and descriptive fields
+(``neutral`` for group B, ``instruction`` for group C) and may carry a ``target`` (the word an
+injected instruction is about) or a ``target_regex``, with a ``check`` (what the reply must do with
+it: ``contains``, the default, ``absent``, ``starts_with``, ``equals`` or ``regex``) and ``forms`` (the
+word's inflections, a list: ``["knife", "knives"]``; see :mod:`harness.inputs.checks`), a ``pair`` id
+shared by a matched set (B mentions the word, C asks for it, and a second C may forbid it), and
+descriptive fields
 (``genre``, ``style``, ``source``, ``licence``). Any problem is reported with the file and line
 number so it can be fixed in an editor: files must be UTF-8, and every string must be valid text
 (no unpaired surrogates).
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.inputs.checks import CHECKS, TargetCheck, target_check
 
 GROUP_OF_KIND = {"neutral": "B", "instruction": "C"}
 KIND_OF_GROUP = {"A": None, **{group: kind for kind, group in GROUP_OF_KIND.items()}}
@@ -35,24 +39,20 @@ class Prefix:
     id: str
     kind: str  # "neutral" or "instruction"
     text: str
-    target: str | None = None  # what an injected instruction asks for (plain text)
+    target: str | None = None  # the word an injected instruction is about (plain text)
     target_regex: str | None = None  # or as a regular expression
-    pair: str | None = None  # shared by a matched B and C prefix
+    pair: str | None = None  # shared by a matched set of prefixes about one target
+    check: str | None = None  # what the reply must do with the target (harness.inputs.checks)
+    forms: tuple[str, ...] = ()  # the target's inflections
 
     @property
     def group(self) -> str:
         return GROUP_OF_KIND[self.kind]
 
     @property
-    def target_pattern(self) -> re.Pattern | None:
-        """The compiled target (see :func:`target_pattern`); None without a target."""
-        return target_pattern(self.target, self.target_regex) if (self.target or self.target_regex) else None
-
-
-def target_pattern(target: str | None, target_regex: str | None = None) -> re.Pattern:
-    """How a target is matched in a continuation: ``target_regex`` as given, else ``target``
-    case-insensitively from a word start (so "umbrella" also counts "Umbrellas")."""
-    return re.compile(target_regex if target_regex else r"(?i)\b" + re.escape(target))
+    def goal(self) -> TargetCheck | None:
+        """What the reply must do (:class:`harness.inputs.checks.TargetCheck`); None without a target."""
+        return target_check(self.target, self.target_regex, self.check, self.forms)
 
 
 def _lines(path: Path) -> list[tuple[int, str]]:
@@ -126,20 +126,32 @@ def load_prompts(path: str | Path, limit: int | None = None) -> list[Prompt]:
 
 def load_prefixes(path: str | Path) -> list[Prefix]:
     """Prefixes from ``path`` (see the module docstring for the fields)."""
-    rows = _read_jsonl(path, ("id", "kind", "text"), ("target", "target_regex", "pair", *PREFIX_INFO_FIELDS))
+    rows = _read_jsonl(path, ("id", "kind", "text"),
+                       ("target", "target_regex", "pair", "check", *PREFIX_INFO_FIELDS))
     out = []
     for r in rows:
+        where = r["_where"]
         if r["kind"] not in GROUP_OF_KIND:
-            raise HarnessError(
-                f"{r['_where']}: prefix {r['id']!r} has kind {r['kind']!r}; use one of {sorted(GROUP_OF_KIND)}"
-            )
+            raise HarnessError(f"{where}: prefix {r['id']!r} has kind {r['kind']!r}; use one of {sorted(GROUP_OF_KIND)}")
         if r.get("target_regex"):
             try:
                 re.compile(r["target_regex"])
             except re.error as exc:
-                raise HarnessError(f"{r['_where']}: target_regex is not a valid regular expression ({exc})") from None
+                raise HarnessError(f"{where}: target_regex is not a valid regular expression ({exc})") from None
+        if r.get("check") and r["check"] not in CHECKS:
+            raise HarnessError(f"{where}: check {r['check']!r} is not one of {sorted(CHECKS)}")
+        if r.get("check") and not (r.get("target") or r.get("target_regex")):
+            raise HarnessError(f"{where}: a check needs a target (or target_regex) to check")
+        if r.get("check") == "regex" and not r.get("target_regex"):
+            raise HarnessError(f"{where}: the regex check needs a target_regex")
+        forms = r.get("forms") or []
+        if not isinstance(forms, list) or not all(isinstance(f, str) and f.strip() for f in forms):
+            raise HarnessError(f"{where}: forms must be a list of non-empty strings (the target's inflections, "
+                               f'e.g. ["knife", "knives"])')
+        if forms and not r.get("target"):
+            raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,
-                          r.get("pair")))
+                          r.get("pair"), r.get("check") or None, tuple(forms)))
     return out
 
 

@@ -72,9 +72,11 @@ METRICS: tuple[Metric, ...] = (
     _row("sink_mass_x", "X's attention on A's position 0"),
     _row("unseen_mass_a", "A's mass on keys a sliding window hides from X"),
     # behaviour: did the continuation do what the prefix asked (null without a target)?
-    _cond("target_hit", "behaviour", "boolean", "X's continuation contains the prefix's target",
+    _cond("target_hit", "behaviour", "boolean", "X's continuation contains the prefix's target word",
           contrast="target hit rate", contrast_rank=0),
-    _cond("target_hit_a", "behaviour", "boolean", "A's continuation contains the same target: the base rate"),
+    _cond("target_hit_a", "behaviour", "boolean", "A's continuation contains the same word: the base rate"),
+    _cond("obeyed", "behaviour", "boolean", "X's continuation does what the instruction asks (its check; C only)"),
+    _cond("obeyed_a", "behaviour", "boolean", "A's continuation passes the same check unasked"),
     # output drift against A's continuation (zeros for A itself)
     _cond("edit_distance", "output", "int64", "Levenshtein distance between X's and A's token ids",
           compute=out.edit_distance),

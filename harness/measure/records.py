@@ -57,13 +57,18 @@ def headline_attention(block: dict[str, dict[str, np.ndarray]], n_queries: dict[
             for m in HEADLINES}
 
 
-def target_hits(cond: Condition, text_x: str, text_a: str) -> dict:
-    """Whether X's continuation and A's contain the target of the condition's prefix (null when the
-    prefix has none, and for A itself)."""
-    pattern = cond.target_pattern
-    if pattern is None or cond.group == "A":
-        return {"target_hit": None, "target_hit_a": None}
-    return {"target_hit": bool(pattern.search(text_x)), "target_hit_a": bool(pattern.search(text_a))}
+def behaviour(cond: Condition, text_x: str, text_a: str) -> dict:
+    """The prefix's target word and whether X's continuation and A's contain it (``target_hit``,
+    null when the prefix has none, and for A itself); for an instruction (C) also its check and
+    whether each continuation does what it asks (``obeyed``: null for B, whose mention asks nothing)."""
+    goal = cond.goal
+    if goal is None or cond.group == "A":
+        return {"target": None, "check": None, "target_hit": None, "target_hit_a": None, "obeyed": None,
+                "obeyed_a": None}
+    asks = cond.group == "C"
+    return {"target": goal.target or goal.regex, "check": goal.check if asks else None,
+            "target_hit": goal.present(text_x), "target_hit_a": goal.present(text_a),
+            "obeyed": goal.obeyed(text_x) if asks else None, "obeyed_a": goal.obeyed(text_a) if asks else None}
 
 
 def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer, computed_alone: bool = False
@@ -75,7 +80,7 @@ def condition_record(model_label: str, result: Result, y_a: Continuation, tokeni
         **condition_keys(model_label, cond),
         "prefix_kind": KIND_OF_GROUP[cond.group],
         "pair": cond.pair,
-        **target_hits(cond, text_x, tokenizer.decode(list(y_a.ids))),
+        **behaviour(cond, text_x, tokenizer.decode(list(y_a.ids))),
         **output_drift(y_x.ids, y_a.ids),
         "continuation_text": text_x,
         "continuation_ids": list(y_x.ids),

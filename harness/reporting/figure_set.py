@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.analysis import curves, descriptive
-from harness.analysis.rates import rate_summary
+from harness.analysis.obeying import word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.reporting import plots as F
 
@@ -137,15 +137,11 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
 
 
 def hit_rates(conditions: pd.DataFrame) -> pd.DataFrame:
-    """Target hit rates of B and C per length, and A's base rate (the same targets looked for in
-    A's continuations) as group ``A`` rows; empty when no prefix has a target."""
+    """The target word's rate when asked for, forbidden and mentioned, per length, and A's base rate
+    (:func:`harness.analysis.obeying.word_rates`); empty when no prefix has a target."""
     if "target_hit" not in conditions or conditions.target_hit.isna().all():
         return pd.DataFrame()
-    x = conditions[conditions.target_hit.notna()]
-    rates = rate_summary(x)
-    base = rate_summary(x.assign(target_hit=x.target_hit_a, group="A", prefix_len=0),
-                                  by=("model", "placement", "isolation", "group"))
-    return pd.concat([rates, base.assign(prefix_len=0, resampled="prompts x prefixes")], ignore_index=True)
+    return word_rates(conditions)
 
 
 def _isolation_figure(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> plt.Figure:

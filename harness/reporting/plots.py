@@ -161,32 +161,32 @@ def plot_step_profile(ax, steps: pd.DataFrame, group: str):
     return ax
 
 
+ROLE_STYLES = {"asked": ("#D55E00", "C asks for the word"), "forbidden": ("#CC79A7", "C forbids the word"),
+               "mentioned": ("#0072B2", "B only mentions it")}
+
+
 def plot_hit_rate(ax, rates: pd.DataFrame):
-    """Figure 8: how often the continuation does what the prefix's instruction asks (its target),
-    per group and prefix length, with 95% intervals; A's base rate (the same targets in A's
-    continuations) as a band. ``rates``: :func:`harness.analysis.rates.rate_summary` of ``target_hit``
-    with A's base rate rows (group ``A``)."""
-    for group in ("B", "C"):
-        cell = rates[rates.group == group].sort_values("prefix_len")
+    """Figure 8: how often the continuation contains the prefix's target word when the prefix asks
+    for it, forbids it or only mentions it, per prefix length, with 95% intervals; A's base rate (the
+    same words in A's continuations) as a band. ``rates``:
+    :func:`harness.analysis.obeying.word_rates` (``group`` holds the role)."""
+    for role, (colour, label) in ROLE_STYLES.items():
+        cell = rates[rates.group == role].sort_values("prefix_len")
         if cell.empty:
             continue
         ax.errorbar(cell.prefix_len, cell.rate, yerr=[cell.rate - cell.ci_low, cell.ci_high - cell.rate], marker="o",
-                    capsize=3, color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
-    base = rates[rates.group == "A"]
+                    capsize=3, color=colour, label=label)
+    base = rates[~rates.group.isin(list(ROLE_STYLES))]
     if not base.empty:
         row = base.iloc[0]
         ax.axhspan(row.ci_low, row.ci_high, color="grey", alpha=0.2, linewidth=0)
-        ax.axhline(row.rate, color="grey", linestyle="--", linewidth=1, label="A: same targets, no prefix")
-    _length_axis(ax, rates[rates.group != "A"].prefix_len)
+        ax.axhline(row.rate, color="grey", linestyle="--", linewidth=1, label="A: same words, no prefix")
+    _length_axis(ax, rates[rates.group.isin(list(ROLE_STYLES))].prefix_len)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("prefix length (tokens)")
-    ax.set_ylabel("target hit rate")
-    ax.set_title("Does the model do what the prefix asks?")
-    from harness.analysis.rates import has_exact_intervals
-
-    exact = has_exact_intervals(rates)
-    ax.legend(title="95% CI: prompts x prefixes resampled" + ("\n(exact where none or all hit)" if exact else ""),
-              title_fontsize=7, fontsize=7)
+    ax.set_ylabel("share of replies with the target word")
+    ax.set_title("Obeying or copying the prefix's word?")
+    ax.legend(title="95% CI: Clopper-Pearson at min(prompts, prefixes) units", title_fontsize=7, fontsize=7)
     return ax
 
 

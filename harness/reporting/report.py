@@ -14,42 +14,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import claims, curves, descriptive
+from harness.analysis import claims, curves, descriptive, obeying
 from harness.analysis.crossed import compare_groups
 from harness.analysis.descriptive import with_settings
-from harness.analysis.heads import head_contrasts
-from harness.analysis.rates import has_exact_intervals
+from harness.analysis.heads import head_contrasts, smallest_permutation_p
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_text
 from harness.measure.metrics import contrasted
 from harness.measure.noise import margin_floor
-from harness.reporting.figure_set import baseline, hit_rates, make_figures
+from harness.reporting.behaviour import behaviour_section
+from harness.reporting.figure_set import baseline, make_figures
+from harness.reporting.markdown import ci as _ci
+from harness.reporting.markdown import num as _num
+from harness.reporting.markdown import p_text as _p
+from harness.reporting.markdown import table as _table
 
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
-
-
-def _num(v, digits: int = 3) -> str:
-    """Fixed decimals for ordinary values, significant digits for small ones (never "-0.000")."""
-    if v is None or pd.isna(v):
-        return "n/a"
-    if v == 0:
-        return "0"
-    return f"{v:.{digits}g}" if abs(v) < 10 ** -(digits - 1) else f"{v:.{digits}f}"
-
-
-def _ci(mean, low, high, digits=3) -> str:
-    if mean is None or pd.isna(mean):
-        return "n/a"
-    return f"{_num(mean, digits)} [{_num(low, digits)}, {_num(high, digits)}]"
-
-
-def _p(p) -> str:
-    return "n/a" if p is None or pd.isna(p) else f"{p:.2g}"
-
-
-def _table(header: list[str], rows: list[list]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + [
-        "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
 
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
@@ -62,36 +42,18 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              f"{', '.join(map(str, conds.placement.unique())) if 'placement' in conds else 'raw'}. "
              f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "
              f"{x[x.group == 'C'].prefix_id.nunique()} instruction-like (C). Conditions: {len(conditions)}.", "",
-             "Intervals are 95%. *prompts x prefixes*: two-way cluster bootstrap over prompts and prefixes, and "
-             "p-values from permuting the prefixes' B/C labels: these support claims about instruction-like "
-             "content in general, and lead. *prompts*: bootstrap over prompts (BCa where it applies) and Wilcoxon "
-             "tests paired by prompt: claims about these particular prefixes only."]
-    lines += _behaviour(conds) + _output(conds) + _contrasts(conds)
+             "Intervals are 95%. *prompts x prefixes*: prompts and prefixes both random (a t interval from the "
+             "crossed design's variance estimate; Clopper-Pearson for rates), and p-values from permuting the "
+             "prefixes' B/C labels: these support claims about instruction-like content in general, and lead. "
+             "*prompts*: bootstrap over prompts (BCa where it applies) and Wilcoxon tests paired by prompt: claims "
+             "about these particular prefixes only."]
+    lines += behaviour_section(conds) + _output(conds) + _contrasts(conds)
     if attention is not None and not attention.empty:
         lines += _attention(conds, baseline(attention))
     lines += _noise(conditions, noise) + _isolation(conditions, noise)
     if figure_files:
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files]
     return "\n".join(lines) + "\n"
-
-
-def _behaviour(conds: pd.DataFrame) -> list[str]:
-    rates = hit_rates(conds)
-    if rates.empty:
-        return []
-    base = rates[rates.group == "A"]
-    lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
-             "`target_hit`: the continuation contains the target the prefix names (C: asks for it; B: only "
-             "mentions it). A's base rate looks for the same targets in A's continuations."]
-    rows = [[r.model, r.group, r.prefix_len, f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
-             r.resampled, r.ci_method] for r in rates[rates.group != "A"].itertuples()]
-    rows += [[r.model, "A (base rate)", "-", f"{int(r.n_hits)}/{int(r.n_conditions)}", _ci(r.rate, r.ci_low, r.ci_high),
-              r.resampled, r.ci_method] for r in base.itertuples()]
-    if has_exact_intervals(rates):
-        lines.append("Where no condition hits (or all do), resampling gives a degenerate interval; those rows have "
-                     "the exact 95% interval for none (all) of n units, n the number of prompts or prefixes, "
-                     "whichever is fewer (conservative: hits within a prompt or a prefix are not independent).")
-    return lines + [""] + _table(["model", "group", "prefix length", "hits", "hit rate", "resampled", "interval"], rows)
 
 
 def _output(conds: pd.DataFrame) -> list[str]:
@@ -121,7 +83,10 @@ def _output(conds: pd.DataFrame) -> list[str]:
     return lines
 
 
-FEW_PREFIXES = 10  # below this many prefixes per group, the report warns about the two-way bootstrap
+FEW_PREFIXES = 10  # below this many prefixes per group, the report says the general interval is wide
+# The smallest design simulated (benchmarks/crossed_calibration.py: 24 x 5 covers 0.971): with fewer
+# prefixes in a group, no calibrated prompts x prefixes interval is known, and none is printed.
+CALIBRATED_PREFIXES = 5
 
 
 def _contrasts(conds: pd.DataFrame) -> list[str]:
@@ -133,11 +98,16 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
              "prefix-level standard deviation (the SD of prefix means within a group, pooled), so that an interval "
              "holding zero says how much a real difference of that size could have been missed."]
     results, group_sizes = [], []
+    mixed = bool((obeying.roles(conds) == "forbidden").any())  # C both asks for and forbids the word
+    if mixed:
+        lines.append("Target hit rate is left out: C holds prefixes that ask for the word and prefixes that forbid "
+                     "it, so C - B would mix them; see \"Obeying or copying?\" above.")
     for value, label in contrasted():
-        if value not in conds or conds[value].isna().all():
+        if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
             continue
         data = conds.assign(**{value: conds[value].astype(float)})
-        results.append(compare_groups(data, value).assign(measure=label, value=value))
+        rate = pd.api.types.is_bool_dtype(conds[value].dtype)
+        results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
     if not results:
         return lines
     table = pd.concat(results, ignore_index=True)
@@ -149,14 +119,20 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
             if key in cell and hasattr(r, key):
                 cell = cell[cell[key].astype(str) == str(getattr(r, key))]
         dof = r.dof if np.isfinite(r.dof) else np.inf
-        power = claims.power_at_one_sd(claims.prefix_sd(cell, r.value), r.ci_low, r.ci_high, dof)
+        calibrated = min(r.n_prefixes_high, r.n_prefixes_low) >= CALIBRATED_PREFIXES
+        power = claims.power_at_one_sd(claims.prefix_sd(cell, r.value), r.ci_low, r.ci_high, dof) if calibrated else np.nan
+        general = _ci(r.statistic, r.ci_low, r.ci_high, 4) if calibrated else f"{_num(r.statistic, 4)} (no interval)"
         rows.append([r.measure, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
-                     _ci(r.statistic, r.ci_low, r.ci_high, 4), _p(r.p_perm) + (" (exact)" if r.exact else ""),
+                     general, _p(r.p_perm) + (" (exact)" if r.exact else ""),
                      _p(r.q_perm), _num(power, 2), _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4),
                      _p(r.wilcoxon_p)])
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
-    if fewest < FEW_PREFIXES:
+    if fewest < CALIBRATED_PREFIXES:
+        lines.append(f"With {fewest} prefixes in a group, no calibrated prompts x prefixes interval is known (the "
+                     f"simulations start at {CALIBRATED_PREFIXES} per group), so rows with fewer print none: such a "
+                     "design cannot support a claim about instruction-like content in general.")
+    elif fewest < FEW_PREFIXES:
         # The t interval is calibrated from 5 prefixes per group in simulation; below that its
         # variance estimate rests on too few prefixes to trust.
         lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes interval rests on very few prefixes: "
@@ -201,7 +177,7 @@ def _heads(att: pd.DataFrame) -> list[str]:
     general = heads[heads.q_perm < 0.05].sort_values(["q_perm", "q"]).head(12)
     if general.empty:
         lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
-                      f"{heads.q_perm.min():.2g})."]
+                      f"{heads.q_perm.min():.2g}). " + _head_power(heads)]
     else:
         lines += [""] + _head_table(general, ("q_perm", "q"))
     particular = heads[(heads.q < 0.05) & ~(heads.q_perm < 0.05)].sort_values("q").head(12)
@@ -211,6 +187,21 @@ def _heads(att: pd.DataFrame) -> list[str]:
                   "a claim about the prefixes of this run, not about instruction-like text in general.", ""]
         lines += _head_table(particular, ("q", "q_perm"))
     return lines
+
+
+def _head_power(heads: pd.DataFrame) -> str:
+    """What the design could have found, per model: a lone head passes Benjamini-Hochberg only with
+    p <= 0.05 / (its model's tests), and the permutation test cannot go below one relabeling."""
+    parts = []
+    for model, sub in heads.groupby("model", observed=True):
+        r = sub.iloc[0]
+        least = smallest_permutation_p(int(r.n_prefixes_high), int(r.n_prefixes_low), r.design)
+        needed = 0.05 / len(sub)
+        verdict = ("so this design could not name any single head (its power was 0)" if least > needed else
+                   "so a head could pass, but only one whose C - B exceeds nearly every relabeling")
+        parts.append(f"{model}: with {int(r.n_prefixes_high)}+{int(r.n_prefixes_low)} prefixes ({r.design}) the smallest "
+                     f"p is {least:.2g}, and a lone head among {len(sub)} tests needs p <= {needed:.2g}, {verdict}.")
+    return " ".join(parts)
 
 
 Q_LABELS = {"q": "q (prompts)", "q_perm": "q (prompts x prefixes)"}

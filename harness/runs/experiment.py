@@ -160,7 +160,7 @@ class Experiment:
                          c.isolation.beta],
                 "input_ids": a.input_ids,
                 "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
-                "target": [c.target, c.target_regex],
+                "target": None if c.goal is None else [c.goal.target, c.goal.regex, c.goal.check, c.goal.forms],
                 "reference_input_ids": r.input_ids,
             })
         return out

@@ -14,11 +14,13 @@ from harness.measure.metrics import ROW_METRICS, condition_metrics
 # What identifies a condition's row. A has prefix_id null and prefix_len 0; beta is null except
 # for the decay isolation.
 KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation", "beta"]
-CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair"]
+CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair", "target", "check"]
 
 CONDITION_COLUMNS = KEY_COLUMNS + [
     "prefix_kind",
-    "pair",  # shared by a matched B and C prefix (null when the prefix set has no pairs)
+    "pair",  # shared by a matched set of prefixes about one target (null when the set has no pairs)
+    "target",  # the word the prefix is about (null without one)
+    "check",  # what an instruction prefix asks of the reply (harness.inputs.checks; null for B and A)
     *condition_metrics("behaviour"),  # did the continuation do what the prefix asked?
     *condition_metrics("output"),  # output drift against A's continuation (zeros for A itself)
     # the continuation

@@ -356,25 +356,42 @@ def test_rate_summary_by_hand():
     df = pd.DataFrame([("m", "none", f"p{i // 4}", g, pre, n, hit) for i, (g, pre, n, hit) in enumerate(rows)],
                       columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "target_hit"])
     df["prompt_id"] = [f"p{i}" for i in range(4) for _ in range(4)]
-    out = rates.rate_summary(df, n_resamples=500).set_index("group")
+    out = rates.rate_summary(df).set_index("group")
     assert out.loc["A", "rate"] == pytest.approx(0.25) and out.loc["A", "resampled"] == "prompts"
     assert out.loc["C", "rate"] == pytest.approx(0.75) and out.loc["C", "resampled"] == "prompts x prefixes"
     assert (out.loc["C", "n_hits"], out.loc["C", "n_conditions"], out.loc["C", "n_prefixes"]) == (6, 8, 2)
-    # no hits: the bootstrap would say [0, 0]; the exact interval over the scarcer factor (1 prefix)
+    # Clopper-Pearson at the scarcer factor's count: A 4 prompts, C 2 prefixes, B 1 prefix
     assert out.loc["B", "rate"] == 0 and out.loc["B", "ci_low"] == 0
-    assert out.loc["B", "ci_high"] == pytest.approx(0.975) and out.loc["B", "ci_method"] == "exact, none of 1 units"
-    assert out.loc["C", "ci_method"] == "percentile bootstrap"
-    # two prefixes: a quarter of the draws hold only c2, whose rate over resampled prompts can be 0 or 1/4
-    assert out.loc["C", "ci_low"] <= 0.25 and out.loc["C", "ci_high"] == 1.0
-    assert out.loc["A", "ci_low"] == 0 and out.loc["A", "ci_high"] <= 0.75
+    assert out.loc["B", "ci_high"] == pytest.approx(0.975) and out.loc["B", "ci_method"] == "Clopper-Pearson, 1 units"
+    assert out.loc["C", "ci_method"] == "Clopper-Pearson, 2 units"
+    assert out.loc["A", "ci_method"] == "Clopper-Pearson, 4 units"
+    from scipy.stats import beta
+    assert out.loc["C", "ci_low"] == pytest.approx(beta.ppf(0.025, 1.5, 1.5))
+    assert out.loc["C", "ci_high"] == pytest.approx(beta.ppf(0.975, 2.5, 0.5))
+    assert out.loc["A", "ci_low"] == pytest.approx(beta.ppf(0.025, 1, 4))
+    assert out.loc["A", "ci_high"] == pytest.approx(beta.ppf(0.975, 2, 3))
     assert rates.rate_summary(df.drop(columns="target_hit")).empty
 
 
 @pytest.mark.parametrize("n", [1, 5, 12, 144])
-def test_all_or_none_interval_is_clopper_pearson(n):
-    from scipy.stats import beta
+def test_rate_interval_is_clopper_pearson(n):
+    from scipy.stats import beta, binomtest
 
-    low, high = rates.all_or_none_interval(n)
-    assert low == 0 and high == pytest.approx(beta.ppf(0.975, 1, n), rel=1e-12)
-    low, high = rates.all_or_none_interval(n, all_hit=True)
-    assert high == 1 and low == pytest.approx(beta.ppf(0.025, n, 1), rel=1e-12)
+    assert rates.rate_interval(0.0, n) == (0.0, pytest.approx(beta.ppf(0.975, 1, n), abs=1e-9))
+    assert rates.rate_interval(1.0, n) == (pytest.approx(beta.ppf(0.025, n, 1), abs=1e-9), 1.0)
+    for k in range(1, n):  # integer counts: scipy's exact binomial interval
+        ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+        assert rates.rate_interval(k / n, n) == (pytest.approx(ci.low, abs=1e-9), pytest.approx(ci.high, abs=1e-9))
+
+
+@given(st.integers(1, 40), st.integers(1, 40), st.data())
+def test_rate_interval_is_monotone_in_the_count(n_prompts, n_prefixes, data):
+    """Adding a hit to a cell never lowers either end of its interval, from zero hits on (the old
+    bootstrap gave [0, 0.042] for 1 hit in 144 and [0, 0.265] for none)."""
+    n = rates.effective_units(n_prompts, n_prefixes)
+    total = n_prompts * n_prefixes
+    k = data.draw(st.integers(0, total - 1))
+    low, high = rates.rate_interval(k / total, n)
+    low2, high2 = rates.rate_interval((k + 1) / total, n)
+    assert 0 <= low <= k / total <= high <= 1
+    assert low2 >= low and high2 >= high

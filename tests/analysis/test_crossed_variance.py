@@ -47,6 +47,21 @@ def test_the_lead_interval_covers_on_a_fixed_simulation(design):
     assert covered / n >= 0.93, covered / n
 
 
+@pytest.mark.parametrize("design", [sim.RateDesign("12 x 12, rate 0.05", 12, 12, 0.05),
+                                    sim.RateDesign("24 x 6, rate 0.2", 24, 6, 0.2),
+                                    sim.RateDesign("12 x 12, rate 0.5, residual", 12, 12, 0.5, prefix_share=0.1)])
+def test_the_rate_interval_covers_on_a_fixed_simulation(design):
+    """The report's hit-rate interval (Clopper-Pearson at the scarcer factor's count) on binary
+    crossed data whose population rate is known exactly."""
+    from harness.analysis.rates import effective_units, rate_interval
+
+    rng = np.random.default_rng(2)
+    n_units = effective_units(design.prompts, design.prefixes)
+    covered = sum(lo <= design.rate <= hi for lo, hi in
+                  (rate_interval(float(sim.draw_rate(design, rng).mean()), n_units) for _ in range(1000)))
+    assert covered / 1000 >= 0.95, covered / 1000
+
+
 def test_degenerate_and_incomplete_designs():
     Y = np.zeros((4, 6))
     is_high = np.array([True] * 3 + [False] * 3)
@@ -66,3 +81,23 @@ def test_compare_groups_leads_with_the_crossed_t_interval_and_falls_back_when_in
     assert row.ci_method == "crossed t" and row.ci_low < row.statistic < row.ci_high
     row = compare_groups(df.iloc[1:], "v", n_resamples=200, n_permutations=200).iloc[0]
     assert row.ci_method == "two-way bootstrap"
+
+
+def test_rate_difference_interval_stays_within_minus_one_to_one():
+    """C hits almost always, B almost never: the symmetric t interval of the difference runs past
+    1 on the same numbers as floats; for a boolean column (a rate) it is cut at 1."""
+    import pandas as pd
+
+    from harness.analysis.crossed import compare_groups
+
+    rows = []
+    for p in range(6):
+        for k in range(6):
+            rows.append(("C", f"c{k}", f"p{p}", not (k == 0 and p < 3)))
+            rows.append(("B", f"b{k}", f"p{p}", k == 1 and p < 2))
+    df = pd.DataFrame(rows, columns=["group", "prefix_id", "prompt_id", "hit"]).assign(
+        model="m", isolation="none", prefix_len=32)
+    as_float = compare_groups(df.assign(hit=df.hit.astype(float)), "hit", n_resamples=200, n_permutations=200)
+    as_rate = compare_groups(df.assign(hit=df.hit.astype("boolean")), "hit", n_resamples=200, n_permutations=200)
+    assert as_float.ci_high.iloc[0] > 1
+    assert as_rate.ci_high.iloc[0] == 1.0 and as_rate.ci_low.iloc[0] == as_float.ci_low.iloc[0]

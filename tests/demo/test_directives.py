@@ -132,7 +132,7 @@ def test_phrasing_grammar_words_the_mixers_directives(tokenizer):
         mix = MixSettings(synth_fraction=1.0, directive_share=1.0, mention_share=0.0, copy_fraction=0.0,
                           copy_warmup=0.0, micro_batch=8, plain_len=64, phrasing_grammar=share)
         mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 512, 0)
-        return [tokenizer.decode(t) for toks, _ in mixer.batch(0, 8, 100) for t in toks.tolist()]
+        return [tokenizer.decode(t) for toks, _, _ in mixer.batch(0, 8, 100) for t in toks.tolist()]
 
     fixed = [t for t in directive_rows(0.0) if D.find_directive(t, D.TRAIN_TEMPLATES)]
     composed = [t for t in directive_rows(1.0) if D.find_directive(t, D.TRAIN_TEMPLATES)]
@@ -262,9 +262,9 @@ def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
 
 def test_obedience_intervals_treat_the_pair_as_the_unit():
     """Hand example: 3 matched pairs x 4 openings; C of pairs 1 and 3 hits for every opening, C of
-    pair 2 never, B never. C's rate is 2/3, but only 3 pairs replicate it: resampling pairs gives
-    0..3 hitting pairs (P(0) = 1/27 > 2.5%), so the interval is [0, 1], where treating the 12
-    conditions as independent would give about [0.39, 0.86]. C minus B is 2/3, and of the 8 sign
+    pair 2 never, B never. C's rate is 2/3, but only 3 pairs replicate it: the interval is the exact
+    binomial one for 2 of 3 units, about [0.094, 0.992], where treating the 12 conditions as
+    independent would give about [0.35, 0.90]. C minus B is 2/3, and of the 8 sign
     flips of the per-pair differences (1, 0, 1) the 4 that keep both ones on one side are at least
     as extreme: p = 0.5 exactly."""
     rows = [{"prompt_id": f"p{i}", "group": g, "prefix_id": f"{pair}-{g}", "pair": pair, "target": "kettle",
@@ -273,10 +273,14 @@ def test_obedience_intervals_treat_the_pair_as_the_unit():
     cells = {r["group"]: r for r in obedience.summarise(rows)}
     assert (cells["C"]["hits"], cells["C"]["n"], cells["C"]["n_prefixes"]) == (8, 12, 3)
     assert cells["C"]["rate"] == pytest.approx(2 / 3)
-    assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (0.0, 1.0)
-    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"].startswith("exact")
+    from scipy.stats import binomtest
+
+    three = binomtest(2, 3).proportion_ci(0.95, method="exact")
+    assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (pytest.approx(three.low), pytest.approx(three.high))
+    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"] == "Clopper-Pearson, 3 units"
     (diff,) = obedience.c_minus_b_by_length(rows)
     assert diff["difference"] == pytest.approx(2 / 3) and diff["n_pairs"] == 3
+    assert diff["ci_method"] == "crossed t" and -1 <= diff["ci_low"] < 2 / 3 < diff["ci_high"] <= 1
     assert diff["p_perm"] == pytest.approx(0.5)
 
 
@@ -294,7 +298,14 @@ def test_evaluate_obedience_counts(tokenizer):
     prompts = [Prompt("p1", "Once upon a time,"), Prompt("p2", "Tom had a dog.")]
     res = obedience.evaluate_obedience(model, tokenizer, prompts, prefixes, (32, 64), max_new_tokens=4)
     cells = {(r["group"], r["prefix_len"]): r["n"] for r in res["summary"]}
-    assert cells == {("A", 0): 4, ("B", 32): 4, ("B", 64): 4, ("C", 32): 4, ("C", 64): 4}
+    assert cells == {("A", 0): 4, ("B", 32): 4, ("B", 64): 4, ("C", 32): 4, ("C", 64): 4, ("F", 32): 4, ("F", 64): 4}
+    # the prohibitions are the same texts as the directives with the directive swapped for a prohibition
+    f = [p for p in prefixes if p.id.endswith("-F")]
+    assert [p.goal.check for p in f] == ["absent", "absent"] and all(p.target in p.text for p in f)
+    no_f = obedience.synthetic_prefixes(STORIES, random.Random(0), 2, prohibitions=())
+    assert [p for p in prefixes if not p.id.endswith("-F")] == no_f
+    contrasts = obedience.contrasts(res["rows"])
+    assert sorted({c["contrast"] for c in contrasts}) == ["C - B", "F - B"]
     assert all(len(tokenizer(r["continuation"], add_special_tokens=False)["input_ids"]) <= 6 for r in res["rows"])
 
 
@@ -307,10 +318,11 @@ def test_directive_mixer_batches(tokenizer):
                       copy_warmup=0.0, micro_batch=4, plain_len=64, target_weight=20.0)
     mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0)
     micro = mixer.batch(0, 8, 100)
-    assert sum(t.shape[0] for t, _ in micro) == 8
+    assert sum(t.shape[0] for t, _, _ in micro) == 8
     n_target_rows = 0
-    for tokens, weights in micro:
-        assert tokens.shape[1] == weights.shape[1] + 1 <= 257
+    for tokens, weights, avoid in micro:
+        assert tokens.shape[1] == weights.shape[1] + 1 <= 257 and avoid.shape == weights.shape
+        assert (avoid == -1).all()  # no prohibitions in this mix
         for row, w in zip(tokens.tolist(), weights.tolist()):
             assert row[0] == tokenizer.eos_token_id
             n_target_rows += any(x == 20.0 for x in w)
@@ -319,6 +331,43 @@ def test_directive_mixer_batches(tokenizer):
     assert n_target_rows >= 3  # 4 directive rows; a target can rarely be split differently
     again = mixer.batch(0, 8, 100)
     assert all(torch_equal(a[0], b[0]) for a, b in zip(micro, again))  # deterministic per step
+
+
+def test_prohibition_rows_mark_the_forbidden_word_for_unlikelihood(tokenizer):
+    """A prohibition row marks the forbidden word's first token at its first continuation positions
+    (aligned with the weights: position j is about token j + 1), and the unlikelihood term grows
+    with the probability the model gives that token there."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harness.demo.mixer import DirectiveMixer
+    from harness.demo.settings import MixSettings
+    from harness.demo.training import weighted_loss
+
+    mix = MixSettings(synth_fraction=1.0, directive_share=0.0, mention_share=0.0, prohibition_share=1.0,
+                      copy_fraction=0.0, copy_warmup=0.0, micro_batch=4, plain_len=64, answer_window=6,
+                      unlikelihood_weight=1.0)
+    mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0)
+    micro = mixer.batch(0, 4, 100)
+    for tokens, weights, avoid in micro:
+        for row, w, a in zip(tokens.tolist(), weights.tolist(), avoid.tolist()):
+            marked = [j for j, x in enumerate(a) if x >= 0]
+            assert len(marked) == 6 and marked == list(range(marked[0], marked[0] + 6))
+            assert all(w[j] == mix.answer_weight for j in marked)  # the answer window
+            word = tokenizer.decode([a[marked[0]]]).strip()
+            text = tokenizer.decode(row[: marked[0] + 1])
+            assert word and word in text  # the prohibition named it before the continuation
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    tokens, weights, avoid = micro[0]
+    plain = weighted_loss(model, tokens, weights, 1.0)
+    with_ul = weighted_loss(model, tokens, torch.zeros_like(weights), 1.0, avoid, 1.0)  # the unlikelihood term alone
+    logp = torch.log_softmax(model(input_ids=tokens[:, :-1]).logits.float(), -1)
+    at = avoid >= 0
+    expected = -torch.log1p(-logp[at].gather(-1, avoid[at].unsqueeze(-1)).exp()).sum()
+    assert torch.allclose(with_ul, expected, rtol=1e-5)
+    assert torch.equal(weighted_loss(model, tokens, weights, 1.0, avoid, 0.0), plain)
 
 
 def torch_equal(a, b):
@@ -360,7 +409,7 @@ def test_random_copy_rows_train_only_the_repeats(tokenizer):
                       random_copy_rows=5)
     mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0)
     micro = mixer.batch(3, 4, 100)
-    assert sum(t.shape[0] for t, _ in micro) == 4 + 5
+    assert sum(t.shape[0] for t, _, _ in micro) == 4 + 5
     rng = random.Random(9)
     for _ in range(20):
         ids, w = mixer._random_copy_item(rng)
@@ -440,7 +489,9 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert [h["step"] for h in history] == [1, 2]
     for h in history:  # C and B at every length asked for, and their mean difference
         rates = h["validation_rates"]
-        assert set(rates) == {"A0", "B32", "C32"} and h["validation_contrast"] == round(rates["C32"] - rates["B32"], 4)
+        # validation triples: C - B, less what a forbidden word (F) adds over B
+        score = rates["C32"] - rates["B32"] - max(rates["F32"] - rates["B32"], 0.0)
+        assert set(rates) == {"A0", "B32", "C32", "F32"} and h["validation_contrast"] == pytest.approx(score, abs=2e-3)
     kept = [h for h in history if h.get("kept")]
     assert kept[0]["step"] == 1 and stats["selected_step"] == kept[-1]["step"]
     assert kept[-1]["validation_contrast"] == max(h["validation_contrast"] for h in history)
@@ -536,3 +587,29 @@ def test_negative_control_verdict_compares_each_rate_with_the_other_interval():
                row("C", 128, 0.03, 0.0, 0.2), row("B", 128, 0.0, 0.0, 0.02),  # C outside B's interval
                row("A", 0, 0.0, 0.0, 0.14)]
     assert lengths_apart(summary) == ["32 tokens", "128 tokens"]
+
+
+def test_prohibitions_keep_the_three_way_split_and_teach_no_copying(tokenizer):
+    """Held-out prohibitions carry held-out wording and validation ones validation wording; no
+    training prohibition (fixed or composed) carries either. A prohibition example forbids a word
+    its continuation never uses, and the word is recorded as mentioned, not as a target."""
+    for t in D.HELDOUT_PROHIBITIONS:
+        assert markers_in(D.HELDOUT_MARKERS, t) and not markers_in(D.VALIDATION_MARKERS, t), t
+    for t in D.VALIDATION_PROHIBITIONS:
+        assert markers_in(D.VALIDATION_MARKERS, t) and not markers_in(D.HELDOUT_MARKERS, t), t
+    rng = random.Random(3)
+    composed = {D.compose_prohibition(rng) for _ in range(3000)}
+    assert len(composed) > 1000
+    for text in (*D.TRAIN_PROHIBITIONS, *D.GRAMMAR_PROHIBITIONS, *composed):
+        assert not markers_in(D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, text), text
+        assert any(slot in text for slot in ("{word}", "{a_word}", "{X}", "{C}")), text
+    assert not set(D.TRAIN_PROHIBITIONS) & set(D.TRAIN_TEMPLATES)
+    for i in range(20):
+        ex = D.synthesize("prohibition", STORIES[0] * 2, STORIES[(i % (len(STORIES) - 1)) + 1], random.Random(i))
+        if ex is None:
+            continue
+        (word,) = ex.mentioned
+        sentence = ex.context[ex.insert[0]:ex.insert[1]]
+        assert ex.kind == "prohibition" and ex.target is None and word in sentence
+        assert any(D.template_regex(t).fullmatch(sentence) for t in D.TRAIN_PROHIBITIONS), sentence
+        assert not D.target_hit(word, ex.opening + ex.continuation)

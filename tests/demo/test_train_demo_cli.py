@@ -62,6 +62,8 @@ OLD_OPTIONS = [
     ("--vocab-target-share", "store", "float", 0.0),
     ("--unquoted-targets", "store_false", None, True),
     ("--random-copy-rows", "store", "int", 0),
+    ("--prohibition-share", "store", "float", 0.0),  # added with prohibitions (issue #28)
+    ("--unlikelihood-weight", "store", "float", 0.0),
     ("--phrasing-grammar", "store", "float", 0.0),
     ("--continuation-chars", "store", "int", 100),
     ("--valid-text", "store", "Path", None),
@@ -121,7 +123,9 @@ def test_the_shipped_commands_give_their_recorded_settings():
     stats = json.loads((ASSETS / "demo-obedient" / "training.json").read_text())
     opts = options(stats["command"])
     assert asdict(opts.train) == stats["settings"]
-    assert json.loads(json.dumps(asdict(opts.mix))) == stats["mix"]
+    # options added since (prohibition_share) take their defaults, which reproduce the old recipe
+    assert {k: v for k, v in json.loads(json.dumps(asdict(opts.mix))).items() if k in stats["mix"]} == stats["mix"]
+    assert set(asdict(opts.mix)) - set(stats["mix"]) <= {"prohibition_share", "unlikelihood_weight"}
     assert opts.card.lengths == (32, 64, 128) and opts.card.synthetic_pairs == 100
     assert str(opts.card.prefixes) == stats["eval_prefixes"]
     assert opts.fine_tuning.keep_best and opts.fine_tuning.directives and opts.fine_tuning.probe_pairs == 20

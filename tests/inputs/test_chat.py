@@ -21,10 +21,11 @@ from harness.config import DATA_DIR, ChatConfig
 from harness.errors import HarnessError
 from harness.inputs.assembly import encode
 from harness.inputs.chat import chat_layout
+from harness.inputs.checks import target_check
 from harness.inputs.conditions import Condition, build_conditions
 from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
 from harness.inputs.texts import Prefix, Prompt
-from harness.measure.records import target_hits
+from harness.measure.records import behaviour
 from harness.model.loading import byte_level_tokenizer
 from tests import oracle
 from tests.support import chat_template, engine_rig, sweep
@@ -321,18 +322,36 @@ def test_attention_matches_eager_oracle(toks, placement):
     assert checked > 0 and context > 1e-4, "the keys before the block must take part"
 
 
-def left_boundary_hit(target: str, text: str) -> bool:
-    """``target`` in ``text``, case-insensitive, starting at a word start (written out again)."""
-    low, t = text.lower(), target.lower()
-    return any(low.startswith(t, i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"))
-               for i in range(len(text)))
+def whole_word_hit(forms: list[str], text: str) -> bool:
+    """One of ``forms`` in ``text``, case-insensitive, as a whole word (written out again)."""
+    low = text.lower()
+    for form in (f.lower() for f in forms):
+        for i in range(len(low)):
+            if low.startswith(form, i):
+                before = low[i - 1] if i else " "
+                after = low[i + len(form)] if i + len(form) < len(low) else " "
+                if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+                    return True
+    return False
 
 
-def test_target_hits_from_word_start():
-    cond = Condition("p", "C", "pineapple-c", 8, chat_layout(chat_tokenizer("qwen2.5"), "document").assemble([1]),
-                     placement="document", target="PINEAPPLE")
-    for text, hit in [("Pineapples!", True), ("ok PINEAPPLE", True), ("apineapple", False), ("pine apple", False)]:
-        assert target_hits(cond, text, "")["target_hit"] is hit is left_boundary_hit("PINEAPPLE", text)
+def test_behaviour_columns_from_whole_words():
+    layout = chat_layout(chat_tokenizer("qwen2.5"), "document").assemble([1])
+    cond = Condition("p", "C", "pineapple-c", 8, layout, placement="document", goal=target_check("PINEAPPLE"))
+    forms = ["pineapple", "pineapples", "pineapplees"]
+    for text, hit in [("Pineapples!", True), ("ok PINEAPPLE", True), ("apineapple", False), ("pine apple", False),
+                      ("pineapplejuice", False)]:
+        out = behaviour(cond, text, "")
+        assert out["target_hit"] is hit is whole_word_hit(forms, text) and out["obeyed"] is hit
+        assert out["check"] == "contains" and out["target"] == "PINEAPPLE"
+    forbid = Condition("p", "C", "pineapple-f", 8, layout, placement="document",
+                       goal=target_check("PINEAPPLE", check="absent"))
+    assert behaviour(forbid, "a pineapple", "no fruit") == {
+        "target": "PINEAPPLE", "check": "absent", "target_hit": True, "target_hit_a": False, "obeyed": False,
+        "obeyed_a": True}
+    mention = Condition("p", "B", "pineapple-b", 8, layout, placement="document", goal=target_check("PINEAPPLE"))
+    assert behaviour(mention, "a pineapple", "")["obeyed"] is None  # a mention asks nothing
+    assert set(behaviour(Condition("p", "A", None, 0, layout), "x", "x").values()) == {None}
 
 
 @pytest.mark.parametrize("how", ["explicit", "auto"])
@@ -357,5 +376,6 @@ def test_sweep_with_document_placement(tmp_path, how):
                                                        open(DATA_DIR / "prefixes_assistant.jsonl"))}
     for row in df.itertuples():
         target = targets.get(row.prefix_id) if row.group != "A" else None
-        want = None if target is None else left_boundary_hit(target, row.continuation_text)
+        want = None if target is None else whole_word_hit([target, target + "s", target + "es"],
+                                                          row.continuation_text)
         assert (None if pd.isna(row.target_hit) else bool(row.target_hit)) == want, row

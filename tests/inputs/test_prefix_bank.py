@@ -206,7 +206,7 @@ def test_check_bank_finds_each_problem():
         ([{**_rec(1), "text": "x" * 1499}], "fewer than 1500"),
         ([_rec(1, "instruction", target="PINEAPPLE")], "does not contain its target"),
         ([_rec(1, "instruction", target="word1", target_regex="(")], "bad target_regex"),
-        ([_rec(1, pair="p", target="word1")], "needs one neutral and one instruction"),
+        ([_rec(1, pair="p", target="word1")], "needs one neutral prefix and one instruction"),
         ([_rec(1, pair="p", target="word1"), _rec(2, "instruction", pair="p", target="word2")], "different targets"),
         ([_rec(1, pair="p", target="word1"), {**_rec(1, "instruction", pair="p", target="word1"), "id": "x",
                                                "text": "word1 " * 400}], "differ by more than 10%"),
@@ -263,26 +263,32 @@ def test_cli_errors_are_one_line_and_name_the_file(tmp_path):
 
 
 # A request addressed to the reader; the matched mention sentences of the story set never ask.
-DIRECTIVE_MARKER = re.compile(r"\b(from now on|ignore what you just read|listen carefully|here is a task|don't leave out|"
+DIRECTIVE_MARKER = re.compile(r"\b(from now on|ignore what you just read|listen carefully|here is a task|(don't )?leave out|"
                               r"new rule|I want|could you|do this now|drop the story above|your job)\b", re.I)
 
 
-def test_story_directive_set_has_20_matched_pairs_with_the_target_in_the_shortest_cut(demo_tok):
+def test_story_directive_set_has_20_matched_triples_with_the_target_in_the_shortest_cut(demo_tok):
+    """Per word: C asks for it, F (an instruction with check absent) forbids it, B mentions it; the
+    three texts differ only in that sentence, by at most 5 tokens, and every one names the word
+    within the shortest cut (L = 32)."""
     from harness.inputs.assembly import cut_prefix, encode
-    from harness.inputs.texts import target_pattern
+    from harness.inputs.checks import target_check
 
     rows = _read("prefixes_stories_directives.jsonl")
-    pairs = {}
+    triples = {}
     for r in rows:
-        pairs.setdefault(r["pair"], {})[r["kind"]] = r
-    assert len(pairs) == 20 and len(rows) == 40 and len({r["target"] for r in rows}) == 20
+        side = "forbid" if r.get("check") == "absent" else r["kind"]
+        triples.setdefault(r["pair"], {})[side] = r
+    assert len(triples) == 20 and len(rows) == 60 and len({r["target"] for r in rows}) == 20
+    assert all(set(t) == {"instruction", "neutral", "forbid"} for t in triples.values())
     sep = encode(demo_tok, "\n\n")
-    for pair, members in pairs.items():
-        c, b = members["instruction"], members["neutral"]
-        assert b["target"] == c["target"], pair
-        ids = {r["kind"]: encode(demo_tok, r["text"]) for r in (b, c)}
-        assert min(map(len, ids.values())) >= 260 and abs(len(ids["instruction"]) - len(ids["neutral"])) <= 4, pair
-        for r in (b, c):  # at L = 32 both texts still name the target, and only C asks for it
-            head = demo_tok.decode(cut_prefix(ids[r["kind"]], sep, 32, name=r["id"])[: -len(sep)])
-            assert target_pattern(r["target"]).search(head), (r["id"], head)
-            assert bool(DIRECTIVE_MARKER.search(head)) == (r["kind"] == "instruction"), (r["id"], head)
+    for pair, members in triples.items():
+        c, b, f = members["instruction"], members["neutral"], members["forbid"]
+        assert b["target"] == c["target"] == f["target"] and f["kind"] == "instruction", pair
+        assert c.get("check", "contains") == "contains" and "check" not in b, pair
+        ids = {side: encode(demo_tok, r["text"]) for side, r in members.items()}
+        assert min(map(len, ids.values())) >= 260 and max(map(len, ids.values())) - min(map(len, ids.values())) <= 5
+        for side, r in members.items():  # at L = 32 every text still names the target, and only C and F address the reader
+            head = demo_tok.decode(cut_prefix(ids[side], sep, 32, name=r["id"])[: -len(sep)])
+            assert target_check(r["target"]).present(head), (r["id"], head)
+            assert bool(DIRECTIVE_MARKER.search(head)) == (side != "neutral"), (r["id"], head)

@@ -77,9 +77,9 @@ def test_prefix_targets_and_pairs(tmp_path):
         {"id": "c2", "kind": "instruction", "text": "Code ZX-9.", "target": "ZX-9", "target_regex": r"ZX-?9"},
     ])
     c1, b1, c2 = load_prefixes(path)
-    assert c1.pair == b1.pair == "u" and c1.target_pattern.search("Two Umbrellas!") is not None
-    assert c1.target_pattern.search("a bumbrella") is None  # from a word start only
-    assert c2.target_pattern.search("zx9") is None and c2.target_pattern.search("ZX9") is not None
+    assert c1.pair == b1.pair == "u" and c1.goal.present("Two Umbrellas!")
+    assert not c1.goal.present("a bumbrella") and not c1.goal.present("umbrellaless")  # whole words only
+    assert not c2.goal.present("zx9") and c2.goal.present("ZX9")
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "c", "kind": "instruction", "text": "t", "target_regex": "("}])
     with pytest.raises(HarnessError, match=r"bad\.jsonl:1: target_regex is not a valid regular expression"):
         load_prefixes(bad)

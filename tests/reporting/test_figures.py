@@ -8,7 +8,6 @@ import nbformat
 from nbclient import NotebookClient
 
 from harness.analysis import curves, descriptive
-from harness.analysis.rates import rate_summary
 from harness.cli import main
 from harness.reporting import plots as F
 from harness.reporting.figure_set import mass_sources
@@ -130,20 +129,21 @@ def test_figures_on_a_damaged_table_is_one_line(tiny_run, tmp_path, capsys):
     assert err[-1].startswith("error: ") and "conditions.parquet is not a readable parquet table" in err[-1]
 
 
-def test_hit_rate_figure_says_which_intervals_are_exact():
+def test_hit_rate_figure_names_its_interval():
     import pandas as pd
 
-    # C hits in 3 of 4 conditions (bootstrap interval), B never (exact interval)
+    # C hits in 3 of 4 conditions, B never: one interval method for both
     df = pd.DataFrame({"model": "m", "isolation": "none", "prompt_id": ["p0", "p1"] * 4,
                        "group": ["C"] * 4 + ["B"] * 4, "prefix_id": ["c1", "c1", "c2", "c2", "b1", "b1", "b2", "b2"],
                        "prefix_len": 8, "target_hit": [True, True, True, False] + [False] * 4})
-    rates = rate_summary(df, n_resamples=50)
-    assert set(rates.ci_method) == {"percentile bootstrap", "exact, none of 2 units"}
+    from harness.analysis.obeying import word_rates
+
+    rates = word_rates(df.assign(check=["contains"] * 4 + [None] * 4, target_hit_a=False, target="w",
+                                 placement="raw"))
+    assert set(rates.group) == {"asked", "mentioned", "A (base rate)"}
+    assert set(rates.ci_method) == {"Clopper-Pearson, 2 units", "Clopper-Pearson, 1 units"}
     fig, ax = plt.subplots()
     F.plot_hit_rate(ax, rates)
-    assert len(ax.containers) == 2  # one errorbar per group
-    assert "exact where none or all hit" in ax.get_legend().get_title().get_text()
-    fig, ax = plt.subplots()
-    F.plot_hit_rate(ax, rates[rates.group == "C"])
-    assert ax.get_legend().get_title().get_text() == "95% CI: prompts x prefixes resampled"
+    assert len(ax.containers) == 2  # one errorbar per role; A is a band
+    assert "Clopper-Pearson at min(prompts, prefixes) units" in ax.get_legend().get_title().get_text()
     plt.close("all")

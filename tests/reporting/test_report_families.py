@@ -84,3 +84,51 @@ def test_every_contrast_states_its_power_and_it_grows_with_the_prefixes():
 
     few, many = power(5), power(30)
     assert 0 < few < many <= 1 and many > 0.8
+
+
+def test_no_head_line_says_what_the_design_could_find():
+    """3 + 3 prefixes: the smallest permutation p is 1/20 (the planted head reaches it), far above
+    the 0.05/8 a lone head needs among 8 tests: the report says the design had no power."""
+    from harness.analysis.heads import smallest_permutation_p
+
+    att = attention({"small": 0.5}, n_prefixes=3)
+    tested = head_contrasts(att, "capture", segment=None)
+    assert tested.p_perm.min() == smallest_permutation_p(3, 3, "unpaired") == 1 / 20
+    text = "\n".join(report._heads(att))
+    assert "No head passes" in text
+    assert "small: with 3+3 prefixes (unpaired) the smallest p is 0.05" in text
+    assert "needs p <= 0.0063, so this design could not name any single head (its power was 0)" in text
+    assert smallest_permutation_p(4, 4, "paired") == 1 / 16
+    assert smallest_permutation_p(30, 30, "unpaired", n_permutations=999) == 1 / 1000
+
+
+def test_behaviour_section_reads_triples():
+    """A copier: the forbidden word is written as often as the asked one; the section gives both
+    contrasts and the obey rate per check, and the C - B table leaves the mixed hit rate out."""
+    from tests.analysis.test_obeying import triples
+
+    conds = triples(copier=True).assign(norm_edit_distance=0.5)
+    text = "\n".join(report.behaviour_section(conds))
+    assert "### Obeying or copying?" in text and "### Obey rate per check" in text
+    assert "| m | forbidden - mentioned | 32 | 3+3 | 0.750 [" in text
+    assert "| m | forbidden (C) | 32 | 12/12 | 1.000 [" in text and "| m | A (base rate) | - | 1/12 |" in text
+    assert "| m | absent | 32 | 0/12 | 0 [0, " in text
+    contrasts = "\n".join(report._contrasts(conds))
+    assert "Target hit rate is left out" in contrasts and "| target hit rate |" not in contrasts
+
+
+def test_contrast_rows_too_small_for_a_calibrated_interval_print_none():
+    rng = np.random.default_rng(2)
+    rows = []
+    for group in ("A", "B", "C"):
+        for x in (range(1) if group == "A" else range(3)):
+            for p in range(6):
+                rows.append({"model": "m", "prompt_id": f"p{p}", "group": group,
+                             "prefix_id": None if group == "A" else f"{group}{x}",
+                             "prefix_len": 0 if group == "A" else 16, "placement": "raw", "isolation": "none",
+                             "beta": np.nan, "norm_edit_distance": 0.0 if group == "A" else rng.uniform(),
+                             "output_kl": 0.0 if group == "A" else rng.uniform()})
+    text = "\n".join(report._contrasts(pd.DataFrame(rows)))
+    assert "With 3 prefixes in a group, no calibrated prompts x prefixes interval is known" in text
+    lines = [line for line in text.splitlines() if line.startswith("| output KL")]
+    assert lines and all("(no interval)" in line and "| n/a |" in line for line in lines)

@@ -1,0 +1,112 @@
+"""Obeying or copying? The target word's rate by what the prefix said about it.
+
+A model that writes a word whenever a directive-shaped sentence names it looks obedient to a check
+that only asks whether the word is there. Matched triples tell the two apart: for one target, an
+instruction that asks for the word (C, a check that wants it: ``contains``, ``starts_with``,
+``equals``), one that forbids it (C, ``absent``) and a neutral text that only mentions it (B). Per
+length and placement:
+
+* P(word | asked), P(word | forbidden), P(word | mentioned), and A's base rate (the same words in
+  A's continuations, each distinct prompt and word counted once);
+* asked minus mentioned (does it do what it is asked?) and forbidden minus mentioned (does it copy
+  what it is told not to write?). An obedient model has the first large and the second at or
+  below zero; a copier has both large.
+
+Intervals treat prompts and prefixes as random: rates by :func:`harness.analysis.rates.rate_summary`,
+contrasts by :func:`harness.analysis.crossed.compare_groups` (matched by ``pair`` where each pair
+has one prefix of each side). Stateless: DataFrame in, DataFrame out.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analysis.crossed import compare_groups
+from harness.analysis.rates import rate_summary
+from harness.inputs.checks import CHECKS
+
+ROLES = ("asked", "forbidden", "mentioned")
+SETTINGS = ("model", "placement", "isolation")
+BASE = "A (base rate)"
+
+
+def roles(conditions: pd.DataFrame) -> pd.Series:
+    """Each row's role: ``asked`` (C whose check wants the word), ``forbidden`` (C with ``absent``),
+    ``mentioned`` (B), else null (A, prefixes without a target, checks about neither)."""
+    wants = {name: c.wants_word for name, c in CHECKS.items()}
+    # runs written before checks existed had one: the word present
+    check = conditions["check"].astype(object) if "check" in conditions else pd.Series(None, index=conditions.index)
+    want = check.fillna("contains").map(wants)
+    role = pd.Series(None, index=conditions.index, dtype=object)
+    is_c = conditions["group"].astype(str) == "C"
+    role[is_c & (want == True)] = "asked"  # noqa: E712  (want holds True, False or None)
+    role[is_c & (want == False)] = "forbidden"  # noqa: E712
+    role[conditions["group"].astype(str) == "B"] = "mentioned"
+    has_target = conditions["target_hit"].notna() if "target_hit" in conditions else pd.Series(False, conditions.index)
+    return role.where(has_target)
+
+
+def _settings(df: pd.DataFrame) -> list[str]:
+    return [c for c in SETTINGS if c in df.columns]
+
+
+def base_rate(conditions: pd.DataFrame, hit: str = "target_hit_a", per: tuple[str, ...] = ("target",)) -> pd.DataFrame:
+    """A's rate of ``hit`` (the words, or the checks, looked for in A's continuations), each distinct
+    prompt and ``per`` key counted once however many prefixes share it; the words (or checks) are the
+    second random factor. Columns as :func:`rate_summary`'s with ``group`` "A"."""
+    x = conditions[conditions[hit].notna()] if hit in conditions else conditions.iloc[:0]
+    if "target" not in x:  # runs written before the target column: a pair stands for its word
+        word = "pair" if "pair" in x and x["pair"].notna().all() else "prefix_id"
+        per = tuple(word if k == "target" else k for k in per)
+    keys = _settings(conditions) + ["prompt_id", *per]
+    if x.empty or not all(k in x for k in keys):
+        return pd.DataFrame()
+    x = x.drop_duplicates(keys)
+    unit = x[list(per)].astype(str).agg(" / ".join, axis=1)
+    units = x.assign(group="A", prefix_id=unit, prefix_len=0, _hit=x[hit].astype(bool))
+    return rate_summary(units, hit="_hit", by=(*_settings(conditions), "group"))
+
+
+def word_rates(conditions: pd.DataFrame) -> pd.DataFrame:
+    """P(word | asked / forbidden / mentioned) per setting and length, with A's base rate: one row
+    per role (``group`` holds the role; "A (base rate)" with ``prefix_len`` 0)."""
+    role = roles(conditions)
+    x = conditions[role.notna()].assign(group=role[role.notna()])
+    if x.empty:
+        return pd.DataFrame()
+    rates = rate_summary(x, hit="target_hit", by=(*_settings(x), "group", "prefix_len"))
+    base = base_rate(conditions)
+    if not base.empty:
+        base = base.assign(group=BASE, prefix_len=0)
+    return pd.concat([rates, base], ignore_index=True)
+
+
+def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
+    """Per setting, check and length: how often C's replies did what the instruction asked
+    (``obeyed``), with A's rate of passing the same checks unasked (``prefix_len`` 0, ``group`` "A")."""
+    if "obeyed" not in conditions or conditions["obeyed"].isna().all():
+        return pd.DataFrame()
+    x = conditions[conditions["obeyed"].notna()]
+    rates = rate_summary(x, hit="obeyed", by=(*_settings(x), "check", "prefix_len"))
+    parts = [rates.assign(group="C")]
+    for check, sub in x.groupby("check", observed=True):
+        base = base_rate(sub, "obeyed_a", per=("target", "check"))
+        if not base.empty:
+            parts.append(base.assign(check=check, prefix_len=0))
+    return pd.concat(parts, ignore_index=True)
+
+
+def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Asked minus mentioned and forbidden minus mentioned on ``target_hit`` per setting and length
+    (``contrast`` names which), as :func:`compare_groups` gives them (rates: intervals within [-1, 1])."""
+    role = roles(conditions)
+    x = conditions[role.notna()].assign(group=role[role.notna()])
+    out = []
+    for side in ("asked", "forbidden"):
+        sub = x[x.group.isin([side, "mentioned"])]
+        if sub.group.nunique() < 2:
+            continue
+        table = compare_groups(sub.assign(target_hit=sub.target_hit.astype(float)), "target_hit", high=side,
+                               low="mentioned", by=(*_settings(sub), "prefix_len"), seed=seed, rate=True)
+        out.append(table.assign(contrast=f"{side} - mentioned"))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

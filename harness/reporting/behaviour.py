@@ -1,0 +1,79 @@
+"""The report's behaviour section: does the model do what the prefix asks, and is that obeying or
+copying the word? (:mod:`harness.analysis.obeying` computes; this module writes the text.)"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analysis import obeying
+from harness.reporting.markdown import ci, p_text, table
+
+ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned": "mentioned (B)",
+              obeying.BASE: "A (base rate)"}
+
+
+def _where(r) -> str:
+    placement = getattr(r, "placement", None)
+    return f"{r.model}" + (f" ({placement})" if placement not in (None, "raw") and pd.notna(placement) else "")
+
+
+def behaviour_section(conds: pd.DataFrame) -> list[str]:
+    """Word rates by what the prefix said, the two contrasts, and obey rates per check."""
+    rates = obeying.word_rates(conds) if "target_hit" in conds and conds.target_hit.notna().any() else pd.DataFrame()
+    if rates.empty:
+        return []
+    lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
+             "`target_hit`: the reply contains the prefix's target word (whole words, in the forms the prefix lists). "
+             "Rates by what the prefix said about the word: asked for it (C), forbade it (C, where the set has "
+             "prohibitions) or only mentioned it (B); A's base rate looks for the same words in A's replies, each "
+             "distinct prompt and word once. Intervals: Clopper-Pearson at n units, n the number of prompts or "
+             "prefixes (for A, words), whichever is fewer: hits within a prompt or a prefix are not independent, "
+             "and the variance of a crossed mean is at most that of n independent units. One method for no hit, "
+             "a few and many, so it never narrows as hits are added; conservative."]
+    rows = [[_where(r), ROLE_NAMES.get(r.group, r.group), r.prefix_len if r.group != obeying.BASE else "-",
+             f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
+            for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
+    lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
+    lines += _contrasts(conds) + _obey_table(conds)
+    return lines
+
+
+def _role_order(column: pd.Series) -> pd.Series:
+    order = {name: i for i, name in enumerate(ROLE_NAMES)}
+    return column.map(order).fillna(len(order)) if column.name == "group" else column
+
+
+def _contrasts(conds: pd.DataFrame) -> list[str]:
+    table_ = obeying.triple_contrasts(conds)
+    if table_.empty:
+        return []
+    has_forbidden = (table_.contrast == "forbidden - mentioned").any()
+    lines = ["", "### Obeying or copying?", "",
+             "Asked minus mentioned: does the model write the word because it was asked? "
+             + ("Forbidden minus mentioned: does it write the word it was told not to write? An obedient model has "
+                "the first large and the second at or below zero; a model that copies whatever word a directive "
+                "names has both large. " if has_forbidden else
+                "(This set has no prohibitions, so it cannot tell obeying from copying a word a directive names: "
+                "add C prefixes with `\"check\": \"absent\"` about the same words.) ")
+             + "Prompts and prefixes random: crossed t interval, cut to [-1, 1]; p from permuting the two sides' "
+               "labels (within matched sets where the set has them)."]
+    rows = [[_where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
+             ci(r.statistic, r.ci_low, r.ci_high), p_text(r.p_perm) + (" (exact)" if r.exact else ""), r.design]
+            for r in table_.itertuples()]
+    return lines + [""] + table(["model", "contrast", "prefix length", "prefixes", "difference [prompts x prefixes]",
+                                 "permutation p", "design"], rows)
+
+
+def _obey_table(conds: pd.DataFrame) -> list[str]:
+    """Obey rates per check; only where some instruction checks more than the word's presence (for
+    ``contains`` alone, obeyed is the asked row above)."""
+    rates = obeying.obey_rates(conds)
+    if rates.empty or set(rates.check.astype(str)) <= {"contains"}:
+        return []
+    lines = ["", "### Obey rate per check", "",
+             "`obeyed`: the reply did what the instruction asked (its check: contains, absent, starts_with, equals, "
+             "regex). A: how often A's reply passes the same checks unasked (for `absent`, nearly always)."]
+    rows = [[_where(r), r.check, r.prefix_len if r.group == "C" else "A (unasked)",
+             f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
+            for r in rates.sort_values(["model", "check", "group", "prefix_len"]).itertuples()]
+    return lines + [""] + table(["model", "check", "prefix length", "obeyed", "rate", "interval"], rows)

@@ -1,0 +1,67 @@
+"""Obeying or copying: the triple rates and contrasts on hand-built tables."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis import obeying
+
+
+def triples(copier: bool, n_prompts: int = 4, words=("kettle", "canoe", "igloo")) -> pd.DataFrame:
+    """Per prompt and word: C asks (always writes it), C forbids (writes it when ``copier``, else
+    never), B mentions (writes it for the first prompt only). A wrote "kettle" for prompt p0, and
+    every prefix of the word carries that same A reply."""
+    rows = []
+    for p in range(n_prompts):
+        for w in words:
+            a_hit = p == 0 and w == "kettle"
+            for group, check, hit in (("C", "contains", True), ("C", "absent", copier), ("B", None, p == 0)):
+                side = {"contains": "ask", "absent": "forbid", None: "mention"}[check]
+                rows.append({"model": "m", "placement": "raw", "isolation": "none", "prompt_id": f"p{p}",
+                             "group": group, "prefix_id": f"{w}-{side}", "pair": w, "target": w, "check": check,
+                             "prefix_len": 32, "target_hit": hit, "target_hit_a": a_hit,
+                             "obeyed": None if group == "B" else (hit if check == "contains" else not hit),
+                             "obeyed_a": None if group == "B" else (a_hit if check == "contains" else not a_hit)})
+    df = pd.DataFrame(rows)
+    for col in ("target_hit", "target_hit_a", "obeyed", "obeyed_a"):
+        df[col] = df[col].astype("boolean")
+    return df
+
+
+def test_word_rates_by_role_and_a_base_rate_counted_once():
+    rates = obeying.word_rates(triples(copier=True)).set_index("group")
+    assert rates.loc["asked", "rate"] == 1.0 and rates.loc["forbidden", "rate"] == 1.0
+    assert rates.loc["mentioned", "rate"] == pytest.approx(1 / 4)
+    # A: 4 prompts x 3 words = 12 distinct checks (not 36: each word has three prefixes), 1 hit
+    base = rates.loc[obeying.BASE]
+    assert (base.n_hits, base.n_conditions, base.rate) == (1, 12, pytest.approx(1 / 12))
+    assert base.ci_method == "Clopper-Pearson, 3 units"  # min(4 prompts, 3 words)
+
+
+def test_contrasts_tell_a_copier_from_an_obedient_model():
+    for copier, forbidden_minus in ((True, 3 / 4), (False, -1 / 4)):
+        table = obeying.triple_contrasts(triples(copier)).set_index("contrast")
+        assert table.loc["asked - mentioned", "statistic"] == pytest.approx(3 / 4)
+        assert table.loc["forbidden - mentioned", "statistic"] == pytest.approx(forbidden_minus)
+        assert (table.design == "paired").all()  # each word's pair has one prefix per side
+        assert ((table.ci_low >= -1) & (table.ci_high <= 1)).all()
+        assert table.loc["asked - mentioned", "n_prefixes_high"] == 3
+
+
+def test_obey_rates_per_check_with_a_unasked():
+    rates = obeying.obey_rates(triples(copier=True))
+    c = rates[rates.group == "C"].set_index("check")
+    assert c.loc["contains", "rate"] == 1.0 and c.loc["absent", "rate"] == 0.0
+    a = rates[rates.group == "A"].set_index("check")
+    assert a.loc["contains", "rate"] == pytest.approx(1 / 12) and a.loc["absent", "rate"] == pytest.approx(11 / 12)
+
+
+def test_runs_without_checks_count_c_as_asked():
+    old = triples(copier=False)
+    old = old[old.check.astype(object) != "absent"].drop(columns=["check", "target", "obeyed", "obeyed_a"])
+    roles = obeying.roles(old)
+    assert set(roles[old.group == "C"]) == {"asked"} and set(roles[old.group == "B"]) == {"mentioned"}
+    base = obeying.base_rate(old)  # the pair stands for its word
+    assert (base.n_hits.iloc[0], base.n_conditions.iloc[0]) == (1, 12)
+    assert "forbidden - mentioned" not in set(obeying.triple_contrasts(old).contrast)
+    assert np.isclose(obeying.word_rates(old).set_index("group").loc["asked", "rate"], 1.0)
