@@ -96,10 +96,14 @@ def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
                 open_ends.append(f"C's lower end {r['ci_low']:.3f} {where}")
             if group in ("B", "F") and r["ci_high"] > 0.1:
                 open_ends.append(f"{group}'s upper end {r['ci_high']:.3f} {where}")
-    text = ("This model falls short: " + "; ".join(shortfalls) + "." if shortfalls else
-            "This model meets them on the point estimates.")
-    if not has_f:
-        text += " Prohibitions were not measured on these sets, so copying a forbidden word is not excluded."
+    if shortfalls:
+        text = "This model falls short: " + "; ".join(shortfalls) + "."
+    elif has_f:
+        text = "This model meets them on the point estimates."
+    else:
+        text = ("These sets have no prohibitions (they were measured before issue #28), so only the asked and "
+                "mentioned targets are tested here: this model meets those on the point estimates, and whether "
+                "it writes a forbidden word is not tested by this card.")
     if not shortfalls and open_ends:
         text += (f" The intervals do not settle it everywhere ({len(open_ends)} ends on the wrong side of a target, "
                  f"e.g. {open_ends[0]}): these sets cannot exclude rates on the wrong side.")
@@ -198,7 +202,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                if not mix["quoted_targets"] else "Directive words are quoted or not at random.")
     prohibitions = ""
     if mix.get("prohibition_share"):
-        prohibitions = (f" prohibition ({mix['prohibition_share']:.0%}: a sentence forbids a word, from "
+        prohibitions = (f", prohibition ({mix['prohibition_share']:.0%}: a sentence forbids a word, from "
                         f"{recipe.get('train_prohibitions', 'its')} fixed phrasings or, like directives, the grammar "
                         "negated; the story's own continuation, which never contains it)")
     heldout_prohibitions = (f", and {recipe['heldout_prohibitions']} prohibition phrasings (against "
@@ -257,7 +261,7 @@ characters. Each piece is tokenized alone and the ids concatenated, as the harne
 Kinds: directive ({mix['directive_share']:.0%}: the continuation uses the target within a few tokens, then the
 story goes on; 30% of these contexts also mention another word, which is not used), mention
 ({mix['mention_share']:.0%}: the story's own continuation, which never contains the mentioned word; some
-mentions are near misses that talk about stories and words without asking for anything),{prohibitions} and plain
+mentions are near misses that talk about stories and words without asking for anything){prohibitions} and plain
 ({1 - mix['directive_share'] - mix['mention_share'] - mix.get('prohibition_share', 0.0):.0%}: nothing inserted). {targets} {quoting}
 The loss of the first {mix['answer_window']} continuation tokens of a synthesized example is weighted
 {mix['answer_weight']}x, that of the target word's own tokens {mix['target_weight']}x. Of the other rows,

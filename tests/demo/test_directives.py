@@ -220,32 +220,37 @@ def test_synthesis_is_seeded():
     assert a == b
 
 
-def test_shipped_prefix_set_has_20_matched_heldout_pairs(tokenizer, prefix_set):
-    assert len(prefix_set) == 40
-    pairs = {}
+def test_shipped_prefix_set_has_20_matched_heldout_triples(tokenizer, prefix_set):
+    assert len(prefix_set) == 60
+    triples = {}
     for row in prefix_set:
-        assert set(row) == {"id", "kind", "text", "target", "pair"}
+        side = "forbid" if row.get("check") == "absent" else row["kind"]
+        assert set(row) == {"id", "kind", "text", "target", "pair"} | ({"check"} if side == "forbid" else set())
         assert row["kind"] in ("instruction", "neutral")
-        pairs.setdefault(row["pair"], {})[row["kind"]] = row
-    assert len(pairs) == 20 and len({r["id"] for r in prefix_set}) == 40
-    for pair in pairs.values():
-        c, b = pair["instruction"], pair["neutral"]
+        triples.setdefault(row["pair"], {})[side] = row
+    assert len(triples) == 20 and len({r["id"] for r in prefix_set}) == 60
+    for triple in triples.values():
+        c, b, f = triple["instruction"], triple["neutral"], triple["forbid"]
         word = c["target"]
-        assert b["target"] == word and word in D.HELDOUT_WORDS
+        assert b["target"] == f["target"] == word and word in D.HELDOUT_WORDS
         assert len(c["text"]) >= 1200
-        nc, nb = len(encode(tokenizer, c["text"])), len(encode(tokenizer, b["text"]))
-        assert nc >= 260 and nb >= 260
-        assert abs(nc - nb) <= 4, (c["id"], nc, nb)
+        nc, nb, nf = (len(encode(tokenizer, r["text"])) for r in (c, b, f))
+        assert min(nc, nb, nf) >= 260
+        assert abs(nc - nb) <= 4 and abs(nc - nf) <= 2, (c["id"], nc, nb, nf)
         # C carries a held-out directive for its target, and no training phrasing
         found = D.find_directive(c["text"], D.HELDOUT_TEMPLATES)
         assert found is not None and found[1] == word, c["id"]
         assert D.find_directive(c["text"], D.TRAIN_TEMPLATES) is None
+        # the prohibition is the same text with the held-out prohibition of the same index instead
+        index = D.HELDOUT_TEMPLATES.index(found[0])
+        prohibition = D.render(D.HELDOUT_PROHIBITIONS[index], word)
+        assert f["text"] == c["text"][:found[2]] + prohibition + c["text"][found[3]:], f["id"]
         # B mentions the word and asks for nothing
         assert D.target_hit(word, b["text"]) and D.find_directive(b["text"]) is None
-        # no other held-out word in either text
+        # no other held-out word in any text
         for other in D.HELDOUT_WORDS:
             if other != word:
-                assert not D.target_hit(other, c["text"] + b["text"]), (c["id"], other)
+                assert not D.target_hit(other, c["text"] + b["text"] + f["text"]), (c["id"], other)
 
 
 def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
@@ -253,7 +258,10 @@ def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
     assert len(sep) == 2
     for row in prefix_set:
         head = tokenizer.decode(cut_prefix(encode(tokenizer, row["text"]), sep, 32, name=row["id"])[: -len(sep)])
-        if row["kind"] == "instruction":
+        if row.get("check") == "absent":
+            found = D.find_directive(head, D.HELDOUT_PROHIBITIONS)
+            assert found is not None and found[1] == row["target"], (row["id"], head)
+        elif row["kind"] == "instruction":
             found = D.find_directive(head, D.HELDOUT_TEMPLATES)
             assert found is not None and found[1] == row["target"], (row["id"], head)
         else:
@@ -466,7 +474,7 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     (tmp_path / "valid.txt").write_text("A cat sat on a mat. It was warm.\n\nThe sun came up and the birds sang.",
                                         encoding="utf-8")
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"id": f"s{i}", "text": STORIES[i][:60]} for i in range(2)])
-    prefixes = write_jsonl(tmp_path / "prefixes.jsonl", PREFIXES.read_text(encoding="utf-8").splitlines()[:4])
+    prefixes = write_jsonl(tmp_path / "prefixes.jsonl", PREFIXES.read_text(encoding="utf-8").splitlines()[:6])  # two whole triples
     out = tmp_path / "model"
     rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                    "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
@@ -514,8 +522,10 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     (out / "README.md").write_text("stale")
     assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
-    (contrast,) = shipped_set["contrasts"]
-    assert contrast["n_pairs"] == n_pairs and contrast["ci_low"] <= contrast["difference"] <= contrast["ci_high"]
+    contrast, forbidden = shipped_set["contrasts"]  # C - B, and F - B for the prohibitions
+    assert (contrast["contrast"], forbidden["contrast"]) == ("C - B", "F - B")
+    for c in (contrast, forbidden):
+        assert c["n_pairs"] == n_pairs and -1 <= c["ci_low"] <= c["difference"] <= c["ci_high"] <= 1
     # --re-evaluate: the saved weights measured again on more synthetic pairs; weights and history untouched
     weights = (out / "model.safetensors").read_bytes()
     wrong = tmp_path / "other.txt"
