@@ -38,6 +38,8 @@ _API = {
     "compare_groups": "harness.analysis.crossed", "prefix_permutation_test": "harness.analysis.crossed",
     "two_way_bootstrap": "harness.analysis.crossed", "head_contrasts": "harness.analysis.heads",
     "rate_summary": "harness.analysis.rates", "survival": "harness.analysis.curves",
+    "word_rates": "harness.analysis.obeying", "triple_contrasts": "harness.analysis.obeying",
+    "obey_rates": "harness.analysis.obeying",
     "ceiling": "harness.analysis.curves", "step_profile": "harness.analysis.curves",
     "isolation_summary": "harness.analysis.summaries",
     # figures and the report

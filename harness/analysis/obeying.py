@@ -25,7 +25,6 @@ from harness.analysis.crossed import compare_groups
 from harness.analysis.rates import rate_summary
 from harness.inputs.checks import CHECKS
 
-ROLES = ("asked", "forbidden", "mentioned")
 SETTINGS = ("model", "placement", "isolation")
 BASE = "A (base rate)"
 

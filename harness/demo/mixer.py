@@ -180,8 +180,8 @@ class DirectiveMixer:
             width = max(len(ids) for ids, _, _ in group)
             tokens = [ids + [self.eot] * (width - len(ids)) for ids, _, _ in group]
             weights = [w[1:] + [0.0] * (width - len(w)) for _, w, _ in group]
-            # avoid[j] is about the token at position j, predicted at position j - 1 (like weights)
-            avoid = [(a[1:] if a else []) + [-1] * (width - 1 - (len(a) - 1 if a else 0)) for _, _, a in group]
+            # like the weights, avoid[j] is about the token at position j + 1 (none: -1 everywhere)
+            avoid = [(a or [-1] * len(ids))[1:] + [-1] * (width - len(ids)) for ids, _, a in group]
             out.append((torch.tensor(tokens, dtype=torch.long), torch.tensor(weights, dtype=torch.float32),
                         torch.tensor(avoid, dtype=torch.long)))
         return out

@@ -15,6 +15,7 @@ import random
 from harness.demo.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_PROHIBITIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
 from harness.demo.directives import TargetSource, _free_word, render, target_hit
 from harness.demo.story_openings import sentence_ends
+from harness.inputs.checks import CHECKS
 from harness.inputs.texts import Prefix
 
 
@@ -91,7 +92,8 @@ def evaluate_obedience(
 
 def group_of(prefix: Prefix) -> str:
     """B (mentions the word), C (asks for it) or F (forbids it: an instruction whose check is absent)."""
-    return "F" if prefix.group == "C" and prefix.goal is not None and prefix.goal.check == "absent" else prefix.group
+    goal = prefix.goal
+    return "F" if prefix.group == "C" and goal is not None and CHECKS[goal.check].wants_word is False else prefix.group
 
 
 def _table(rows: list[dict]):

@@ -81,12 +81,18 @@ def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())
 
 
+def _losses_and_logits(model, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy of each token of ``batch[:, 1:]`` given the tokens before it [B, T], and the
+    float32 logits it came from [B, T, vocab], for a batch of [B, T + 1]."""
+    logits = model(input_ids=batch[:, :-1]).logits.float()
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
+    return ce.view(batch.shape[0], -1), logits
+
+
 def token_losses(model, batch: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of each token of ``batch[:, 1:]`` given the tokens before it: [B, T] for a
     batch of [B, T + 1]."""
-    logits = model(input_ids=batch[:, :-1]).logits
-    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
-    return ce.view(batch.shape[0], -1)
+    return _losses_and_logits(model, batch)[0]
 
 
 def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weight: float,
@@ -98,9 +104,8 @@ def weighted_loss(model, batch: torch.Tensor, weights: torch.Tensor, total_weigh
     adds ``unlikelihood_weight * -log(1 - p(avoid))`` at each such position (Welleck et al. 2019):
     the forbidden word's probability is pushed down directly, where plain cross-entropy on the
     story's own continuation only lowers it by raising other tokens."""
-    logits = model(input_ids=batch[:, :-1]).logits.float()
-    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
-    loss = (ce.view(batch.shape[0], -1) * weights).sum()
+    ce, logits = _losses_and_logits(model, batch)
+    loss = (ce * weights).sum()
     if avoid is not None and unlikelihood_weight > 0 and bool((avoid >= 0).any()):
         at = avoid >= 0
         logp = torch.log_softmax(logits[at], dim=-1).gather(-1, avoid[at].unsqueeze(-1)).squeeze(-1)

@@ -110,10 +110,15 @@ def _regex(t: TargetCheck, reply: str) -> bool:
 def target_check(target: str | None, target_regex: str | None = None, check: str | None = None,
                  forms=()) -> TargetCheck | None:
     """The check of a prefix's fields; None for a prefix without a target. ``check`` defaults to
-    ``contains`` (``regex`` when only ``target_regex`` is given)."""
+    ``contains`` (``regex`` when only ``target_regex`` is given). A ValueError says what is wrong
+    with the fields (the prefix readers add where)."""
+    if check and check not in CHECKS:
+        raise ValueError(f"check {check!r} is not one of {sorted(CHECKS)}")
     if not target and not target_regex:
+        if check:
+            raise ValueError("a check needs a target (or target_regex) to check")
         return None
+    if check == "regex" and not target_regex:
+        raise ValueError("the regex check needs a target_regex")
     check = check or ("regex" if target_regex and not target else "contains")
-    if check not in CHECKS:
-        raise ValueError(f"unknown check {check!r}; use one of {sorted(CHECKS)}")
     return TargetCheck(target, check, tuple(forms or ()), target_regex)

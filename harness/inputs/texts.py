@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.inputs.checks import CHECKS, TargetCheck, target_check
+from harness.inputs.checks import TargetCheck, target_check
 
 GROUP_OF_KIND = {"neutral": "B", "instruction": "C"}
 KIND_OF_GROUP = {"A": None, **{group: kind for kind, group in GROUP_OF_KIND.items()}}
@@ -138,12 +138,10 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
                 re.compile(r["target_regex"])
             except re.error as exc:
                 raise HarnessError(f"{where}: target_regex is not a valid regular expression ({exc})") from None
-        if r.get("check") and r["check"] not in CHECKS:
-            raise HarnessError(f"{where}: check {r['check']!r} is not one of {sorted(CHECKS)}")
-        if r.get("check") and not (r.get("target") or r.get("target_regex")):
-            raise HarnessError(f"{where}: a check needs a target (or target_regex) to check")
-        if r.get("check") == "regex" and not r.get("target_regex"):
-            raise HarnessError(f"{where}: the regex check needs a target_regex")
+        try:
+            target_check(r.get("target"), r.get("target_regex"), r.get("check"))
+        except ValueError as exc:
+            raise HarnessError(f"{where}: {exc}") from None
         forms = r.get("forms") or []
         if not isinstance(forms, list) or not all(isinstance(f, str) and f.strip() for f in forms):
             raise HarnessError(f"{where}: forms must be a list of non-empty strings (the target's inflections, "

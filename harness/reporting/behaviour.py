@@ -19,7 +19,7 @@ def _where(r) -> str:
 
 def behaviour_section(conds: pd.DataFrame) -> list[str]:
     """Word rates by what the prefix said, the two contrasts, and obey rates per check."""
-    rates = obeying.word_rates(conds) if "target_hit" in conds and conds.target_hit.notna().any() else pd.DataFrame()
+    rates = obeying.word_rates(conds)
     if rates.empty:
         return []
     lines = ["", "## Behaviour: does the model do what the prefix asks?", "",

@@ -126,7 +126,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                     F.plot_step_profile(ax, select(steps, model, placement), group)
             out["fig7_output_kl_steps"] = fig
 
-        rates = hit_rates(conds)
+        rates = word_rates(conds)
         if not rates.empty:
             fig, axes = _grid(len(combos), 1)
             for row, (model, placement) in zip(axes, combos):
@@ -136,12 +136,8 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     return out
 
 
-def hit_rates(conditions: pd.DataFrame) -> pd.DataFrame:
-    """The target word's rate when asked for, forbidden and mentioned, per length, and A's base rate
-    (:func:`harness.analysis.obeying.word_rates`); empty when no prefix has a target."""
-    if "target_hit" not in conditions or conditions.target_hit.isna().all():
-        return pd.DataFrame()
-    return word_rates(conditions)
+# figure 8's table under its public name before harness.analysis.obeying (``H.hit_rates``)
+hit_rates = word_rates
 
 
 def _isolation_figure(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> plt.Figure:

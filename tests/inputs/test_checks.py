@@ -47,8 +47,12 @@ def test_regex_check_and_regex_word_pattern():
     assert number.present("it was 42.") and not number.present("it was 421")
     assert set(CHECKS) == {"contains", "absent", "starts_with", "equals", "regex"}
     assert [CHECKS[c].wants_word for c in ("contains", "absent", "regex")] == [True, False, None]
-    with pytest.raises(ValueError, match="unknown check 'sometimes'"):
+    with pytest.raises(ValueError, match="check 'sometimes' is not one of"):
         target_check("x", check="sometimes")
+    with pytest.raises(ValueError, match="the regex check needs a target_regex"):
+        target_check("x", check="regex")
+    with pytest.raises(ValueError, match="a check needs a target"):
+        target_check(None, check="absent")
     assert target_check(None) is None
 
 
