@@ -17,15 +17,20 @@ because of rounding, and is flagged ``near_tie``.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from harness.inputs.conditions import Condition
 from harness.measure.attention_metrics import token_kl
 from harness.measure.driver import drive
-from harness.measure.engine import Engine, Result
+from harness.measure.engine import Engine, Reference, Result
 from harness.measure.metrics import output_drift
-from harness.measure.records import condition_keys, headline_attention
+from harness.measure.records import condition_keys, condition_label, headline_attention
+
+log = logging.getLogger(__name__)
 
 NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_shared_mean", "attn_capture_mean",
                     "attn_prefix_mass_mean"]
@@ -51,7 +56,7 @@ def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:
 
 def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: list[Condition], batch_size: int,
                         model_label: str, batched: dict[Condition, Result] | None = None,
-                        progress: bool = True) -> pd.DataFrame:
+                        progress: bool = True, references: dict[str, Reference] | None = None) -> pd.DataFrame:
     """One row per sampled B/C condition: its result as the sweep batched it against the same
     condition computed alone (see the module docstring).
 
@@ -59,7 +64,8 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     batches this run (kept in memory: they carry the step log-probabilities a stored result
     does not); any sampled condition missing from it (reused from an earlier run, or computed
     alone after its batch failed) is computed again in its whole planned batch, so its rounding
-    is the sweep's. Only the alone side is always computed here."""
+    is the sweep's. Only the alone side is always computed here, against the prompt's A from
+    ``references`` (the sweep's own, by prompt id) where it has one."""
     batched = dict(batched or {})
     missing = {c for c in sample if c.group != "A" and c not in batched}
     if missing:
@@ -69,8 +75,20 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
               on_result=lambda r, ref, alone: batched.__setitem__(r.condition, r) if r.condition in missing else None,
               progress=progress, desc=f"noise floor (batch {batch_size})")
     alone: dict[Condition, Result] = {}
-    drive(engine, sample, batch_size=1, on_result=lambda r, ref, _: alone.__setitem__(r.condition, r),
-          progress=progress, desc="noise floor (alone)")
+    references = dict(references or {})
+    # A prompt whose A the sweep computed this run reuses it (A is always computed alone, so it is
+    # the same to the bit); the others' A is computed again, once, in front of their conditions.
+    unseen = {c.prompt_id for c in sample if c.prompt_id not in references}
+    drive(engine, [c for c in sample if c.prompt_id in unseen], batch_size=1,
+          on_result=lambda r, ref, _: alone.__setitem__(r.condition, r), progress=progress,
+          desc="noise floor (alone)")
+    for cond in tqdm([c for c in sample if c.group != "A" and c.prompt_id not in unseen], desc="noise floor (alone)",
+                     unit="cond", disable=not progress):
+        try:
+            (alone[cond],) = engine.conditions(references[cond.prompt_id], [cond])
+        except Exception as exc:  # noqa: BLE001 - as in drive: a failed check leaves that row out, not the run
+            log.warning("noise floor: %s failed alone (%s: %s); left out", condition_label(cond), type(exc).__name__,
+                        exc)
     rows = []
     for cond in sample:
         if cond.group == "A" or cond not in batched or cond not in alone:

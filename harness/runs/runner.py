@@ -98,10 +98,13 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     sample = (noise_sample(exp.conditions, noise_size(n_others, analysis.noise_fraction, analysis.noise_min,
                                                       analysis.noise_max)) if analysis.noise_floor else [])
     in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
+    sampled_prompts, references = {c.prompt_id for c in sample}, {}  # and the A references of their prompts
 
     def save(result, ref, alone: bool) -> None:
         if result.condition in in_sample and not alone:
             batched[result.condition] = result
+        if ref.condition.prompt_id in sampled_prompts:
+            references[ref.condition.prompt_id] = ref
         record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
         store.save(keys[result.condition], record, result.attention, result.n_queries)
         progress_at["done"] += 1
@@ -127,7 +130,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
             log.info("noise floor: every result was reused, and so is the noise table measured with them")
         else:
             floor = measure_noise_floor(exp.engine, exp.conditions, sample, exp.batch_size, exp.model_label, batched,
-                                        progress)
+                                        progress, references)
         if not floor.empty:
             tables[RunDir.NOISE] = floor
         clock.lap("noise floor")

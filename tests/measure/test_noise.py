@@ -43,11 +43,21 @@ def test_reusing_the_sweeps_batched_results_equals_computing_them_again():
     install_probe(model)
     engine = Engine(model, tok.eos_token_id, 6, attention=True)
     sample = noise_sample(conds, 8)
-    kept = {}
-    drive(engine, conds, batch_size=4, progress=False,
-          on_result=lambda r, ref, alone: kept.__setitem__(r.condition, r) if r.condition in set(sample) else None)
-    reused = measure_noise_floor(engine, conds, sample, 4, "m", kept, progress=False)
+    kept, references = {}, {}
+
+    def keep(r, ref, alone):
+        references[ref.condition.prompt_id] = ref
+        if r.condition in set(sample):
+            kept[r.condition] = r
+
+    drive(engine, conds, batch_size=4, progress=False, on_result=keep)
+    calls = []
+    computed_a = engine.reference
+    engine.reference = lambda cond: calls.append(cond) or computed_a(cond)
+    reused = measure_noise_floor(engine, conds, sample, 4, "m", kept, progress=False, references=references)
+    assert calls == []  # the sweep's A of every sampled prompt was reused, none computed again
     recomputed = measure_noise_floor(engine, conds, sample, 4, "m", {}, progress=False)  # as after a resume
+    assert len(calls) == 2 * 3  # batched side (each prompt's planned batches) and alone side: A again per prompt
     assert len(reused) == 8
     pd.testing.assert_frame_equal(reused, recomputed, check_exact=True)
 
