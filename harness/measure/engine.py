@@ -174,7 +174,7 @@ class Engine:
         iso = batch[0].isolation
         assert all(batchable(batch[0], c) and c.prompt_id == ref.condition.prompt_id for c in batch), \
             "a batch needs one prompt and conditions that batchable() allows together"
-        bias = None if iso.key_bias is None else KeyBias(first.block_start, first.block_end, iso.key_bias)
+        bias = KeyBias.of(iso, first.block_start, first.block_end)
         with key_bias(bias):
             return self._conditions(ref, batch, t0)
 

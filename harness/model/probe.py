@@ -154,7 +154,7 @@ def _probe_for(base: str):
         bias = _BIAS.get()
         if bias is not None:
             attention_mask = additive_mask(attention_mask, bias, query.shape[2], key.shape[2], query.dtype,
-                                           query.device)
+                                           query.device, getattr(module, "layer_idx", None), query.shape[1])
         out = _base_function(base, module)(module, query, key, value, attention_mask, **kwargs)
         capture = _ACTIVE.get()
         if capture is not None:
