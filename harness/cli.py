@@ -30,6 +30,7 @@ commands:
   kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
   claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
+  causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
   train-demo --corpus ...  train the shipped demo model
 
@@ -310,6 +311,7 @@ COMMANDS = {
     "kv-size": "harness.model.kv_size:main",
     "figures": "harness.cli:figures",
     "claims": "harness.cli:claims",
+    "causal-heads": "harness.runs.causal_heads:main",
     "build-prefixes": "harness.inputs.prefix_bank:main",
     "train-demo": "harness.demo.train_demo:main",
 }

@@ -157,7 +157,7 @@ class Experiment:
             out[c] = fingerprint({
                 **self.result_fingerprint,
                 "keys": [c.prompt_id, c.group, c.prefix_id, c.prefix_len, c.placement, c.isolation.mode,
-                         c.isolation.beta],
+                         c.isolation.beta] + ([_head_key(c.isolation.heads)] if c.isolation.heads else []),
                 "input_ids": a.input_ids,
                 "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
                 "target": None if c.goal is None else [c.goal.target, c.goal.regex, c.goal.check, c.goal.forms],
@@ -169,6 +169,12 @@ class Experiment:
         """Run ``conditions`` (default: all) through the engine (:func:`harness.measure.driver.drive`)."""
         kwargs.setdefault("batch_size", self.batch_size)
         return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
+
+
+def _head_key(heads) -> list[list[int]]:
+    """A head set as it enters a result's key: sorted (layer, head) pairs of Python integers (a
+    NumPy integer would enter the JSON as text, and key the same set differently)."""
+    return [[layer, head] for layer, head in sorted((int(lay), int(h)) for lay, h in heads)]
 
 
 def gguf_source(gguf) -> GgufSource | None:

@@ -1,0 +1,276 @@
+"""Do the heads a run names carry the effect? Head sets, the causal sweep's effects, and heads
+as a detector (stateless: DataFrames in, DataFrames out).
+
+The report names heads by correlation (where C's attention differs most from B's). The causal
+test masks the prefix's keys in chosen heads only (``mask_heads``) or everywhere but in them
+(``only_heads``; :mod:`harness.inputs.isolation`) and asks how much of the C-minus-B effect goes
+away, and how much the chosen heads alone bring back. Heads are chosen on one half of the
+prefixes (:func:`split_prefixes`) and tested on the other, so the test does not reuse the data
+that named them; the control is the same number of heads drawn at random from the same layers.
+
+Effects and removals are :func:`harness.analysis.crossed.compare_groups` contrasts (prompts and
+prefixes as crossed random factors: crossed t intervals); the share removed, a ratio of two such
+contrasts, gets a crossed bootstrap interval (prompts and each group's prefixes resampled).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import mannwhitneyu
+
+from harness.analysis.crossed import cell_means, compare_groups
+from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
+
+# What the causal sweep measures: the C-minus-B effect on the word the prefix carries, on the output
+# distribution along A's continuation, and on the continuation itself.
+CAUSAL_MEASURES = ("target_hit", "output_kl", "norm_edit_distance")
+NONE, ALL = "none", "mask"  # the two settings every head set is compared with
+
+
+def split_prefixes(conditions: pd.DataFrame, seed: int) -> tuple[set, set]:
+    """(choosing, testing): the run's B and C prefixes split in two halves per group, at random with
+    ``seed``. Prefixes sharing a ``pair`` (a matched pair or triple) stay on one side together."""
+    rows = conditions[conditions.group.isin(["B", "C"])]
+    unit = rows["pair"].astype(object) if "pair" in rows and rows["pair"].notna().all() else rows["prefix_id"]
+    units = sorted(set(unit.astype(str)))
+    rng = np.random.default_rng(seed)
+    order = [units[i] for i in rng.permutation(len(units))]
+    choose_units = set(order[: len(order) // 2])
+    keyed = rows.assign(_unit=unit.astype(str))
+    choose = set(keyed.loc[keyed._unit.isin(choose_units), "prefix_id"].astype(str))
+    test = set(keyed.loc[~keyed._unit.isin(choose_units), "prefix_id"].astype(str))
+    return choose, test
+
+
+def rank_heads(attention: pd.DataFrame, prefixes: set, value: str = "capture", segment: str = "task",
+               prefix_len: int | None = None) -> pd.DataFrame:
+    """Every head's C-minus-B difference in ``value`` on ``prefixes`` only (mean over prompt x
+    prefix cells of each group), largest first: columns layer, head, c_mean, b_mean, diff."""
+    att = attention[attention.prefix_id.astype(str).isin(prefixes) & attention.group.isin(["B", "C"])
+                    & (attention.segment == segment) & (attention.isolation.astype(str) == "none")]
+    if prefix_len is not None:
+        att = att[att.prefix_len == prefix_len]
+    cells = cell_means(att, value, ["layer", "head"])
+    means = cells.groupby(["layer", "head", "group"], observed=True)[value].mean().unstack("group")
+    out = pd.DataFrame({"c_mean": means["C"], "b_mean": means["B"]}).reset_index()
+    out["diff"] = out.c_mean - out.b_mean
+    return out.sort_values(["diff", "layer", "head"], ascending=[False, True, True]).reset_index(drop=True)
+
+
+def random_like(top: Sequence[tuple[int, int]], heads_per_layer: int, rng: np.random.Generator,
+                n_layers: int | None = None) -> tuple[tuple[int, int], ...]:
+    """As many heads as ``top``, each drawn from the layer of one of ``top``'s heads, none of them in
+    ``top`` and none twice (from any of ``n_layers`` layers once a layer has no head left)."""
+    taken = set(top)
+    n_layers = n_layers or (max(layer for layer, _ in top) + 1 if top else 0)
+    out = []
+    for layer, _ in top:
+        free = [(layer, h) for h in range(heads_per_layer) if (layer, h) not in taken]
+        if not free:
+            free = [(lay, h) for lay in range(n_layers) for h in range(heads_per_layer) if (lay, h) not in taken]
+        pick = free[rng.integers(len(free))]
+        taken.add(pick)
+        out.append(pick)
+    return tuple(sorted(out))
+
+
+def head_sets(ranking: pd.DataFrame, ks: Sequence[int], draws: int, heads_per_layer: int, seed: int
+              ) -> dict[str, tuple[tuple[int, int], ...]]:
+    """``top{k}`` (the ranking's first k) and ``random{k}.{d}`` (``draws`` controls per k) for every
+    k in ``ks`` smaller than the number of heads. Each control has its own generator, seeded by
+    (``seed``, k, d), so a set does not change when other sizes are asked for; a draw equal to an
+    earlier one of the same k is drawn again (up to 100 times), so the draws are distinct sets."""
+    ranked = [(int(layer), int(head)) for layer, head in zip(ranking.layer, ranking["head"])]
+    n_layers = int(ranking.layer.max()) + 1 if len(ranking) else 0
+    sets: dict[str, tuple[tuple[int, int], ...]] = {}
+    for k in sorted(set(ks)):
+        if not 0 < k < len(ranked):
+            continue
+        top = tuple(sorted(ranked[:k]))
+        sets[f"top{k}"] = top
+        drawn: set = set()
+        for d in range(1, draws + 1):
+            rng = np.random.default_rng([seed, k, d])
+            for _ in range(100):
+                heads = random_like(top, heads_per_layer, rng, n_layers)
+                if heads not in drawn:
+                    break
+            drawn.add(heads)
+            sets[f"random{k}.{d}"] = heads
+    return sets
+
+
+def parse_set(name: str) -> tuple[str, int | None]:
+    """``("top" | "random" | name, k)`` of a head-set name (k None for ``none`` and ``mask``)."""
+    for kind in ("top", "random"):
+        if name.startswith(kind):
+            return kind, int(name[len(kind):].split(".")[0])
+    return name, None
+
+
+def _setting_frame(conditions: pd.DataFrame) -> pd.DataFrame:
+    """Conditions with ``mode``, ``kind`` (top/random/none/mask) and ``k`` parsed from ``setting``."""
+    mode = conditions.setting.str.extract(r"^(mask_heads|only_heads)\(", expand=False).fillna(conditions.setting)
+    name = conditions.setting.str.extract(r"\((.*)\)$", expand=False).fillna(conditions.setting)
+    parsed = name.map(parse_set)
+    return conditions.assign(mode=mode, head_set=name, kind=parsed.str[0], k=parsed.str[1])
+
+
+def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_MEASURES, seed: int = 0
+                   ) -> pd.DataFrame:
+    """Per measure and setting: the C-minus-B effect (crossed t interval) and, against ``none``,
+    the effect removed (C-minus-B of the per-cell difference none minus setting: crossed t) and its
+    share of the unmasked effect (crossed bootstrap). ``conditions`` carries a ``setting`` column
+    (``none``, ``mask``, ``mask_heads(top4)``, ``only_heads(random4.2)`` ...)."""
+    frame = _setting_frame(conditions)
+    keys = ["prompt_id", "group", "prefix_id"]
+    rows = []
+    for measure in measures:
+        if measure not in frame or frame[measure].isna().all():
+            continue
+        values = frame[keys + ["setting", measure]].assign(**{measure: frame[measure].astype(float)})
+        wide = values.pivot_table(index=keys, columns="setting", values=measure, observed=True)
+        for setting, sub in frame.groupby("setting", sort=True):
+            one = sub.assign(isolation=setting, **{measure: sub[measure].astype(float)})
+            eff = compare_groups(one, measure, by=["isolation"], rate=measure == "target_hit", seed=seed)
+            if eff.empty:
+                continue
+            e = eff.iloc[0]
+            row = {"measure": measure, "setting": setting, "mode": sub["mode"].iloc[0],
+                   "head_set": sub.head_set.iloc[0], "kind": sub.kind.iloc[0], "k": sub.k.iloc[0],
+                   "effect": e.statistic, "effect_low": e.ci_low, "effect_high": e.ci_high,
+                   "n_prompts": e.n_prompts, "n_prefixes_c": e.n_prefixes_high, "n_prefixes_b": e.n_prefixes_low}
+            if setting != NONE and NONE in wide:
+                diff = (wide[NONE] - wide[setting]).rename("removed").reset_index()
+                rem = compare_groups(diff.assign(isolation=setting), "removed", by=["isolation"], seed=seed).iloc[0]
+                share, lo, hi = share_removed(wide[[NONE, setting]].reset_index(), NONE, setting, seed=seed)
+                row.update(removed=rem.statistic, removed_low=rem.ci_low, removed_high=rem.ci_high,
+                           share=share, share_low=lo, share_high=hi)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def matrices(cells: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each of ``columns`` as a prompts x prefixes float matrix (NaN where a cell is missing), and the
+    group of each prefix column: the layout :func:`crossed_bootstrap` resamples."""
+    table = cells.assign(prompt_id=cells.prompt_id.astype(str), prefix_id=cells.prefix_id.astype(str),
+                         group=cells.group.astype(str))
+    out = {}
+    for col in columns:
+        wide = table.pivot_table(index="prompt_id", columns=["group", "prefix_id"], values=col, aggfunc="mean",
+                                 dropna=False)
+        out[col] = wide.to_numpy(dtype=float)
+    return out, np.array([g for g, _ in wide.columns])
+
+
+def crossed_bootstrap(mats: dict[str, np.ndarray], groups: np.ndarray,
+                      statistic: Callable[[dict[str, np.ndarray], np.ndarray], float],
+                      n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE
+                      ) -> tuple[float, float]:
+    """Percentile interval of ``statistic(matrices, groups)`` with prompts (rows) and, within each
+    group, prefixes (columns) resampled with replacement: prompts and prefixes as crossed random
+    factors."""
+    rng = np.random.default_rng(seed)
+    n_prompts = next(iter(mats.values())).shape[0]
+    members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    samples = []
+    for _ in range(n_resamples):
+        rows = rng.integers(n_prompts, size=n_prompts)
+        cols = np.concatenate([m[rng.integers(len(m), size=len(m))] for m in members])
+        value = statistic({k: v[np.ix_(rows, cols)] for k, v in mats.items()}, groups[cols])
+        if np.isfinite(value):
+            samples.append(value)
+    if len(samples) < 2:
+        return np.nan, np.nan
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))
+
+
+def effect_of(y: np.ndarray, groups: np.ndarray) -> float:
+    """C minus B on a prompts x prefixes matrix: mean over each group's prefixes of the prefix's
+    mean over prompts."""
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per_prefix = np.nanmean(y, axis=0)
+        return float(np.nanmean(per_prefix[groups == "C"]) - np.nanmean(per_prefix[groups == "B"]))
+
+
+def share_removed(cells: pd.DataFrame, base: str, setting: str, n_resamples: int = N_RESAMPLES, seed: int = 0
+                  ) -> tuple[float, float, float]:
+    """(share, low, high): 1 - effect(setting) / effect(base) on paired cells, with a crossed
+    bootstrap interval. NaN when the base effect is zero."""
+    def share(m: dict[str, np.ndarray], g: np.ndarray) -> float:
+        whole = effect_of(m[base], g)
+        return 1 - effect_of(m[setting], g) / whole if whole else np.nan
+
+    mats, groups = matrices(cells, [base, setting])
+    lo, hi = crossed_bootstrap(mats, groups, share, n_resamples, seed)
+    return share(mats, groups), lo, hi
+
+
+def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
+    """P(a positive scores above a negative), ties counted half: the Mann-Whitney U over n+ n-."""
+    if not len(positive) or not len(negative):
+        return np.nan
+    return float(mannwhitneyu(positive, negative).statistic / (len(positive) * len(negative)))
+
+
+def tpr_at_fpr(positive: np.ndarray, negative: np.ndarray, fpr: float = 0.01) -> float:
+    """Share of positives above the threshold that at most ``fpr`` of the negatives exceed (with
+    fewer than 1/fpr negatives: above every negative)."""
+    if not len(positive) or not len(negative):
+        return np.nan
+    allowed = int(np.floor(fpr * len(negative)))
+    threshold = np.sort(negative)[::-1][allowed] if allowed < len(negative) else -np.inf
+    return float(np.mean(positive > threshold))
+
+
+def detector_scores(attention: pd.DataFrame, sets: dict[str, Sequence[tuple[int, int]]], value: str = "capture",
+                    segment: str = "task") -> pd.DataFrame:
+    """One score per condition and head set: the mean of ``value`` over the set's heads (over all
+    heads for the set ``all``): columns prompt_id, group, prefix_id, prefix_len, placement, head_set, score."""
+    att = attention[(attention.segment == segment) & (attention.isolation.astype(str) == "none")
+                    & attention.group.isin(["B", "C"])]
+    keys = ["prompt_id", "group", "prefix_id", "prefix_len", "placement"]
+    head_key = list(zip(att.layer.astype(int), att["head"].astype(int)))
+    parts = []
+    for name, heads in {**sets, "all": None}.items():
+        sub = att if heads is None else att[pd.Series(head_key, index=att.index).isin(set(heads))]
+        score = sub.groupby(keys, observed=True)[value].mean().rename("score").reset_index()
+        parts.append(score.assign(head_set=name))
+    return pd.concat(parts, ignore_index=True)
+
+
+def detector_table(scores: pd.DataFrame, conditions: pd.DataFrame, fpr: float = 0.01, seed: int = 0,
+                   n_resamples: int = 500) -> pd.DataFrame:
+    """AUROC (crossed bootstrap interval) and the true-positive rate at ``fpr`` false positives per
+    head set, placement and length, for two labels: ``instruction`` (C positive, B negative) and
+    ``obeyed`` (C conditions the model obeyed, against C conditions it did not)."""
+    keys = ["prompt_id", "group", "prefix_id", "prefix_len", "placement"]
+    if "obeyed" not in conditions:  # tables written before the obeying measure existed
+        conditions = conditions.assign(obeyed=None)
+    obeyed = conditions[keys + ["obeyed"]].astype({"prompt_id": str, "prefix_id": str, "group": str})
+    data = scores.astype({"prompt_id": str, "prefix_id": str, "group": str}).merge(obeyed, on=keys, how="left")
+    rows = []
+    for (name, placement, length), sub in data.groupby(["head_set", "placement", "prefix_len"], observed=True):
+        labels = {"instruction": (sub.group == "C", sub.group == "B")}
+        c = sub[sub.group == "C"]
+        if c.obeyed.notna().any():
+            labels["obeyed"] = (sub.group.eq("C") & sub.obeyed.eq(True), sub.group.eq("C") & sub.obeyed.eq(False))
+        for label, (pos, neg) in labels.items():
+            mats, groups = matrices(sub.assign(_pos=pos.astype(float), _neg=neg.astype(float)),
+                                    ["score", "_pos", "_neg"])
+
+            def stat(m: dict[str, np.ndarray], _g: np.ndarray) -> float:
+                return auroc(m["score"][m["_pos"] == 1], m["score"][m["_neg"] == 1])
+
+            lo, hi = crossed_bootstrap(mats, groups, stat, n_resamples, seed)
+            p, n = sub.score[pos].to_numpy(), sub.score[neg].to_numpy()
+            rows.append({"label": label, "head_set": name, "placement": placement, "prefix_len": length,
+                         "auroc": auroc(p, n), "auroc_low": lo, "auroc_high": hi,
+                         "tpr_at_fpr": tpr_at_fpr(p, n, fpr), "fpr": fpr, "n_positive": len(p), "n_negative": len(n)})
+    return pd.DataFrame(rows)

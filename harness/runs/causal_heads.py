@@ -1,0 +1,177 @@
+"""``harness causal-heads RUN --out DIR``: do the heads an earlier run names carry its effect?
+
+From an earlier run (its config in ``manifest.json``, its per-head ``attention.parquet``):
+
+1. split its B and C prefixes in two halves (:func:`harness.analysis.causal_heads.split_prefixes`);
+2. rank heads by their C-minus-B difference (capture by default) on the *choosing* half, and form
+   the head sets top-k and random-k (drawn from the same layers, several draws) for each k;
+3. rerun A, and B and C on the *testing* half, at one prefix length, under: no isolation, the
+   prefix masked in every head (``mask``), in the top-k or random-k heads only (``mask_heads``),
+   and visible to those heads only (``only_heads``);
+4. write ``causal_conditions.parquet`` (one row per condition and setting), ``head_sets.parquet``
+   (the ranking and every set), ``causal_effects.parquet`` (effect, removal and share per measure
+   and setting), ``detector.parquet`` (the chosen heads' capture as a detector, scored on the
+   testing half of the earlier run's own attention table), ``figures/causal_heads.png`` and
+   ``causal_heads.md``.
+
+Each result is stored under ``DIR/results`` as it finishes (keyed like a sweep's, head set
+included), so an interrupted command rerun with the same arguments computes only what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis import causal_heads as ch
+from harness.errors import HarnessError
+from harness.inputs.isolation import Isolation
+from harness.io import write_json, write_parquet
+from harness.measure.records import condition_record
+from harness.runs.rundir import RunDir, load_run
+from harness.runs.store import ResultStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KS = (1, 2, 4, 8, 16)
+
+
+def settings_for(sets: dict[str, tuple[tuple[int, int], ...]], converse: bool) -> list[Isolation]:
+    """No isolation, ``mask``, and per head set ``mask_heads`` (and ``only_heads`` if ``converse``)."""
+    out = [Isolation(), Isolation("mask")]
+    modes = ("mask_heads", "only_heads") if converse else ("mask_heads",)
+    return out + [Isolation(mode, heads=heads, head_set=name) for mode in modes for name, heads in sets.items()]
+
+
+def _length(conditions: pd.DataFrame, prefix_len: int | None) -> int:
+    lengths = sorted(int(n) for n in conditions.loc[conditions.group != "A", "prefix_len"].unique())
+    if prefix_len is None:
+        return lengths[0]
+    if prefix_len not in lengths:
+        raise HarnessError(f"prefix length {prefix_len} is not in the run (it has {lengths}); pick one with --length")
+    return prefix_len
+
+
+def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, draws: int = 3,
+                 rank_by: str = "capture", segment: str = "task", prefix_len: int | None = None, seed: int = 0,
+                 converse: bool = True, device: str | None = None, progress: bool = True, causal: bool = True
+                 ) -> dict[str, pd.DataFrame]:
+    """Run the causal test described in the module docstring (``causal=False``: the ranking, head
+    sets and detector table only, from the run's tables, without loading the model); returns the
+    tables it wrote."""
+    run = RunDir(run_dir)
+    manifest = run.manifest()
+    if manifest is None or "config" not in manifest:
+        raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
+                           f"directory")
+    tables = load_run(run_dir)
+    if tables.attention is None or tables.attention.empty:
+        raise HarnessError(f"{run_dir} has no attention table to name heads from: run the sweep with "
+                           f"analysis.attention=true")
+    if rank_by not in tables.attention:
+        raise HarnessError(f"--rank-by {rank_by!r} is not a column of {run_dir}/attention.parquet "
+                           f"(try capture or kl_shared)")
+    length = _length(tables.conditions, prefix_len)
+    choose, test = ch.split_prefixes(tables.conditions, seed)
+    if not choose or not test:
+        raise HarnessError(f"{run_dir} has too few prefixes to choose heads on one half and test on the other")
+    ranking = ch.rank_heads(tables.attention, choose, rank_by, segment, length)
+    heads_per_layer = int(tables.attention["head"].max()) + 1
+    sets = ch.head_sets(ranking, ks, draws, heads_per_layer, seed)
+    top_sets = {name: heads for name, heads in sets.items() if name.startswith("top")}
+    held_out = tables.attention[tables.attention.prefix_id.astype(str).isin(test)
+                                & (tables.attention.prefix_len == length)]
+    detector = ch.detector_table(ch.detector_scores(held_out, top_sets, rank_by, segment), tables.conditions,
+                                 seed=seed)
+    set_rows = [{"head_set": name, "kind": ch.parse_set(name)[0], "k": ch.parse_set(name)[1],
+                 "heads": [list(h) for h in heads]} for name, heads in sets.items()]
+    out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows),
+           "detector.parquet": detector}
+    about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), "prefix_len": length,
+             "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks), "draws": draws,
+             "converse": converse, "choosing_prefixes": sorted(choose), "testing_prefixes": sorted(test),
+             "n_prompts": int(tables.conditions.prompt_id.nunique()), "n_conditions": 0}
+    effects = pd.DataFrame()
+    if causal:
+        records = _causal_sweep(manifest["config"], sets, test, length, converse, Path(out_dir), device, progress)
+        effects = ch.causal_effects(records[records.group != "A"], seed=seed)
+        out.update({"causal_conditions.parquet": records, "causal_effects.parquet": effects})
+        about["n_conditions"] = len(records)
+    for name, df in out.items():
+        write_parquet(df, Path(out_dir) / name)
+    write_json(about, Path(out_dir) / "causal_heads.json")
+    from harness.reporting.causal_heads import write_causal_report
+
+    write_causal_report(effects, detector, ranking, about, Path(out_dir))
+    return out
+
+
+def _causal_sweep(config: dict, sets: dict, test: set, length: int, converse: bool, out_dir: Path,
+                  device: str | None, progress: bool) -> pd.DataFrame:
+    """A, and B and C on the testing prefixes under every setting: one row per condition, with its
+    ``setting`` label; each result stored under ``out_dir/results`` as it finishes."""
+    from omegaconf import OmegaConf
+
+    from harness.runs.experiment import Experiment
+
+    exp = Experiment.build(OmegaConf.create(config), device=device, attention=False, lengths=[length],
+                           settings=settings_for(sets, converse))
+    conditions = [c for c in exp.conditions if c.group == "A" or str(c.prefix_id) in test]
+    keys = exp.keys(conditions)
+    store = ResultStore(out_dir)
+    good = store.verify(keys.values())
+    log.info("%d head sets x %d prefixes on the testing half: %d conditions (%d stored already)", len(sets),
+             len({c.prefix_id for c in conditions if c.group != "A"}), len(conditions), len(good))
+
+    def save(result, ref, alone: bool) -> None:
+        record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
+        store.save(keys[result.condition], {**record, "setting": result.condition.isolation.label}, {}, {})
+
+    outcome = exp.drive(conditions, on_result=save, done=lambda c: keys[c] in good, progress=progress)
+    if outcome.failures:
+        raise HarnessError(f"{len(outcome.failures)} conditions failed (first: {outcome.failures[0][1]}); rerun the "
+                           f"same command to retry them")
+    # the label comes from the condition: two head sets that happen to be equal share one stored result
+    records = pd.DataFrame([{**store.load(keys[c]).record, "setting": c.isolation.label} for c in conditions])
+    return records.drop(columns=["input_ids"], errors="ignore")
+
+
+def main(args: list[str]) -> int:
+    """``harness causal-heads RUN --out DIR [...]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="harness causal-heads", description=(
+        "Do the heads an earlier run names carry its C-minus-B effect? Chooses heads on half of the run's prefixes, "
+        "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
+        "causal_heads.md, figures/causal_heads.png and the tables behind them."))
+    parser.add_argument("run", type=Path, help="a finished sweep's directory with attention.parquet")
+    parser.add_argument("--out", type=Path, required=True, help="where the tables, figure and page go (rerun the "
+                        "same command to resume)")
+    parser.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="head-set sizes (default 1 2 4 8 "
+                        "16; sizes of at least the number of heads are left out: 'mask' is every head)")
+    parser.add_argument("--draws", type=int, default=3, help="random head sets per k (default 3)")
+    parser.add_argument("--rank-by", default="capture", help="attention column heads are ranked by (capture, "
+                        "kl_shared, kl; default capture)")
+    parser.add_argument("--segment", default="task", choices=["task", "continuation"],
+                        help="query rows heads are ranked on (default task)")
+    parser.add_argument("--length", type=int, help="prefix length to test at (default: the run's shortest)")
+    parser.add_argument("--seed", type=int, default=0, help="splits the prefixes and draws the random heads")
+    parser.add_argument("--no-converse", action="store_true", help="skip only_heads (the prefix visible to the set "
+                        "only)")
+    parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
+    parser.add_argument("--detector-only", action="store_true", help="the head ranking and the detector table "
+                        "only, from the run's tables (no model is loaded)")
+    ns = parser.parse_args(args)
+    if ns.out.resolve() == ns.run.resolve():
+        raise HarnessError(f"--out {ns.out} is the run read; commands that read runs never write into them: give "
+                           "another directory")
+    if ns.draws < 0 or any(k < 1 for k in ns.k):
+        raise HarnessError("--k sizes must be positive and --draws non-negative")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
+                 ns.device, causal=not ns.detector_only)
+    print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
+    return 0

@@ -1,0 +1,130 @@
+"""The causal head test's statistics against hand computations and independent ones."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.analysis import causal_heads as ch
+from harness.analysis.crossed import compare_groups
+
+
+def _attention(rng, n_prompts=3, prefixes=("b1", "b2", "c1", "c2"), layers=2, heads=4, hot=((1, 2),)):
+    rows = []
+    for p, prefix, layer, head in itertools.product(range(n_prompts), prefixes, range(layers), range(heads)):
+        group = prefix[0].upper()
+        value = rng.normal(0.1, 0.01) + (1.0 if group == "C" and (layer, head) in hot else 0.0)
+        rows.append({"prompt_id": f"p{p}", "group": group, "prefix_id": prefix, "prefix_len": 16,
+                     "placement": "raw", "isolation": "none", "segment": "task", "layer": layer, "head": head,
+                     "capture": value})
+    return pd.DataFrame(rows)
+
+
+def test_rank_heads_is_the_c_minus_b_mean_by_hand():
+    att = _attention(np.random.default_rng(0))
+    ranking = ch.rank_heads(att, {"b1", "c1"}, "capture")
+    assert (ranking.layer.iloc[0], ranking["head"].iloc[0]) == (1, 2)
+    sub = att[att.prefix_id.isin(["b1", "c1"]) & (att.layer == 0) & (att["head"] == 3)]
+    by_hand = sub[sub.group == "C"].capture.mean() - sub[sub.group == "B"].capture.mean()
+    got = ranking[(ranking.layer == 0) & (ranking["head"] == 3)]["diff"].iloc[0]
+    assert got == pytest.approx(by_hand, abs=1e-12)
+
+
+def test_split_keeps_matched_prefixes_together_and_halves_them():
+    cond = pd.DataFrame({"group": ["B", "C", "C"] * 4, "prefix_id": [f"x{i}" for i in range(12)],
+                         "pair": [f"t{i // 3}" for i in range(12)]})
+    choose, test = ch.split_prefixes(cond, seed=1)
+    assert choose.isdisjoint(test) and choose | test == set(cond.prefix_id)
+    for _, triple in cond.groupby("pair"):
+        assert set(triple.prefix_id) <= choose or set(triple.prefix_id) <= test
+    assert len(choose) == len(test) == 6
+    assert ch.split_prefixes(cond, seed=1) == (choose, test)  # seeded
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 7)), min_size=1, max_size=6, unique=True),
+       st.integers(0, 10**6))
+@settings(max_examples=50, deadline=None)
+def test_random_heads_come_from_the_top_heads_layers_and_avoid_them(top, seed):
+    drawn = ch.random_like(top, 8, np.random.default_rng(seed))
+    assert len(set(drawn)) == len(top) and not set(drawn) & set(top)
+    assert sorted(layer for layer, _ in drawn) == sorted(layer for layer, _ in top)
+
+
+def test_auroc_and_tpr_by_hand():
+    pos, neg = np.array([0.9, 0.8, 0.3]), np.array([0.1, 0.3, 0.5, 0.2])
+    pairs = [(p > n) + 0.5 * (p == n) for p in pos for n in neg]
+    assert ch.auroc(pos, neg) == pytest.approx(np.mean(pairs))
+    assert ch.tpr_at_fpr(pos, neg, 0.01) == pytest.approx(2 / 3)  # above every negative (0.5)
+    assert ch.tpr_at_fpr(pos, neg, 0.25) == pytest.approx(2 / 3)  # one negative may pass: threshold 0.3
+    assert ch.tpr_at_fpr(pos, neg, 0.5) == pytest.approx(1.0)  # threshold 0.2
+
+
+def _causal_table(rng, n_prompts=6, n_prefixes=5, removed=0.5):
+    rows = []
+    for p, i, group in itertools.product(range(n_prompts), range(n_prefixes), "BC"):
+        base = rng.normal(0, 0.05) + (1.0 if group == "C" else 0.0) + 0.2 * rng.normal()
+        for setting, scale in (("none", 1.0), ("mask_heads(top1)", 1 - removed), ("mask", 0.0)):
+            value = base * scale if group == "C" else base
+            rows.append({"prompt_id": f"p{p}", "group": group, "prefix_id": f"{group}{i}", "setting": setting,
+                         "output_kl": value})
+    return pd.DataFrame(rows)
+
+
+def test_causal_effects_agree_with_compare_groups_and_find_the_share_removed():
+    table = _causal_table(np.random.default_rng(2))
+    eff = ch.causal_effects(table, ["output_kl"]).set_index("setting")
+    direct = compare_groups(table[table.setting == "none"].assign(isolation="none"), "output_kl", by=["isolation"])
+    assert eff.loc["none", "effect"] == pytest.approx(direct.statistic.iloc[0])
+    assert eff.loc["none", "effect_low"] == pytest.approx(direct.ci_low.iloc[0])
+    top = eff.loc["mask_heads(top1)"]
+    assert top["kind"] == "top" and top["k"] == 1 and top["mode"] == "mask_heads"
+    # C values were scaled by 0.5 and B left alone: the share removed is C's half of C's mean over C - B
+    c_mean = table[(table.setting == "none") & (table.group == "C")].output_kl.mean()
+    assert top["share"] == pytest.approx(0.5 * c_mean / eff.loc["none", "effect"])
+    assert top["share_low"] <= top["share"] <= top["share_high"]
+    assert top["removed"] == pytest.approx(eff.loc["none", "effect"] - top["effect"])
+
+
+def test_share_interval_covers_in_simulation():
+    """95% crossed-bootstrap intervals of the share removed, over simulated crossed designs with
+    prompt, prefix and residual effects: most cover the true share (a loose floor; small designs)."""
+    rng = np.random.default_rng(7)
+    covered = 0
+    for _ in range(40):
+        rows = []
+        prompt_eff = rng.normal(0, 0.3, 8)
+        for g in "BC":
+            for i in range(6):
+                pe = rng.normal(0, 0.3)
+                for p in range(8):
+                    y0 = (1.0 if g == "C" else 0.0) + prompt_eff[p] + pe + rng.normal(0, 0.3)
+                    y1 = y0 - (0.4 if g == "C" else 0.0) + rng.normal(0, 0.05)
+                    rows.append({"prompt_id": p, "group": g, "prefix_id": f"{g}{i}", "none": y0, "s": y1})
+        share, lo, hi = ch.share_removed(pd.DataFrame(rows), "none", "s", n_resamples=300, seed=1)
+        covered += lo <= 0.4 <= hi
+    assert covered >= 32
+
+
+def test_detector_separates_instruction_prefixes_when_the_hot_head_is_chosen():
+    att = _attention(np.random.default_rng(3))
+    scores = ch.detector_scores(att, {"top1": [(1, 2)]})
+    cond = att[["prompt_id", "group", "prefix_id", "prefix_len", "placement"]].drop_duplicates().assign(
+        obeyed=lambda d: np.where(d.group == "C", d.prompt_id != "p0", None))
+    table = ch.detector_table(scores, cond, n_resamples=50).set_index(["label", "head_set"])
+    assert table.loc[("instruction", "top1"), "auroc"] == 1.0
+    assert table.loc[("instruction", "top1"), "tpr_at_fpr"] == 1.0
+    assert table.loc[("instruction", "all"), "auroc"] >= 0.9  # one hot head in eight still moves the mean
+    assert ("obeyed", "top1") in table.index
+
+
+def test_random_draws_are_distinct_sets_and_stable_when_other_sizes_are_added():
+    ranking = pd.DataFrame({"layer": [0, 0, 0, 1, 1, 1], "head": [0, 1, 2, 0, 1, 2]})  # 2 layers x 3 heads
+    sets = ch.head_sets(ranking, [1], draws=3, heads_per_layer=3, seed=0)
+    draws = [sets[f"random1.{d}"] for d in (1, 2, 3)]
+    assert len(set(draws)) == 2 or len(set(draws)) == 3  # layer 0 has two free heads: a third distinct set may not exist
+    assert len(set(draws[:2])) == 2
+    more = ch.head_sets(ranking, [1, 2], draws=3, heads_per_layer=3, seed=0)
+    assert all(more[name] == heads for name, heads in sets.items())

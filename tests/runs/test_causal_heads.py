@@ -1,0 +1,77 @@
+"""``harness causal-heads`` end to end on a tiny sweep: what it writes, that its identities hold in
+its own tables, that it resumes, and that bad input is a one-line error."""
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from harness.runs.causal_heads import causal_heads
+from tests.support import FAST, sweep
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("causal") / "run"
+    sweep(run_dir, *FAST, "prefixes.per_group=4", "prompts.limit=3")
+    return run_dir
+
+
+def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
+    out = tmp_path / "causal"
+    assert main([ "causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "2", "--draws", "1"]) == 0
+    for name in ("causal_conditions.parquet", "causal_effects.parquet", "detector.parquet", "head_sets.parquet",
+                 "head_ranking.parquet", "causal_heads.md", "figures/causal_heads.png", "causal_heads.json"):
+        assert (out / name).is_file(), name
+    about = pd.read_json(out / "causal_heads.json", typ="series")
+    assert set(about.choosing_prefixes).isdisjoint(about.testing_prefixes)
+    rows = pd.read_parquet(out / "causal_conditions.parquet")
+    prefixed = rows[rows.group != "A"]
+    assert set(prefixed.prefix_id) == set(about.testing_prefixes)  # tested on the half that did not name heads
+    assert prefixed.prefix_len.unique().tolist() == [8]  # the run's shortest length by default
+    settings = set(prefixed.setting)
+    assert {"none", "mask", "mask_heads(top1)", "mask_heads(random2.1)", "only_heads(top2)"} <= settings
+    effects = pd.read_parquet(out / "causal_effects.parquet")
+    assert set(effects.measure) >= {"output_kl", "norm_edit_distance"}
+    none = effects[effects.setting == "none"]
+    assert none.removed.isna().all()  # nothing removed from itself
+    sets = pd.read_parquet(out / "head_sets.parquet").set_index("head_set")
+    ranking = pd.read_parquet(out / "head_ranking.parquet")
+    assert [tuple(h) for h in sets.loc["top2", "heads"]] == sorted(
+        zip(ranking.layer.head(2).astype(int), ranking["head"].head(2).astype(int)))
+    page = (out / "causal_heads.md").read_text()
+    assert "Share of the effect removed" in page and "Heads as a detector" in page
+    detector = pd.read_parquet(out / "detector.parquet")
+    assert set(detector.head_set) == {"top1", "top2", "all"} and detector.auroc.between(0, 1).all()
+
+    # a rerun resumes from the stored results and gives the same tables
+    before = pd.read_parquet(out / "causal_effects.parquet")
+    causal_heads(tiny_sweep, out, ks=[1, 2], draws=1, progress=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "causal_effects.parquet"), before)
+
+
+def test_causal_heads_refuses_bad_input_in_one_line(tiny_sweep, tmp_path, capsys):
+    assert main(["causal-heads", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(tmp_path / "o"), "--length", "99"]) == 2
+    assert "not in the run" in capsys.readouterr().err
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(tiny_sweep)]) == 2
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(tmp_path / "o"), "--rank-by", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "nope" in err
+
+
+def test_detector_only_reads_the_run_without_running_the_model(tiny_sweep, tmp_path):
+    out = tmp_path / "detector"
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "--detector-only"]) == 0
+    assert not (out / "results").exists() and not (out / "causal_effects.parquet").exists()
+    detector = pd.read_parquet(out / "detector.parquet")
+    assert set(detector.head_set) == {"top1", "all"} and set(detector.label) >= {"instruction"}
+    assert "No causal sweep" in (out / "causal_heads.md").read_text()
+
+
+def test_a_head_set_keys_its_results_the_same_whatever_its_integer_type():
+    import numpy as np
+
+    from harness.runs.experiment import _head_key
+
+    assert _head_key([(3, 4), (0, 1)]) == _head_key([(np.int64(0), np.int64(1)), (np.int64(3), np.int64(4))])
+    assert _head_key([(10, 2), (9, 3)]) == [[9, 3], [10, 2]]  # sorted as numbers, not as text
