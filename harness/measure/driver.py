@@ -59,12 +59,17 @@ def plan_batches(conditions: list[Condition], batch_size: int) -> list[list[Cond
 
 def drive(engine: Engine, conditions: list[Condition], *, batch_size: int, on_result: OnResult,
           done: Callable[[Condition], bool] = lambda c: False, on_failure: OnFailure | None = None,
-          fail_on: frozenset[str] = frozenset(), progress: bool = True, desc: str = "conditions") -> DriveOutcome:
+          fail_on: frozenset[str] = frozenset(), progress: bool = True, desc: str = "conditions",
+          references: dict[str, Reference] | None = None) -> DriveOutcome:
     """Compute every condition of ``conditions`` that is not ``done``; see the module docstring.
 
     ``conditions`` must hold each prompt's group A condition. ``on_failure`` is called for each
     condition that failed (and it is also returned); ``fail_on`` names conditions (by
-    :func:`condition_label`) that raise :class:`InjectedFailure` instead of running."""
+    :func:`condition_label`) that raise :class:`InjectedFailure` instead of running.
+    ``references`` holds A references already computed (by prompt id): a prompt whose A is
+    ``done`` and has one is measured against it instead of computing A again (A always runs
+    alone, so it is the same to the bit)."""
+    references = references or {}
     by_prompt: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
         by_prompt[cond.prompt_id].append(cond)
@@ -93,7 +98,10 @@ def drive(engine: Engine, conditions: list[Condition], *, batch_size: int, on_re
             (a,) = [c for c in conds if c.group == "A"]
             try:
                 injected([a])
-                ref, a_result = engine.reference(a)
+                if a in missing or a.prompt_id not in references:
+                    ref, a_result = engine.reference(a)
+                else:
+                    ref = references[a.prompt_id]
             except Exception as exc:  # noqa: BLE001 - one prompt's failure must not end the sweep
                 fail(missing, exc)
                 bar.update(len(missing))

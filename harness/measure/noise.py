@@ -17,20 +17,15 @@ because of rounding, and is flagged ``near_tie``.
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from harness.inputs.conditions import Condition
 from harness.measure.attention_metrics import token_kl
 from harness.measure.driver import drive
 from harness.measure.engine import Engine, Reference, Result
 from harness.measure.metrics import output_drift
-from harness.measure.records import condition_keys, condition_label, headline_attention
-
-log = logging.getLogger(__name__)
+from harness.measure.records import condition_keys, headline_attention
 
 NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_shared_mean", "attn_capture_mean",
                     "attn_prefix_mass_mean"]
@@ -75,20 +70,11 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
               on_result=lambda r, ref, alone: batched.__setitem__(r.condition, r) if r.condition in missing else None,
               progress=progress, desc=f"noise floor (batch {batch_size})")
     alone: dict[Condition, Result] = {}
-    references = dict(references or {})
-    # A prompt whose A the sweep computed this run reuses it (A is always computed alone, so it is
-    # the same to the bit); the others' A is computed again, once, in front of their conditions.
-    unseen = {c.prompt_id for c in sample if c.prompt_id not in references}
-    drive(engine, [c for c in sample if c.prompt_id in unseen], batch_size=1,
-          on_result=lambda r, ref, _: alone.__setitem__(r.condition, r), progress=progress,
+    # A prompt whose A the sweep computed this run reuses it; the others' A is computed again.
+    references = references or {}
+    drive(engine, sample, batch_size=1, on_result=lambda r, ref, _: alone.__setitem__(r.condition, r),
+          done=lambda c: c.group == "A" and c.prompt_id in references, references=references, progress=progress,
           desc="noise floor (alone)")
-    for cond in tqdm([c for c in sample if c.group != "A" and c.prompt_id not in unseen], desc="noise floor (alone)",
-                     unit="cond", disable=not progress):
-        try:
-            (alone[cond],) = engine.conditions(references[cond.prompt_id], [cond])
-        except Exception as exc:  # noqa: BLE001 - as in drive: a failed check leaves that row out, not the run
-            log.warning("noise floor: %s failed alone (%s: %s); left out", condition_label(cond), type(exc).__name__,
-                        exc)
     rows = []
     for cond in sample:
         if cond.group == "A" or cond not in batched or cond not in alone:
