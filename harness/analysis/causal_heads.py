@@ -72,6 +72,8 @@ def random_like(top: Sequence[tuple[int, int]], heads_per_layer: int, rng: np.ra
         free = [(layer, h) for h in range(heads_per_layer) if (layer, h) not in taken]
         if not free:
             free = [(lay, h) for lay in range(n_layers) for h in range(heads_per_layer) if (lay, h) not in taken]
+        if not free:
+            raise ValueError(f"{n_layers} layers x {heads_per_layer} heads leave no head outside a set of {len(top)}")
         pick = free[rng.integers(len(free))]
         taken.add(pick)
         out.append(pick)
@@ -126,32 +128,37 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
     the effect removed (C-minus-B of the per-cell difference none minus setting: crossed t) and its
     share of the unmasked effect (crossed bootstrap). ``conditions`` carries a ``setting`` column
     (``none``, ``mask``, ``mask_heads(top4)``, ``only_heads(random4.2)`` ...)."""
-    frame = _setting_frame(conditions)
+    frame = _setting_frame(conditions).assign(isolation=lambda d: d.setting)  # compare_groups' cells
+    labels = frame.groupby("setting", sort=True)[["mode", "head_set", "kind", "k"]].first()
     keys = ["prompt_id", "group", "prefix_id"]
-    rows = []
+    parts = []
     for measure in measures:
         if measure not in frame or frame[measure].isna().all():
             continue
-        values = frame[keys + ["setting", measure]].assign(**{measure: frame[measure].astype(float)})
+        values = frame.assign(**{measure: frame[measure].astype(float)})
+        eff = compare_groups(values, measure, by=["isolation"], rate=measure == "target_hit", seed=seed)
+        table = labels.join(eff.set_index("isolation")[["statistic", "ci_low", "ci_high", "n_prompts",
+                                                         "n_prefixes_high", "n_prefixes_low"]], how="inner")
+        table = table.rename(columns={"statistic": "effect", "ci_low": "effect_low", "ci_high": "effect_high",
+                                      "n_prefixes_high": "n_prefixes_c", "n_prefixes_low": "n_prefixes_b"})
         wide = values.pivot_table(index=keys, columns="setting", values=measure, observed=True)
-        for setting, sub in frame.groupby("setting", sort=True):
-            one = sub.assign(isolation=setting, **{measure: sub[measure].astype(float)})
-            eff = compare_groups(one, measure, by=["isolation"], rate=measure == "target_hit", seed=seed)
-            if eff.empty:
-                continue
-            e = eff.iloc[0]
-            row = {"measure": measure, "setting": setting, "mode": sub["mode"].iloc[0],
-                   "head_set": sub.head_set.iloc[0], "kind": sub.kind.iloc[0], "k": sub.k.iloc[0],
-                   "effect": e.statistic, "effect_low": e.ci_low, "effect_high": e.ci_high,
-                   "n_prompts": e.n_prompts, "n_prefixes_c": e.n_prefixes_high, "n_prefixes_b": e.n_prefixes_low}
-            if setting != NONE and NONE in wide:
-                diff = (wide[NONE] - wide[setting]).rename("removed").reset_index()
-                rem = compare_groups(diff.assign(isolation=setting), "removed", by=["isolation"], seed=seed).iloc[0]
-                share, lo, hi = share_removed(wide[[NONE, setting]].reset_index(), NONE, setting, seed=seed)
-                row.update(removed=rem.statistic, removed_low=rem.ci_low, removed_high=rem.ci_high,
-                           share=share, share_low=lo, share_high=hi)
-            rows.append(row)
-    return pd.DataFrame(rows)
+        others = [s for s in table.index if s != NONE] if NONE in wide else []
+        if others:
+            diffs = pd.concat([(wide[NONE] - wide[s]).rename("removed").reset_index().assign(isolation=s)
+                               for s in others])
+            rem = compare_groups(diffs, "removed", by=["isolation"], seed=seed).set_index("isolation")
+            table = table.join(rem[["statistic", "ci_low", "ci_high"]].rename(columns={
+                "statistic": "removed", "ci_low": "removed_low", "ci_high": "removed_high"}))
+            shares = {s: share_removed(wide[[NONE, s]].reset_index(), NONE, s, seed=seed) for s in others}
+            table = table.join(pd.DataFrame(shares, index=["share", "share_low", "share_high"]).T)
+        parts.append(table.rename_axis("setting").reset_index().assign(measure=measure))
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts, ignore_index=True)
+    return out[["measure", "setting", "mode", "head_set", "kind", "k", "effect", "effect_low", "effect_high",
+                "n_prompts", "n_prefixes_c", "n_prefixes_b"]
+               + [c for c in ("removed", "removed_low", "removed_high", "share", "share_low", "share_high")
+                  if c in out]]
 
 
 def matrices(cells: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:

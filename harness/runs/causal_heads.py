@@ -31,6 +31,7 @@ from harness.errors import HarnessError
 from harness.inputs.isolation import Isolation
 from harness.io import write_json, write_parquet
 from harness.measure.records import condition_record
+from harness.reporting.causal_heads import write_causal_report
 from harness.runs.rundir import RunDir, load_run
 from harness.runs.store import ResultStore
 
@@ -86,8 +87,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
                                 & (tables.attention.prefix_len == length)]
     detector = ch.detector_table(ch.detector_scores(held_out, top_sets, rank_by, segment), tables.conditions,
                                  seed=seed)
-    set_rows = [{"head_set": name, "kind": ch.parse_set(name)[0], "k": ch.parse_set(name)[1],
-                 "heads": [list(h) for h in heads]} for name, heads in sets.items()]
+    set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
+                for name, heads in sets.items()]
     out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows),
            "detector.parquet": detector}
     about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), "prefix_len": length,
@@ -103,8 +104,6 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     for name, df in out.items():
         write_parquet(df, Path(out_dir) / name)
     write_json(about, Path(out_dir) / "causal_heads.json")
-    from harness.reporting.causal_heads import write_causal_report
-
     write_causal_report(effects, detector, ranking, about, Path(out_dir))
     return out
 
