@@ -48,9 +48,19 @@ def test_split_keeps_matched_prefixes_together_and_halves_them():
        st.integers(0, 10**6))
 @settings(max_examples=50, deadline=None)
 def test_random_heads_come_from_the_top_heads_layers_and_avoid_them(top, seed):
-    drawn = ch.random_like(top, 8, np.random.default_rng(seed))
+    drawn = ch.random_like(top, 8, np.random.default_rng(seed), n_layers=4)
     assert len(set(drawn)) == len(top) and not set(drawn) & set(top)
-    assert sorted(layer for layer, _ in drawn) == sorted(layer for layer, _ in top)
+    per_layer = {layer: sum(lay == layer for lay, _ in top) for layer, _ in top}
+    if all(2 * n <= 8 for n in per_layer.values()):  # room in every layer: the same layers exactly
+        assert sorted(layer for layer, _ in drawn) == sorted(layer for layer, _ in top)
+
+
+def test_a_full_layer_sends_the_rest_of_its_draws_to_other_layers():
+    top = [(0, h) for h in range(5)]  # 5 of layer 0's 8 heads: 3 left there
+    drawn = ch.random_like(top, 8, np.random.default_rng(0), n_layers=2)
+    assert sorted(layer for layer, _ in drawn) == [0, 0, 0, 1, 1] and not set(drawn) & set(top)
+    with pytest.raises(ValueError, match="no head outside"):
+        ch.random_like([(0, h) for h in range(5)], 8, np.random.default_rng(0), n_layers=1)
 
 
 def test_auroc_and_tpr_by_hand():
