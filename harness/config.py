@@ -47,10 +47,11 @@ _CHOICES = [
                                         "what still applies; fresh deletes them."),
     ("IsolationMode", "none mask mask_reset decay delimit delimit_control", "Isolation interventions "
                                                                             "(harness.inputs.isolation)."),
-    ("Placement", "auto raw system turn document tool", "Where the prefix goes (harness.inputs.chat): raw "
-                                                        "concatenation, or in the chat template as the system "
-                                                        "message, an earlier turn, a document in the task's user "
-                                                        "message, or a tool result; auto: the model's default."),
+    ("Placement", "auto raw system turn document tool direct",
+     "Where the prefix goes (harness.inputs.chat): raw concatenation, or in the chat template as the system "
+     "message, an earlier turn, a document in the task's user message, or a tool result; direct: the user's "
+     "own words before the task in the same message (the direct-instruction ceiling, not an injection); "
+     "auto: the model's default."),
     ("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
@@ -135,6 +136,8 @@ class ChatConfig:
     turn_reply: str = "OK."  # placement=turn: the assistant's reply after the earlier user turn
     document_open: str = "<document>\n"  # placement=document: delimiters around the prefix text
     document_close: str = "\n</document>\n\n"
+    # placement=direct: between the user's instruction (the prefix) and the task, in one user message
+    direct_join: str = "\n\n"
     # Passed to apply_chat_template, e.g. {enable_thinking: false} for Qwen3, or a fixed date_string.
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 

@@ -109,3 +109,44 @@ def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                                low="mentioned", by=(*_settings(sub), "prefix_len"), seed=seed, rate=True)
         out.append(table.assign(contrast=f"{side} - mentioned"))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+CEILING = "direct"  # the placement whose obey rate is the ceiling (harness.inputs.chat)
+
+
+def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Each placement's obey rate beside the direct-instruction ceiling, per model, isolation, role
+    (``asked``: C whose check wants the word; ``forbidden``: C with ``absent``) and length.
+
+    Columns: the :func:`rate_summary` columns of each placement's ``obeyed`` (``placement`` names it,
+    ``role`` says which instructions), ``ceiling``/``ceiling_low``/``ceiling_high`` (the same cell
+    under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
+    with ``minus_low``/``minus_high``/``p_perm``: the placement's rate minus the ceiling, by
+    :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself
+    (the same texts and prompts under both placements). Empty without a ``direct`` run among the
+    conditions (``harness collect`` the placements' runs into one table first)."""
+    if "obeyed" not in conditions or "placement" not in conditions:
+        return pd.DataFrame()
+    role = roles(conditions)
+    keep = role.isin(["asked", "forbidden"]) & conditions["obeyed"].notna()
+    x = conditions[keep].assign(role=role[keep], placement=conditions.loc[keep, "placement"].astype(str))
+    if x.empty or not (x.placement == CEILING).any():
+        return pd.DataFrame()
+    cells = [c for c in ("model", "isolation") if c in x.columns] + ["role", "prefix_len"]
+    rates = rate_summary(x.assign(group=x.role), hit="obeyed", by=(*cells[:-2], "placement", "group", "prefix_len"))
+    rates = rates.rename(columns={"group": "role"})
+    top = rates[rates.placement == CEILING][[*cells, "rate", "ci_low", "ci_high"]]
+    rates = rates.merge(top.rename(columns={"rate": "ceiling", "ci_low": "ceiling_low", "ci_high": "ceiling_high"}),
+                        on=cells, how="left")
+    diffs = []
+    paired = x.assign(obeyed=x.obeyed.astype(float), pair=x.prefix_id)  # a prefix is matched with itself
+    for placement in sorted(set(x.placement) - {CEILING}):
+        sub = paired[paired.placement.isin([placement, CEILING])].assign(group=lambda d: d.placement)
+        table = compare_groups(sub.drop(columns="placement"), "obeyed", high=placement, low=CEILING, by=cells,
+                               seed=seed, rate=True)
+        diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "p_perm"]].assign(placement=placement))
+    if diffs:
+        d = pd.concat(diffs, ignore_index=True).rename(columns={
+            "statistic": "minus_ceiling", "ci_low": "minus_low", "ci_high": "minus_high"})
+        rates = rates.merge(d, on=[*cells, "placement"], how="left")
+    return rates

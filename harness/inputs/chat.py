@@ -4,7 +4,11 @@
 - ``turn``: an earlier user turn holding the prefix, then the assistant's ``chat.turn_reply``;
 - ``document``: inside the task's user message, before the task, between ``chat.document_open``
   and ``chat.document_close`` (the RAG case);
-- ``tool``: a tool-result message before the task's user turn (templates with a tool role only).
+- ``tool``: a tool-result message before the task's user turn (templates with a tool role only);
+- ``direct``: not an injection but its ceiling: the user's own words, before the task in the same
+  user message (joined by ``chat.direct_join``), as if the user asked for it. An instruction's obey
+  rate here is how often the model does what it is asked directly, the rate the injected placements
+  are read against (:func:`harness.analysis.obeying.ceiling_table`).
 
 Whatever the placement, X's token ids are A's with ONE contiguous block inserted (the prefix and
 the template text its placement adds); BOS, template tokens, the task and the generation prompt
@@ -40,7 +44,7 @@ from harness.inputs.assembly import Assembled, encode
 
 log = logging.getLogger(__name__)
 
-PLACEMENTS = ("system", "turn", "document", "tool")
+PLACEMENTS = ("system", "turn", "document", "tool", "direct")
 PREFIX_SLOT, TASK_SLOT = "PREFIXSLOTq7Zx", "TASKSLOTq7Zx"  # letters only: survive trim and tojson
 DEFAULT_DATE = "26 Jul 2024"  # Llama 3's own fallback date
 
@@ -124,7 +128,7 @@ def chat_layout(tokenizer, placement: str, chat=None, parse_special: bool = Fals
     if "strftime_now" in template and "date_string" not in template:
         log.warning("%s: the chat template reads today's date; renders change from day to day", where)
     kwargs = {"date_string": DEFAULT_DATE, **_plain(chat.template_kwargs)}
-    for key in ("system_prompt", "turn_reply", "document_open", "document_close"):
+    for key in ("system_prompt", "turn_reply", "document_open", "document_close", "direct_join"):
         text = getattr(chat, key)
         if text and not parse_special and encode(tokenizer, text, True) != encode(tokenizer, text, False):
             raise HarnessError(f"chat.{key} contains a special-token string; remove it or set special_tokens=control")
@@ -164,6 +168,8 @@ def _messages(placement: str, chat, system: str | None) -> tuple[list[dict], lis
         x = [*base, {"role": "user", "content": PREFIX_SLOT}, {"role": "assistant", "content": chat.turn_reply}, *task]
     elif placement == "document":
         x = [*base, {"role": "user", "content": chat.document_open + PREFIX_SLOT + chat.document_close + TASK_SLOT}]
+    elif placement == "direct":
+        x = [*base, {"role": "user", "content": PREFIX_SLOT + chat.direct_join + TASK_SLOT}]
     else:
         x = [*base, {"role": "tool", "content": PREFIX_SLOT}, *task]
     return base + task, x

@@ -180,9 +180,10 @@ def check_bank(records: list[dict], *, min_chars: int = 1500, pair_tolerance: fl
             continue
         if len({m.get("target") for m in members}) != 1:
             problems.append(f"pair {pair!r}: the two prefixes have different targets")
-        a, b = (len(str(m.get("text", ""))) for m in members)
-        if abs(a - b) > pair_tolerance * max(a, b, 1):
-            problems.append(f"pair {pair!r}: lengths {a} and {b} differ by more than {pair_tolerance:.0%}")
+        sizes = sorted(len(str(m.get("text", ""))) for m in members)  # a pair, or a triple
+        if sizes[-1] - sizes[0] > pair_tolerance * max(sizes[-1], 1):
+            problems.append(f"pair {pair!r}: lengths {' and '.join(map(str, sizes))} differ by more than "
+                            f"{pair_tolerance:.0%}")
     return problems
 
 

@@ -34,7 +34,7 @@ def behaviour_section(conds: pd.DataFrame) -> list[str]:
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
-    lines += _contrasts(conds) + _obey_table(conds)
+    lines += _contrasts(conds) + _obey_table(conds) + _ceiling(conds)
     return lines
 
 
@@ -77,3 +77,27 @@ def _obey_table(conds: pd.DataFrame) -> list[str]:
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "check", "group", "prefix_len"]).itertuples()]
     return lines + [""] + table(["model", "check", "prefix length", "obeyed", "rate", "interval"], rows)
+
+
+def _ceiling(conds: pd.DataFrame) -> list[str]:
+    """Each placement's obey rate beside the direct-instruction ceiling (runs collected across
+    placements, one of them ``direct``)."""
+    rates = obeying.ceiling_table(conds)
+    if rates.empty:
+        return []
+    lines = ["", "### Injected, against asked directly", "",
+             "`obeyed` per placement beside the ceiling: placement `direct` puts the same instruction in the user's "
+             "own message, before the task, so it says how often the model does this when it is asked. Asked: "
+             "instructions whose check wants the word (include it, start with it, reply with only it); forbidden: "
+             "`absent` (for a model that rarely writes the word, obeying a prohibition is nearly free: read it "
+             "against the word rates above). Rates: Clopper-Pearson at n units as above. Minus the ceiling: "
+             "prompts and prefixes random, each prefix matched with itself under both placements; crossed t "
+             "interval cut to [-1, 1]; p from sign flips of the per-prefix differences."]
+    rows = [[r.model, r.role, r.prefix_len, r.placement, f"{int(r.n_hits)}/{int(r.n_conditions)}",
+             ci(r.rate, r.ci_low, r.ci_high), ci(r.ceiling, r.ceiling_low, r.ceiling_high),
+             "-" if r.placement == obeying.CEILING else ci(r.minus_ceiling, r.minus_low, r.minus_high),
+             "-" if r.placement == obeying.CEILING else p_text(r.p_perm)]
+            for r in rates.assign(injected=rates.placement != obeying.CEILING)  # the ceiling's row first
+            .sort_values(["model", "role", "prefix_len", "injected", "placement"]).itertuples()]
+    return lines + [""] + table(["model", "instruction", "prefix length", "placement", "obeyed", "rate",
+                                 "ceiling (direct)", "minus ceiling", "p"], rows)

@@ -19,7 +19,7 @@ from harness.analysis.crossed import compare_groups
 from harness.analysis.descriptive import with_settings
 from harness.analysis.heads import head_contrasts, smallest_permutation_p
 from harness.analysis.summaries import isolation_summary, noise_level
-from harness.io import figure_files_in, write_text
+from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.metrics import contrasted
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section
@@ -268,7 +268,8 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
 
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
                   title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> list[Path]:
-    """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md``; returns the paths."""
+    """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md`` (and ``ceiling.parquet`` when
+    the conditions hold a direct placement beside injected ones); returns the paths."""
     from harness.reporting import plots as F
 
     out_dir = Path(out_dir)
@@ -280,4 +281,9 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
     write_text(report_markdown(conditions, attention, pngs, title, noise), report)
-    return written + [report]
+    written.append(report)
+    ceiling = obeying.ceiling_table(conditions)
+    if not ceiling.empty:  # runs collected across placements, one of them direct: the table behind that section
+        write_parquet(ceiling, out_dir / "ceiling.parquet")
+        written.append(out_dir / "ceiling.parquet")
+    return written

@@ -65,3 +65,42 @@ def test_runs_without_checks_count_c_as_asked():
     assert (base.n_hits.iloc[0], base.n_conditions.iloc[0]) == (1, 12)
     assert "forbidden - mentioned" not in set(obeying.triple_contrasts(old).contrast)
     assert np.isclose(obeying.word_rates(old).set_index("group").loc["asked", "rate"], 1.0)
+
+
+def placed(placement: str, obey) -> pd.DataFrame:
+    """triples() under ``placement``, C's ``obeyed`` set by ``obey(prompt index, word index, check)``."""
+    df = triples(copier=False).assign(placement=placement)
+    words = {w: i for i, w in enumerate(dict.fromkeys(df.target))}
+    c = df.group == "C"
+    df.loc[c, "obeyed"] = [bool(obey(int(p[1:]), words[w], k))
+                           for p, w, k in zip(df.prompt_id[c], df.target[c], df.check[c])]
+    return df
+
+
+def test_ceiling_table_rates_and_differences_by_hand():
+    # asked directly: every asked instruction obeyed but word 2's for prompts 0-1; injected in the
+    # system message: only word 0's. Forbidden: obeyed in both placements except one system cell.
+    direct = placed("direct", lambda p, w, k: k == "absent" or not (w == 2 and p < 2))
+    system = placed("system", lambda p, w, k: (k == "absent" and not (p, w) == (3, 1)) or (k == "contains" and w == 0))
+    table = obeying.ceiling_table(pd.concat([direct, system], ignore_index=True)).set_index(["role", "placement"])
+    assert set(table.index) == {(r, p) for r in ("asked", "forbidden") for p in ("direct", "system")}
+    assert table.loc[("asked", "direct"), "rate"] == pytest.approx(10 / 12)
+    assert table.loc[("asked", "system"), "rate"] == pytest.approx(4 / 12)
+    assert table.loc[("forbidden", "system"), "rate"] == pytest.approx(11 / 12)
+    # the ceiling is the direct cell's rate and interval, beside every placement of the same role
+    for role in ("asked", "forbidden"):
+        row, top = table.loc[(role, "system")], table.loc[(role, "direct")]
+        assert (row.ceiling, row.ceiling_low, row.ceiling_high) == (top.rate, top.ci_low, top.ci_high)
+        assert np.isnan(top.minus_ceiling)
+    # minus the ceiling: the mean over words of each word's difference (a complete, paired crossing)
+    per_word = [np.mean([system_ - direct_ for system_, direct_ in cells])
+                for cells in ([(1, 1)] * 4, [(0, 1)] * 4, [(0, 0)] * 2 + [(0, 1)] * 2)]
+    asked = table.loc[("asked", "system")]
+    assert asked.minus_ceiling == pytest.approx(np.mean(per_word)) == pytest.approx(4 / 12 - 10 / 12)
+    assert asked.minus_low <= asked.minus_ceiling <= asked.minus_high and asked.minus_low >= -1
+    assert table.loc[("forbidden", "system"), "minus_ceiling"] == pytest.approx(-1 / 12)
+
+
+def test_ceiling_table_needs_a_direct_run():
+    assert obeying.ceiling_table(placed("system", lambda p, w, k: True)).empty
+    assert obeying.ceiling_table(triples(copier=True)).empty  # raw, no direct

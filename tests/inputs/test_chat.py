@@ -52,7 +52,7 @@ TEMPLATES = {
     "qwen3": (QWEN3, ["<|im_start|>", "<|im_end|>"], None, "<|im_end|>"),
 }
 TEMPLATE_KWARGS = {"qwen3": {"enable_thinking": False}}  # as model=qwen3-1.7b-instruct sets it
-PLACEMENTS = ("system", "turn", "document", "tool")
+PLACEMENTS = ("system", "turn", "document", "tool", "direct")
 REFUSED = {("gemma2", "system"): "System role not supported", ("gemma2", "tool"): "no tool role"}
 SUPPORTED = [(t, p) for t in TEMPLATES for p in PLACEMENTS if (t, p) not in REFUSED]
 # Where the invariant needs scaffolding: Qwen2.5's default system prompt, which a system-placed
@@ -102,6 +102,7 @@ def messages(placement: str, prefix: str | None, task: str, system: str | None =
         "turn": base + [{"role": "user", "content": prefix}, {"role": "assistant", "content": cfg.turn_reply}] + user,
         "document": base + [{"role": "user", "content": cfg.document_open + prefix + cfg.document_close + task}],
         "tool": base + [{"role": "tool", "content": prefix}] + user,
+        "direct": base + [{"role": "user", "content": prefix + "\n\n" + task}],
     }[placement]
 
 
@@ -171,6 +172,8 @@ def test_every_condition_is_a_with_one_block(toks, template, placement):
         assert set(before) - set(range(256)) and set(after) - set(range(256))
     elif placement == "document":
         assert tok.decode(list(before)) == "<document>\n" and tok.decode(list(after)) == "\n</document>\n\n"
+    elif placement == "direct":  # the user's own words: no wrapper, only the join before the task
+        assert before == () and tok.decode(list(after)) == "\n\n"
     elif template == "qwen3":  # no default system message: the block is the whole system message
         assert tok.decode(list(before)) == "<|im_start|>system\n" and tok.decode(list(after)) == "<|im_end|>\n"
     else:  # the system message is there in A too (Llama's date header, Qwen2.5's empty one): just the text
@@ -189,6 +192,8 @@ def test_layout_block_is_whole_messages(toks, template, placement):
         assert open_.startswith(opener) and gap.startswith(opener) and "user" in gap
     elif placement == "document":
         assert (open_, close, gap) == ("<document>\n", "\n</document>\n\n", "") and head.endswith("\n")
+    elif placement == "direct":
+        assert (open_, close, gap) == ("", "\n\n", "") and head.endswith("\n") and "user" in head[-30:]
     else:
         assert open_ == close == "" and gap.startswith(("<|im_end|>", "<|eot_id|>")) and "user" in gap
     assert tail.endswith({"qwen2.5": "<|im_start|>assistant\n", "llama3.2": "<|start_header_id|>assistant"
@@ -379,3 +384,39 @@ def test_sweep_with_document_placement(tmp_path, how):
         want = None if target is None else whole_word_hit([target, target + "s", target + "es"],
                                                           row.continuation_text)
         assert (None if pd.isna(row.target_hit) else bool(row.target_hit)) == want, row
+
+
+def test_direct_ceiling_end_to_end(tmp_path):
+    """Two sweeps of the same triples, one with the instruction injected as a system message and one
+    with the user asking for it (placement direct); ``harness figures`` on both puts each
+    placement's obey rate beside the ceiling, and the direct block is the user's own text."""
+    from harness.cli import main
+
+    tok = chat_tokenizer("qwen2.5")
+    model_dir = tmp_path / "chat-model"
+    tiny_chat_model(tok).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    rows = [json.loads(line) for line in open(DATA_DIR / "prefixes_assistant_triples.jsonl")]
+    bank = tmp_path / "triples.jsonl"
+    bank.write_text("".join(json.dumps(r) + "\n" for r in rows if r["pair"] in ("umbrella", "banana")))
+    runs = []
+    for placement in ("system", "direct"):
+        runs.append(sweep(tmp_path / placement, "model=tiny", f"model.name_or_path={model_dir}",
+                          f"prefix.placement={placement}", f"prefixes.path={bank}", "prefix.lengths=[16]",
+                          "decode.max_new_tokens=4", "prompts=assistant", "prompts.limit=2",
+                          "analysis.noise_floor=false", "draw_figures=false"))
+    direct = pd.read_parquet(runs[1] / "conditions.parquet")
+    x = direct[direct.group != "A"].iloc[0]
+    a = direct[(direct.group == "A") & (direct.prompt_id == x.prompt_id)].iloc[0]
+    text = tok.decode(list(x.input_ids[x.block_start:x.block_end]))
+    assert text == next(r["text"] for r in rows if r["id"] == x.prefix_id)[:16] + "\n\n"
+    assert list(x.input_ids[x.block_end:]) == list(a.input_ids[a.block_start:])  # the task follows in the same message
+    assert main(["figures", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "both")]) == 0
+    report = (tmp_path / "both" / "report.md").read_text()
+    assert "### Injected, against asked directly" in report
+    ceiling = pd.read_parquet(tmp_path / "both" / "ceiling.parquet")
+    assert set(zip(ceiling.role, ceiling.placement)) == {(r, p) for r in ("asked", "forbidden")
+                                                         for p in ("system", "direct")}
+    assert not (tmp_path / "system" / "ceiling.parquet").exists()  # one placement alone has no ceiling
+    for role, placement in (("asked", "direct"), ("asked", "system"), ("forbidden", "system")):
+        assert re.search(rf"\| {role} \| 16 \| {placement} \| \d+/4 \|", report), (role, placement)

@@ -292,3 +292,44 @@ def test_story_directive_set_has_20_matched_triples_with_the_target_in_the_short
             head = demo_tok.decode(cut_prefix(ids[side], sep, 32, name=r["id"])[: -len(sep)])
             assert target_check(r["target"]).present(head), (r["id"], head)
             assert bool(DIRECTIVE_MARKER.search(head)) == (side != "neutral"), (r["id"], head)
+
+
+def test_assistant_triples_are_24_checkable_triples_naming_the_word_once_at_the_head():
+    """Per word: C asks (include it, start the reply with it, or reply with only it: checkable in a
+    48-token reply), C forbids it, B only mentions it. Each text names the word exactly once, in
+    its first sentence (so every cut keeps it), and nowhere names another triple's word."""
+    from harness.inputs.checks import target_check
+    from harness.inputs.texts import load_prefixes
+
+    rows = _read("prefixes_assistant_triples.jsonl")
+    assert check_bank(rows, min_chars=600) == []
+    assert len(load_prefixes(DATA_DIR / "prefixes_assistant_triples.jsonl")) == 72
+    triples = {}
+    for r in rows:
+        side = "forbid" if r.get("check") == "absent" else r["kind"]
+        triples.setdefault(r["pair"], {})[side] = r
+    assert len(triples) == 24 and all(set(t) == {"instruction", "forbid", "neutral"} for t in triples.values())
+    asks = Counter(t["instruction"]["check"] for t in triples.values())
+    assert asks == {"contains": 8, "starts_with": 8, "equals": 8}
+    goals = {pair: target_check(t["neutral"]["target"], forms=t["neutral"].get("forms") or ())
+             for pair, t in triples.items()}
+    for pair, members in triples.items():
+        for side, r in members.items():
+            first = re.split(r"(?<=[.!?])\s", r["text"], maxsplit=1)[0]
+            assert len(goals[pair].word_pattern().findall(r["text"])) == 1 and goals[pair].present(first), r["id"]
+            assert not any(g.present(r["text"]) for other, g in goals.items() if other != pair), r["id"]
+            # only C speaks to the one who replies; B addresses no model anywhere
+            assert bool(re.search(r"(?i)\b(reply|answer)\b", first)) == (side != "neutral"), r["id"]
+            assert side != "neutral" or not AI_DIRECTED.search(r["text"]), r["id"]
+    assert {(r["source"], r["licence"]) for r in rows} == {("written for this project", "CC0-1.0")}
+    # long enough for L = 128 in a byte-pair tokenizer (SmolLM2's: 135-182 tokens; this one's below)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(DEMO_MODEL))
+    assert min(len(tok(r["text"], add_special_tokens=False)["input_ids"]) for r in rows) >= 128
+
+
+def test_assistant_prompts_are_short_chat_requests():
+    rows = _read("prompts_assistant.jsonl")
+    assert len(rows) == 12 and len({r["id"] for r in rows}) == 12
+    assert all(r["text"].endswith(("?", ".")) and len(r["text"]) < 80 for r in rows)

@@ -117,6 +117,20 @@ def test_behaviour_section_reads_triples():
     assert "Target hit rate is left out" in contrasts and "| target hit rate |" not in contrasts
 
 
+def test_behaviour_section_puts_each_placement_beside_the_direct_ceiling():
+    from tests.analysis.test_obeying import placed
+
+    direct = placed("direct", lambda p, w, k: True)
+    system = placed("system", lambda p, w, k: k == "absent" or w == 0)
+    alone = "\n".join(report.behaviour_section(system.assign(norm_edit_distance=0.5)))
+    assert "### Injected, against asked directly" not in alone  # no ceiling without a direct run
+    text = "\n".join(report.behaviour_section(pd.concat([direct, system]).assign(norm_edit_distance=0.5)))
+    assert "### Injected, against asked directly" in text
+    rows = [line for line in text.splitlines() if line.startswith("| m | asked | 32 |")]
+    assert rows[0].startswith("| m | asked | 32 | direct | 12/12 | 1.000 [") and rows[0].endswith("| - | - |")
+    assert rows[1].startswith("| m | asked | 32 | system | 4/12 | 0.333 [") and "| -0.667 [" in rows[1]
+
+
 def test_contrast_rows_too_small_for_a_calibrated_interval_print_none():
     rng = np.random.default_rng(2)
     rows = []
