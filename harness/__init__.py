@@ -39,7 +39,7 @@ _API = {
     "two_way_bootstrap": "harness.analysis.crossed", "head_contrasts": "harness.analysis.heads",
     "rate_summary": "harness.analysis.rates", "survival": "harness.analysis.curves",
     "word_rates": "harness.analysis.obeying", "triple_contrasts": "harness.analysis.obeying",
-    "obey_rates": "harness.analysis.obeying",
+    "obey_rates": "harness.analysis.obeying", "ceiling_table": "harness.analysis.obeying",
     "ceiling": "harness.analysis.curves", "step_profile": "harness.analysis.curves",
     "isolation_summary": "harness.analysis.summaries",
     # figures and the report

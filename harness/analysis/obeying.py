@@ -12,6 +12,9 @@ length and placement:
   what it is told not to write?). An obedient model has the first large and the second at or
   below zero; a copier has both large.
 
+For chat models, :func:`ceiling_table` puts each placement's obey rate beside the rate when the
+user gives the same instruction in their own message (placement ``direct``, the ceiling).
+
 Intervals treat prompts and prefixes as random: rates by :func:`harness.analysis.rates.rate_summary`,
 contrasts by :func:`harness.analysis.crossed.compare_groups` (matched by ``pair`` where each pair
 has one prefix of each side). Stateless: DataFrame in, DataFrame out.
@@ -123,8 +126,9 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
     with ``minus_low``/``minus_high``/``p_perm``: the placement's rate minus the ceiling, by
     :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself
-    (the same texts and prompts under both placements). Empty without a ``direct`` run among the
-    conditions (``harness collect`` the placements' runs into one table first)."""
+    (the same texts and prompts under both placements). Empty unless the conditions hold a
+    ``direct`` run beside others (one sweep per placement, loaded together: ``harness figures RUN
+    ... --out DIR``, ``harness collect`` or ``H.load_runs``)."""
     if "obeyed" not in conditions or "placement" not in conditions:
         return pd.DataFrame()
     role = roles(conditions)
