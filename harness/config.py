@@ -138,6 +138,10 @@ class ChatConfig:
     document_close: str = "\n</document>\n\n"
     # placement=direct: between the user's instruction (the prefix) and the task, in one user message
     direct_join: str = "\n\n"
+    # placement=tool on a template that names no tool role but renders any role it is given (plain
+    # ChatML, e.g. SmolLM2's): the tool result arrives as a "tool" turn the model was never trained on.
+    # Off: such templates refuse placement=tool.
+    generic_tool_role: bool = False
     # Passed to apply_chat_template, e.g. {enable_thinking: false} for Qwen3, or a fixed date_string.
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 

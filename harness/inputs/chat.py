@@ -4,7 +4,8 @@
 - ``turn``: an earlier user turn holding the prefix, then the assistant's ``chat.turn_reply``;
 - ``document``: inside the task's user message, before the task, between ``chat.document_open``
   and ``chat.document_close`` (the RAG case);
-- ``tool``: a tool-result message before the task's user turn (templates with a tool role only);
+- ``tool``: a tool-result message before the task's user turn (templates with a tool role only, or
+  with ``chat.generic_tool_role`` one that renders any role by name: a "tool" turn it never trained on);
 - ``direct``: not an injection but its ceiling: the user's own words, before the task in the same
   user message (joined by ``chat.direct_join``), as if the user asked for it. An instruction's obey
   rate here is how often the model does what it is asked directly, the rate the injected placements
@@ -123,8 +124,9 @@ def chat_layout(tokenizer, placement: str, chat=None, parse_special: bool = Fals
         raise HarnessError(f"{where}: the tokenizer has no chat template; use prefix.placement=raw")
     if not isinstance(template, str):
         raise HarnessError(f"{where}: the tokenizer has several named chat templates; this harness uses a single one")
-    if placement == "tool" and not re.search(r"""["'](tool|ipython)["']""", template):
-        raise HarnessError(f"{where}: the chat template has no tool role; use prefix.placement=document or turn")
+    if placement == "tool" and not re.search(r"""["'](tool|ipython)["']""", template) and not chat.generic_tool_role:
+        raise HarnessError(f"{where}: the chat template has no tool role; use prefix.placement=document or turn "
+                           f"(or chat.generic_tool_role=true, if it renders any role it is given)")
     if "strftime_now" in template and "date_string" not in template:
         log.warning("%s: the chat template reads today's date; renders change from day to day", where)
     kwargs = {"date_string": DEFAULT_DATE, **_plain(chat.template_kwargs)}

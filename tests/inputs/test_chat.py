@@ -239,7 +239,12 @@ def test_refusals(toks):
     chatml = chat_tokenizer("qwen2.5")
     chatml.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    one_line_refusal(chatml, "tool", match="no tool role")
+    one_line_refusal(chatml, "tool", match="no tool role.*chat.generic_tool_role=true")
+    # ... unless asked to use its generic rendering: the tool result is a "tool" turn, one block as ever
+    layout = chat_layout(chatml, "tool", ChatConfig(generic_tool_role=True))
+    head, open_, close, gap, tail = layout.pieces
+    assert open_ == "<|im_start|>tool\n" and close == "<|im_end|>\n" and gap.startswith("<|im_start|>user")
+    one_line_refusal(toks["gemma2"], "tool", ChatConfig(generic_tool_role=True), match="must alternate")
     # a default system prompt that even an empty system message cannot keep out: no scaffolding helps
     stubborn = chat_tokenizer("qwen2.5")
     stubborn.chat_template = QWEN25.replace("{%- if messages[0]['role'] == 'system' %}",
