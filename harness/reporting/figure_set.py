@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.analysis import curves, descriptive
-from harness.analysis.obeying import word_rates
+from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.reporting import plots as F
 
@@ -60,7 +60,8 @@ def _grid(rows: int, cols: int, width: float = 4.6, height: float = 3.4, **kwarg
 
 def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                  noise: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
-    """Figures 1-8 (those the tables have data for), one row per model and placement."""
+    """Figures 1-9 (those the tables have data for), one row per model and placement (figure 9, the
+    placements beside the direct ceiling: one row per model)."""
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}
@@ -131,8 +132,17 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             fig, axes = _grid(len(combos), 1)
             for row, (model, placement) in zip(axes, combos):
                 F.plot_hit_rate(row[0], select(rates, model, placement))
-                row[0].set_title(f"Does the model do what the prefix asks? ({title(model, placement)})")
+                row[0].set_title(f"Does the model do what the prefix asks?\n{title(model, placement)}")
             out["fig8_hit_rate"] = fig
+
+        ceiling = ceiling_table(conds)
+        if not ceiling.empty:
+            models = list(dict.fromkeys(ceiling.model.astype(str)))
+            fig, axes = _grid(len(models), 1, width=6.0)
+            for row, model in zip(axes, models):
+                F.plot_ceiling(row[0], ceiling[ceiling.model.astype(str) == model])
+                row[0].set_title(f"Injected, against asked directly\n{model}")
+            out["fig9_ceiling"] = fig
     return out
 
 

@@ -147,3 +147,24 @@ def test_hit_rate_figure_names_its_interval():
     assert len(ax.containers) == 2  # one errorbar per role; A is a band
     assert "Clopper-Pearson at min(prompts, prefixes) units" in ax.get_legend().get_title().get_text()
     plt.close("all")
+
+
+def test_ceiling_figure_puts_the_direct_ceiling_first_with_a_line_per_length():
+    import numpy as np
+    import pandas as pd
+
+    from harness.analysis.obeying import ceiling_table
+    from tests.analysis.test_obeying import placed
+
+    both = pd.concat([placed("system", lambda p, w, k: w == 0), placed("direct", lambda p, w, k: True),
+                      placed("document", lambda p, w, k: p == 0).assign(prefix_len=32)], ignore_index=True)
+    table = ceiling_table(pd.concat([both, both.assign(prefix_len=64)], ignore_index=True))
+    fig, ax = plt.subplots()
+    F.plot_ceiling(ax, table)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["direct\n(ceiling)", "document", "system"]
+    assert len(ax.containers) == 2  # one errorbar series per length
+    points = ax.containers[0].lines[0].get_ydata()  # 32 tokens: direct, document, system
+    assert np.allclose(points, [1.0, 1 / 4, 1 / 3])
+    dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
+    assert len(dotted) == 2 and all(np.allclose(line.get_ydata(), 1.0) for line in dotted)
+    plt.close("all")
