@@ -60,6 +60,22 @@ docs-study:
 	cp $(STUDY_OUT)/claims/claims.md docs/study/claims.md
 	cp $(STUDY_OUT)/claims/figures/claim*.png docs/study/figures/
 
+# Obeying on a real chat model (README, "Obeying: a real chat model"): SmolLM2-135M-Instruct on the
+# assistant_triples set, the instruction injected in four placements and given by the user
+# (placement direct, the ceiling), then one report across the five (and ceiling.parquet, the table behind its
+# ceiling section). Resumable. About 65 minutes on two CPU cores (12-15 per placement).
+ASSISTANT_OUT ?= outputs/assistant
+assistant-study: real-models
+	$(BIN)/harness sweep experiment=assistant prefix.placement=direct,document,system,turn,tool hydra.sweep.dir=$(ASSISTANT_OUT) -m
+	$(BIN)/harness figures $(addprefix $(ASSISTANT_OUT)/,0 1 2 3 4) --out $(ASSISTANT_OUT)/all
+	@echo "assistant-study: $(ASSISTANT_OUT)/all/report.md"
+
+# The README's chat-model obeying results (docs/assistant/) from a finished `make assistant-study`.
+docs-assistant:
+	mkdir -p docs/assistant/figures
+	cp $(ASSISTANT_OUT)/all/report.md $(ASSISTANT_OUT)/all/ceiling.parquet docs/assistant/
+	cp $(ASSISTANT_OUT)/all/figures/fig8_hit_rate.png $(ASSISTANT_OUT)/all/figures/fig9_ceiling.png docs/assistant/figures/
+
 # Do the heads the runs name carry the effect? (README, "Do the named heads matter?") On the
 # obedient demo model's directive sweep (from `make docs`) and on SmolLM2 with the prefix in the
 # system message (from `make study`; 2 random draws per k there), and the detector table for the
