@@ -282,8 +282,10 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     report = out_dir / "report.md"
     write_text(report_markdown(conditions, attention, pngs, title, noise), report)
     written.append(report)
-    ceiling = obeying.ceiling_table(conditions)
+    ceiling, table = obeying.ceiling_table(conditions), out_dir / "ceiling.parquet"
     if not ceiling.empty:  # runs collected across placements, one of them direct: the table behind that section
-        write_parquet(ceiling, out_dir / "ceiling.parquet")
-        written.append(out_dir / "ceiling.parquet")
+        write_parquet(ceiling, table)
+        written.append(table)
+    else:  # an earlier draw's, from other runs
+        table.unlink(missing_ok=True)
     return written
