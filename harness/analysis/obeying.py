@@ -136,8 +136,9 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     x = conditions[keep].assign(role=role[keep], placement=conditions.loc[keep, "placement"].astype(str))
     if x.empty or not (x.placement == CEILING).any():
         return pd.DataFrame()
-    cells = [c for c in ("model", "isolation") if c in x.columns] + ["role", "prefix_len"]
-    rates = rate_summary(x.assign(group=x.role), hit="obeyed", by=(*cells[:-2], "placement", "group", "prefix_len"))
+    settings = [c for c in ("model", "isolation") if c in x.columns]
+    cells = [*settings, "role", "prefix_len"]  # a cell: one ceiling, and the placements read against it
+    rates = rate_summary(x.assign(group=x.role), hit="obeyed", by=(*settings, "placement", "group", "prefix_len"))
     rates = rates.rename(columns={"group": "role"})
     top = rates[rates.placement == CEILING][[*cells, "rate", "ci_low", "ci_high"]]
     rates = rates.merge(top.rename(columns={"rate": "ceiling", "ci_low": "ceiling_low", "ci_high": "ceiling_high"}),

@@ -17,8 +17,10 @@ def _where(r) -> str:
     return f"{r.model}" + (f" ({placement})" if placement not in (None, "raw") and pd.notna(placement) else "")
 
 
-def behaviour_section(conds: pd.DataFrame) -> list[str]:
-    """Word rates by what the prefix said, the two contrasts, and obey rates per check."""
+def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> list[str]:
+    """Word rates by what the prefix said, the two contrasts, obey rates per check, and each
+    placement beside the direct ceiling (``ceiling``: ``obeying.ceiling_table(conds)``, computed
+    here when not given)."""
     rates = obeying.word_rates(conds)
     if rates.empty:
         return []
@@ -34,7 +36,8 @@ def behaviour_section(conds: pd.DataFrame) -> list[str]:
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
-    lines += _contrasts(conds) + _obey_table(conds) + _ceiling(conds)
+    lines += _contrasts(conds) + _obey_table(conds)
+    lines += _ceiling(obeying.ceiling_table(conds) if ceiling is None else ceiling)
     return lines
 
 
@@ -79,10 +82,9 @@ def _obey_table(conds: pd.DataFrame) -> list[str]:
     return lines + [""] + table(["model", "check", "prefix length", "obeyed", "rate", "interval"], rows)
 
 
-def _ceiling(conds: pd.DataFrame) -> list[str]:
+def _ceiling(rates: pd.DataFrame) -> list[str]:
     """Each placement's obey rate beside the direct-instruction ceiling (runs collected across
-    placements, one of them ``direct``)."""
-    rates = obeying.ceiling_table(conds)
+    placements, one of them ``direct``); ``rates``: :func:`obeying.ceiling_table`."""
     if rates.empty:
         return []
     lines = ["", "### Injected, against asked directly", "",

@@ -59,9 +59,10 @@ def _grid(rows: int, cols: int, width: float = 4.6, height: float = 3.4, **kwarg
 
 
 def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
-                 noise: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
+                 noise: pd.DataFrame | None = None, ceiling: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
     """Figures 1-9 (those the tables have data for), one row per model and placement (figure 9, the
-    placements beside the direct ceiling: one row per model)."""
+    placements beside the direct ceiling: one row per model; ``ceiling``: the
+    :func:`ceiling_table` of the baseline conditions, computed here when not given)."""
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}
@@ -135,12 +136,12 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                 row[0].set_title(f"Does the model do what the prefix asks?\n{title(model, placement)}")
             out["fig8_hit_rate"] = fig
 
-        ceiling = ceiling_table(conds)
+        ceiling = ceiling_table(conds) if ceiling is None else ceiling
         if not ceiling.empty:
             models = list(dict.fromkeys(ceiling.model.astype(str)))
             fig, axes = _grid(len(models), 1, width=6.0)
             for row, model in zip(axes, models):
-                F.plot_ceiling(row[0], ceiling[ceiling.model.astype(str) == model])
+                F.plot_ceiling(row[0], select(ceiling, model, None))
                 row[0].set_title(f"Injected, against asked directly\n{model}")
             out["fig9_ceiling"] = fig
     return out

@@ -13,6 +13,8 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
+from harness.analysis.obeying import CEILING
+
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000", "#F0E442"]
 GROUP_COLOURS = {"A": "#000000", "B": "#0072B2", "C": "#D55E00"}
@@ -194,18 +196,17 @@ def plot_ceiling(ax, table: pd.DataFrame):
     """Figure 9: how often the instructions that ask for something were obeyed, per placement (the
     direct ceiling first) and prefix length, with 95% intervals; each length's ceiling as a dotted
     line across. ``table``: one model's :func:`harness.analysis.obeying.ceiling_table` rows."""
-    asked = table[table.role == "asked"]
-    order = sorted(set(asked.placement.astype(str)), key=lambda p: (p != "direct", p))
+    asked = table[table.role == "asked"].assign(placement=lambda d: d.placement.astype(str))
+    order = sorted(set(asked.placement), key=lambda p: (p != CEILING, p))
     lengths = sorted(set(asked.prefix_len))
     width = 0.6 / max(len(lengths), 1)
     for i, (length, colour) in enumerate(zip(lengths, OKABE_ITO)):
-        cells = asked[asked.prefix_len == length].set_index(asked[asked.prefix_len == length].placement.astype(str))
-        cells = cells.reindex(order)
+        cells = asked[asked.prefix_len == length].set_index("placement").reindex(order)
         x = np.arange(len(order)) + (i - (len(lengths) - 1) / 2) * width
         ax.errorbar(x, cells.rate, yerr=[cells.rate - cells.ci_low, cells.ci_high - cells.rate], fmt="o", capsize=3,
                     color=colour, label=f"{length} tokens")
         ax.axhline(cells.ceiling.iloc[0], color=colour, linestyle=":", linewidth=1)
-    ax.set_xticks(range(len(order)), [f"{p}\n(ceiling)" if p == "direct" else p for p in order])
+    ax.set_xticks(range(len(order)), [f"{p}\n(ceiling)" if p == CEILING else p for p in order])
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of asked-for instructions obeyed")
     ax.legend(title="prefix length (dotted: its ceiling); 95% CI: Clopper-Pearson", title_fontsize=7, fontsize=7)

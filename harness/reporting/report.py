@@ -33,8 +33,10 @@ SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "deli
 
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
-                    title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> str:
-    """A GitHub-readable report of one run (or several collected ones)."""
+                    title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
+                    ceiling: pd.DataFrame | None = None) -> str:
+    """A GitHub-readable report of one run (or several collected ones). ``ceiling``: the
+    :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed."""
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [f"# {title}", "",
@@ -47,7 +49,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              "prefixes' B/C labels: these support claims about instruction-like content in general, and lead. "
              "*prompts*: bootstrap over prompts (BCa where it applies) and Wilcoxon tests paired by prompt: claims "
              "about these particular prefixes only."]
-    lines += behaviour_section(conds) + _output(conds) + _contrasts(conds)
+    lines += behaviour_section(conds, ceiling) + _output(conds) + _contrasts(conds)
     if attention is not None and not attention.empty:
         lines += _attention(conds, baseline(attention))
     lines += _noise(conditions, noise) + _isolation(conditions, noise)
@@ -273,16 +275,17 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     from harness.reporting import plots as F
 
     out_dir = Path(out_dir)
+    ceiling = obeying.ceiling_table(baseline(conditions))  # the report, figure 9 and ceiling.parquet share it
     written = []
-    for name, fig in make_figures(conditions, attention, noise).items():
+    for name, fig in make_figures(conditions, attention, noise, ceiling).items():
         written += F.save_figure(fig, out_dir / "figures" / name)
     for stale in set(figure_files_in(out_dir / "figures")) - set(written):  # an earlier draw's, or a killed one's
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
-    write_text(report_markdown(conditions, attention, pngs, title, noise), report)
+    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling), report)
     written.append(report)
-    ceiling, table = obeying.ceiling_table(conditions), out_dir / "ceiling.parquet"
+    table = out_dir / "ceiling.parquet"
     if not ceiling.empty:  # runs collected across placements, one of them direct: the table behind that section
         write_parquet(ceiling, table)
         written.append(table)
