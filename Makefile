@@ -74,7 +74,7 @@ assistant-study: real-models
 docs-assistant:
 	mkdir -p docs/assistant/figures
 	cp $(ASSISTANT_OUT)/all/report.md $(ASSISTANT_OUT)/all/ceiling.parquet docs/assistant/
-	cp $(ASSISTANT_OUT)/all/figures/fig8_hit_rate.png $(ASSISTANT_OUT)/all/figures/fig9_ceiling.png docs/assistant/figures/
+	cp $(ASSISTANT_OUT)/all/figures/*.png docs/assistant/figures/  # every figure the report links
 
 # Do the heads the runs name carry the effect? (README, "Do the named heads matter?") On the
 # obedient demo model's directive sweep (from `make docs`) and on SmolLM2 with the prefix in the
