@@ -50,30 +50,39 @@ class DirectiveMixer:
         pool = self.para_ids if rng.random() < self.mix.paragraph_fraction else self.story_ids
         return [self.eot] + pool[rng.randrange(len(pool))]
 
-    def _synth_item(self, rng: random.Random, max_context: int) -> tuple[list[int], int, list[int], int | None]:
-        """Token ids of one synthesized example (after an end of text), the index where its
-        continuation starts, the indices of the target's tokens in the continuation, and for a
-        prohibition the forbidden word's first token (as a story writes it: after a space)."""
-        from harness.demo import directives as D
-        from harness.inputs.assembly import encode
-
+    def _draw_kind(self, rng: random.Random) -> str:
         r = rng.random()
         shares = (("directive", self.mix.directive_share), ("mention", self.mix.mention_share),
                   ("prohibition", self.mix.prohibition_share))
-        kind, edge = "plain", 0.0
+        edge = 0.0
         for name, share in shares:
             edge += share
             if r < edge:
-                kind = name
-                break
+                return name
+        return "plain"
+
+    def _texts(self, rng: random.Random) -> tuple[str, str]:
+        """A story to continue and a context (other stories) of at least 1,400 characters."""
+        story = rng.choice(self.stories)
+        context = rng.choice(self.stories)
+        while len(context) < 1400:
+            context += "\n" + rng.choice(self.stories)
+        return story, context
+
+    def _synth_items(self, rng: random.Random, max_context: int) -> list[tuple[list[int], int, list[int], int | None]]:
+        """One synthesized example, or with ``paired_prohibitions`` a prohibition and its matched ask
+        (``harness.demo.contrast_pairs``), encoded by :meth:`_encode`."""
+        from harness.demo import directives as D
+
+        kind = self._draw_kind(rng)
+        if kind == "prohibition" and self.mix.paired_prohibitions:
+            return self._pair_items(rng, max_context)
         while True:
-            story = rng.choice(self.stories)
-            context = rng.choice(self.stories)
-            while len(context) < 1400:
-                context += "\n" + rng.choice(self.stories)
+            story, context = self._texts(rng)
             templates, prohibitions = D.TRAIN_TEMPLATES, D.TRAIN_PROHIBITIONS
             # (only these kinds draw: the recipes before prohibitions keep their random streams)
-            if kind in ("directive", "prohibition") and self.mix.phrasing_grammar and rng.random() < self.mix.phrasing_grammar:
+            grammar = self.mix.phrasing_grammar
+            if kind in ("directive", "prohibition") and grammar and rng.random() < grammar:
                 if kind == "directive":
                     templates = (D.compose_directive(rng),)
                 else:
@@ -81,7 +90,34 @@ class DirectiveMixer:
             ex = D.synthesize(kind, context, story, rng, max_continuation_chars=self.mix.continuation_chars,
                               source=self.source, templates=templates, prohibitions=prohibitions)
             if ex is not None:
-                break
+                return [self._encode(ex, rng, max_context)]
+
+    def _pair_items(self, rng: random.Random, max_context: int) -> list[tuple[list[int], int, list[int], int | None]]:
+        """A matched ask and prohibition, cut to the same context length where their sentences allow."""
+        from harness.demo import contrast_pairs as P
+        from harness.demo import directives as D
+
+        while True:
+            story, context = self._texts(rng)
+            if self.mix.phrasing_grammar and rng.random() < self.mix.phrasing_grammar:
+                ask, forbid = P.compose_pair(rng)
+            else:
+                ask, forbid = rng.choice(D.TRAIN_TEMPLATES), rng.choice(D.TRAIN_PROHIBITIONS)
+            pair = P.synthesize_pair(context, story, rng, directive_template=ask, prohibition_template=forbid,
+                                     source=self.source, max_continuation_chars=self.mix.continuation_chars)
+            if pair is not None:
+                state = rng.getstate()
+                first = self._encode(pair[0], rng, max_context)
+                rng.setstate(state)
+                return [first, self._encode(pair[1], rng, max_context)]
+
+    def _encode(self, ex, rng: random.Random, max_context: int) -> tuple[list[int], int, list[int], int | None]:
+        """Token ids of example ``ex`` (after an end of text), the index where its continuation
+        starts, the indices of the target's tokens in the continuation, and for a prohibition the
+        forbidden word's first token (as a story writes it: after a space)."""
+        from harness.demo import directives as D
+        from harness.inputs.assembly import encode
+
         ids, start = D.encode_example(self.tokenizer, ex, rng, separator_ids=self.sep,
                                       max_context_tokens=max_context)
         ids = [self.eot] + ids
@@ -127,6 +163,24 @@ class DirectiveMixer:
         repeats = rng.choice((2, 2, 3))
         return [self.eot] + once * repeats, [0.0] * (1 + len(once)) + [1.0] * (len(once) * (repeats - 1))
 
+    def _synth_row(self, item: tuple[list[int], int, list[int], int | None], span: int
+                   ) -> tuple[list[int], list[float], list[int]]:
+        """Token ids, loss weights and avoid marks of one encoded synthesized example."""
+        ids, start, target_pos, forbidden = item
+        ids = ids[:span]
+        w = [1.0] * len(ids)
+        for j in range(start, min(start + self.mix.answer_window, len(ids))):
+            w[j] = self.mix.answer_weight
+        for j in target_pos:
+            if j < len(ids):
+                w[j] = self.mix.target_weight
+        avoid: list[int] = []
+        if forbidden is not None:
+            avoid = [-1] * len(ids)
+            for j in range(start, min(start + (self.mix.unlikelihood_window or self.mix.answer_window), len(ids))):
+                avoid[j] = forbidden
+        return ids, w, avoid
+
     def max_context(self, step: int, total_steps: int) -> int:
         """Curriculum: short contexts for the first ``curriculum`` share of the steps."""
         if step < self.mix.curriculum * total_steps:
@@ -136,9 +190,9 @@ class DirectiveMixer:
     def batch(self, step: int, batch_size: int, total_steps: int
               ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Micro-batches ``(tokens [b, T + 1], loss weights [b, T], avoid [b, T])`` of training step
-        ``step``: ``avoid`` holds, at each of a prohibition's first ``answer_window`` continuation
-        positions, the forbidden word's first token, whose probability there the unlikelihood term
-        pushes down (-1 elsewhere)."""
+        ``step``: ``avoid`` holds, at each of a prohibition's first ``unlikelihood_window`` (or
+        ``answer_window``) continuation positions, the forbidden word's first token, whose
+        probability there the unlikelihood term pushes down (-1 elsewhere)."""
         rng = random.Random(self.seed * 1_000_003 + step)
         span = self.seq_len + 1
         n_synth = round(batch_size * self.mix.synth_fraction)
@@ -152,19 +206,10 @@ class DirectiveMixer:
                 ids = self._copy_item(rng)[:span]
                 w = [1.0] * len(ids)
             elif i < n_synth:
-                ids, start, target_pos, forbidden = self._synth_item(rng, self.max_context(step, total_steps))
-                ids = ids[:span]
-                w = [1.0] * len(ids)
-                window = range(start, min(start + self.mix.answer_window, len(ids)))
-                for j in window:
-                    w[j] = self.mix.answer_weight
-                for j in target_pos:
-                    if j < len(ids):
-                        w[j] = self.mix.target_weight
-                if forbidden is not None:
-                    avoid = [-1] * len(ids)
-                    for j in window:
-                        avoid[j] = forbidden
+                # a matched pair is two rows: the step is one row longer than batch_size then
+                items = self._synth_items(rng, self.max_context(step, total_steps))
+                rows += [self._synth_row(item, span) for item in items]
+                continue
             else:
                 ids = []
                 while len(ids) < self.mix.plain_len:

@@ -151,6 +151,11 @@ class MixSettings:
         "share of synthesized examples that forbid a word the continuation then never uses"))
     unlikelihood_weight: float = field(default=0.0, metadata=option(
         "weight of -log(1 - p(forbidden word)) at a prohibition's first continuation tokens"))
+    paired_prohibitions: bool = field(default=False, metadata=option(
+        "draw each prohibition with its matched ask: same context, story and word, the sentence negated "
+        "(harness.demo.contrast_pairs)"))
+    unlikelihood_window: int = field(default=0, metadata=option(
+        "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(
         "share of plain documents that are single paragraphs"))
     max_context_tokens: int = 300

@@ -1,0 +1,131 @@
+"""Matched ask / prohibition pairs for the obedient model (``--paired-prohibitions``, issue #28).
+
+Prohibitions drawn on their own did not teach the model to tell "put X in the next story" from
+"do not put X in the next story": a run with 40% prohibitions wrote a forbidden word about as often
+as an asked one, even on phrasings from its own training grammar (the word, its context and the
+sentence around it all differed between the asks and the prohibitions it saw, so lowering the word
+after a prohibition and raising it after an ask pulled on the same copying). Here each prohibition
+comes with its ask: the same context, the same story opening, the same word at the same place, and
+a sentence that differs from the ask's only in what the negation changes ("put X in S" / "never put
+X in S"; "S must include X" / "S must not include X"). What the two rows share cancels; what is left
+to learn is the negation.
+
+Pure functions of the ``random.Random`` passed in, like ``harness.demo.directives``."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from harness.demo.directive_phrasings import (
+    GRAMMAR_COMMANDS,
+    GRAMMAR_ENDINGS,
+    GRAMMAR_OPENERS,
+    GRAMMAR_PROHIBITIONS,
+    GRAMMAR_REQUESTS,
+    GRAMMAR_STATEMENTS,
+    GRAMMAR_STORIES,
+)
+from harness.demo.directives import Example, TargetSource, _free_word, insert_sentence, render
+from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun
+
+# Ways to forbid a command ("{C}": a grammar command such as "put {X} in {S}").
+NEGATED_COMMANDS: tuple[str, ...] = tuple(p for p in GRAMMAR_PROHIBITIONS if "{C}" in p)
+
+# A statement's negation: the first pattern that matches is replaced once. Statements that are
+# negative already ("{S} can't do without {X}") or whose negation would not forbid the word ("{S}
+# does not need {X}", "{X} is not the word for {S}") or that would carry a held-out phrasing's
+# wording ("does not get the word {X}": "get the word") have no rule and are paired with a grammar
+# prohibition of the same story and word instead.
+_STATEMENT_NEGATIONS: tuple[tuple[str, str], ...] = (
+    (r"^there (must|should) be ", r"there \1 not be "),
+    (r" (must|should|will) ", r" \1 not "),
+    (r" has to (have|use|be) ", r" must not \1 "),
+    (r" is to ", " is not to "),
+    (r" is about ", " is not about "),
+    (r" (goes|belongs) in ", lambda m: {"goes": " does not go in ", "belongs": " does not belong in "}[m.group(1)]),
+    (r" contains ", " does not contain "),
+)
+
+
+def negate_statement(statement: str) -> str | None:
+    """``statement`` (a grammar statement) with its verb negated, or None when it is negative
+    already or no rule fits. "{S} must include {X}" -> "{S} must not include {X}"."""
+    if " not " in f" {statement} " or "n't" in statement:
+        return None
+    for pattern, replacement in _STATEMENT_NEGATIONS:
+        new, n = re.subn(pattern, replacement, statement, count=1)
+        if n:
+            return new
+    return None
+
+
+# Commands whose negation forbids the word: not those negated already ("do not forget {X} in
+# {S}", a double negative that asks for it) nor those about remembering or making sure ("don't
+# be sure to put {X} in {S}" forbids nothing).
+_POSITIVE_COMMANDS = tuple(c for c in GRAMMAR_COMMANDS if not c.startswith(("do not", "don't", "remember", "be sure",
+                                                                           "make sure")))
+
+
+def compose_pair(rng: random.Random) -> tuple[str, str]:
+    """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
+    word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
+    ``{a_word}`` slots. Half are a command and the command negated; the rest a statement and the
+    statement negated (or, for a request or a statement with no negation rule, a grammar
+    prohibition of the same story and word)."""
+    story = rng.choice(GRAMMAR_STORIES)
+    word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
+    ending = rng.choice(GRAMMAR_ENDINGS)
+    form = rng.random()
+    if form < 0.5:
+        command = rng.choice(_POSITIVE_COMMANDS)
+        ask, forbid = command + ending, rng.choice(NEGATED_COMMANDS).replace("{C}", command) + ending
+    else:
+        ask = rng.choice(GRAMMAR_STATEMENTS) if form < 0.85 else rng.choice(GRAMMAR_REQUESTS)
+        negated = negate_statement(ask) if form < 0.85 else None
+        if negated is None:
+            negated = rng.choice([p for p in GRAMMAR_PROHIBITIONS if "{C}" not in p]) + ending
+        ask = ask if ask.endswith(("?", ".")) else ask + ending
+        forbid = negated if negated.endswith(("?", ".", "!")) else negated + ending
+    opener = rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
+    out = []
+    for body in (ask, forbid):
+        slot = "the word {word}" if body.startswith("{X}") else word
+        body = body.replace("{S}", story).replace("{X}", slot)
+        if not opener or opener[-1] in ".!:":
+            body = body[0].upper() + body[1:]
+        out.append(f"{opener} {body}" if opener else body)
+    return out[0], out[1]
+
+
+def synthesize_pair(
+    context_text: str,
+    story: str,
+    rng: random.Random,
+    *,
+    directive_template: str,
+    prohibition_template: str,
+    source: TargetSource = TargetSource(),
+    max_continuation_chars: int = 400,
+) -> tuple[Example, Example] | None:
+    """A directive example and a prohibition example of the same word, inserted at the same place
+    of the same context, before the same story opening: the directive's continuation uses the word
+    (a bridge, then the rest of the story), the prohibition's is the story's own text, which never
+    contains it. None when ``story`` is too short."""
+    op = make_opening(story, rng)
+    if op is None:
+        return None
+    natural = clip_sentences(op.natural, max_continuation_chars)
+    rest = clip_sentences(op.rest, max_continuation_chars)
+    word = _free_word(source, rng, op.opening + natural)
+    quote = rng.choice(source.quotes)
+    position = rng.choice(["start", "middle", "end"])
+    state = rng.getstate()  # both sentences go in at the same place
+    ask = render(directive_template, word, quote)
+    ask_context, ask_span = insert_sentence(context_text, ask, rng, position)
+    rng.setstate(state)
+    forbid = render(prohibition_template, word, quote)
+    forbid_context, forbid_span = insert_sentence(context_text, forbid, rng, position)
+    continuation = bridge(op.kind, word, pronoun(op.opening), rng) + rest
+    return (Example("directive", ask_context, ask_span, position, op.opening, continuation, word, ()),
+            Example("prohibition", forbid_context, forbid_span, position, op.opening, natural, None, (word,)))

@@ -1,0 +1,105 @@
+"""Matched ask / prohibition pairs (harness/demo/contrast_pairs.py) and the mixer rows they make."""
+
+import random
+import re
+
+import pytest
+
+from harness.demo import contrast_pairs as P
+from harness.demo import directives as D
+from tests.demo.test_directives import STORIES, markers_in
+
+NEGATION = ("not", "never", "don't", "without", "cannot", "out of", "avoid")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from tests.demo.test_directives import DEMO
+
+    return AutoTokenizer.from_pretrained(DEMO)
+
+
+@pytest.mark.parametrize(("statement", "negated"), [
+    ("{S} must include {X}", "{S} must not include {X}"),
+    ("{S} has to use {X}", "{S} must not use {X}"),
+    ("there should be {X} in {S}", "there should not be {X} in {S}"),
+    ("{X} belongs in {S}", "{X} does not belong in {S}"),
+    ("{S} contains {X}", "{S} does not contain {X}"),
+    ("{S} can't do without {X}", None),  # negative already: no rule
+    ("{S} needs {X} in it", None),  # "does not need" would not forbid the word
+])
+def test_negate_statement_by_hand(statement, negated):
+    assert P.negate_statement(statement) == negated
+
+
+def test_pairs_differ_only_in_the_negation_and_keep_the_split():
+    """Ask and prohibition share the opener, the story phrase and the word slot; only the
+    prohibition is negative; neither carries held-out or validation wording."""
+    rng = random.Random(0)
+    pairs = [P.compose_pair(rng) for _ in range(3000)]
+    assert len(set(pairs)) > 1000
+    same_frame = 0
+    for ask, forbid in pairs:
+        assert not markers_in(D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, ask + " " + forbid), (ask, forbid)
+        assert any(n in forbid.lower() for n in NEGATION), forbid
+        assert "don't be sure" not in forbid.lower() and "not forget" not in forbid.lower()
+        assert ("{word}" in ask or "{a_word}" in ask) and ("{word}" in forbid or "{a_word}" in forbid)
+        a, f = ask.split(), forbid.split()
+        same_frame += a[0] == f[0] or a[-1] == f[-1]
+    assert same_frame > 0.9 * len(pairs)  # the same opener, or the same ending and story phrase
+    # half are a command and its negation: taking the negator out gives the ask back
+    def without_negator(text):
+        return {re.sub(r"\b" + n, "", text, count=1, flags=re.I).lower()
+                for n in ("please do not ", "you must not ", "do not ", "don't ", "never ")}
+
+    commands = sum(ask.lower() in without_negator(forbid) for ask, forbid in pairs)
+    assert 0.4 < commands / len(pairs) < 0.6
+
+
+def test_synthesized_pair_shares_everything_but_the_sentence():
+    rng = random.Random(4)
+    for i in range(10):
+        pair = P.synthesize_pair(STORIES[0] * 3, STORIES[1 + i % 2], rng,
+                                 directive_template="Put {a_word} in the next story.",
+                                 prohibition_template="Never put {a_word} in the next story.")
+        assert pair is not None
+        ask, forbid = pair
+        word = ask.target
+        assert forbid.mentioned == (word,) and forbid.target is None
+        assert ask.opening == forbid.opening and ask.position == forbid.position
+        assert ask.context[:ask.insert[0]] == forbid.context[:forbid.insert[0]]  # the same place
+        assert ask.context[ask.insert[1]:] == forbid.context[forbid.insert[1]:]
+        assert forbid.context[forbid.insert[0]:forbid.insert[1]] == "Never " + ask.context[
+            ask.insert[0]:ask.insert[1]].replace("Put", "put")
+        assert D.target_hit(word, ask.continuation)  # the ask is obeyed, the prohibition too
+        assert not D.target_hit(word, forbid.opening + forbid.continuation)
+
+
+def test_paired_rows_come_in_matched_twos(tokenizer):
+    """With --paired-prohibitions each prohibition row has an ask row of the same word in the same
+    step; the prohibition's forbidden token is marked over the whole unlikelihood window; the
+    unpaired recipe still draws one row per synthesized slot."""
+    from harness.demo.mixer import DirectiveMixer
+    from harness.demo.settings import MixSettings
+
+    base = dict(synth_fraction=1.0, directive_share=0.0, mention_share=0.0, prohibition_share=1.0,
+                copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64, phrasing_grammar=1.0)
+    mix = MixSettings(**base, paired_prohibitions=True, unlikelihood_window=10)
+    (tokens, weights, avoid), = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0).batch(0, 4, 100)
+    assert tokens.shape[0] == 8  # four pairs
+    forbidden, asked = [], []
+    for row, w, a in zip(tokens.tolist(), weights.tolist(), avoid.tolist()):
+        marked = [j for j, x in enumerate(a) if x >= 0]
+        if marked:
+            assert len(marked) == 10 and marked == list(range(marked[0], marked[0] + 10))
+            forbidden.append(a[marked[0]])
+        else:
+            target = [j for j, x in enumerate(w) if x == mix.target_weight]
+            assert target
+            asked.append(row[target[0] + 1])  # weights[j] is about token j + 1
+    assert sorted(forbidden) == sorted(asked)  # each prohibition's word is its ask's target
+    # without pairs: one row per slot
+    plain = DirectiveMixer(tokenizer, STORIES * 4, MixSettings(**base), 256, 0).batch(0, 4, 100)
+    assert sum(t.shape[0] for t, _, _ in plain) == 4
