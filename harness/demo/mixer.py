@@ -10,12 +10,27 @@ from __future__ import annotations
 
 import json
 import random
+from typing import NamedTuple
 
 import torch
 
 from harness.demo.corpus import encode_stories, paragraphs
 from harness.demo.settings import MixSettings
 from harness.demo.training import token_losses
+
+
+class Encoded(NamedTuple):
+    """One synthesized example as token ids: ``ids`` (after an end of text), ``start`` (where the
+    continuation starts), ``target_pos`` (the indices of the asked word's tokens in the
+    continuation), ``forbidden`` (a prohibition's forbidden word's first token, as a story writes it:
+    after a space) and ``trained``: False for a counterfactual row, which is trained only to not
+    write the forbidden word where the ask's continuation wrote it (no cross-entropy)."""
+
+    ids: list[int]
+    start: int
+    target_pos: list[int]
+    forbidden: int | None
+    trained: bool = True
 
 
 class DirectiveMixer:
@@ -69,7 +84,7 @@ class DirectiveMixer:
             context += "\n" + rng.choice(self.stories)
         return story, context
 
-    def _synth_items(self, rng: random.Random, max_context: int) -> list[tuple[list[int], int, list[int], int | None]]:
+    def _synth_items(self, rng: random.Random, max_context: int) -> list[Encoded]:
         """One synthesized example, or with ``paired_prohibitions`` a prohibition and its matched ask
         (``harness.demo.contrast_pairs``), encoded by :meth:`_encode`."""
         from harness.demo import directives as D
@@ -92,7 +107,7 @@ class DirectiveMixer:
             if ex is not None:
                 return [self._encode(ex, rng, max_context)]
 
-    def _pair_items(self, rng: random.Random, max_context: int) -> list[tuple[list[int], int, list[int], int | None]]:
+    def _pair_items(self, rng: random.Random, max_context: int) -> list[Encoded]:
         """A matched ask and prohibition, cut to the same context length where their sentences allow."""
         from harness.demo import contrast_pairs as P
         from harness.demo import directives as D
@@ -107,11 +122,19 @@ class DirectiveMixer:
                                      source=self.source, max_continuation_chars=self.mix.continuation_chars)
             if pair is not None:
                 state = rng.getstate()
-                first = self._encode(pair[0], rng, max_context)
+                ask = self._encode(pair[0], rng, max_context)
                 rng.setstate(state)
-                return [first, self._encode(pair[1], rng, max_context)]
+                forbid = self._encode(pair[1], rng, max_context)
+                if not self.mix.counterfactual_rows or not ask.target_pos:
+                    return [ask, forbid]
+                # the prohibition's context, then the ask's continuation: where it writes the word,
+                # the forbidden word's probability is pushed down (free generation fails right there)
+                shift = forbid.start - ask.start
+                counterfactual = Encoded(forbid.ids[:forbid.start] + ask.ids[ask.start:], forbid.start,
+                                         [j + shift for j in ask.target_pos], forbid.forbidden, trained=False)
+                return [ask, forbid, counterfactual]
 
-    def _encode(self, ex, rng: random.Random, max_context: int) -> tuple[list[int], int, list[int], int | None]:
+    def _encode(self, ex, rng: random.Random, max_context: int) -> Encoded:
         """Token ids of example ``ex`` (after an end of text), the index where its continuation
         starts, the indices of the target's tokens in the continuation, and for a prohibition the
         forbidden word's first token (as a story writes it: after a space)."""
@@ -131,7 +154,7 @@ class DirectiveMixer:
                     break
         forbidden = encode(self.tokenizer, " " + ex.mentioned[0])[0] if ex.kind == "prohibition" else None
         # No end of text after the clipped continuation: the story goes on (padding is not trained).
-        return ids, start, target_pos, forbidden
+        return Encoded(ids, start, target_pos, forbidden)
 
     def _copy_item(self, rng: random.Random) -> list[int]:
         """A text and then the same text again: a list of made-up and real words, or a paragraph.
@@ -163,22 +186,27 @@ class DirectiveMixer:
         repeats = rng.choice((2, 2, 3))
         return [self.eot] + once * repeats, [0.0] * (1 + len(once)) + [1.0] * (len(once) * (repeats - 1))
 
-    def _synth_row(self, item: tuple[list[int], int, list[int], int | None], span: int
+    def _synth_row(self, item: Encoded, span: int
                    ) -> tuple[list[int], list[float], list[int]]:
         """Token ids, loss weights and avoid marks of one encoded synthesized example."""
-        ids, start, target_pos, forbidden = item
-        ids = ids[:span]
+        ids = item.ids[:span]
+        if not item.trained:
+            avoid = [-1] * len(ids)
+            if item.target_pos and item.target_pos[0] < len(ids):
+                avoid[item.target_pos[0]] = item.forbidden
+            return ids, [0.0] * len(ids), avoid
         w = [1.0] * len(ids)
-        for j in range(start, min(start + self.mix.answer_window, len(ids))):
+        for j in range(item.start, min(item.start + self.mix.answer_window, len(ids))):
             w[j] = self.mix.answer_weight
-        for j in target_pos:
+        for j in item.target_pos:
             if j < len(ids):
                 w[j] = self.mix.target_weight
         avoid: list[int] = []
-        if forbidden is not None:
+        if item.forbidden is not None:
             avoid = [-1] * len(ids)
-            for j in range(start, min(start + (self.mix.unlikelihood_window or self.mix.answer_window), len(ids))):
-                avoid[j] = forbidden
+            window = self.mix.unlikelihood_window or self.mix.answer_window
+            for j in range(item.start, min(item.start + window, len(ids))):
+                avoid[j] = item.forbidden
         return ids, w, avoid
 
     def max_context(self, step: int, total_steps: int) -> int:

@@ -154,6 +154,9 @@ class MixSettings:
     paired_prohibitions: bool = field(default=False, metadata=option(
         "draw each prohibition with its matched ask: same context, story and word, the sentence negated "
         "(harness.demo.contrast_pairs)"))
+    counterfactual_rows: bool = field(default=False, metadata=option(
+        "with --paired-prohibitions, a third row per pair: the prohibition's context with the ask's continuation, "
+        "trained only to not write the word where the ask wrote it"))
     unlikelihood_window: int = field(default=0, metadata=option(
         "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(

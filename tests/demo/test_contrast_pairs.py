@@ -103,3 +103,29 @@ def test_paired_rows_come_in_matched_twos(tokenizer):
     # without pairs: one row per slot
     plain = DirectiveMixer(tokenizer, STORIES * 4, MixSettings(**base), 256, 0).batch(0, 4, 100)
     assert sum(t.shape[0] for t, _, _ in plain) == 4
+
+
+def test_counterfactual_rows_teach_only_not_writing_the_word_where_the_ask_did(tokenizer):
+    """--counterfactual-rows: a third row per pair, the prohibition's context followed by the ask's
+    continuation, with no cross-entropy and the forbidden token marked exactly where that
+    continuation writes the word."""
+    from harness.demo.mixer import DirectiveMixer
+    from harness.demo.settings import MixSettings
+
+    mix = MixSettings(synth_fraction=1.0, directive_share=0.0, mention_share=0.0, prohibition_share=1.0,
+                      copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64, phrasing_grammar=1.0,
+                      paired_prohibitions=True, counterfactual_rows=True)
+    mixer = DirectiveMixer(tokenizer, STORIES * 4, mix, 256, 0)
+    items = mixer._pair_items(random.Random(1), 300)
+    assert len(items) == 3
+    ask, forbid, counterfactual = items
+    assert counterfactual.ids[:forbid.start] == forbid.ids[:forbid.start]  # the prohibition's context
+    assert counterfactual.ids[forbid.start:] == ask.ids[ask.start:]  # then the ask's continuation
+    ids, weights, avoid = mixer._synth_row(counterfactual, 257)
+    assert not any(weights)
+    (marked,) = [j for j, x in enumerate(avoid) if x >= 0]
+    assert ids[marked] == avoid[marked] == forbid.forbidden  # the word's first token, where the ask wrote it
+    word = tokenizer.decode([forbid.forbidden]).strip()
+    assert word and word in tokenizer.decode(ids[:forbid.start])  # the prohibition named it
+    (tokens, _, _), = mixer.batch(0, 4, 100)
+    assert tokens.shape[0] == 12  # four pairs, three rows each
