@@ -17,20 +17,12 @@ from __future__ import annotations
 import random
 import re
 
-from harness.demo.directive_phrasings import (
-    GRAMMAR_COMMANDS,
-    GRAMMAR_ENDINGS,
-    GRAMMAR_OPENERS,
-    GRAMMAR_PROHIBITIONS,
-    GRAMMAR_REQUESTS,
-    GRAMMAR_STATEMENTS,
-    GRAMMAR_STORIES,
-)
+from harness.demo import directive_phrasings as W
 from harness.demo.directives import Example, TargetSource, _free_word, insert_sentence, render
 from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun
 
 # Ways to forbid a command ("{C}": a grammar command such as "put {X} in {S}").
-NEGATED_COMMANDS: tuple[str, ...] = tuple(p for p in GRAMMAR_PROHIBITIONS if "{C}" in p)
+NEGATED_COMMANDS: tuple[str, ...] = tuple(p for p in W.GRAMMAR_PROHIBITIONS if "{C}" in p)
 
 # A statement's negation: the first pattern that matches is replaced once. Statements that are
 # negative already ("{S} can't do without {X}") or whose negation would not forbid the word ("{S}
@@ -63,7 +55,7 @@ def negate_statement(statement: str) -> str | None:
 # Commands whose negation forbids the word: not those negated already ("do not forget {X} in
 # {S}", a double negative that asks for it) nor those about remembering or making sure ("don't
 # be sure to put {X} in {S}" forbids nothing).
-_POSITIVE_COMMANDS = tuple(c for c in GRAMMAR_COMMANDS if not c.startswith(("do not", "don't", "remember", "be sure",
+_POSITIVE_COMMANDS = tuple(c for c in W.GRAMMAR_COMMANDS if not c.startswith(("do not", "don't", "remember", "be sure",
                                                                            "make sure")))
 
 
@@ -73,21 +65,21 @@ def compose_pair(rng: random.Random) -> tuple[str, str]:
     ``{a_word}`` slots. Half are a command and the command negated; the rest a statement and the
     statement negated (or, for a request or a statement with no negation rule, a grammar
     prohibition of the same story and word)."""
-    story = rng.choice(GRAMMAR_STORIES)
+    story = rng.choice(W.GRAMMAR_STORIES)
     word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
-    ending = rng.choice(GRAMMAR_ENDINGS)
+    ending = rng.choice(W.GRAMMAR_ENDINGS)
     form = rng.random()
     if form < 0.5:
         command = rng.choice(_POSITIVE_COMMANDS)
         ask, forbid = command + ending, rng.choice(NEGATED_COMMANDS).replace("{C}", command) + ending
     else:
-        ask = rng.choice(GRAMMAR_STATEMENTS) if form < 0.85 else rng.choice(GRAMMAR_REQUESTS)
+        ask = rng.choice(W.GRAMMAR_STATEMENTS) if form < 0.85 else rng.choice(W.GRAMMAR_REQUESTS)
         negated = negate_statement(ask) if form < 0.85 else None
         if negated is None:
-            negated = rng.choice([p for p in GRAMMAR_PROHIBITIONS if "{C}" not in p]) + ending
+            negated = rng.choice([p for p in W.GRAMMAR_PROHIBITIONS if "{C}" not in p]) + ending
         ask = ask if ask.endswith(("?", ".")) else ask + ending
         forbid = negated if negated.endswith(("?", ".", "!")) else negated + ending
-    opener = rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
+    opener = rng.choice(W.GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
     out = []
     for body in (ask, forbid):
         slot = "the word {word}" if body.startswith("{X}") else word
