@@ -22,7 +22,9 @@ from harness.demo.directives import Example, TargetSource, _free_word, insert_se
 from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun
 
 # Ways to forbid a command ("{C}": a grammar command such as "put {X} in {S}").
-NEGATED_COMMANDS: tuple[str, ...] = tuple(p for p in W.GRAMMAR_PROHIBITIONS if "{C}" in p)
+NEGATED_COMMANDS: tuple[str, ...] = tuple(p for p in W.GRAMMAR_PROHIBITIONS if "{C}" in p) + W.GRAMMAR_NEGATORS
+# Ways to forbid the word that negate no particular ask ("{X} is off limits in {S}").
+BANS: tuple[str, ...] = tuple(p for p in W.GRAMMAR_PROHIBITIONS if "{C}" not in p) + W.GRAMMAR_BANS
 
 # A statement's negation: the first pattern that matches is replaced once. Statements that are
 # negative already ("{S} can't do without {X}") or whose negation would not forbid the word ("{S}
@@ -62,9 +64,10 @@ _POSITIVE_COMMANDS = tuple(c for c in W.GRAMMAR_COMMANDS if not c.startswith(("d
 def compose_pair(rng: random.Random) -> tuple[str, str]:
     """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
     word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
-    ``{a_word}`` slots. Half are a command and the command negated; the rest a statement and the
-    statement negated (or, for a request or a statement with no negation rule, a grammar
-    prohibition of the same story and word)."""
+    ``{a_word}`` slots. Half are a command and the command negated ("never put X in S", "you may
+    not put X in S"); the rest a statement or a request, against the statement negated (a quarter
+    of them, where a rule fits) or a ban of the same word in the same story ("X is off limits in
+    S")."""
     story = rng.choice(W.GRAMMAR_STORIES)
     word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
     ending = rng.choice(W.GRAMMAR_ENDINGS)
@@ -74,15 +77,17 @@ def compose_pair(rng: random.Random) -> tuple[str, str]:
         ask, forbid = command + ending, rng.choice(NEGATED_COMMANDS).replace("{C}", command) + ending
     else:
         ask = rng.choice(W.GRAMMAR_STATEMENTS) if form < 0.85 else rng.choice(W.GRAMMAR_REQUESTS)
-        negated = negate_statement(ask) if form < 0.85 else None
+        negated = negate_statement(ask) if form < 0.85 and rng.random() < 0.5 else None
         if negated is None:
-            negated = rng.choice([p for p in W.GRAMMAR_PROHIBITIONS if "{C}" not in p]) + ending
+            negated = rng.choice(BANS) + ending
         ask = ask if ask.endswith(("?", ".")) else ask + ending
         forbid = negated if negated.endswith(("?", ".", "!")) else negated + ending
     opener = rng.choice(W.GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
     out = []
     for body in (ask, forbid):
         slot = "the word {word}" if body.startswith("{X}") else word
+        if any(f"{q} {{X}}" in body for q in ("no", "No", "single", "zero")):
+            slot = "{word}"  # "no kite in the next story", not "no a kite"
         body = body.replace("{S}", story).replace("{X}", slot)
         if not opener or opener[-1] in ".!:":
             body = body[0].upper() + body[1:]

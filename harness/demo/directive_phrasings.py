@@ -89,6 +89,14 @@ GRAMMAR_STATEMENTS: tuple[str, ...] = _recipe("GRAMMAR_STATEMENTS")
 GRAMMAR_REQUESTS: tuple[str, ...] = _recipe("GRAMMAR_REQUESTS")
 GRAMMAR_ENDINGS: tuple[str, ...] = _recipe("GRAMMAR_ENDINGS")
 GRAMMAR_PROHIBITIONS: tuple[str, ...] = _recipe("GRAMMAR_PROHIBITIONS")
+# More ways to forbid (``harness.demo.contrast_pairs``): statements that ban the word ("{X} is off
+# limits in {S}", "no {X} anywhere in {S}") and ways to forbid a command ("you may not {C}"). A model
+# trained on matched pairs with the negations above alone kept the word out after those (0.07 of
+# replies, as often as after a mention) but wrote it after 29-35% of the validation split's
+# prohibitions; these were written after seeing that, so they are not blind to the validation
+# split's *kind* of wording, though they carry none of its or the test split's markers.
+GRAMMAR_BANS: tuple[str, ...] = _recipe("GRAMMAR_BANS")
+GRAMMAR_NEGATORS: tuple[str, ...] = _recipe("GRAMMAR_NEGATORS")
 
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
 # draw) contains one of these, so a held-out phrasing is new wording, not a recombination of

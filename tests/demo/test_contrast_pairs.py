@@ -9,7 +9,9 @@ from harness.demo import contrast_pairs as P
 from harness.demo import directives as D
 from tests.demo.test_directives import STORIES, markers_in
 
-NEGATION = ("not", "never", "don't", "without", "cannot", "out of", "avoid")
+NEGATION = ("not", "never", "don't", "without", "cannot", "out of", "avoid", "no ", "nobody", "nothing", "omit",
+            "exclude", "banned", "forbidden", "free of", "steer clear", "stay away", "off limits", "refuse",
+            "hold back", "cut", "zero", "lack")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def test_pairs_differ_only_in_the_negation_and_keep_the_split():
     # half are a command and its negation: taking the negator out gives the ask back
     def without_negator(text):
         return {re.sub(r"\b" + n, "", text, count=1, flags=re.I).lower()
-                for n in ("please do not ", "you must not ", "do not ", "don't ", "never ")}
+                for n in (c.replace("{C}", "") for c in P.NEGATED_COMMANDS)}
 
     commands = sum(ask.lower() in without_negator(forbid) for ask, forbid in pairs)
     assert 0.4 < commands / len(pairs) < 0.6
