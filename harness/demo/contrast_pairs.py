@@ -18,7 +18,7 @@ import random
 import re
 
 from harness.demo import directive_phrasings as W
-from harness.demo.directives import Example, TargetSource, _free_word, insert_sentence, render
+from harness.demo.directives import Example, TargetSource, _free_word, insert_sentence, nonce_word, render
 from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun
 
 # Ways to forbid a command ("{C}": a grammar command such as "put {X} in {S}").
@@ -61,19 +61,28 @@ _POSITIVE_COMMANDS = tuple(c for c in W.GRAMMAR_COMMANDS if not c.startswith(("d
                                                                            "make sure")))
 
 
-def compose_pair(rng: random.Random) -> tuple[str, str]:
+_MARKERS = tuple(W.HELDOUT_MARKERS + W.VALIDATION_MARKERS)
+
+
+def compose_pair(rng: random.Random, made_up_verbs: float = 0.3) -> tuple[str, str]:
     """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
     word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
     ``{a_word}`` slots. Half are a command and the command negated ("never put X in S", "you may
     not put X in S"); the rest a statement or a request, against the statement negated (a quarter
     of them, where a rule fits) or a ban of the same word in the same story ("X is off limits in
-    S")."""
+    S"). A share ``made_up_verbs`` of the commands has a made-up verb
+    (``directive_phrasings.GRAMMAR_VERB_FRAMES``)."""
     story = rng.choice(W.GRAMMAR_STORIES)
     word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
     ending = rng.choice(W.GRAMMAR_ENDINGS)
     form = rng.random()
     if form < 0.5:
         command = rng.choice(_POSITIVE_COMMANDS)
+        if rng.random() < made_up_verbs:
+            verb = nonce_word(rng)
+            while verb.startswith(_MARKERS):  # no held-out or validation wording, even by chance
+                verb = nonce_word(rng)
+            command = rng.choice(W.GRAMMAR_VERB_FRAMES).replace("{V}", verb)
         ask, forbid = command + ending, rng.choice(NEGATED_COMMANDS).replace("{C}", command) + ending
     else:
         ask = rng.choice(W.GRAMMAR_STATEMENTS) if form < 0.85 else rng.choice(W.GRAMMAR_REQUESTS)

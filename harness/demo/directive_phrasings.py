@@ -97,6 +97,10 @@ GRAMMAR_PROHIBITIONS: tuple[str, ...] = _recipe("GRAMMAR_PROHIBITIONS")
 # split's *kind* of wording, though they carry none of its or the test split's markers.
 GRAMMAR_BANS: tuple[str, ...] = _recipe("GRAMMAR_BANS")
 GRAMMAR_NEGATORS: tuple[str, ...] = _recipe("GRAMMAR_NEGATORS")
+# Command frames with a made-up verb ({V}: "zorbik the word X into the next story"): the verb says
+# nothing, so an ask and its prohibition differ only in the negator, which is what has to carry
+# over to a verb never seen ("Don't weave the word X ..." was written as often as "Please weave").
+GRAMMAR_VERB_FRAMES: tuple[str, ...] = _recipe("GRAMMAR_VERB_FRAMES")
 
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
 # draw) contains one of these, so a held-out phrasing is new wording, not a recombination of

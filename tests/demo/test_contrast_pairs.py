@@ -131,3 +131,19 @@ def test_counterfactual_rows_teach_only_not_writing_the_word_where_the_ask_did(t
     assert word and word in tokenizer.decode(ids[:forbid.start])  # the prohibition named it
     (tokens, _, _), = mixer.batch(0, 4, 100)
     assert tokens.shape[0] == 12  # four pairs, three rows each
+
+
+def test_made_up_verbs_leave_only_the_negator_to_tell_ask_from_prohibition(monkeypatch):
+    """A command with a made-up verb ("zorbik a kite into the next story") and its prohibition
+    differ only in the negator."""
+    monkeypatch.setattr(P, "nonce_word", lambda rng: "zorbik")
+    rng = random.Random(7)
+    pairs = [P.compose_pair(rng, made_up_verbs=1.0) for _ in range(400)]
+    with_verb = [(a, f) for a, f in pairs if "zorbik" in a.lower()]
+    assert 0.4 < len(with_verb) / len(pairs) < 0.6  # the command half
+    negators = {c.replace(" {C}", "").lower() for c in P.NEGATED_COMMANDS}
+    for ask, forbid in with_verb:
+        a, f = ask.lower().split("zorbik"), forbid.lower().split("zorbik")
+        assert a[1] == f[1]  # the same after the verb
+        opener = a[0].strip()
+        assert f[0].startswith(opener) and f[0][len(opener):].strip() in negators, (ask, forbid)
