@@ -64,7 +64,7 @@ _POSITIVE_COMMANDS = tuple(c for c in W.GRAMMAR_COMMANDS if not c.startswith(("d
 _MARKERS = tuple(W.HELDOUT_MARKERS + W.VALIDATION_MARKERS)
 
 
-def compose_pair(rng: random.Random, made_up_verbs: float = 0.3) -> tuple[str, str]:
+def compose_pair(rng: random.Random, made_up_verbs: float = 0.0) -> tuple[str, str]:
     """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
     word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
     ``{a_word}`` slots. Half are a command and the command negated ("never put X in S", "you may
@@ -78,7 +78,7 @@ def compose_pair(rng: random.Random, made_up_verbs: float = 0.3) -> tuple[str, s
     form = rng.random()
     if form < 0.5:
         command = rng.choice(_POSITIVE_COMMANDS)
-        if rng.random() < made_up_verbs:
+        if made_up_verbs and rng.random() < made_up_verbs:  # (no draw at 0: earlier pairs stay as they were)
             verb = nonce_word(rng)
             while verb.startswith(_MARKERS):  # no held-out or validation wording, even by chance
                 verb = nonce_word(rng)

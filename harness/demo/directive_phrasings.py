@@ -100,6 +100,8 @@ GRAMMAR_NEGATORS: tuple[str, ...] = _recipe("GRAMMAR_NEGATORS")
 # Command frames with a made-up verb ({V}: "zorbik the word X into the next story"): the verb says
 # nothing, so an ask and its prohibition differ only in the negator, which is what has to carry
 # over to a verb never seen ("Don't weave the word X ..." was written as often as "Please weave").
+# Off by default (``--made-up-verbs``): one try with 30% of the command pairs so made wrote the
+# word after 40-42% of the validation prohibitions at step 150, against 19-35% without them.
 GRAMMAR_VERB_FRAMES: tuple[str, ...] = _recipe("GRAMMAR_VERB_FRAMES")
 
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar

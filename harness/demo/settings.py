@@ -157,6 +157,8 @@ class MixSettings:
     counterfactual_rows: bool = field(default=False, metadata=option(
         "with --paired-prohibitions, a third row per pair: the prohibition's context with the ask's continuation, "
         "trained only to not write the word where the ask wrote it"))
+    made_up_verbs: float = field(default=0.0, metadata=option(
+        "with --paired-prohibitions, share of grammar command pairs with a made-up verb (only the negator differs)"))
     unlikelihood_window: int = field(default=0, metadata=option(
         "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(

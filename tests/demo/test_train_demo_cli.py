@@ -66,6 +66,8 @@ OLD_OPTIONS = [
     ("--unlikelihood-weight", "store", "float", 0.0),
     ("--paired-prohibitions", "store_true", None, False),  # matched ask / prohibition pairs (issue #28)
     ("--unlikelihood-window", "store", "int", 0),
+    ("--made-up-verbs", "store", "float", 0.0),
+    ("--counterfactual-rows", "store_true", None, False),
     ("--phrasing-grammar", "store", "float", 0.0),
     ("--continuation-chars", "store", "int", 100),
     ("--valid-text", "store", "Path", None),
@@ -128,7 +130,8 @@ def test_the_shipped_commands_give_their_recorded_settings():
     # options added since (prohibition_share) take their defaults, which reproduce the old recipe
     assert {k: v for k, v in json.loads(json.dumps(asdict(opts.mix))).items() if k in stats["mix"]} == stats["mix"]
     assert set(asdict(opts.mix)) - set(stats["mix"]) <= {"prohibition_share", "unlikelihood_weight",
-                                                         "paired_prohibitions", "unlikelihood_window"}
+                                                         "paired_prohibitions", "unlikelihood_window",
+                                                         "counterfactual_rows", "made_up_verbs"}
     assert opts.card.lengths == (32, 64, 128) and opts.card.synthetic_pairs == 100
     assert str(opts.card.prefixes) == stats["eval_prefixes"]
     assert opts.fine_tuning.keep_best and opts.fine_tuning.directives and opts.fine_tuning.probe_pairs == 20
