@@ -68,7 +68,7 @@ def compose_pair(rng: random.Random, made_up_verbs: float = 0.0) -> tuple[str, s
     """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
     word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
     ``{a_word}`` slots. Half are a command and the command negated ("never put X in S", "you may
-    not put X in S"); the rest a statement or a request, against the statement negated (a quarter
+    not put X in S"); the rest a statement or a request, against the statement negated (about a third
     of them, where a rule fits) or a ban of the same word in the same story ("X is off limits in
     S"). A share ``made_up_verbs`` of the commands has a made-up verb
     (``directive_phrasings.GRAMMAR_VERB_FRAMES``)."""
