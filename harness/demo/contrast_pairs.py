@@ -18,7 +18,16 @@ import random
 import re
 
 from harness.demo import directive_phrasings as W
-from harness.demo.directives import Example, TargetSource, _free_word, insert_sentence, nonce_word, render
+from harness.demo.directives import (
+    Example,
+    TargetSource,
+    _free_word,
+    fill_slots,
+    insert_sentence,
+    nonce_word,
+    render,
+    with_opener,
+)
 from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun
 
 # Ways to forbid a command ("{C}": a grammar command such as "put {X} in {S}").
@@ -92,16 +101,7 @@ def compose_pair(rng: random.Random, made_up_verbs: float = 0.0) -> tuple[str, s
         ask = ask if ask.endswith(("?", ".")) else ask + ending
         forbid = negated if negated.endswith(("?", ".", "!")) else negated + ending
     opener = rng.choice(W.GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
-    out = []
-    for body in (ask, forbid):
-        slot = "the word {word}" if body.startswith("{X}") else word
-        if any(f"{q} {{X}}" in body for q in ("no", "No", "single", "zero")):
-            slot = "{word}"  # "no kite in the next story", not "no a kite"
-        body = body.replace("{S}", story).replace("{X}", slot)
-        if not opener or opener[-1] in ".!:":
-            body = body[0].upper() + body[1:]
-        out.append(f"{opener} {body}" if opener else body)
-    return out[0], out[1]
+    return with_opener(fill_slots(ask, story, word), opener), with_opener(fill_slots(forbid, story, word), opener)
 
 
 def synthesize_pair(

@@ -93,6 +93,25 @@ def render(template: str, word: str, quote: str = "") -> str:
     return template.format(word=f"{quote}{word}{quote}", a_word=with_article(word))
 
 
+def fill_slots(body: str, story: str, word: str) -> str:
+    """A grammar sentence with its story phrase ``{S}`` and word slot ``{X}`` filled: ``word`` is
+    "{a_word}" or "the word {word}"; a sentence that starts with the word names it "the word
+    {word}" (it must start with a capital), and "no {X}" / "not a single {X}" / "zero {X}" take the
+    bare word ("no kite", not "no a kite")."""
+    if body.startswith("{X}"):
+        word = "the word {word}"
+    elif any(f"{q} {{X}}" in body for q in ("no", "single", "zero")):
+        word = "{word}"
+    return body.replace("{S}", story).replace("{X}", word)
+
+
+def with_opener(body: str, opener: str) -> str:
+    """``body`` after ``opener`` ("" for none), capitalized where it starts a sentence."""
+    if not opener or opener[-1] in ".!:":
+        body = body[0].upper() + body[1:]
+    return f"{opener} {body}" if opener else body
+
+
 def compose_directive(rng: random.Random) -> str:
     """A directive template (``{word}`` / ``{a_word}`` slots, like :data:`TRAIN_TEMPLATES`) composed
     from the grammar in ``harness.demo.directive_phrasings``: an optional opener, then a command, a
@@ -107,13 +126,8 @@ def compose_directive(rng: random.Random) -> str:
         body = rng.choice(GRAMMAR_STATEMENTS) + rng.choice(GRAMMAR_ENDINGS)
     else:
         body = rng.choice(GRAMMAR_REQUESTS)
-    if body.startswith("{X}"):
-        word = "the word {word}"
-    body = body.replace("{S}", story).replace("{X}", word)
-    opener = rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
-    if not opener or opener[-1] in ".!:":
-        body = body[0].upper() + body[1:]
-    return f"{opener} {body}" if opener else body
+    body = fill_slots(body, story, word)
+    return with_opener(body, rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else "")
 
 
 def compose_prohibition(rng: random.Random) -> str:
@@ -124,13 +138,8 @@ def compose_prohibition(rng: random.Random) -> str:
     body = rng.choice(GRAMMAR_PROHIBITIONS)
     if "{C}" in body:
         body = body.replace("{C}", rng.choice(GRAMMAR_COMMANDS))
-    if body.startswith("{X}"):
-        word = "the word {word}"
-    body = body.replace("{S}", story).replace("{X}", word) + rng.choice(GRAMMAR_ENDINGS)
-    opener = rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else ""
-    if not opener or opener[-1] in ".!:":
-        body = body[0].upper() + body[1:]
-    return f"{opener} {body}" if opener else body
+    body = fill_slots(body, story, word) + rng.choice(GRAMMAR_ENDINGS)
+    return with_opener(body, rng.choice(GRAMMAR_OPENERS) if rng.random() < 0.6 else "")
 
 
 def template_regex(template: str) -> re.Pattern:

@@ -38,8 +38,10 @@ class DirectiveMixer:
     exactly the batches it would have seen).
 
     A batch has ``batch_size`` rows: ``round(batch_size * synth_fraction)`` synthesized examples
-    (one per row, so no directive can leak into another example) and plain rows of whole stories or
-    paragraphs packed up to ``plain_len`` tokens. Rows are right-padded (padding has loss weight 0)
+    (one per row, so no directive can leak into another example; with ``paired_prohibitions`` a
+    prohibition's slot holds its matched ask too, and with ``counterfactual_rows`` a third row, so
+    the batch grows by those) and plain rows of whole stories or paragraphs packed up to
+    ``plain_len`` tokens. Rows are right-padded (padding has loss weight 0)
     and grouped by length into micro-batches of ``micro_batch`` rows."""
 
     def __init__(self, tokenizer, stories: list[str], mix: MixSettings, seq_len: int, seed: int):
