@@ -89,6 +89,9 @@ class ModelConfig:
     bos: BosPolicy = BosPolicy.auto
     context_limit: int | None = None  # tokens the model was trained for, when below its position table
     gated: bool = False  # the hub asks you to accept a licence and log in before downloading
+    # A low-rank adapter merged into the weights after loading (harness.model.adapters): a directory
+    # with adapter.json and adapter.safetensors, or the name of one shipped in harness/assets.
+    adapter: str | None = None
     # Where prefix.placement=auto puts the prefix for this model (instruction-tuned models: a chat
     # placement; base models: raw).
     default_placement: Placement = Placement.raw

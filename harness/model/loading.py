@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 
 from harness.config import ASSETS_DIR
 from harness.errors import HarnessError
+from harness.model.adapters import adapter_sha256, merge_adapter
 from harness.model.gguf import GgufSource, dequantized_copy, transformers_version
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -45,6 +46,7 @@ class LoadedModel:
     device: str
     max_positions: int | None
     source: dict | None = None  # what the manifest records about a GGUF source (harness.model.gguf)
+    adapter: dict | None = None  # a merged adapter: its directory, sha256 and description
 
 
 def resolve_device(device: str) -> str:
@@ -207,6 +209,7 @@ def load_model(
     device_map: str | dict | None = None,
     gated: bool = False,
     gguf: GgufSource | None = None,
+    adapter: str | None = None,
 ) -> LoadedModel:
     """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``).
 
@@ -215,7 +218,9 @@ def load_model(
     ``device_map`` (``auto`` or an explicit ``{module: device}`` map) spreads a big model over
     several devices with accelerate's dispatch instead of moving it to ``device``. With ``gguf``,
     the weights come from that GGUF file (dequantized and cached, :mod:`harness.model.gguf`) and
-    ``name_or_path`` is only the name the tables give the model."""
+    ``name_or_path`` is only the name the tables give the model. ``adapter`` (a directory, or the
+    name of one in ``harness/assets``) is merged into the weights (:mod:`harness.model.adapters`)
+    and becomes part of the resolved revision."""
     if dtype not in DTYPES:
         raise HarnessError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     device = resolve_device(device)
@@ -268,9 +273,17 @@ def load_model(
     else:
         resolved = (hub_commit(source, revision) or getattr(model.config, "_commit_hash", None)
                     or f"weights:{_weights_sha256(model)}")
+    if adapter is not None:
+        adapter_dir = ASSETS / adapter if (ASSETS / adapter).is_dir() else Path(adapter)
+        if device_map is not None:
+            raise HarnessError("model.adapter cannot be merged into a model spread with model.device_map; "
+                               "load it on one device")
+        description = merge_adapter(model, adapter_dir, gguf_facts["gguf_sha256"] if gguf_facts else None)
+        adapter_facts = {"path": str(adapter_dir), "sha256": adapter_sha256(adapter_dir), **description}
+        resolved = f"{resolved}+adapter:{adapter_facts['sha256']}"
     if device_map is None:
         model = model.to(device)
     else:
         device = str(next(model.parameters()).device)
     return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
-                       max_positions_of(model.config), gguf_facts)
+                       max_positions_of(model.config), gguf_facts, adapter_facts if adapter is not None else None)

@@ -67,7 +67,7 @@ class Experiment:
             device_map = dict(device_map)
         loaded = load_model(m.name_or_path, revision=m.revision, dtype=m.dtype.value, device=device or m.device,
                             trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
-                            device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf))
+                            device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf), adapter=m.adapter)
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)

@@ -37,6 +37,7 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
             "device_map": getattr(loaded.model, "hf_device_map", None),  # where accelerate put each module
             "max_positions": loaded.max_positions,
             "gguf": loaded.source,  # sha256, quantization types and dequantized dtype of a GGUF source
+            "adapter": loaded.adapter,  # a merged low-rank adapter: path, sha256, rank, base
         },
         "seed": exp.cfg.seed,
         "determinism": exp.determinism,
