@@ -94,3 +94,40 @@ def result_tables(report: dict) -> str:
     if report.get("contrasts"):
         tables.append(contrast_table(report["contrasts"], report["summary"]))
     return "\n\n".join(tables)
+
+
+def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
+    """Whether the test sets' rates meet issue #28's targets, on the point estimates and on the
+    intervals, in words; sets measured before prohibitions existed say that F was not measured."""
+    shortfalls, open_ends, has_f = [], [], False
+    for rep in reports:
+        cells = {(r["group"], r["prefix_len"]): r for r in rep["summary"]}
+        for (group, n), r in sorted(cells.items()):
+            if n not in lengths:
+                continue
+            b = cells.get(("B", n))
+            where = f"at {n} tokens on {rep['set']}"
+            if group == "C" and r["rate"] < 0.7:
+                shortfalls.append(f"C {r['rate']:.3f} {where}")
+            if group == "B" and r["rate"] > 0.1:
+                shortfalls.append(f"B {r['rate']:.3f} {where}")
+            if group == "F":
+                has_f = True
+                if r["rate"] > 0.1 or (b and r["rate"] > b["rate"]):
+                    shortfalls.append(f"F {r['rate']:.3f} {where}" + (f" (B {b['rate']:.3f})" if b else ""))
+            if group == "C" and r["ci_low"] < 0.7:
+                open_ends.append(f"C's lower end {r['ci_low']:.3f} {where}")
+            if group in ("B", "F") and r["ci_high"] > 0.1:
+                open_ends.append(f"{group}'s upper end {r['ci_high']:.3f} {where}")
+    if shortfalls:
+        text = "This model falls short: " + "; ".join(shortfalls) + "."
+    elif has_f:
+        text = "This model meets them on the point estimates."
+    else:
+        text = ("These sets have no prohibitions (they were measured before issue #28), so only the asked and "
+                "mentioned targets are tested here: this model meets those on the point estimates, and whether "
+                "it writes a forbidden word is not tested by this card.")
+    if not shortfalls and open_ends:
+        text += (f" The intervals do not settle it everywhere ({len(open_ends)} ends on the wrong side of a target, "
+                 f"e.g. {open_ends[0]}): these sets cannot exclude rates on the wrong side.")
+    return text

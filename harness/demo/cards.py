@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.demo.card_tables import cell, interval_note, lengths_apart, result_tables
+from harness.demo.adapter_card import adapter_card
+from harness.demo.card_tables import cell, interval_note, lengths_apart, result_tables, target_verdict
 from harness.demo.corpus import CARD_OPENINGS
 from harness.errors import HarnessError
 from harness.io import write_text
@@ -71,43 +72,6 @@ held-out stories. Full history: `training.json`.
 
 Retrain: `harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt --out harness/assets/demo-model`
 """
-
-
-def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
-    """Whether the test sets' rates meet issue #28's targets, on the point estimates and on the
-    intervals, in words; sets measured before prohibitions existed say that F was not measured."""
-    shortfalls, open_ends, has_f = [], [], False
-    for rep in reports:
-        cells = {(r["group"], r["prefix_len"]): r for r in rep["summary"]}
-        for (group, n), r in sorted(cells.items()):
-            if n not in lengths:
-                continue
-            b = cells.get(("B", n))
-            where = f"at {n} tokens on {rep['set']}"
-            if group == "C" and r["rate"] < 0.7:
-                shortfalls.append(f"C {r['rate']:.3f} {where}")
-            if group == "B" and r["rate"] > 0.1:
-                shortfalls.append(f"B {r['rate']:.3f} {where}")
-            if group == "F":
-                has_f = True
-                if r["rate"] > 0.1 or (b and r["rate"] > b["rate"]):
-                    shortfalls.append(f"F {r['rate']:.3f} {where}" + (f" (B {b['rate']:.3f})" if b else ""))
-            if group == "C" and r["ci_low"] < 0.7:
-                open_ends.append(f"C's lower end {r['ci_low']:.3f} {where}")
-            if group in ("B", "F") and r["ci_high"] > 0.1:
-                open_ends.append(f"{group}'s upper end {r['ci_high']:.3f} {where}")
-    if shortfalls:
-        text = "This model falls short: " + "; ".join(shortfalls) + "."
-    elif has_f:
-        text = "This model meets them on the point estimates."
-    else:
-        text = ("These sets have no prohibitions (they were measured before issue #28), so only the asked and "
-                "mentioned targets are tested here: this model meets those on the point estimates, and whether "
-                "it writes a forbidden word is not tested by this card.")
-    if not shortfalls and open_ends:
-        text += (f" The intervals do not settle it everywhere ({len(open_ends)} ends on the wrong side of a target, "
-                 f"e.g. {open_ends[0]}): these sets cannot exclude rates on the wrong side.")
-    return text
 
 
 def plain_obedience_section(stats: dict) -> str:
@@ -350,5 +314,8 @@ def rewrite_card(out: Path) -> None:
         raise HarnessError(f"{out / 'training.json'} has no card_samples (it predates --recard); "
                          "retrain to rewrite its card")
     samples = list(stats["card_samples"].values())
-    card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
+    if "adapter" in stats:
+        card = adapter_card(stats, samples)
+    else:
+        card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
     write_text(card, out / "README.md")

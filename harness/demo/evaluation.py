@@ -192,9 +192,8 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
     ``prompts``: the story openings of ``card.prompts``, as ``load_prompts`` read them; ``held``:
     the held-out stories (source of the synthetic pairs); ``valid``: validation paragraphs for
     bits per byte (empty: none); ``init_from`` and ``n_overlap`` are recorded for the card."""
-    from transformers import AutoModelForCausalLM
-
     from harness.demo import directives as D
+    from harness.demo.training import load_pretrained
 
     out: dict = {
         "init_from": str(init_from) if init_from else None,
@@ -213,20 +212,19 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
         "eval_prefixes": str(card.prefixes),
     }
     sets = card_sets(card, held, mix.evaluation_quotes)
-    models = [("obedient", model)]
-    if card.baseline:
-        base = AutoModelForCausalLM.from_pretrained(card.baseline, dtype=torch.float32).to(device)
-        models.append(("baseline", base))
-    for name, m in models:
+    models = [("obedient", model, tokenizer)]
+    if card.baseline:  # measured with its own tokenizer (a plain demo model, or an adapter's base)
+        models.append(("baseline", *load_pretrained(card.baseline, device)[:2]))
+    for name, m, tok in models:
         res: dict = {}
         if valid:
-            per_paragraph = story_bits(m, tokenizer, valid, device)
+            per_paragraph = story_bits(m, tok, valid, device)
             bits, n_bytes, _ = (sum(c) for c in zip(*per_paragraph))
             res["valid_paragraphs"] = len(valid)
             res["valid_bytes"] = n_bytes
             res["valid_bits_per_byte"] = bits / n_bytes
             res["valid_bits_per_byte_ci"] = bits_per_byte_interval(per_paragraph)
-        res["obedience"] = obedience_reports(m, tokenizer, prompts, sets, card.lengths)
+        res["obedience"] = obedience_reports(m, tok, prompts, sets, card.lengths)
         print(f"{name}: " + json.dumps({"bpb": res.get("valid_bits_per_byte"),
                                         **{r["set"][:20]: rates(r["summary"]) for r in res["obedience"]}}), flush=True)
         out[name] = res
@@ -244,7 +242,7 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     the evaluation); the obedience sections, the evaluation paths and ``evaluated_by``
     (``command``) are replaced. ``corpus`` must be the one the model was trained on: its held-out stories are
     split again with the recorded seed and fraction and checked against the recorded count."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from harness.demo.training import load_saved
 
     stats_file = out / "training.json"
     stats = read_written_json(stats_file, "--re-evaluate")
@@ -269,12 +267,12 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     if obedient:
         quotes = MixSettings(**{k: v for k, v in stats["mix"].items() if k in MixSettings.__dataclass_fields__}).evaluation_quotes
     sets = card_sets(card, held, quotes)
-    prompts = load_prompts(card.prompts)
-    tokenizer = AutoTokenizer.from_pretrained(out)
+    prompts = load_prompts(card.prompts, card.prompt_limit)
     models = [("obedient", out)] + ([("baseline", card.baseline)] if card.baseline else []) if obedient else [(None, out)]
     for name, path in models:
         try:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+            model, tokenizer = load_saved(path, device)
+            model.eval()
         except (OSError, ValueError, SafetensorError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise HarnessError(f"the model in {path} cannot be loaded ({first}); its weights are damaged or "

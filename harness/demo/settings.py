@@ -113,6 +113,12 @@ class FineTuning:
     keep_best: bool = field(default=False, metadata=option(
         "save the weights of the evaluation step with the highest validation C-minus-B hit rate instead of the "
         "last step's"))
+    lora_rank: int = field(default=0, metadata=option(
+        "train a low-rank adapter of this rank on the frozen --init-from model and ship only the adapter "
+        "(harness.model.adapters); 0: train every weight"))
+    lora_alpha: float = field(default=16.0, metadata=option("the adapter's scale is alpha / rank"))
+    lora_targets: str = field(default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", metadata=option(
+        "comma list of the linear layers (by last name) that get an adapter"))
 
 
 @dataclass(frozen=True)
@@ -163,7 +169,8 @@ class MixSettings:
         "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(
         "share of plain documents that are single paragraphs"))
-    max_context_tokens: int = 300
+    max_context_tokens: int = field(default=300, metadata=option(
+        "cut a synthesized example's context to at most this many tokens"))
     answer_weight: float = field(default=2.0, metadata=option(
         "loss weight of the first continuation tokens of synthesized examples"))
     answer_window: int = 24
@@ -180,7 +187,7 @@ class MixSettings:
     copy_warmup_fraction: float = field(default=0.75, metadata=option())
     continuation_chars: int = field(default=100, metadata=option(
         "clip synthesized continuations to about this many characters (whole sentences)"))
-    plain_len: int = 256
+    plain_len: int = field(default=256, metadata=option("tokens of a row of plain story text"))
     micro_batch: int = 8
     curriculum: float = field(default=0.35, metadata=option(
         "share of the steps with short contexts (--curriculum-context tokens at most)"))
@@ -220,7 +227,10 @@ class CardEvaluation:
         "also evaluate on this many synthetic held-out pairs built from held-out stories",
         flag="--synthetic-eval-pairs"))
     baseline: Path | None = field(default=None, metadata=option(
-        "a model measured the same way for the card (the plain demo model)"))
+        "a model measured the same way for the card (the plain demo model; model:NAME for a model config)"))
+    prompt_limit: int | None = field(default=None, metadata=option(
+        "measure on the first N story openings of --eval-prompts only (default: all; a 135M model needs "
+        "about 0.7 s a condition on two CPU cores)", flag="--eval-prompt-limit"))
 
 
 # The dataclasses whose fields are options, in the order of the help, and each one's help section

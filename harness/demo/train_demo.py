@@ -55,6 +55,7 @@ from harness.demo.training import Trainer, build_model, checkpoint_path, load_pr
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.io import write_json
+from harness.model.adapters import add_adapters, merge_wrapped, save_adapter
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,8 +99,12 @@ def train(opts: Options, invocation: str, refuse) -> int:
     train_stories, held, valid, n_overlap = training_split(command.corpus, settings, ft.valid_text, ft.directives)
 
     torch.manual_seed(settings.seed)
+    if ft.lora_rank and not ft.init_from:
+        refuse("--lora-rank needs --init-from (an adapter changes a trained model)")
     if ft.init_from:
-        model, tokenizer, shape = load_pretrained(ft.init_from, device)
+        model, tokenizer, shape, base = load_pretrained(ft.init_from, device)
+        if ft.lora_rank:
+            add_adapters(model, ft.lora_rank, ft.lora_alpha, tuple(ft.lora_targets.split(",")), settings.seed)
     else:
         tokenizer = train_tokenizer(train_stories, shape.vocab_size)
     eot = tokenizer.eos_token_id
@@ -118,7 +123,7 @@ def train(opts: Options, invocation: str, refuse) -> int:
     if not ft.init_from:
         model = build_model(shape, eot).to(device)
     mixer = DirectiveMixer(tokenizer, train_stories, mix, settings.seq_len, settings.seed) if ft.directives else None
-    prompts = load_prompts(card.prompts) if ft.directives else []
+    prompts = load_prompts(card.prompts, card.prompt_limit) if ft.directives else []
     probes = validation_prefixes(held, ft.probe_pairs, seed=1, quotes=mix.evaluation_quotes) if ft.directives else []
     if ft.keep_best and not (ft.directives and ft.probe_pairs):
         refuse("--keep-best needs --directives and --probe-pairs > 0 (it chooses on the validation pairs)")
@@ -127,7 +132,7 @@ def train(opts: Options, invocation: str, refuse) -> int:
     copy_history: list[dict] = []
     if ft.copy_pretrain_steps and not (command.resume and checkpoint_path(work).exists()):
         copy_history = copy_pretrain(model, tokenizer, ft.copy_pretrain_steps, settings.seed, device)
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     trainer = Trainer(model, settings, device, work, copy_history)
     if command.resume:
         trainer.resume(ft.keep_best)
@@ -137,8 +142,12 @@ def train(opts: Options, invocation: str, refuse) -> int:
                 keep_best=ft.keep_best)
     model, selected_step = trainer.result(ft.keep_best)
 
-    # Ship bfloat16 weights (size limit) and evaluate exactly what ships: rounded, then run in fp32.
-    model = model.to(torch.bfloat16).to(torch.float32).to(device)
+    if ft.lora_rank:  # ship the adapter; evaluate the base with it merged, as the harness loads it
+        size_on_disk = save_adapter(model, command.out, rank=ft.lora_rank, alpha=ft.lora_alpha,
+                                    base=base)
+        model = merge_wrapped(model)
+    else:  # ship bfloat16 weights (size limit) and evaluate exactly what ships: rounded, then run in fp32
+        model = model.to(torch.bfloat16).to(torch.float32).to(device)
     measures = heldout_measures(model, tokenizer, held, train_stream, shape.vocab_size, device)
     samples = greedy_continuations(model, tokenizer, CARD_OPENINGS, device)
     stats = {
@@ -160,7 +169,10 @@ def train(opts: Options, invocation: str, refuse) -> int:
     if ft.directives:
         stats.update(final_evaluation(model, tokenizer, mix, card, prompts=prompts, held=held, valid=valid,
                                       init_from=ft.init_from, device=device, n_overlap=n_overlap))
-    stats["size_on_disk_bytes"] = save_model(model, tokenizer, command.out)
+    if ft.lora_rank:
+        stats["adapter"] = {"rank": ft.lora_rank, "alpha": ft.lora_alpha, "targets": ft.lora_targets,
+                            "base": base}
+    stats["size_on_disk_bytes"] = size_on_disk if ft.lora_rank else save_model(model, tokenizer, command.out)
     write_json(stats, command.out / "training.json")
     rewrite_card(command.out)
     print(

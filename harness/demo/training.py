@@ -40,14 +40,57 @@ def build_model(shape: DemoModelShape, eot_id: int):
     return LlamaForCausalLM(config)
 
 
+MODEL_CONFIG = "model:"
+
+
 def load_pretrained(path: Path, device: str):
-    """``(model, tokenizer, shape)`` of a saved model to fine-tune (``--init-from``), in float32."""
+    """``(model, tokenizer, shape, identity)`` of a trained model to fine-tune (``--init-from``) or
+    compare against (``--baseline``), in float32: a saved directory, or ``model:NAME``, a model
+    config of the harness (``harness/conf/model/NAME.yaml``: a GGUF file from an installed package,
+    with its adapter if it names one), loaded as a sweep loads it. ``identity``: what an adapter
+    trained on it records of its base."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    reference = str(path)
+    if reference.startswith(MODEL_CONFIG):
+        from harness.config import compose
+        from harness.model.loading import load_model
+        from harness.runs.experiment import gguf_source
+
+        name = reference[len(MODEL_CONFIG):]
+        try:
+            m = compose([f"model={name}"]).model
+        except Exception as exc:  # Hydra's "could not find" names the config group's choices
+            raise HarnessError(f"{reference}: no model config {name!r} ({type(exc).__name__}); the names are "
+                               f"those of harness/conf/model/*.yaml") from None
+        loaded = load_model(m.name_or_path, revision=m.revision, dtype="float32", device=device,
+                            gguf=gguf_source(m.gguf), adapter=m.adapter)
+        model, tokenizer = loaded.model, loaded.tokenizer
+        identity = {"model_config": name, "name_or_path": m.name_or_path,
+                    **{k: (loaded.source or {})[k] for k in ("gguf_file", "gguf_sha256", "dequantized_to")
+                       if k in (loaded.source or {})}}
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+        identity = {"trained_on": reference}
     shape = DemoModelShape(**{f.name: getattr(model.config, f.name) for f in fields(DemoModelShape)})
-    return model, tokenizer, shape
+    return model, tokenizer, shape, identity
+
+
+def load_saved(path: Path, device: str):
+    """``(model, tokenizer)`` that ``train-demo`` saved in ``path``, in float32: its weights, or, for
+    an adapter (``--lora-rank``), the base it names (``model:NAME``) with the adapter merged."""
+    from harness.model.adapters import ADAPTER_CONFIG, merge_adapter, read_adapter
+
+    if not (Path(path) / ADAPTER_CONFIG).is_file():
+        return load_pretrained(path, device)[:2]
+    base = read_adapter(Path(path))[0].get("base", {})
+    if "model_config" not in base:
+        raise HarnessError(f"the adapter in {path} does not name its base as a model config (model:NAME); "
+                           f"it cannot be loaded again")
+    model, tokenizer, _, identity = load_pretrained(Path(MODEL_CONFIG + base["model_config"]), "cpu")
+    merge_adapter(model, Path(path), identity.get("gguf_sha256"))
+    return model.to(device), tokenizer
 
 
 def save_model(model, tokenizer, out: Path) -> int:
@@ -142,8 +185,9 @@ class Trainer:
 
     def __init__(self, model, settings: TrainSettings, device: str, work: Path, copy_history: list[dict]):
         self.model, self.settings, self.device = model, settings, device
-        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-        no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+        trained = [p for p in model.parameters() if p.requires_grad]  # not an adapter's frozen base
+        decay = [p for p in trained if p.dim() >= 2]
+        no_decay = [p for p in trained if p.dim() < 2]
         self.opt = torch.optim.AdamW(
             [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=settings.lr,

@@ -76,8 +76,14 @@ OLD_OPTIONS = [
     ("--eval-lengths", "store", "ints", "32,64,128,256"),
     ("--synthetic-eval-pairs", "store", "int", 44),
     ("--baseline", "store", "Path", None),
+    ("--eval-prompt-limit", "store", "int", None),
     ("--probe-pairs", "store", "int", 20),
     ("--keep-best", "store_true", None, False),
+    ("--lora-rank", "store", "int", 0),  # an adapter on a pretrained model (issue #28)
+    ("--lora-alpha", "store", "float", 16.0),
+    ("--lora-targets", "store", None, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"),
+    ("--max-context-tokens", "store", "int", 300),
+    ("--plain-len", "store", "int", 256),
 ]
 ACTIONS = {"_StoreAction": "store", "_StoreTrueAction": "store_true", "_StoreFalseAction": "store_false"}
 
