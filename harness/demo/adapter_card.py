@@ -116,8 +116,10 @@ History: `training.json`.
 ## Bits per byte
 On the held-out stories ({stats['heldout_stories']} whole stories never trained on, {stats['heldout_bytes']:,}
 bytes): **{stats['heldout_bits_per_byte']:.3f} [{low:.3f}, {high:.3f}]** (95% bootstrap over stories; unigram
-baseline {stats['unigram_bits_per_byte']:.3f}). On `tinystories_valid_head.txt`, each of its
-{ob['valid_paragraphs']:,} paragraphs scored as a document ({ob['valid_bytes']:,} bytes):
+baseline {stats['unigram_bits_per_byte']:.3f}). On the first {ob['valid_paragraphs']:,} paragraphs of
+`tinystories_valid_head.txt` (TinyStories validation text), each scored as a document: bits of the
+tokenizer's end of text + paragraph + end of text, divided by its UTF-8 bytes ({ob['valid_bytes']:,} bytes;
+95% bootstrap over paragraphs):
 
 | model | bits per byte |
 | --- | ---: |

@@ -228,6 +228,9 @@ class CardEvaluation:
         flag="--synthetic-eval-pairs"))
     baseline: Path | None = field(default=None, metadata=option(
         "a model measured the same way for the card (the plain demo model; model:NAME for a model config)"))
+    valid_paragraphs: int | None = field(default=None, metadata=option(
+        "score bits per byte on the first N paragraphs of --valid-text only (default: all 4,300; a 135M model "
+        "needs about half an hour for all on two CPU cores)"))
     prompt_limit: int | None = field(default=None, metadata=option(
         "measure on the first N story openings of --eval-prompts only (default: all; a 135M model needs "
         "about 0.7 s a condition on two CPU cores)", flag="--eval-prompt-limit"))

@@ -77,6 +77,7 @@ OLD_OPTIONS = [
     ("--synthetic-eval-pairs", "store", "int", 44),
     ("--baseline", "store", "Path", None),
     ("--eval-prompt-limit", "store", "int", None),
+    ("--valid-paragraphs", "store", "int", None),
     ("--probe-pairs", "store", "int", 20),
     ("--keep-best", "store_true", None, False),
     ("--lora-rank", "store", "int", 0),  # an adapter on a pretrained model (issue #28)
