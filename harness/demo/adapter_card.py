@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from harness.demo.card_tables import cell, interval_note, result_tables, target_verdict
-from harness.demo.corpus import CARD_OPENINGS
+from harness.demo.card_tables import continuation_tables, interval_note, result_tables, target_verdict
 
 
 def _bpb(res: dict) -> str:
@@ -78,13 +77,7 @@ def adapter_card(stats: dict, samples: list[str]) -> str:
                     "choose it.")
     ema = (f" The saved adapter is an exponential moving average of the adapter weights (decay "
            f"{settings['ema_decay']}), not the last step's." if settings.get("ema_decay") else "")
-    rows = []
-    for name, rep in [("adapter", ob["obedience"][0])] + ([("base", base["obedience"][0])] if base else []):
-        for smp in rep["samples"]:
-            rows.append(f"| {name} | {smp['group']} `{smp['target']}` | {cell(smp['prefix_head'])}... | "
-                        f"{cell(smp['continuation'])} | {'yes' if smp['hit'] else 'no'} |")
-    prompt = ob["obedience"][0]["samples"][0]["prompt"] if ob["obedience"][0]["samples"] else ""
-    opening_rows = "\n".join(f"| {cell(o)} | {cell(s)} |" for o, s in zip(CARD_OPENINGS, samples))
+    named = [("adapter", ob["obedience"][0])] + ([("base", base["obedience"][0])] if base else [])
     remeasured = (f"\nObedience re-measured on the saved adapter with:\n`{stats['evaluated_by']}`\n"
                   if stats.get("evaluated_by") else "")
     return f"""# An adapter that makes a pretrained chat model obey story directives
@@ -139,15 +132,7 @@ Issue #28 asks, on held-out phrasings and words at 32, 64 and 128 tokens, for th
 least 0.7, when forbidden (F) at most 0.1 and not above the mention rate, and when only mentioned (B) at
 most 0.1. {verdict}
 
-## Sample continuations (first opening: "{cell(prompt)}", prefix length 64)
-| model | group, target | prefix (start) | continuation | hit |
-| --- | --- | --- | --- | --- |
-{chr(10).join(rows)}
-
-## Greedy continuations of story openings without a prefix
-| opening | continuation (greedy, 60 tokens) |
-| --- | --- |
-{opening_rows}
+{continuation_tables(named, samples)}
 
 Trained with (from the repository root):
 `{stats['command']}`

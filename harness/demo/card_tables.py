@@ -131,3 +131,26 @@ def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
         text += (f" The intervals do not settle it everywhere ({len(open_ends)} ends on the wrong side of a target, "
                  f"e.g. {open_ends[0]}): these sets cannot exclude rates on the wrong side.")
     return text
+
+
+def continuation_tables(named_reports: list[tuple[str, dict]], opening_samples: list[str]) -> str:
+    """The cards' two sample sections: a few continuations of the first test set's first pairs for
+    each ``(model name, report)``, and the greedy continuations ``opening_samples`` of
+    ``corpus.CARD_OPENINGS`` without a prefix."""
+    from harness.demo.corpus import CARD_OPENINGS
+
+    rows = [f"| {name} | {smp['group']} `{smp['target']}` | {cell(smp['prefix_head'])}... | "
+            f"{cell(smp['continuation'])} | {'yes' if smp['hit'] else 'no'} |"
+            for name, rep in named_reports for smp in rep["samples"]]
+    first = named_reports[0][1]["samples"]
+    prompt = first[0]["prompt"] if first else ""
+    opening_rows = "\n".join(f"| {cell(o)} | {cell(s)} |" for o, s in zip(CARD_OPENINGS, opening_samples))
+    return f"""## Sample continuations (first opening: "{cell(prompt)}", prefix length 64)
+| model | group, target | prefix (start) | continuation | hit |
+| --- | --- | --- | --- | --- |
+{chr(10).join(rows)}
+
+## Greedy continuations of story openings without a prefix
+| opening | continuation (greedy, 60 tokens) |
+| --- | --- |
+{opening_rows}"""

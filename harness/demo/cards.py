@@ -13,7 +13,14 @@ import json
 from pathlib import Path
 
 from harness.demo.adapter_card import adapter_card
-from harness.demo.card_tables import cell, interval_note, lengths_apart, result_tables, target_verdict
+from harness.demo.card_tables import (
+    cell,
+    continuation_tables,
+    interval_note,
+    lengths_apart,
+    result_tables,
+    target_verdict,
+)
 from harness.demo.corpus import CARD_OPENINGS
 from harness.errors import HarnessError
 from harness.io import write_text
@@ -121,13 +128,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
             block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
                       result_tables(base["obedience"][i])]
         sections.append("\n".join(block))
-    rows = []
-    for rep_name, rep in [("obedient", ob["obedience"][0])] + ([("plain", base["obedience"][0])] if base else []):
-        for smp in rep["samples"]:
-            rows.append(f"| {rep_name} | {smp['group']} `{smp['target']}` | {cell(smp['prefix_head'])}... | "
-                        f"{cell(smp['continuation'])} | {'yes' if smp['hit'] else 'no'} |")
-    prompt = ob["obedience"][0]["samples"][0]["prompt"] if ob["obedience"] and ob["obedience"][0]["samples"] else ""
-    opening_rows = "\n".join(f"| {cell(o)} | {cell(s)} |" for o, s in zip(CARD_OPENINGS, samples))
+    named = [("obedient", ob["obedience"][0])] + ([("plain", base["obedience"][0])] if base else [])
     bpb_rows = f"| obedient (this model) | {bpb(ob)} |"
     if base and "valid_bits_per_byte" in base:
         bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
@@ -274,15 +275,7 @@ matched text that only mentions it; A: no prefix, scored against every target of
 
 {target_text}
 
-## Sample continuations (first opening: "{cell(prompt)}", prefix length 64)
-| model | group, target | prefix (start) | continuation | hit |
-| --- | --- | --- | --- | --- |
-{chr(10).join(rows)}
-
-## Greedy continuations of story openings without a prefix
-| opening | continuation (greedy, 60 tokens) |
-| --- | --- |
-{opening_rows}
+{continuation_tables(named, samples)}
 
 Final stage trained with (from the repository root; `--init-from` was the output of the last stage in the lineage table):
 `{stats['command']}`
