@@ -36,7 +36,7 @@ def _data_text(stats: dict) -> str:
                       "cross-entropy and the unlikelihood term exactly where that continuation writes the word.")
     window = mix.get("unlikelihood_window") or mix["answer_window"]
     return (f"Each step has {settings['batch_size']} rows (matched pairs add theirs). {mix['synth_fraction']:.0%} "
-            f"start with a synthesized example: a context of held-in TinyStories text cut like a harness prefix "
+            f"start with a synthesized example: a context of training-split TinyStories text cut like a harness prefix "
             f"(at most {mix['max_context_tokens']} tokens) with one sentence inserted at its start, middle or end, "
             f"then \"\\n\\n\", a story opening and a continuation of about {mix['continuation_chars']} characters. "
             f"Kinds: directive ({mix['directive_share']:.0%}: the continuation uses the word within a few tokens), "

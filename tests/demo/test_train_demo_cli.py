@@ -156,6 +156,29 @@ def test_the_shipped_commands_give_their_recorded_settings():
         assert options(command).train.steps == stage["steps"], command
 
 
+def test_the_shipped_adapter_records_the_command_that_made_it_and_its_card_is_rebuilt_from_it(tmp_path):
+    """The SmolLM2 adapter's training.json: its command parses back to the settings, mix and
+    adapter it records, and --recard rebuilds its card byte for byte from the numbers alone."""
+    import shutil
+
+    from harness.demo.cards import rewrite_card
+
+    shipped = ASSETS / "demo-obedient-smollm2"
+    stats = json.loads((shipped / "training.json").read_text())
+    opts = options(stats["command"])
+    assert asdict(opts.train) == stats["settings"]
+    assert json.loads(json.dumps(asdict(opts.mix))) == stats["mix"]
+    ft = opts.fine_tuning
+    assert str(ft.init_from) == "model:" + stats["adapter"]["base"]["model_config"] == str(opts.card.baseline)
+    recorded = stats["adapter"]
+    assert (ft.lora_rank, ft.lora_alpha, ft.lora_targets) == (recorded["rank"], recorded["alpha"], recorded["targets"])
+    copy = tmp_path / "card"
+    shutil.copytree(shipped, copy)
+    (copy / "README.md").write_text("stale")
+    rewrite_card(copy)
+    assert (copy / "README.md").read_text() == (shipped / "README.md").read_text()
+
+
 def test_help_lists_every_option(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
