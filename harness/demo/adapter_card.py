@@ -3,24 +3,12 @@
 
 from __future__ import annotations
 
-from harness.demo.card_tables import continuation_tables, interval_note, result_tables, target_verdict
+from harness.demo.card_tables import continuation_tables, interval_note, obedience_sections, target_verdict
 
 
 def _bpb(res: dict) -> str:
     low, high = res["valid_bits_per_byte_ci"]
     return f"{res['valid_bits_per_byte']:.3f} [{low:.3f}, {high:.3f}]"
-
-
-def _obedience_sections(ob: dict, base: dict | None, base_name: str) -> str:
-    sections = []
-    for i, rep in enumerate(ob["obedience"]):
-        role = " (not a test: the split that chooses between checkpoints)" if rep.get("role") == "validation" else ""
-        block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings{role}",
-                 "", "With the adapter (this model):", "", result_tables(rep)]
-        if base:
-            block += ["", f"{base_name} (the negative control), same inputs:", "", result_tables(base["obedience"][i])]
-        sections.append("\n".join(block))
-    return "\n\n".join(sections)
 
 
 def _data_text(stats: dict) -> str:
@@ -126,7 +114,7 @@ directive asks for the word; F: a prohibition forbids it (its hit is the word wr
 B: the matched text only mentions it; A: no prefix, scored against every target of the set.
 {interval_note(ob['obedience'])}
 
-{_obedience_sections(ob, base, base_name)}
+{obedience_sections(ob, base, 'With the adapter (this model):', base_name + ' (the negative control), same inputs:')}
 
 Issue #28 asks, on held-out phrasings and words at 32, 64 and 128 tokens, for the word when asked (C) at
 least 0.7, when forbidden (F) at most 0.1 and not above the mention rate, and when only mentioned (B) at

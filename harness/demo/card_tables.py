@@ -154,3 +154,22 @@ def continuation_tables(named_reports: list[tuple[str, dict]], opening_samples: 
 | opening | continuation (greedy, 60 tokens) |
 | --- | --- |
 {opening_rows}"""
+
+
+def obedience_sections(ob: dict, base: dict | None, this_label: str, base_label: str) -> str:
+    """One section per prefix set of an obedient card: this model's tables, then (with ``base``,
+    the baseline measured on the same inputs) the baseline's. A set is counted in matched pairs
+    (C, B) or triples (C, F, B), as its contrasts counted them."""
+    sections = []
+    for i, rep in enumerate(ob["obedience"]):
+        role = " (not a test: the split that chooses between checkpoints)" if rep.get("role") == "validation" else ""
+        units, kind = rep["n_prefixes"] // 2, "pairs"
+        if rep.get("contrasts"):
+            units = rep["contrasts"][0]["n_pairs"]
+            kind = "triples" if rep["n_prefixes"] == 3 * units else "pairs"
+        block = [f"### {rep['set']}: {units} matched {kind} x {rep['n_prompts']} story openings{role}",
+                 "", this_label, "", result_tables(rep)]
+        if base:
+            block += ["", base_label, "", result_tables(base["obedience"][i])]
+        sections.append("\n".join(block))
+    return "\n\n".join(sections)

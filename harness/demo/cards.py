@@ -18,6 +18,7 @@ from harness.demo.card_tables import (
     continuation_tables,
     interval_note,
     lengths_apart,
+    obedience_sections,
     result_tables,
     target_verdict,
 )
@@ -119,15 +120,8 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         return f"{res['valid_bits_per_byte']:.3f} [{low:.3f}, {high:.3f}]"
 
     ob, base = stats["obedient"], stats.get("baseline")
-    sections = []
-    for i, rep in enumerate(ob["obedience"]):
-        role = " (not a test: the split that chooses between checkpoints)" if rep.get("role") == "validation" else ""
-        block = [f"### {rep['set']}: {rep['n_prefixes'] // 2} matched pairs x {rep['n_prompts']} story openings{role}",
-                 "", "Obedient model (this one):", "", result_tables(rep)]
-        if base:
-            block += ["", "Plain model (`demo-model`, the negative control), same inputs:", "",
-                      result_tables(base["obedience"][i])]
-        sections.append("\n".join(block))
+    sections = obedience_sections(ob, base, "Obedient model (this one):",
+                                  "Plain model (`demo-model`, the negative control), same inputs:")
     named = [("obedient", ob["obedience"][0])] + ([("plain", base["obedience"][0])] if base else [])
     bpb_rows = f"| obedient (this model) | {bpb(ob)} |"
     if base and "valid_bits_per_byte" in base:
@@ -271,7 +265,8 @@ Measured as the harness does: input [BOS] + prefix cut to L tokens ("\\n\\n" sep
 opening (`prompts_stories_en.jsonl`, {ob['obedience'][0]['n_prompts']} openings), greedy decoding of 32 new tokens,
 stop at EOS; a hit is the target at a left word boundary, any case. C: a directive for the target; B: the
 matched text that only mentions it; A: no prefix, scored against every target of the set. {intervals}
-{chr(10).join(chr(10) + s for s in sections)}
+
+{sections}
 
 {target_text}
 
