@@ -168,7 +168,7 @@ def train(opts: Options, invocation: str, refuse) -> int:
     }
     if ft.directives:
         stats.update(final_evaluation(model, tokenizer, mix, card, prompts=prompts, held=held,
-                                      valid=valid[:card.valid_paragraphs] if card.valid_paragraphs else valid,
+                                      valid=valid[:card.valid_paragraphs],
                                       init_from=ft.init_from, device=device, n_overlap=n_overlap))
     if ft.lora_rank:
         stats["adapter"] = {"rank": ft.lora_rank, "alpha": ft.lora_alpha, "targets": ft.lora_targets,

@@ -223,6 +223,9 @@ def load_model(
     and becomes part of the resolved revision."""
     if dtype not in DTYPES:
         raise HarnessError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if adapter is not None and device_map is not None:  # before the weights are read, not after
+        raise HarnessError("model.adapter cannot be merged into a model spread with model.device_map; "
+                           "load it on one device")
     device = resolve_device(device)
     if name_or_path.startswith(BUILTIN):
         family = name_or_path[len(BUILTIN):].removeprefix("tiny-")
@@ -273,11 +276,9 @@ def load_model(
     else:
         resolved = (hub_commit(source, revision) or getattr(model.config, "_commit_hash", None)
                     or f"weights:{_weights_sha256(model)}")
+    adapter_facts = None
     if adapter is not None:
         adapter_dir = ASSETS / adapter if (ASSETS / adapter).is_dir() else Path(adapter)
-        if device_map is not None:
-            raise HarnessError("model.adapter cannot be merged into a model spread with model.device_map; "
-                               "load it on one device")
         description = merge_adapter(model, adapter_dir, gguf_facts["gguf_sha256"] if gguf_facts else None)
         adapter_facts = {"path": str(adapter_dir), "sha256": adapter_sha256(adapter_dir), **description}
         resolved = f"{resolved}+adapter:{adapter_facts['sha256']}"
@@ -286,4 +287,4 @@ def load_model(
     else:
         device = str(next(model.parameters()).device)
     return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
-                       max_positions_of(model.config), gguf_facts, adapter_facts if adapter is not None else None)
+                       max_positions_of(model.config), gguf_facts, adapter_facts)

@@ -136,6 +136,11 @@ def test_wrong_adapters_are_one_line(saved_base, tmp_path):
     assert "does not fit" in messages["wrong shape"]
 
 
+def test_an_adapter_on_a_model_spread_over_devices_is_refused_before_any_weight_is_read(tmp_path):
+    with pytest.raises(HarnessError, match="cannot be merged into a model spread with model.device_map"):
+        load_model(str(tmp_path / "no-model-here"), device="cpu", device_map="auto", adapter=str(tmp_path))
+
+
 def test_a_rank_below_one_and_unknown_layer_names_are_refused():
     model, _ = build_tiny("llama")
     with pytest.raises(HarnessError, match="rank must be at least 1"):
