@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from harness.demo.card_tables import continuation_tables, interval_note, obedience_sections, target_verdict
+from harness.demo.card_tables import (
+    continuation_tables,
+    interval_note,
+    obedience_sections,
+    target_verdict,
+    training_legs,
+)
 
 
 def _bpb(res: dict) -> str:
@@ -63,9 +69,18 @@ def adapter_card(stats: dict, samples: list[str]) -> str:
         selected = (f" The saved adapter is that of step {stats['selected_step']:,}, the evaluation with the highest "
                     "validation score (C minus B, less what F adds over B); the test sets were not looked at to "
                     "choose it.")
+    looks = stats.get("earlier_test_looks") or []
+    if looks:
+        steps = ", ".join(f"{look['selected_step']:,}" for look in looks if look.get("selected_step"))
+        times = "once" if len(looks) == 1 else f"{len(looks)} times"
+        selected += (f" The test sets had been measured before, {times}, on this run's weights (step {steps}: "
+                     "earlier versions of this card); training on from there was decided after seeing those "
+                     "numbers, so the test numbers below are not a blind first look.")
     ema = (f" The saved adapter is an exponential moving average of the adapter weights (decay "
            f"{settings['ema_decay']}), not the last step's." if settings.get("ema_decay") else "")
     named = [("adapter", ob["obedience"][0])] + ([("base", base["obedience"][0])] if base else [])
+    legs = training_legs(stats)
+    command_label = "The last command, which saved and measured the weights" if legs else "Trained with"
     remeasured = (f"\nObedience re-measured on the saved adapter with:\n`{stats['evaluated_by']}`\n"
                   if stats.get("evaluated_by") else "")
     return f"""# An adapter that makes a pretrained chat model obey story directives
@@ -122,6 +137,6 @@ most 0.1. {verdict}
 
 {continuation_tables(named, samples)}
 
-Trained with (from the repository root):
+{legs}{command_label} (from the repository root):
 `{stats['command']}`
 {remeasured}"""

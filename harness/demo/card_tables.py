@@ -173,3 +173,35 @@ def obedience_sections(ob: dict, base: dict | None, this_label: str, base_label:
             block += ["", base_label, "", result_tables(base["obedience"][i])]
         sections.append("\n".join(block))
     return "\n\n".join(sections)
+
+
+def _continues(before: dict, leg: dict) -> bool:
+    """Whether ``leg`` only resumed ``before`` after an interruption: same schedule, same command."""
+    def plain(command: str) -> str:
+        return command.replace(" --resume", "")
+
+    return bool(before.get("command") and leg.get("command") and before.get("steps") == leg.get("steps")
+                and plain(before["command"]) == plain(leg["command"]))
+
+
+def training_legs(stats: dict) -> str:
+    """How the weights were trained, when it took more than one invocation of ``train-demo``
+    (``stats["legs"]``, from the checkpoint): each leg's steps and command, since a resumed leg
+    with another ``--steps`` ran another learning-rate schedule and the final command alone would
+    not reproduce the model. A leg that only resumed an interrupted one (same ``--steps``, same
+    command but for ``--resume``) is part of it. Empty for one leg, or a ``training.json`` without legs."""
+    legs: list[dict] = []
+    for leg in stats.get("legs") or []:
+        if not (legs and _continues(legs[-1], leg)):
+            legs.append(leg)
+    if len(legs) < 2:
+        return ""
+    rows = []
+    for i, leg in enumerate(legs):
+        end = legs[i + 1]["start_step"] if i + 1 < len(legs) else leg.get("steps") or stats["settings"]["steps"]
+        schedule = f"`--steps {leg['steps']}`" if leg.get("steps") else "not recorded"
+        command = f"`{leg['command']}`" if leg.get("command") else "not recorded"
+        rows.append(f"| {leg['start_step'] + 1}-{end} | {schedule} | {cell(command)} |")
+    return ("Trained in legs (each resumed the checkpoint of the one before; `--steps` sets a leg's cosine "
+            "learning-rate schedule, so the final command alone does not reproduce these weights):\n\n"
+            "| steps | schedule | command |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n\n")

@@ -21,6 +21,7 @@ from harness.demo.card_tables import (
     obedience_sections,
     result_tables,
     target_verdict,
+    training_legs,
 )
 from harness.demo.corpus import CARD_OPENINGS
 from harness.errors import HarnessError
@@ -272,7 +273,7 @@ matched text that only mentions it; A: no prefix, scored against every target of
 
 {continuation_tables(named, samples)}
 
-Final stage trained with (from the repository root; `--init-from` was the output of the last stage in the lineage table):
+{training_legs(stats)}Final stage trained with (from the repository root; `--init-from` was the output of the last stage in the lineage table):
 `{stats['command']}`
 {remeasured}"""
 

@@ -33,9 +33,11 @@ and ``card_tables`` (the model cards).
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import asdict
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -89,6 +91,20 @@ def main(argv: list[str] | None = None) -> int:
     return train(opts, invocation, parser.error)
 
 
+def earlier_test_looks(out: Path) -> list[dict]:
+    """The test measurements earlier runs saved in ``out`` (its ``training.json``): a run that
+    continues one whose card was written was continued by someone who had seen that card's test
+    numbers, so the new card must say its test numbers are not a first look."""
+    try:
+        old = json.loads((out / "training.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or unreadable: nothing this run can vouch for
+        return []
+    looks = list(old.get("earlier_test_looks", []))
+    if old.get("obedient") or old.get("obedience"):
+        looks.append({"selected_step": old.get("selected_step"), "command": old.get("command")})
+    return looks
+
+
 def train(opts: Options, invocation: str, refuse) -> int:
     """Train (or fine-tune) a model as ``opts`` say, then measure it, save it to ``--out`` with
     its ``training.json`` and card. ``invocation``: the command line, recorded for the card;
@@ -96,6 +112,7 @@ def train(opts: Options, invocation: str, refuse) -> int:
     command, ft, settings, mix, card = opts.command, opts.fine_tuning, opts.train, opts.mix, opts.card
     device, shape = command.device, opts.shape
     work = command.work_dir or command.out.with_name(command.out.name + ".work")
+    looks = earlier_test_looks(command.out)
     train_stories, held, valid, n_overlap = training_split(command.corpus, settings, ft.valid_text, ft.directives)
 
     torch.manual_seed(settings.seed)
@@ -133,7 +150,7 @@ def train(opts: Options, invocation: str, refuse) -> int:
     if ft.copy_pretrain_steps and not (command.resume and checkpoint_path(work).exists()):
         copy_history = copy_pretrain(model, tokenizer, ft.copy_pretrain_steps, settings.seed, device)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    trainer = Trainer(model, settings, device, work, copy_history)
+    trainer = Trainer(model, settings, device, work, copy_history, invocation)
     if command.resume:
         trainer.resume(ft.keep_best)
     watch = partial(monitor, tokenizer=tokenizer, held=held, prompts=prompts, probes=probes, lengths=card.lengths,
@@ -164,6 +181,8 @@ def train(opts: Options, invocation: str, refuse) -> int:
         "selected_step": selected_step,
         "selected_by": "validation" if ft.keep_best else "last step",
         "copy_pretrain": trainer.copy_history,
+        "legs": trainer.legs,
+        "earlier_test_looks": looks,
         "card_samples": dict(zip(CARD_OPENINGS, samples)),
     }
     if ft.directives:

@@ -179,9 +179,14 @@ class Trainer:
     moving average of the weights when ``settings.ema_decay`` > 0, the history of evaluations and
     a checkpoint in ``work`` after each. With ``--keep-best`` the watched weights of each evaluation
     that beats every one before it on the validation contrast are kept in ``work/best.pt``.
-    ``copy_history``: the copy pre-training's (``mixer.copy_pretrain``), recorded in checkpoints."""
+    ``copy_history``: the copy pre-training's (``mixer.copy_pretrain``), recorded in checkpoints.
+    ``command``: this invocation's command line. Each invocation that trains is a *leg*
+    (``self.legs``: its first step, its ``--steps`` and its command, kept in the checkpoint), so a
+    run resumed with other settings, a longer ``--steps`` (another cosine schedule) for one, says so
+    on its card instead of showing only the last command."""
 
-    def __init__(self, model, settings: TrainSettings, device: str, work: Path, copy_history: list[dict]):
+    def __init__(self, model, settings: TrainSettings, device: str, work: Path, copy_history: list[dict],
+                 command: str = ""):
         self.model, self.settings, self.device = model, settings, device
         trained = [p for p in model.parameters() if p.requires_grad]  # not an adapter's frozen base
         decay = [p for p in trained if p.dim() >= 2]
@@ -200,6 +205,7 @@ class Trainer:
         self.ckpt_path, self.best_path = checkpoint_path(work), work / "best.pt"
         self.start_step, self.history, self.elapsed, self.tokens_seen = 0, [], 0.0, 0
         self.copy_history = copy_history
+        self.command, self.legs = command, []
         self.train_seconds = 0.0
 
     @property
@@ -223,6 +229,8 @@ class Trainer:
         self.start_step, self.history, self.elapsed = ckpt["step"], ckpt["history"], ckpt["elapsed"]
         self.tokens_seen = ckpt.get("tokens_seen", 0)
         self.copy_history = ckpt.get("copy_history", [])
+        # checkpoints written before legs were recorded: one leg, command unknown
+        self.legs = ckpt.get("legs", [{"start_step": 0, "steps": None, "command": None}])
         if keep_best and any(r.get("kept") for r in self.history) and not self.best_path.exists():
             raise HarnessError(f"{self.ckpt_path} says weights were kept for --keep-best but {self.best_path} "
                              "is missing; restore it, or start again without --resume")
@@ -262,6 +270,8 @@ class Trainer:
         settings, model = self.settings, self.model
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.device.startswith("cuda") else None
         model.train()
+        if self.start_step < settings.steps:
+            self.legs.append({"start_step": self.start_step, "steps": settings.steps, "command": self.command})
         t0 = time.time() - self.elapsed
         bar = tqdm(range(self.start_step, settings.steps), initial=self.start_step, total=settings.steps,
                    desc="train", mininterval=30)
@@ -296,7 +306,7 @@ class Trainer:
     def _checkpoint(self, step: int, elapsed: float) -> None:
         checkpoint = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "gen": self.gen.get_state(),
                       "step": step, "history": self.history, "elapsed": elapsed,
-                      "tokens_seen": self.tokens_seen, "copy_history": self.copy_history,
+                      "tokens_seen": self.tokens_seen, "copy_history": self.copy_history, "legs": self.legs,
                       **({"ema": self.ema.state_dict()} if self.ema is not None else {})}
         atomic_write(self.ckpt_path, lambda tmp: torch.save(checkpoint, tmp))
 

@@ -1,0 +1,77 @@
+"""A run of ``train-demo`` resumed with a longer ``--steps`` ran two learning-rate schedules: the
+checkpoint records each invocation that trained (a *leg*), and the card lists them, so the final
+command is never presented as the one that made the weights."""
+
+import torch
+
+from harness.demo.card_tables import training_legs
+from harness.demo.settings import DemoModelShape, TrainSettings
+from harness.demo.training import Trainer, build_model, cosine_lr
+
+
+def _trainer(tmp_path, steps: int, command: str) -> Trainer:
+    torch.manual_seed(0)
+    shape = DemoModelShape(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    settings = TrainSettings(seq_len=8, batch_size=2, steps=steps, warmup_steps=1, eval_every=2)
+    return Trainer(build_model(shape, 0), settings, "cpu", tmp_path, [], command)
+
+
+def _train(trainer: Trainer, resume: bool) -> None:
+    stream = torch.arange(200) % 64
+    if resume:
+        trainer.resume(keep_best=False)
+    trainer.run(mixer=None, train_stream=stream, held_stream=stream, monitor=None, keep_best=False)
+
+
+def test_each_invocation_that_trains_is_a_leg_in_the_checkpoint(tmp_path):
+    first = _trainer(tmp_path, 2, "harness train-demo --steps 2")
+    _train(first, resume=False)
+    assert first.legs == [{"start_step": 0, "steps": 2, "command": "harness train-demo --steps 2"}]
+
+    longer = _trainer(tmp_path, 4, "harness train-demo --steps 4 --resume")
+    _train(longer, resume=True)
+    assert longer.start_step == 2 and [r["step"] for r in longer.history] == [2, 4]
+    second = {"start_step": 2, "steps": 4, "command": "harness train-demo --steps 4 --resume"}
+    assert longer.legs == [first.legs[0], second]
+    # the second leg's schedule is its own: step 2's rate under --steps 4 is not under --steps 2
+    assert cosine_lr(2, longer.settings) != cosine_lr(2, first.settings)
+
+    finished = _trainer(tmp_path, 4, "harness train-demo --steps 4 --resume --out x")
+    _train(finished, resume=True)  # nothing left to train: saving and measuring is not a leg
+    assert finished.legs == longer.legs
+
+
+def test_the_card_lists_legs_and_folds_a_plain_resume_into_its_leg():
+    settings = {"steps": 240}
+    one = {"legs": [{"start_step": 0, "steps": 240, "command": "harness train-demo --steps 240"}], "settings": settings}
+    assert training_legs(one) == "" and training_legs({"settings": settings}) == ""
+    resumed = {"start_step": 50, "steps": 240, "command": "harness train-demo --steps 240 --resume"}
+    interrupted = {"legs": one["legs"] + [resumed], "settings": settings}
+    assert training_legs(interrupted) == ""  # killed and resumed unchanged: one schedule, one leg
+    legs = {"legs": [{"start_step": 0, "steps": None, "command": None},
+                     {"start_step": 120, "steps": 240, "command": "harness train-demo --steps 240 --resume"}],
+            "settings": settings}
+    text = training_legs(legs)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows == ["| 1-120 | not recorded | not recorded |",
+                    "| 121-240 | `--steps 240` | `harness train-demo --steps 240 --resume` |"]
+    assert "does not reproduce these weights" in text
+
+
+def test_a_run_written_over_a_measured_one_records_that_its_test_sets_were_seen(tmp_path):
+    import json
+
+    from harness.demo.train_demo import earlier_test_looks
+
+    assert earlier_test_looks(tmp_path) == []  # a new output directory
+    (tmp_path / "training.json").write_text("{damaged")
+    assert earlier_test_looks(tmp_path) == []
+    (tmp_path / "training.json").write_text(json.dumps({"selected_step": 40, "command": "c0"}))
+    assert earlier_test_looks(tmp_path) == []  # trained, never measured on the test sets
+    first = {"selected_step": 120, "command": "c1"}
+    (tmp_path / "training.json").write_text(json.dumps({**first, "obedient": {"obedience": []}}))
+    assert earlier_test_looks(tmp_path) == [first]
+    second = {"selected_step": 200, "command": "c2"}
+    (tmp_path / "training.json").write_text(json.dumps({**second, "obedience": [{}], "earlier_test_looks": [first]}))
+    assert earlier_test_looks(tmp_path) == [first, second]
