@@ -15,6 +15,7 @@ the same 164 conditions (4 story prompts x (A + 5 neutral + 5 instruction-like p
 
     python benchmarks/sweep_cost.py                 # GPT-2-small-sized random model (12 layers, 768 wide)
     python benchmarks/sweep_cost.py --quick         # 1 prompt: a smoke test
+    python benchmarks/sweep_cost.py --device cuda   # all three on a GPU (default: the harness's "auto")
 
 The targets it prints are those of the fixed-cost issue: the whole sweep at most 0.45x
 ``generate`` and at least 3x faster than the naive pipeline; the conditions alone at most 0.35x.
@@ -50,18 +51,29 @@ def write_model(path: Path) -> None:
     byte_level_tokenizer(add_bos=False).save_pretrained(path)
 
 
-def overrides(model_dir: Path, prompts: int) -> list[str]:
-    return [f"model.name_or_path={model_dir}", "model.dtype=float32", "prompts=stories_en", f"prompts.limit={prompts}",
+def overrides(model_dir: Path, prompts: int, device: str) -> list[str]:
+    return [f"model.name_or_path={model_dir}", f"model.device={device}", "model.dtype=float32",
+            "prompts=stories_en", f"prompts.limit={prompts}",
             "prefixes=default", "prefixes.per_group=5", f"prefix.lengths=[{','.join(map(str, LENGTHS))}]",
             "prefix.too_short=repeat", f"decode.max_new_tokens={NEW_TOKENS}"]
 
 
-def run_harness(model_dir: Path, prompts: int) -> dict:
+def synchronized_clock(device) -> float:
+    """``time.perf_counter`` once the device has finished its queued work (GPU kernels run
+    asynchronously: without this a GPU method would be timed before its last kernels ran)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def run_harness(model_dir: Path, prompts: int, device: str) -> dict:
     from harness import compose, run
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        run(compose(overrides(model_dir, prompts)), Path(tmp) / "run", progress=False)
+        run(compose(overrides(model_dir, prompts, device)), Path(tmp) / "run", progress=False)
         seconds = time.perf_counter() - t0
         status = json.loads((Path(tmp) / "run" / "status.json").read_text())
         noise = (Path(tmp) / "run" / "noise.parquet")
@@ -71,49 +83,53 @@ def run_harness(model_dir: Path, prompts: int) -> dict:
                 "noise_rows": len(pd.read_parquet(noise)) if noise.is_file() else 0}
 
 
-def experiment_conditions(model_dir: Path, prompts: int):
-    """The sweep's own conditions and the loaded model (plain SDPA: no probe)."""
+def experiment_conditions(model_dir: Path, prompts: int, device: str):
+    """The sweep's own conditions and the loaded model (plain SDPA: no probe), on the device the
+    harness would use."""
     from harness import Experiment, compose
 
-    exp = Experiment.build(compose(overrides(model_dir, prompts)), attention=False)
+    exp = Experiment.build(compose(overrides(model_dir, prompts, device)), attention=False)
     return exp.loaded.model, exp.tokenizer, exp.conditions
 
 
-def run_generate(model_dir: Path, prompts: int) -> dict:
+def run_generate(model_dir: Path, prompts: int, device: str) -> dict:
     import torch
 
-    model, tok, conds = experiment_conditions(model_dir, prompts)
-    t0 = time.perf_counter()
+    model, tok, conds = experiment_conditions(model_dir, prompts, device)
+    on = model.device
+    t0 = synchronized_clock(on)
     with torch.no_grad():
         for c in conds:
-            model.generate(torch.tensor([c.assembled.input_ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
-                           eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
-    return {"seconds": time.perf_counter() - t0, "conditions": len(conds)}
+            model.generate(torch.tensor([c.assembled.input_ids], device=on), max_new_tokens=NEW_TOKENS,
+                           do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    return {"seconds": synchronized_clock(on) - t0, "conditions": len(conds)}
 
 
-def run_naive(model_dir: Path, prompts: int) -> dict:
+def run_naive(model_dir: Path, prompts: int, device: str) -> dict:
     import torch
 
     spec = importlib.util.spec_from_file_location("throughput", HERE / "throughput.py")
     throughput = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(throughput)
-    model, tok, conds = experiment_conditions(model_dir, prompts)
+    model, tok, conds = experiment_conditions(model_dir, prompts, device)
     model.set_attn_implementation("eager")
+    on = model.device
     by_prompt: dict = {}
     for c in conds:
         by_prompt.setdefault(c.prompt_id, []).append(c)
-    t0 = time.perf_counter()
+    t0 = synchronized_clock(on)
     with torch.no_grad():
         for conds_p in by_prompt.values():
             a = conds_p[0]
-            gen, _ = throughput.naive_condition(model, a.assembled.input_ids, [], "cpu")
+            gen, _ = throughput.naive_condition(model, a.assembled.input_ids, [], on)
             y_a = gen.sequences[0, len(a.assembled.input_ids):].tolist()
-            att_a = model(torch.tensor([list(a.assembled.input_ids) + y_a]), output_attentions=True).attentions
+            att_a = model(torch.tensor([list(a.assembled.input_ids) + y_a], device=on),
+                          output_attentions=True).attentions
             for c in conds_p[1:]:
-                _, att_x = throughput.naive_condition(model, c.assembled.input_ids, y_a, "cpu")
+                _, att_x = throughput.naive_condition(model, c.assembled.input_ids, y_a, on)
                 throughput.naive_kl(att_a, att_x, (a.assembled.task_start, a.assembled.task_end),
                                     c.assembled.block_len, len(y_a))
-    return {"seconds": time.perf_counter() - t0, "conditions": len(conds)}
+    return {"seconds": synchronized_clock(on) - t0, "conditions": len(conds)}
 
 
 METHODS = {"generate": run_generate, "naive": run_naive, "harness": run_harness}
@@ -123,6 +139,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 prompt instead of 4")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default 1)")
+    parser.add_argument("--device", default="auto", help="model.device for all three methods (default auto: "
+                        "a GPU when there is one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.child:
@@ -130,7 +148,7 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(spec["threads"])
-        print(json.dumps(METHODS[spec["method"]](Path(spec["model_dir"]), spec["prompts"])))
+        print(json.dumps(METHODS[spec["method"]](Path(spec["model_dir"]), spec["prompts"], spec["device"])))
         return
     prompts = 1 if ns.quick else 4
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(ns.threads)}
@@ -139,7 +157,8 @@ def main() -> None:
         write_model(model_dir)
         rows = {}
         for method in METHODS:
-            spec = {"method": method, "model_dir": str(model_dir), "prompts": prompts, "threads": ns.threads}
+            spec = {"method": method, "model_dir": str(model_dir), "prompts": prompts, "threads": ns.threads,
+                    "device": ns.device}
             out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True,
                                  text=True, env=env)
             if out.returncode != 0:
@@ -149,7 +168,8 @@ def main() -> None:
     gen, naive, harness = rows["generate"], rows["naive"], rows["harness"]
     phases = harness["phases"]
     print(f"\nGPT-2-small-sized random model, {harness['conditions']} conditions ({prompts} prompts), "
-          f"{NEW_TOKENS} new tokens, {ns.threads} thread(s); noise floor on {harness['noise_rows']} conditions")
+          f"{NEW_TOKENS} new tokens, device {ns.device}, {ns.threads} thread(s); "
+          f"noise floor on {harness['noise_rows']} conditions")
     print(f"  {'':<34} {'wall s':>8} {'x generate':>11}")
     print(f"  {'plain generate':<34} {gen['seconds']:>8.1f} {1:>11.2f}")
     print(f"  {'naive pipeline':<34} {naive['seconds']:>8.1f} {naive['seconds'] / gen['seconds']:>11.2f}")
