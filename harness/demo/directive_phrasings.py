@@ -103,6 +103,13 @@ GRAMMAR_NEGATORS: tuple[str, ...] = _recipe("GRAMMAR_NEGATORS")
 # Off by default (``--made-up-verbs``): one try with 30% of the command pairs so made wrote the
 # word after 40-42% of the validation prohibitions at step 150, against 19-35% without them.
 GRAMMAR_VERB_FRAMES: tuple[str, ...] = _recipe("GRAMMAR_VERB_FRAMES")
+# An ask and its prohibition that differ only inside a clause about the story ("write {S} where {X}
+# comes up" / "... where {X} never comes up", "keep {X} in {S}" / "keep {X} out of {S}"). Written
+# after the step-160 validation check of the SmolLM2 adapter found that all its forbidden words came
+# from two validation prohibitions of this kind ("keep X away from the story", "a story in which X
+# never shows up"), obeyed as asks: the validation split is not blind to them (none of its or the
+# test split's markers is in them). Off by default (``--clause-pairs``).
+GRAMMAR_CLAUSE_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in _recipe("GRAMMAR_CLAUSE_PAIRS"))
 
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
 # draw) contains one of these, so a held-out phrasing is new wording, not a recombination of

@@ -165,6 +165,9 @@ class MixSettings:
         "trained only to not write the word where the ask wrote it"))
     made_up_verbs: float = field(default=0.0, metadata=option(
         "with --paired-prohibitions, share of grammar command pairs with a made-up verb (only the negator differs)"))
+    clause_pairs: float = field(default=0.0, metadata=option(
+        "with --paired-prohibitions, share of grammar pairs negated inside a clause about the story "
+        "('where X comes up' / 'where X never comes up': directive_phrasings.GRAMMAR_CLAUSE_PAIRS)"))
     unlikelihood_window: int = field(default=0, metadata=option(
         "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(

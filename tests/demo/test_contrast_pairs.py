@@ -6,6 +6,7 @@ import re
 import pytest
 
 from harness.demo import contrast_pairs as P
+from harness.demo import directive_phrasings as W
 from harness.demo import directives as D
 from tests.demo.test_directives import STORIES, markers_in
 
@@ -147,3 +148,21 @@ def test_made_up_verbs_leave_only_the_negator_to_tell_ask_from_prohibition(monke
         assert a[1] == f[1]  # the same after the verb
         opener = a[0].strip()
         assert f[0].startswith(opener) and f[0][len(opener):].strip() in negators, (ask, forbid)
+
+
+def test_clause_pairs_negate_inside_the_clause_and_keep_the_split():
+    """``--clause-pairs``: the ask and the prohibition share everything but the negation inside a
+    clause about the story; none carries held-out or validation wording."""
+    rng = random.Random(0)
+    pairs = [P.compose_pair(rng, clause_pairs=1.0) for _ in range(500)]
+    templates = set(W.GRAMMAR_CLAUSE_PAIRS)
+    assert len(templates) == len(W.GRAMMAR_CLAUSE_PAIRS) >= 10
+    for ask, forbid in templates:
+        assert not markers_in(D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, ask + " " + forbid), (ask, forbid)
+        assert any(n in forbid.lower() for n in NEGATION + ("nowhere", "absent", "empty", "far away")), forbid
+        assert not any(n in ask.lower() for n in NEGATION), ask
+        assert ask.split()[0] == forbid.split()[0] or ask.split()[-1] == forbid.split()[-1], (ask, forbid)
+    for ask, forbid in pairs:
+        assert "{S}" not in ask + forbid and "{X}" not in ask + forbid
+        assert ("{word}" in ask or "{a_word}" in ask) and ("{word}" in forbid or "{a_word}" in forbid)
+    assert len(set(pairs)) > 200
