@@ -28,6 +28,11 @@ def _data_text(stats: dict) -> str:
         if mix.get("counterfactual_rows"):
             pairs += (" A third row per pair puts the ask's continuation after the prohibition, with no "
                       "cross-entropy and the unlikelihood term exactly where that continuation writes the word.")
+        if mix.get("clause_pairs"):
+            pairs += (f" {mix['clause_pairs']:.0%} of the grammar pairs are negated inside a clause about the story "
+                      "(\"write the next story where X comes up\" / \"... where X never comes up\": "
+                      "`GRAMMAR_CLAUSE_PAIRS`), written after seeing that two validation prohibitions of that kind "
+                      "were obeyed as asks, so the validation split is not blind to that kind of wording.")
     window = mix.get("unlikelihood_window") or mix["answer_window"]
     return (f"Each step has {settings['batch_size']} rows (matched pairs add theirs). {mix['synth_fraction']:.0%} "
             f"start with a synthesized example: a context of training-split TinyStories text cut like a harness prefix "

@@ -75,3 +75,18 @@ def test_a_run_written_over_a_measured_one_records_that_its_test_sets_were_seen(
     second = {"selected_step": 200, "command": "c2"}
     (tmp_path / "training.json").write_text(json.dumps({**second, "obedience": [{}], "earlier_test_looks": [first]}))
     assert earlier_test_looks(tmp_path) == [first, second]
+
+
+def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
+    """``--clause-pairs`` was written after seeing validation failures: a card of a model trained
+    with it says the validation split is not blind to that wording; one trained without does not."""
+    import json
+    from pathlib import Path
+
+    from harness.demo.adapter_card import _data_text
+
+    stats = json.loads((Path(__file__).parents[2] / "harness/assets/demo-obedient-smollm2/training.json").read_text())
+    assert "not blind" not in _data_text(stats)
+    stats["mix"]["clause_pairs"] = 0.4
+    assert "40% of the grammar pairs are negated inside a clause" in _data_text(stats)
+    assert "validation split is not blind" in _data_text(stats)
