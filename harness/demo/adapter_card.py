@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from harness.demo.card_tables import (
     continuation_tables,
+    earlier_looks_note,
     interval_note,
     obedience_sections,
     target_verdict,
@@ -74,13 +75,7 @@ def adapter_card(stats: dict, samples: list[str]) -> str:
         selected = (f" The saved adapter is that of step {stats['selected_step']:,}, the evaluation with the highest "
                     "validation score (C minus B, less what F adds over B); the test sets were not looked at to "
                     "choose it.")
-    looks = stats.get("earlier_test_looks") or []
-    if looks:
-        steps = ", ".join(f"{look['selected_step']:,}" for look in looks if look.get("selected_step"))
-        times = "once" if len(looks) == 1 else f"{len(looks)} times"
-        selected += (f" The test sets had been measured before, {times}, on this run's weights (step {steps}: "
-                     "earlier versions of this card); training on from there was decided after seeing those "
-                     "numbers, so the test numbers below are not a blind first look.")
+    selected += earlier_looks_note(stats)
     ema = (f" The saved adapter is an exponential moving average of the adapter weights (decay "
            f"{settings['ema_decay']}), not the last step's." if settings.get("ema_decay") else "")
     named = [("adapter", ob["obedience"][0])] + ([("base", base["obedience"][0])] if base else [])

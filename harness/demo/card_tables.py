@@ -205,3 +205,17 @@ def training_legs(stats: dict) -> str:
     return ("Trained in legs (each resumed the checkpoint of the one before; `--steps` sets a leg's cosine "
             "learning-rate schedule, so the final command alone does not reproduce these weights):\n\n"
             "| steps | schedule | command |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n\n")
+
+
+def earlier_looks_note(stats: dict) -> str:
+    """A sentence for a card whose run was written over an earlier measured one
+    (``stats["earlier_test_looks"]``, from ``train_demo.earlier_test_looks``): its test numbers
+    are not a blind first look. Empty when there was none."""
+    looks = stats.get("earlier_test_looks") or []
+    if not looks:
+        return ""
+    steps = ", ".join(f"{look['selected_step']:,}" for look in looks if look.get("selected_step"))
+    times = "once" if len(looks) == 1 else f"{len(looks)} times"
+    return (f" The test sets had been measured before, {times}, on this run's weights (step {steps}: "
+            "earlier versions of this card); training on from there was decided after seeing those "
+            "numbers, so the test numbers below are not a blind first look.")

@@ -16,6 +16,7 @@ from harness.demo.adapter_card import adapter_card
 from harness.demo.card_tables import (
     cell,
     continuation_tables,
+    earlier_looks_note,
     interval_note,
     lengths_apart,
     obedience_sections,
@@ -181,6 +182,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                 f"{recipe['validation_mentions']} mention sentences that no training example and neither test set "
                 "uses (`directive_phrasings.VALIDATION_*`, added after stage 8); the test sets below were not "
                 "looked at to choose it.")
+    ema += earlier_looks_note(stats)
     if mix.get("phrasing_grammar"):
         quoting += (f" {mix['phrasing_grammar']:.0%} of the directives are worded by a grammar "
                     "(`directives.compose_directive`: an optional opener, then a command, statement or request "

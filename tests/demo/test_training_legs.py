@@ -77,6 +77,23 @@ def test_a_run_written_over_a_measured_one_records_that_its_test_sets_were_seen(
     assert earlier_test_looks(tmp_path) == [first, second]
 
 
+def test_both_obedient_cards_say_when_their_test_sets_were_seen_before():
+    """The story model's card and the adapter's card carry the same sentence from the same looks."""
+    import json
+    from pathlib import Path
+
+    from harness.demo.adapter_card import adapter_card
+    from harness.demo.cards import obedient_card
+
+    assets = Path(__file__).parents[2] / "harness/assets"
+    looks = [{"selected_step": 120, "command": "c1"}, {"selected_step": 160, "command": "c2"}]
+    for name, card in (("demo-obedient", obedient_card), ("demo-obedient-smollm2", adapter_card)):
+        stats = json.loads((assets / name / "training.json").read_text())
+        assert "not a blind first look" not in card(stats, [])
+        text = card({**stats, "earlier_test_looks": looks}, [])
+        assert "measured before, 2 times, on this run's weights (step 120, 160" in text, name
+
+
 def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
     """``--clause-pairs`` was written after seeing validation failures: a card of a model trained
     with it says the validation split is not blind to that wording; one trained without does not."""
