@@ -56,6 +56,9 @@ class Command:
     device: str = field(default_factory=default_device, metadata=option())
     threads: int | None = field(default=None, metadata=option("torch CPU threads"))
     resume: bool = field(default=False, metadata=option("continue from the work-dir checkpoint"))
+    leg_only: bool = field(default=False, metadata=option(
+        "train to --steps, write the checkpoint and stop: OUT and its card are left as they are and nothing "
+        "is measured (one leg of a run trained in several; the last leg runs without it, saves and measures)"))
 
 
 @dataclass(frozen=True)

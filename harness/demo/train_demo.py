@@ -150,13 +150,17 @@ def train(opts: Options, invocation: str, refuse) -> int:
     if ft.copy_pretrain_steps and not (command.resume and checkpoint_path(work).exists()):
         copy_history = copy_pretrain(model, tokenizer, ft.copy_pretrain_steps, settings.seed, device)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    trainer = Trainer(model, settings, device, work, copy_history, invocation)
+    trainer = Trainer(model, settings, device, work, copy_history, invocation, base=base if ft.init_from else None)
     if command.resume:
         trainer.resume(ft.keep_best)
     watch = partial(monitor, tokenizer=tokenizer, held=held, prompts=prompts, probes=probes, lengths=card.lengths,
                     device=device) if mixer is not None else None
     trainer.run(mixer=mixer, train_stream=train_stream, held_stream=held_stream, monitor=watch,
                 keep_best=ft.keep_best)
+    if command.leg_only:
+        print(f"stopped at step {settings.steps} (--leg-only): checkpoint in {work}; {command.out} not written, "
+              "nothing measured", flush=True)
+        return 0
     model, selected_step = trainer.result(ft.keep_best)
 
     if ft.lora_rank:  # ship the adapter; evaluate the base with it merged, as the harness loads it

@@ -180,14 +180,17 @@ class Trainer:
     a checkpoint in ``work`` after each. With ``--keep-best`` the watched weights of each evaluation
     that beats every one before it on the validation contrast are kept in ``work/best.pt``.
     ``copy_history``: the copy pre-training's (``mixer.copy_pretrain``), recorded in checkpoints.
+    ``base``: the identity of a frozen base (``load_pretrained``'s) when only part of the model
+    trains (an adapter): its checkpoints then hold the trained tensors only (tens of megabytes, not
+    the whole model's hundreds) and resume only onto the same base.
     ``command``: this invocation's command line. Each invocation that trains is a *leg*
     (``self.legs``: its first step, its ``--steps`` and its command, kept in the checkpoint), so a
     run resumed with other settings, a longer ``--steps`` (another cosine schedule) for one, says so
     on its card instead of showing only the last command."""
 
     def __init__(self, model, settings: TrainSettings, device: str, work: Path, copy_history: list[dict],
-                 command: str = ""):
-        self.model, self.settings, self.device = model, settings, device
+                 command: str = "", base: dict | None = None):
+        self.model, self.settings, self.device, self.base = model, settings, device, base
         trained = [p for p in model.parameters() if p.requires_grad]  # not an adapter's frozen base
         decay = [p for p in trained if p.dim() >= 2]
         no_decay = [p for p in trained if p.dim() < 2]
@@ -218,7 +221,7 @@ class Trainer:
         if not self.ckpt_path.exists():
             return
         ckpt = torch.load(self.ckpt_path, weights_only=False)
-        self.model.load_state_dict(ckpt["model"])
+        self._load_weights(ckpt["model"], ckpt.get("frozen_base"), self.ckpt_path)
         self.opt.load_state_dict(ckpt["opt"])
         self.gen.set_state(ckpt["gen"])
         if (self.ema is not None) != ("ema" in ckpt):
@@ -235,6 +238,35 @@ class Trainer:
             raise HarnessError(f"{self.ckpt_path} says weights were kept for --keep-best but {self.best_path} "
                              "is missing; restore it, or start again without --resume")
         print(f"resumed at step {self.start_step}", flush=True)
+
+    def _trained_names(self) -> set[str] | None:
+        """Names of the trained parameters when some are frozen (an adapter's base), else None."""
+        params = dict(self.model.named_parameters())
+        trained = {name for name, p in params.items() if p.requires_grad}
+        return trained if len(trained) < len(params) else None
+
+    def _weights(self, model) -> dict[str, torch.Tensor]:
+        """What a checkpoint (or ``best.pt``) keeps of ``model``: everything, or with a frozen base
+        only the trained tensors; the base is loaded again from ``self.base`` on resume."""
+        state = model.state_dict()
+        trained = self._trained_names()
+        return state if trained is None else {name: state[name] for name in sorted(trained)}
+
+    def _load_weights(self, state: dict[str, torch.Tensor], frozen_base: dict | None, path: Path,
+                      model=None) -> None:
+        """Load ``_weights``' output into ``model`` (default: the trained model): a whole state
+        strictly; trained tensors only onto the base they were trained on, and all of them."""
+        model = self.model if model is None else model
+        if frozen_base is None:  # a whole model (also what checkpoints of adapters held before)
+            model.load_state_dict(state)
+            return
+        if frozen_base != (self.base or {}):
+            raise HarnessError(f"{path} holds tensors trained on the base {frozen_base}, but this run loads "
+                               f"{self.base}; resume with the --init-from it was started with")
+        if set(state) != (self._trained_names() or set()):
+            raise HarnessError(f"{path} holds other tensors than this run trains (another --lora-rank or "
+                               f"--lora-targets?); resume with the settings it was started with")
+        model.load_state_dict(state, strict=False)
 
     def _step_loss(self, step: int, mixer, train_stream: torch.Tensor, autocast) -> torch.Tensor:
         """Forward and backward of training step ``step``; returns its loss."""
@@ -295,7 +327,8 @@ class Trainer:
                     best = max((r["validation_contrast"] for r in self.history if r.get("kept")), default=None)
                     if keep_best and "validation_contrast" in record and (
                             best is None or record["validation_contrast"] >= best):
-                        atomic_write(self.best_path, partial(torch.save, watched.state_dict()))
+                        kept = {"model": self._weights(watched), "frozen_base": self._frozen_base()}
+                        atomic_write(self.best_path, partial(torch.save, kept))
                         record["kept"] = True
                     model.train()
                 self.history.append(record)
@@ -304,11 +337,16 @@ class Trainer:
         self.train_seconds = time.time() - t0
 
     def _checkpoint(self, step: int, elapsed: float) -> None:
-        checkpoint = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "gen": self.gen.get_state(),
+        checkpoint = {"model": self._weights(self.model), "frozen_base": self._frozen_base(),
+                      "opt": self.opt.state_dict(), "gen": self.gen.get_state(),
                       "step": step, "history": self.history, "elapsed": elapsed,
                       "tokens_seen": self.tokens_seen, "copy_history": self.copy_history, "legs": self.legs,
                       **({"ema": self.ema.state_dict()} if self.ema is not None else {})}
         atomic_write(self.ckpt_path, lambda tmp: torch.save(checkpoint, tmp))
+
+    def _frozen_base(self) -> dict | None:
+        """What checkpoints record of the base they leave out (None: they hold the whole model)."""
+        return None if self._trained_names() is None else (self.base or {})
 
     def result(self, keep_best: bool) -> tuple[object, int]:
         """The weights to ship and the step they are from: the watched weights of the last step,
@@ -317,5 +355,8 @@ class Trainer:
         if not keep_best:
             return model, self.settings.steps
         selected_step = [r for r in self.history if r.get("kept")][-1]["step"]
-        model.load_state_dict(torch.load(self.best_path, weights_only=True))
+        kept = torch.load(self.best_path, weights_only=True)
+        if "frozen_base" not in kept:  # kept before best.pt recorded what it holds: a whole model
+            kept = {"model": kept, "frozen_base": None}
+        self._load_weights(kept["model"], kept["frozen_base"], self.best_path, model)
         return model, selected_step

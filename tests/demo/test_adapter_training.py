@@ -26,12 +26,19 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     out = tmp_path / "adapter"
     card_args = ["--eval-prompts", str(prompts), "--eval-prefixes", str(prefixes), "--eval-lengths", "32",
                  "--synthetic-eval-pairs", "1", "--baseline", "model:demo-plain", "--threads", "1"]
-    rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", "model:demo-plain",
-                   "--lora-rank", "2", "--lora-targets", "q_proj,v_proj", "--lr", "1e-2", "--directives",
-                   "--prohibition-share", "0.4", "--paired-prohibitions", "--unquoted-targets", "--steps", "2",
-                   "--batch-size", "4", "--seq-len", "128", "--max-context-tokens", "64", "--eval-every", "2",
-                   "--probe-pairs", "0", "--warmup-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
-                   "--out", str(out), *card_args])
+    train = ["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", "model:demo-plain",
+             "--lora-rank", "2", "--lora-targets", "q_proj,v_proj", "--lr", "1e-2", "--directives",
+             "--prohibition-share", "0.4", "--paired-prohibitions", "--unquoted-targets",
+             "--batch-size", "4", "--seq-len", "128", "--max-context-tokens", "64", "--eval-every", "1",
+             "--probe-pairs", "0", "--warmup-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
+             "--out", str(out), *card_args]
+    # a first leg that only trains: a checkpoint of the adapter's tensors, nothing saved or measured
+    assert cli_main(train + ["--steps", "1", "--leg-only"]) in (0, None)
+    assert not out.exists() and "stopped at step 1 (--leg-only)" in capsys.readouterr().out
+    leg = torch.load(tmp_path / "adapter.work" / "checkpoint.pt", weights_only=False)
+    assert leg["step"] == 1 and leg["frozen_base"]["model_config"] == "demo-plain"
+    assert leg["model"] and all(".lora_" in name for name in leg["model"])
+    rc = cli_main(train + ["--steps", "2", "--resume"])
     assert rc in (0, None)
     assert sorted(p.name for p in out.iterdir()) == ["README.md", A.ADAPTER_CONFIG, A.ADAPTER_WEIGHTS, "training.json"]
     stats = json.loads((out / "training.json").read_text())
@@ -41,6 +48,7 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     assert len(description["modules"]) == 2 * n_layers
     assert stats["parameters"] == sum(t.numel() for t in tensors.values())
     assert any(t.abs().sum() > 0 for name, t in tensors.items() if name.endswith("lora_B"))  # it trained
+    assert [(leg["start_step"], leg["steps"]) for leg in stats["legs"]] == [(0, 1), (1, 2)]
 
     # what the harness loads (model config's base + the adapter) is what training measured
     plain = load_model("demo-plain", device="cpu")

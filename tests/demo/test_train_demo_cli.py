@@ -40,6 +40,7 @@ OLD_OPTIONS = [
     ("--device", "store", None, "cuda" if torch.cuda.is_available() else "cpu"),
     ("--threads", "store", "int", None),
     ("--resume", "store_true", None, False),
+    ("--leg-only", "store_true", None, False),  # train a leg, measure nothing (issue #28)
     ("--init-from", "store", "Path", None),
     ("--directives", "store_true", None, False),
     ("--synth-fraction", "store", "float", 0.75),
