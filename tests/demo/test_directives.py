@@ -504,7 +504,8 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert kept[0]["step"] == 1 and stats["selected_step"] == kept[-1]["step"]
     assert kept[-1]["validation_contrast"] == max(h["validation_contrast"] for h in history)
     best = torch.load(out.with_name("model.work") / "best.pt", weights_only=True)
-    assert torch.equal(saved[name], best[name].to(torch.bfloat16))
+    assert best["frozen_base"] is None  # a whole model trained: best.pt keeps all of it
+    assert torch.equal(saved[name], best["model"][name].to(torch.bfloat16))
     if stats["selected_step"] == 2:
         assert torch.equal(saved[name], averaged.to(torch.bfloat16))
     assert not torch.equal(saved[name], last.to(torch.bfloat16))
