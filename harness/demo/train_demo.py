@@ -33,6 +33,7 @@ and ``card_tables`` (the model cards).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import asdict
@@ -53,7 +54,7 @@ from harness.demo.evaluation import (
 )
 from harness.demo.mixer import DirectiveMixer, copy_pretrain
 from harness.demo.settings import Options, build_parser, read_options
-from harness.demo.training import Trainer, build_model, checkpoint_path, load_pretrained, save_model
+from harness.demo.training import Trainer, build_model, checkpoint_path, load_pretrained, save_model, training_lock
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.io import write_json
@@ -109,6 +110,11 @@ def train(opts: Options, invocation: str, refuse) -> int:
     """Train (or fine-tune) a model as ``opts`` say, then measure it, save it to ``--out`` with
     its ``training.json`` and card. ``invocation``: the command line, recorded for the card;
     ``refuse``: reports a wrong combination of options (``parser.error``)."""
+    with contextlib.ExitStack() as locks:  # the work directory's lock, once it is known to be used
+        return _train(opts, invocation, refuse, locks)
+
+
+def _train(opts: Options, invocation: str, refuse, locks: contextlib.ExitStack) -> int:
     command, ft, settings, mix, card = opts.command, opts.fine_tuning, opts.train, opts.mix, opts.card
     device, shape = command.device, opts.shape
     work = command.work_dir or command.out.with_name(command.out.name + ".work")
@@ -146,6 +152,7 @@ def train(opts: Options, invocation: str, refuse) -> int:
         refuse("--keep-best needs --directives and --probe-pairs > 0 (it chooses on the validation pairs)")
 
     work.mkdir(parents=True, exist_ok=True)  # only once the inputs are known to be usable
+    locks.enter_context(training_lock(work))
     copy_history: list[dict] = []
     if ft.copy_pretrain_steps and not (command.resume and checkpoint_path(work).exists()):
         copy_history = copy_pretrain(model, tokenizer, ft.copy_pretrain_steps, settings.seed, device)

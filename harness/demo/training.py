@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, fields
 from functools import partial
 from pathlib import Path
@@ -167,6 +168,29 @@ def heldout_loss(model, stream: torch.Tensor, settings: TrainSettings, device: s
         losses.append(next_token_loss(model, batch).item())
     model.train()
     return sum(losses) / len(losses)
+
+
+@contextlib.contextmanager
+def training_lock(work: Path) -> Iterator[None]:
+    """Hold ``work``'s lock (``work/.lock``, with the holder's pid) while a run trains there: two
+    runs in one work directory would train on one checkpoint and overwrite each other's, so the
+    second is refused before it trains or writes anything. The lock goes when the process ends,
+    however it ends."""
+    import fcntl
+
+    fd = os.open(work / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise HarnessError(f"another train-demo (pid {holder}) is training in {work}; wait for it to "
+                               f"finish, or stop it, before resuming there") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def checkpoint_path(work: Path) -> Path:

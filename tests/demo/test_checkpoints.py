@@ -2,13 +2,17 @@
 (tens of megabytes for SmolLM2's, not the whole model's hundreds), and resume only onto the base they
 were trained on; a resumed run continues exactly where the checkpoint stopped."""
 
+import os
+
 import pytest
 import torch
 
+from harness.cli import main as cli_main
 from harness.demo.settings import DemoModelShape, TrainSettings
-from harness.demo.training import Trainer, build_model
+from harness.demo.training import Trainer, build_model, training_lock
 from harness.errors import HarnessError
 from harness.model.adapters import add_adapters
+from tests.demo.test_directives import STORIES
 
 BASE = {"model_config": "tiny", "gguf_sha256": "0" * 64}
 SHAPE = DemoModelShape(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -100,3 +104,20 @@ def test_kept_best_weights_of_an_adapter_are_its_tensors_and_come_back(tmp_path)
     model, step = trainer.result(keep_best=True)
     assert step == 1 and all(torch.equal(p, kept["model"][n]) for n, p in _trained(model).items())
     assert any(not torch.equal(p, at_two[n]) for n, p in _trained(model).items())
+
+
+def test_a_second_run_in_a_work_directory_is_refused_while_the_first_trains(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n<|endoftext|>\n".join(f"Story {i}. {' '.join(STORIES)}" for i in range(60)), encoding="utf-8")
+    work = tmp_path / "o.work"
+    work.mkdir()
+    with training_lock(work):  # the first run, still training
+        with pytest.raises(HarnessError, match=rf"another train-demo \(pid {os.getpid()}\) is training in"):
+            with training_lock(work):
+                pass
+        rc = cli_main(["train-demo", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "1",
+                       "--layers", "1", "--seq-len", "64", "--resume"])
+        assert rc == 2 and "is training in" in capsys.readouterr().err
+        assert sorted(p.name for p in work.iterdir()) == [".lock"]  # nothing written
+    with training_lock(work):  # released when the first run's block ends
+        pass
