@@ -216,6 +216,9 @@ class Trainer:
                  command: str = "", base: dict | None = None):
         self.model, self.settings, self.device, self.base = model, settings, device, base
         trained = [p for p in model.parameters() if p.requires_grad]  # not an adapter's frozen base
+        names = {name for name, p in model.named_parameters() if p.requires_grad}
+        # what checkpoints keep when a base is frozen (None: the whole model trains)
+        self.trained_names = names if len(trained) < len(list(model.parameters())) else None
         decay = [p for p in trained if p.dim() >= 2]
         no_decay = [p for p in trained if p.dim() < 2]
         self.opt = torch.optim.AdamW(
@@ -263,18 +266,11 @@ class Trainer:
                              "is missing; restore it, or start again without --resume")
         print(f"resumed at step {self.start_step}", flush=True)
 
-    def _trained_names(self) -> set[str] | None:
-        """Names of the trained parameters when some are frozen (an adapter's base), else None."""
-        params = dict(self.model.named_parameters())
-        trained = {name for name, p in params.items() if p.requires_grad}
-        return trained if len(trained) < len(params) else None
-
     def _weights(self, model) -> dict[str, torch.Tensor]:
         """What a checkpoint (or ``best.pt``) keeps of ``model``: everything, or with a frozen base
         only the trained tensors; the base is loaded again from ``self.base`` on resume."""
         state = model.state_dict()
-        trained = self._trained_names()
-        return state if trained is None else {name: state[name] for name in sorted(trained)}
+        return state if self.trained_names is None else {name: state[name] for name in sorted(self.trained_names)}
 
     def _load_weights(self, state: dict[str, torch.Tensor], frozen_base: dict | None, path: Path,
                       model=None) -> None:
@@ -287,7 +283,7 @@ class Trainer:
         if frozen_base != (self.base or {}):
             raise HarnessError(f"{path} holds tensors trained on the base {frozen_base}, but this run loads "
                                f"{self.base}; resume with the --init-from it was started with")
-        if set(state) != (self._trained_names() or set()):
+        if set(state) != (self.trained_names or set()):
             raise HarnessError(f"{path} holds other tensors than this run trains (another --lora-rank or "
                                f"--lora-targets?); resume with the settings it was started with")
         model.load_state_dict(state, strict=False)
@@ -370,7 +366,7 @@ class Trainer:
 
     def _frozen_base(self) -> dict | None:
         """What checkpoints record of the base they leave out (None: they hold the whole model)."""
-        return None if self._trained_names() is None else (self.base or {})
+        return None if self.trained_names is None else (self.base or {})
 
     def result(self, keep_best: bool) -> tuple[object, int]:
         """The weights to ship and the step they are from: the watched weights of the last step,
