@@ -22,7 +22,8 @@ from harness.demo import obedience
 from harness.demo.corpus import training_split
 from harness.demo.evaluation import mean_c_minus_b, validation_prefixes
 from harness.demo.settings import FineTuning, TrainSettings
-from harness.demo.training import load_pretrained
+from harness.demo.training import load_pretrained, load_weights
+from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.model.adapters import add_adapters, merge_wrapped
 
@@ -45,13 +46,8 @@ def main(checkpoint: Path, out: Path, stride: int = 1) -> dict:
     ft = FineTuning()
     add_adapters(model, 8, ft.lora_alpha, tuple(ft.lora_targets.split(",")), TrainSettings().seed)
     ckpt = load_checkpoint(checkpoint, base)
-    if ckpt.get("frozen_base") is not None:  # the adapter's tensors only
-        if ckpt["frozen_base"] != base:
-            raise SystemExit(f"{checkpoint} was trained on {ckpt['frozen_base']}, not on {base}")
-        missing, unexpected = model.load_state_dict(ckpt["model"], strict=False)
-        assert not unexpected and set(ckpt["model"]) == {n for n, p in model.named_parameters() if p.requires_grad}
-    else:
-        model.load_state_dict(ckpt["model"])
+    trained = {name for name, p in model.named_parameters() if p.requires_grad}  # the adapter's
+    load_weights(model, ckpt["model"], ckpt.get("frozen_base"), checkpoint, base=base, trained_names=trained)
     model = merge_wrapped(model)
     prompts = load_prompts(DATA_DIR / "prompts_stories_en.jsonl")[::stride][:6]
     pairs = validation_prefixes(split.held, 10, seed=1, quotes=("",))  # the run's targets are unquoted
@@ -69,5 +65,8 @@ def main(checkpoint: Path, out: Path, stride: int = 1) -> dict:
 
 
 if __name__ == "__main__":
-    result = main(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    try:
+        result = main(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    except HarnessError as error:  # a checkpoint of another base or adapter shape
+        raise SystemExit(f"error: {error}") from None
     print(json.dumps({k: result[k] for k in ("step", "openings", "rates", "score", "passes")}))

@@ -198,6 +198,24 @@ def checkpoint_path(work: Path) -> Path:
     return work / "checkpoint.pt"
 
 
+def load_weights(model, state: dict[str, torch.Tensor], frozen_base: dict | None, path: Path, *,
+                 base: dict | None, trained_names: set[str] | None) -> None:
+    """Load what a checkpoint (or ``best.pt``) keeps of a model into ``model``: a whole state
+    strictly (``frozen_base`` None); otherwise the trained tensors only, onto the base they were
+    trained on (``base``, ``load_pretrained``'s identity) and exactly ``trained_names``, so that
+    an adapter never lands on another base or in another shape. ``path``: named in the errors."""
+    if frozen_base is None:  # a whole model (also what checkpoints of adapters held before)
+        model.load_state_dict(state)
+        return
+    if frozen_base != (base or {}):
+        raise HarnessError(f"{path} holds tensors trained on the base {frozen_base}, but this run loads "
+                           f"{base}; resume with the --init-from it was started with")
+    if set(state) != (trained_names or set()):
+        raise HarnessError(f"{path} holds other tensors than this run trains (another --lora-rank or "
+                           f"--lora-targets?); resume with the settings it was started with")
+    model.load_state_dict(state, strict=False)
+
+
 class Trainer:
     """The optimisation of one run: AdamW (weight decay on matrices only) on :func:`cosine_lr`, the
     moving average of the weights when ``settings.ema_decay`` > 0, the history of evaluations and
@@ -248,7 +266,8 @@ class Trainer:
         if not self.ckpt_path.exists():
             return
         ckpt = torch.load(self.ckpt_path, weights_only=False)
-        self._load_weights(ckpt["model"], ckpt.get("frozen_base"), self.ckpt_path)
+        load_weights(self.model, ckpt["model"], ckpt.get("frozen_base"), self.ckpt_path,
+                     base=self.base, trained_names=self.trained_names)
         self.opt.load_state_dict(ckpt["opt"])
         self.gen.set_state(ckpt["gen"])
         if (self.ema is not None) != ("ema" in ckpt):
@@ -271,22 +290,6 @@ class Trainer:
         only the trained tensors; the base is loaded again from ``self.base`` on resume."""
         state = model.state_dict()
         return state if self.trained_names is None else {name: state[name] for name in sorted(self.trained_names)}
-
-    def _load_weights(self, state: dict[str, torch.Tensor], frozen_base: dict | None, path: Path,
-                      model=None) -> None:
-        """Load ``_weights``' output into ``model`` (default: the trained model): a whole state
-        strictly; trained tensors only onto the base they were trained on, and all of them."""
-        model = self.model if model is None else model
-        if frozen_base is None:  # a whole model (also what checkpoints of adapters held before)
-            model.load_state_dict(state)
-            return
-        if frozen_base != (self.base or {}):
-            raise HarnessError(f"{path} holds tensors trained on the base {frozen_base}, but this run loads "
-                               f"{self.base}; resume with the --init-from it was started with")
-        if set(state) != (self.trained_names or set()):
-            raise HarnessError(f"{path} holds other tensors than this run trains (another --lora-rank or "
-                               f"--lora-targets?); resume with the settings it was started with")
-        model.load_state_dict(state, strict=False)
 
     def _step_loss(self, step: int, mixer, train_stream: torch.Tensor, autocast) -> torch.Tensor:
         """Forward and backward of training step ``step``; returns its loss."""
@@ -378,5 +381,6 @@ class Trainer:
         kept = torch.load(self.best_path, weights_only=True)
         if "frozen_base" not in kept:  # kept before best.pt recorded what it holds: a whole model
             kept = {"model": kept, "frozen_base": None}
-        self._load_weights(kept["model"], kept["frozen_base"], self.best_path, model)
+        load_weights(model, kept["model"], kept["frozen_base"], self.best_path,
+                     base=self.base, trained_names=self.trained_names)
         return model, selected_step
