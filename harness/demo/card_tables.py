@@ -216,6 +216,9 @@ def earlier_looks_note(stats: dict) -> str:
         return ""
     steps = ", ".join(f"{look['selected_step']:,}" for look in looks if look.get("selected_step"))
     times = "once" if len(looks) == 1 else f"{len(looks)} times"
-    return (f" The test sets had been measured before, {times}, on this run's weights (step {steps}: "
-            "earlier versions of this card); training on from there was decided after seeing those "
+    # "weights saved here": a run trained again from step 0 into the same folder (a replay) had
+    # other weights at those steps than the ones measured, but its recipe after them was still
+    # chosen after seeing their numbers
+    return (f" The test sets had been measured before, {times}, on weights saved here before (step {steps}: "
+            "earlier versions of this card); the training after that was decided after seeing those "
             "numbers, so the test numbers below are not a blind first look.")
