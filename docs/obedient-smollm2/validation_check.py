@@ -22,7 +22,7 @@ from harness.demo import obedience
 from harness.demo.corpus import training_split
 from harness.demo.evaluation import mean_c_minus_b, validation_prefixes
 from harness.demo.settings import FineTuning, TrainSettings
-from harness.demo.training import load_pretrained, load_weights
+from harness.demo.training import load_pretrained, load_weights, trained_parameter_names
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.model.adapters import add_adapters, merge_wrapped
@@ -46,8 +46,8 @@ def main(checkpoint: Path, out: Path, stride: int = 1) -> dict:
     ft = FineTuning()
     add_adapters(model, 8, ft.lora_alpha, tuple(ft.lora_targets.split(",")), TrainSettings().seed)
     ckpt = load_checkpoint(checkpoint, base)
-    trained = {name for name, p in model.named_parameters() if p.requires_grad}  # the adapter's
-    load_weights(model, ckpt["model"], ckpt.get("frozen_base"), checkpoint, base=base, trained_names=trained)
+    load_weights(model, ckpt["model"], ckpt.get("frozen_base"), checkpoint, base=base,
+                 trained_names=trained_parameter_names(model))
     model = merge_wrapped(model)
     prompts = load_prompts(DATA_DIR / "prompts_stories_en.jsonl")[::stride][:6]
     pairs = validation_prefixes(split.held, 10, seed=1, quotes=("",))  # the run's targets are unquoted

@@ -198,6 +198,14 @@ def checkpoint_path(work: Path) -> Path:
     return work / "checkpoint.pt"
 
 
+def trained_parameter_names(model) -> set[str] | None:
+    """Names of ``model``'s parameters that train when part of it is frozen (an adapter on its
+    base): what its checkpoints keep. None when every parameter trains (they keep the whole model)."""
+    params = dict(model.named_parameters())
+    names = {name for name, p in params.items() if p.requires_grad}
+    return names if len(names) < len(params) else None
+
+
 def load_weights(model, state: dict[str, torch.Tensor], frozen_base: dict | None, path: Path, *,
                  base: dict | None, trained_names: set[str] | None) -> None:
     """Load what a checkpoint (or ``best.pt``) keeps of a model into ``model``: a whole state
@@ -234,9 +242,7 @@ class Trainer:
                  command: str = "", base: dict | None = None):
         self.model, self.settings, self.device, self.base = model, settings, device, base
         trained = [p for p in model.parameters() if p.requires_grad]  # not an adapter's frozen base
-        names = {name for name, p in model.named_parameters() if p.requires_grad}
-        # what checkpoints keep when a base is frozen (None: the whole model trains)
-        self.trained_names = names if len(trained) < len(list(model.parameters())) else None
+        self.trained_names = trained_parameter_names(model)  # what checkpoints keep
         decay = [p for p in trained if p.dim() >= 2]
         no_decay = [p for p in trained if p.dim() < 2]
         self.opt = torch.optim.AdamW(
