@@ -38,23 +38,36 @@ def load_checkpoint(path: Path, base: dict) -> dict:
     return torch.load(path, weights_only=False)
 
 
-def main(checkpoint: Path, out: Path, stride: int = 1) -> dict:
+def held_out_stories() -> list[str]:
+    """The held-out stories of the run's corpus split (the synthetic pairs are made from them)."""
+    return training_split(Path("../shared/data/stories/tinystories_subset.txt"), TrainSettings(),
+                          Path("../shared/data/stories/tinystories_valid_head.txt"), True).held
+
+
+def merged_model(checkpoint: Path | None):
+    """SmolLM2 with ``checkpoint``'s rank-8 adapter merged in (``None``: the base model alone), its
+    tokenizer, and the checkpoint's step."""
     torch.set_num_threads(2)
-    split = training_split(Path("../shared/data/stories/tinystories_subset.txt"), TrainSettings(),
-                           Path("../shared/data/stories/tinystories_valid_head.txt"), True)
     model, tokenizer, _, base = load_pretrained(Path("model:smollm2-135m-instruct-q4_1"), "cpu")
+    if checkpoint is None:
+        return model, tokenizer, "base"
     ft = FineTuning()
     add_adapters(model, 8, ft.lora_alpha, tuple(ft.lora_targets.split(",")), TrainSettings().seed)
     ckpt = load_checkpoint(checkpoint, base)
     load_weights(model, ckpt["model"], ckpt.get("frozen_base"), checkpoint, base=base,
                  trained_names=trained_parameter_names(model))
-    model = merge_wrapped(model)
+    return merge_wrapped(model), tokenizer, ckpt["step"]
+
+
+def main(checkpoint: Path, out: Path, stride: int = 1) -> dict:
+    model, tokenizer, step = merged_model(checkpoint)
+    held = held_out_stories()
     prompts = load_prompts(DATA_DIR / "prompts_stories_en.jsonl")[::stride][:6]
-    pairs = validation_prefixes(split.held, 10, seed=1, quotes=("",))  # the run's targets are unquoted
+    pairs = validation_prefixes(held, 10, seed=1, quotes=("",))  # the run's targets are unquoted
     res = obedience.evaluate_obedience(model, tokenizer, prompts, pairs, LENGTHS)
     rate = {(r["group"], r["prefix_len"]): r["rate"] for r in res["summary"]}
     record = {
-        "checkpoint": str(checkpoint), "step": ckpt["step"], "openings": [p.id for p in prompts],
+        "checkpoint": str(checkpoint), "step": step, "openings": [p.id for p in prompts],
         "rates": {f"{g}{n}": round(r, 3) for (g, n), r in sorted(rate.items())},
         "score": mean_c_minus_b(res["summary"]),
         "passes": all(rate[("C", n)] >= 0.7 and rate[("F", n)] <= 0.1 and rate[("B", n)] <= 0.1 for n in LENGTHS),

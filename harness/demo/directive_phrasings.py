@@ -71,6 +71,23 @@ VALIDATION_MENTIONS: tuple[str, ...] = _recipe("VALIDATION_MENTIONS")
 # The distinctive wording of each validation phrasing (as HELDOUT_MARKERS below).
 VALIDATION_MARKERS: tuple[str, ...] = _recipe("VALIDATION_MARKERS")
 
+# ---------------------------------------------------------------------------------------------
+# A third test split (issue #28), written on 2026-12-02 after the SmolLM2 adapter's shipped
+# checkpoint had been trained, chosen on the validation split and measured twice on the first test
+# split, and before any model was run on it: the first test split's phrasings had been read twice,
+# so a recipe or checkpoint choice could no longer be judged blind by them. Forty nouns a children's
+# story can mention (rare in the story corpus, none in another list, none beginning with a training
+# noun), twelve asks with the matching prohibitions (each differs from its ask only where it
+# negates; the negations vary: "never", "not", "none of", "no", "nothing about", "nowhere",
+# "anything but", "no trace of", "anything except", "banish", "forbidden"), eight mentions, and the
+# distinctive wording of each phrasing (FRESH_TEST_MARKERS), which no other list contains. Training
+# must never draw from these lists.
+FRESH_TEST_WORDS: tuple[str, ...] = _recipe("FRESH_TEST_WORDS")
+FRESH_TEST_TEMPLATES: tuple[str, ...] = _recipe("FRESH_TEST_TEMPLATES")
+FRESH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FRESH_TEST_PROHIBITIONS")
+FRESH_TEST_MENTIONS: tuple[str, ...] = _recipe("FRESH_TEST_MENTIONS")
+FRESH_TEST_MARKERS: tuple[str, ...] = _recipe("FRESH_TEST_MARKERS")
+
 
 # ---------------------------------------------------------------------------------------------
 # A grammar of directive phrasings (``harness.demo.directives.compose_directive``): an optional

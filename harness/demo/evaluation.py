@@ -107,6 +107,18 @@ def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[
                                         prohibitions=D.VALIDATION_PROHIBITIONS, quotes=quotes)
 
 
+
+def fresh_test_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
+    """Matched triples of the third test split (``directive_phrasings.FRESH_TEST_*``, issue #28:
+    written after the shipped SmolLM2 adapter was chosen, and never used to choose anything) in
+    held-out stories; each prohibition is the one written for its ask."""
+    from harness.demo import directive_phrasings as P
+    from harness.demo import obedience
+
+    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs, words=P.FRESH_TEST_WORDS,
+                                        templates=P.FRESH_TEST_TEMPLATES, mentions=P.FRESH_TEST_MENTIONS,
+                                        prohibitions=P.FRESH_TEST_PROHIBITIONS, quotes=quotes)
+
 def mean_c_minus_b(summary: list[dict]) -> float:
     """What ``--keep-best`` maximises: the mean over prefix lengths of the C hit rate minus the B hit
     rate, less what prohibitions (F) add over B where the set has them: obeying asks and copying

@@ -111,6 +111,37 @@ def test_validation_split_is_new_wording_and_words_that_training_never_draws(tok
         assert pool and not any(w.startswith(v) for w in pool for v in D.VALIDATION_WORDS)
 
 
+def test_fresh_test_split_shares_no_word_and_no_wording_with_any_other_list():
+    """The third test split (issue #28) is blind: its words are in no other list and begin with no
+    training noun; every fresh phrasing carries a marker that no training, validation or earlier
+    test wording contains (fixed lists, composed directives, prohibitions and matched pairs); each
+    prohibition shares a marker with its ask, and a fresh mention asks for nothing."""
+    from harness.demo import directive_phrasings as P
+    from harness.demo.contrast_pairs import compose_pair
+
+    fresh = set(P.FRESH_TEST_WORDS)
+    assert len(fresh) == len(P.FRESH_TEST_WORDS) == 40
+    assert not fresh & set(D.TRAIN_WORDS + D.HELDOUT_WORDS + D.VALIDATION_WORDS)
+    assert not any(w.startswith(t) for w in fresh for t in D.TRAIN_WORDS)
+    assert len(P.FRESH_TEST_TEMPLATES) == len(P.FRESH_TEST_PROHIBITIONS) == 12
+    for ask, ban in zip(P.FRESH_TEST_TEMPLATES, P.FRESH_TEST_PROHIBITIONS):
+        assert markers_in(P.FRESH_TEST_MARKERS, ask) and markers_in(P.FRESH_TEST_MARKERS, ban), ask
+        assert set(markers_in(P.FRESH_TEST_MARKERS, ask)) & set(markers_in(P.FRESH_TEST_MARKERS, ban)), ban
+        assert not markers_in(D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, ask + " " + ban), ask
+    rng = random.Random(3)
+    composed = [D.compose_directive(rng) for _ in range(3000)] + [D.compose_prohibition(rng) for _ in range(3000)]
+    composed += [s for _ in range(3000) for s in compose_pair(rng, made_up_verbs=0.3, clause_pairs=0.5)]
+    other = (*TRAINING_WORDING, *P.TRAIN_PROHIBITIONS, *P.GRAMMAR_PROHIBITIONS, *P.GRAMMAR_BANS,
+             *P.GRAMMAR_NEGATORS, *P.GRAMMAR_VERB_FRAMES, *(s for pair in P.GRAMMAR_CLAUSE_PAIRS for s in pair),
+             *D.TRAIN_MENTIONS, *D.HELDOUT_TEMPLATES, *P.HELDOUT_PROHIBITIONS, *D.HELDOUT_MENTIONS,
+             *D.VALIDATION_TEMPLATES, *P.VALIDATION_PROHIBITIONS, *D.VALIDATION_MENTIONS, *composed)
+    for text in other:
+        assert not markers_in(P.FRESH_TEST_MARKERS, text), text
+    for mention in P.FRESH_TEST_MENTIONS:
+        assert not markers_in(P.FRESH_TEST_MARKERS + D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, mention), mention
+    assert not set(P.FRESH_TEST_MENTIONS) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS + D.VALIDATION_MENTIONS)
+
+
 def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
     rng = random.Random(1)
     for _ in range(300):

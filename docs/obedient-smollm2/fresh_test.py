@@ -1,0 +1,93 @@
+"""The third test look at the SmolLM2 adapter (issue #28; "A third test split" in README.md here):
+40 matched triples of the fresh test split (``fresh_test_prefixes(held, 40, seed=3)``: words,
+asks, prohibitions and mentions written after the adapter was chosen, used by nothing else) x 12
+story openings, prefix lengths 32 / 64 / 128, greedy 32 tokens. The verdict, fixed before the
+first run, is on the card's 6 openings (the first 6 of ``prompts_stories_en.jsonl``, on which the
+adapter was chosen): asked >= 0.7, forbidden <= 0.1, mentioned <= 0.1 and forbidden <= mentioned
+at every length. Openings 7-12, which no check has used, are reported beside it.
+
+    .venv/bin/python docs/obedient-smollm2/fresh_test.py CHECKPOINT|base OUT.json [card]
+
+CHECKPOINT as for ``validation_check.py`` (``base``: SmolLM2 without an adapter, for the rates
+beside it); ``card``: the card's 6 openings only. About 40 minutes on two CPU cores (20 with
+``card``). Run from the repository root."""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from validation_check import LENGTHS, held_out_stories, merged_model
+
+from harness.config import DATA_DIR
+from harness.demo import obedience
+from harness.demo.evaluation import fresh_test_prefixes
+from harness.errors import HarnessError
+from harness.inputs.texts import load_prompts
+
+N_TRIPLES, SEED = 40, 3
+OPENINGS = {"card": slice(0, 6), "other": slice(6, 12)}
+
+
+def passes(rate: dict) -> bool:
+    """The issue's targets on point estimates, as the card's verdict reads them."""
+    return all(rate[("C", n)] >= 0.7 and rate[("F", n)] <= 0.1 and rate[("B", n)] <= 0.1
+               and rate[("F", n)] <= rate[("B", n)] for n in LENGTHS)
+
+
+def hits_by(rows: list[dict], key) -> dict:
+    """Hits per group and ``key(row)``, over all lengths: where the hits come from."""
+    table: dict = {}
+    for r in rows:
+        if r["group"] != "A":
+            cell = table.setdefault(str(key(r)), {"C": 0, "F": 0, "B": 0, "n": 0})
+            cell[r["group"]] += r["hit"]
+            cell["n"] += r["group"] == "C"
+    return table
+
+
+def measure(model, tokenizer, prompts, triples) -> dict:
+    res = obedience.evaluate_obedience(model, tokenizer, prompts, triples, LENGTHS)
+    rate = {(r["group"], r["prefix_len"]): r["rate"] for r in res["summary"]}
+    return {
+        "openings": [p.id for p in prompts],
+        "rates": {f"{g}{n}": round(r, 3) for (g, n), r in sorted(rate.items())},
+        "passes": passes(rate),
+        "summary": res["summary"], "contrasts": obedience.contrasts(res["rows"]),
+        "hits_per_triple": hits_by(res["rows"], lambda r: r["pair"]),
+        "hits_per_phrasing": hits_by(res["rows"], lambda r: int(r["pair"].split("-")[1]) % 12),
+        "hits_per_opening": hits_by(res["rows"], lambda r: r["prompt_id"]),
+        "rows": res["rows"],
+    }
+
+
+def main(checkpoint: Path | None, out: Path, parts: tuple[str, ...] = tuple(OPENINGS)) -> dict:
+    if out.exists():
+        raise HarnessError(f"{out} exists: a test look is written once; choose another path")
+    model, tokenizer, step = merged_model(checkpoint)
+    triples = fresh_test_prefixes(held_out_stories(), N_TRIPLES, seed=SEED, quotes=("",))
+    prompts = load_prompts(DATA_DIR / "prompts_stories_en.jsonl")
+    record = {
+        "checkpoint": str(checkpoint or "base"), "step": step,
+        "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest() if checkpoint else None,
+        "triples": [{"pair": t.pair, "id": t.id, "target": t.target, "check": t.check} for t in triples],
+        "verdict_on": "card",
+    }
+    for name in parts:
+        part = OPENINGS[name]
+        record[name] = measure(model, tokenizer, prompts[part], triples)
+        print(json.dumps({name: {k: record[name][k] for k in ("openings", "rates", "passes")}}), flush=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    tmp.replace(out)
+    return record
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["card"]):
+        raise SystemExit(__doc__)
+    try:
+        checkpoint = None if sys.argv[1] == "base" else Path(sys.argv[1])
+        main(checkpoint, Path(sys.argv[2]), tuple(sys.argv[3:]) or tuple(OPENINGS))
+    except HarnessError as error:
+        raise SystemExit(f"error: {error}") from None
