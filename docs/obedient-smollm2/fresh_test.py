@@ -10,10 +10,16 @@ at every length. Openings 7-12, which no check has used, are reported beside it.
 
 CHECKPOINT as for ``validation_check.py`` (``base``: SmolLM2 without an adapter, for the rates
 beside it); ``card``: the card's 6 openings only. About 40 minutes on two CPU cores (20 with
-``card``). Run from the repository root."""
+``card``). Run from the repository root. Then
+
+    .venv/bin/python docs/obedient-smollm2/fresh_test.py entry ADAPTER.json BASE.json DIR
+
+adds the look to ``DIR/later_tests.json`` (the adapter's directory; its card shows it after
+``harness train-demo --recard DIR``)."""
 
 import hashlib
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -24,6 +30,7 @@ from harness.demo import obedience
 from harness.demo.evaluation import fresh_test_prefixes
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
+from harness.io import write_json
 
 N_TRIPLES, SEED = 40, 3
 OPENINGS = {"card": slice(0, 6), "other": slice(6, 12)}
@@ -83,7 +90,52 @@ def main(checkpoint: Path | None, out: Path, parts: tuple[str, ...] = tuple(OPEN
     return record
 
 
+def _report(part: dict, about: str, name: str) -> dict:
+    keys = ("summary", "contrasts", "openings")
+    return {"set": name, "about": about, **{k: part[k] for k in keys},
+            "n_prompts": len(part["openings"]), "n_prefixes": 3 * N_TRIPLES}
+
+
+SET_NAME = f"the fresh test split ({N_TRIPLES} triples of FRESH_TEST_* phrasings, words and mentions)"
+ABOUT = (f"{N_TRIPLES} matched triples (ask, prohibition, mention of one word) written on 2026-12-02, after this "
+         "adapter had been trained, chosen on the validation split and measured twice on the sets above, and "
+         "before any model ran on them: words, phrasings and mentions no other list uses (`FRESH_TEST_*` in "
+         "`harness/data/directive_recipe.json`), in held-out stories, on the card's "
+         "6 openings. The verdict rule was fixed before the run (docs/obedient-smollm2/README.md).")
+
+
+def card_entry(adapter: dict, base: dict, command: str) -> dict:
+    """The look as ``later_tests.json`` holds it (``harness.demo.cards.later_test_looks``)."""
+    look = _report(adapter["card"], ABOUT, SET_NAME)
+    look.update(adapter_sha256=adapter["sha256"], command=command, passes=adapter["card"]["passes"])
+    if "other" in adapter:
+        look["other_openings"] = _report(adapter["other"], "The same triples on openings 7-12 of "
+                                         "`prompts_stories_en.jsonl`, which no check had used",
+                                         f"{SET_NAME}, openings 7-12")
+    look["baseline"] = _report(base["card"], "The base model without the adapter, the card's openings",
+                               f"{SET_NAME}, base model")
+    return look
+
+
+def add_entry(adapter_json: Path, base_json: Path, directory: Path) -> None:
+    adapter, base = (json.loads(p.read_text(encoding="utf-8")) for p in (adapter_json, base_json))
+    if base["checkpoint"] != "base" or adapter["sha256"] is None:
+        raise HarnessError(f"{adapter_json} must be an adapter's look and {base_json} the base model's")
+    command = " && ".join(shlex.join([".venv/bin/python", "docs/obedient-smollm2/fresh_test.py", *args]) for args in (
+        [adapter["checkpoint"], str(adapter_json)], ["base", str(base_json), "card"]))
+    path = directory / "later_tests.json"
+    tests = json.loads(path.read_text(encoding="utf-8"))["tests"] if path.is_file() else []
+    tests = [t for t in tests if (t["set"], t["adapter_sha256"]) != (SET_NAME, adapter["sha256"])]
+    write_json({"tests": tests + [card_entry(adapter, base, command)]}, path)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["entry"] and len(sys.argv) == 5:
+        try:
+            add_entry(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+        except HarnessError as error:
+            raise SystemExit(f"error: {error}") from None
+        raise SystemExit(0)
     if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["card"]):
         raise SystemExit(__doc__)
     try:

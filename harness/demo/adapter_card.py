@@ -8,6 +8,7 @@ from harness.demo.card_tables import (
     earlier_looks_note,
     interval_note,
     obedience_sections,
+    result_tables,
     target_verdict,
     training_legs,
 )
@@ -58,8 +59,30 @@ def _data_text(stats: dict) -> str:
             f"{stats['heldout_stories']} stories).")
 
 
-def adapter_card(stats: dict, samples: list[str]) -> str:
-    """Card of an obedient adapter; every number comes from ``stats`` (``training.json``)."""
+def later_looks_section(looks: list[dict], stale: list[str]) -> str:
+    """Test looks taken after training on the saved adapter (``cards.later_test_looks``): each
+    set's rates and contrasts with the adapter, on other openings where measured, without it, and
+    its own verdict against issue #28's targets."""
+    parts = []
+    for look in looks:
+        text = f"## A later test look: {look['set']}\n{look['about']}\n\nWith the adapter:\n\n{result_tables(look)}"
+        text += f"\n\nAgainst issue #28's targets: {target_verdict([look])}"
+        if look.get("other_openings"):
+            other = look["other_openings"]
+            text += (f"\n\n{other['about']} (not in the verdict):\n\n{result_tables(other)}\n\n"
+                     f"On these: {target_verdict([other])}")
+        if look.get("baseline"):
+            text += f"\n\n{look['baseline']['about']}:\n\n{result_tables(look['baseline'])}"
+        parts.append(text + f"\n\nMeasured with (from the repository root):\n`{look['command']}`\n")
+    if stale:
+        parts.append(f"`later_tests.json` also holds {len(stale)} test look(s) of another adapter (sha256 "
+                     f"{', '.join(s[:12] for s in stale)}), not this one's: not shown.\n")
+    return "\n".join(parts)
+
+
+def adapter_card(stats: dict, samples: list[str], later: list[dict] = (), stale: list[str] = ()) -> str:
+    """Card of an obedient adapter; every number comes from ``stats`` (``training.json``) and, for
+    test looks taken after training, ``later`` (of this adapter) and ``stale`` (sha256s of others)."""
     adapter, settings, shape = stats["adapter"], stats["settings"], stats["shape"]
     base_id = adapter["base"]
     base_config = base_id.get("model_config", base_id.get("trained_on"))
@@ -139,4 +162,4 @@ most 0.1. {verdict}
 
 {legs}{command_label} (from the repository root):
 `{stats['command']}`
-{remeasured}"""
+{remeasured}""" + ("\n" + later_looks_section(list(later), list(stale)) if later or stale else "")

@@ -26,7 +26,7 @@ from harness.demo.card_tables import (
 )
 from harness.demo.corpus import CARD_OPENINGS
 from harness.errors import HarnessError
-from harness.io import write_text
+from harness.io import sha256_file, write_text
 
 
 def model_card(stats: dict, samples: list[str]) -> str:
@@ -296,9 +296,24 @@ def read_written_json(path: Path, option: str) -> dict:
     return value
 
 
+def later_test_looks(out: Path) -> tuple[list[dict], list[str]]:
+    """Test looks taken on ``out``'s saved adapter after its training (``out/later_tests.json``,
+    written by ``docs/obedient-smollm2/fresh_test.py``): those of the adapter there now (same
+    sha256) and the sha256s of any others (a retrain into the directory leaves them stale)."""
+    path = out / "later_tests.json"
+    if not path.is_file():
+        return [], []
+    looks = read_written_json(path, "the card").get("tests", [])
+    adapter = out / "adapter.safetensors"
+    sha = sha256_file(adapter) if adapter.is_file() else None
+    return ([t for t in looks if t["adapter_sha256"] == sha],
+            [t["adapter_sha256"] for t in looks if t["adapter_sha256"] != sha])
+
+
 def rewrite_card(out: Path) -> None:
     """Rewrite ``out/README.md`` from ``out/training.json`` and ``out/lineage.json`` (when there is
-    one): for a card whose text changed after training. No number is recomputed."""
+    one), and for an adapter its later test looks (``later_tests.json``): for a card whose text
+    changed after training. No number is recomputed."""
     stats, lineage_file = read_written_json(out / "training.json", "--recard"), out / "lineage.json"
     lineage = read_written_json(lineage_file, "--recard") if lineage_file.is_file() else None
     if "card_samples" not in stats:
@@ -306,7 +321,7 @@ def rewrite_card(out: Path) -> None:
                          "retrain to rewrite its card")
     samples = list(stats["card_samples"].values())
     if "adapter" in stats:
-        card = adapter_card(stats, samples)
+        card = adapter_card(stats, samples, *later_test_looks(out))
     else:
         card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
     write_text(card, out / "README.md")

@@ -108,3 +108,43 @@ def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
     stats["mix"]["clause_pairs"] = 0.4
     assert "40% of the grammar pairs are negated inside a clause" in _data_text(stats)
     assert "validation split is not blind" in _data_text(stats)
+
+
+def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only_that(tmp_path):
+    """``later_tests.json`` (fresh_test.py's looks after training): the card shows a look whose
+    sha256 is the adapter's, with its own verdict against issue #28's targets, and names, without
+    showing, one taken on another adapter (a retrain into the directory leaves it stale)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from harness.demo.cards import rewrite_card
+    from harness.io import sha256_file
+
+    shipped = Path(__file__).parents[2] / "harness/assets/demo-obedient-smollm2"
+    out = tmp_path / "adapter"
+    shutil.copytree(shipped, out)
+    (out / "later_tests.json").unlink(missing_ok=True)
+    rewrite_card(out)
+    assert "A later test look" not in (out / "README.md").read_text()
+    report = json.loads((out / "training.json").read_text())["obedient"]["obedience"][0]
+    meeting = [{**r, "rate": {"C": 0.8, "F": 0.0, "B": 0.0, "A": 0.0}[r["group"]]} for r in report["summary"]]
+
+    def look(sha, summary):
+        return {"set": "a hand-made set", "about": "About it.", "summary": summary, "contrasts": report["contrasts"],
+                "adapter_sha256": sha, "command": "python look.py",
+                "baseline": {"set": "b", "about": "Without the adapter", "summary": report["summary"]}}
+
+    sha = sha256_file(out / "adapter.safetensors")
+    (out / "later_tests.json").write_text(json.dumps({"tests": [look(sha, meeting), look("f" * 64, report["summary"])]}))
+    rewrite_card(out)
+    card = (out / "README.md").read_text()
+    section = card.split("## A later test look: a hand-made set\nAbout it.")[1]
+    assert section.count("Against issue #28's targets: This model meets them on the point estimates.") == 1
+    assert "Without the adapter:" in section and "`python look.py`" in section
+    assert "holds 1 test look(s) of another adapter (sha256 ffffffffffff), not this one's: not shown." in section
+    falling = [{**r, "rate": 0.5} if r["group"] == "C" and r["prefix_len"] == 64 else r for r in meeting]
+    (out / "later_tests.json").write_text(json.dumps({"tests": [look(sha, falling)]}))
+    rewrite_card(out)
+    assert "Against issue #28's targets: This model falls short: C 0.500 at 64 tokens on a hand-made set." in (
+        out / "README.md").read_text()
