@@ -88,6 +88,16 @@ FRESH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FRESH_TEST_PROHIBITIONS")
 FRESH_TEST_MENTIONS: tuple[str, ...] = _recipe("FRESH_TEST_MENTIONS")
 FRESH_TEST_MARKERS: tuple[str, ...] = _recipe("FRESH_TEST_MARKERS")
 
+# A fourth test split of the same design (issue #28), written after the third had been measured on
+# the shipped adapter (its overall rates seen, not which phrasings failed) and before any model ran
+# on it: for a checkpoint chosen after that look, which the third split can no longer judge blind.
+# Its words, phrasings, mentions and markers are in no other list.
+FOURTH_TEST_WORDS: tuple[str, ...] = _recipe("FOURTH_TEST_WORDS")
+FOURTH_TEST_TEMPLATES: tuple[str, ...] = _recipe("FOURTH_TEST_TEMPLATES")
+FOURTH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FOURTH_TEST_PROHIBITIONS")
+FOURTH_TEST_MENTIONS: tuple[str, ...] = _recipe("FOURTH_TEST_MENTIONS")
+FOURTH_TEST_MARKERS: tuple[str, ...] = _recipe("FOURTH_TEST_MARKERS")
+
 
 # ---------------------------------------------------------------------------------------------
 # A grammar of directive phrasings (``harness.demo.directives.compose_directive``): an optional

@@ -108,16 +108,24 @@ def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[
 
 
 
-def fresh_test_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
-    """Matched triples of the third test split (``directive_phrasings.FRESH_TEST_*``, issue #28:
-    written after the shipped SmolLM2 adapter was chosen, and never used to choose anything) in
+def later_test_prefixes(held: list[str], split: str, n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
+    """Matched triples of a test split written after the shipped SmolLM2 adapter was chosen (issue
+    #28; ``split`` "FRESH_TEST", the third, or "FOURTH_TEST": ``directive_phrasings.<split>_*``) in
     held-out stories; each prohibition is the one written for its ask."""
     from harness.demo import directive_phrasings as P
     from harness.demo import obedience
 
-    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs, words=P.FRESH_TEST_WORDS,
-                                        templates=P.FRESH_TEST_TEMPLATES, mentions=P.FRESH_TEST_MENTIONS,
-                                        prohibitions=P.FRESH_TEST_PROHIBITIONS, quotes=quotes)
+    def part(what):
+        return getattr(P, f"{split}_{what}")
+
+    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs, words=part("WORDS"),
+                                        templates=part("TEMPLATES"), mentions=part("MENTIONS"),
+                                        prohibitions=part("PROHIBITIONS"), quotes=quotes)
+
+
+def fresh_test_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
+    """The third test split's triples (:func:`later_test_prefixes` of "FRESH_TEST")."""
+    return later_test_prefixes(held, "FRESH_TEST", n_pairs, seed, quotes)
 
 def mean_c_minus_b(summary: list[dict]) -> float:
     """What ``--keep-best`` maximises: the mean over prefix lengths of the C hit rate minus the B hit

@@ -111,35 +111,60 @@ def test_validation_split_is_new_wording_and_words_that_training_never_draws(tok
         assert pool and not any(w.startswith(v) for w in pool for v in D.VALIDATION_WORDS)
 
 
-def test_fresh_test_split_shares_no_word_and_no_wording_with_any_other_list():
-    """The third test split (issue #28) is blind: its words are in no other list and begin with no
-    training noun; every fresh phrasing carries a marker that no training, validation or earlier
-    test wording contains (fixed lists, composed directives, prohibitions and matched pairs); each
-    prohibition shares a marker with its ask, and a fresh mention asks for nothing."""
+@pytest.mark.parametrize("split, earlier", [("FRESH_TEST", ()), ("FOURTH_TEST", ("FRESH_TEST",))])
+def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(split, earlier):
+    """The third and fourth test splits (issue #28) are blind: their words are in no other list and
+    begin with no training noun; every phrasing carries a marker of its split that no training,
+    validation or earlier test wording contains (fixed lists, composed directives, prohibitions and
+    matched pairs); each prohibition shares a marker with its ask; a mention asks for nothing."""
     from harness.demo import directive_phrasings as P
     from harness.demo.contrast_pairs import compose_pair
 
-    fresh = set(P.FRESH_TEST_WORDS)
-    assert len(fresh) == len(P.FRESH_TEST_WORDS) == 40
-    assert not fresh & set(D.TRAIN_WORDS + D.HELDOUT_WORDS + D.VALIDATION_WORDS)
-    assert not any(w.startswith(t) for w in fresh for t in D.TRAIN_WORDS)
-    assert len(P.FRESH_TEST_TEMPLATES) == len(P.FRESH_TEST_PROHIBITIONS) == 12
-    for ask, ban in zip(P.FRESH_TEST_TEMPLATES, P.FRESH_TEST_PROHIBITIONS):
-        assert markers_in(P.FRESH_TEST_MARKERS, ask) and markers_in(P.FRESH_TEST_MARKERS, ban), ask
-        assert set(markers_in(P.FRESH_TEST_MARKERS, ask)) & set(markers_in(P.FRESH_TEST_MARKERS, ban)), ban
-        assert not markers_in(D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, ask + " " + ban), ask
+    def part(name, what):
+        return getattr(P, f"{name}_{what}")
+
+    words, markers = part(split, "WORDS"), part(split, "MARKERS")
+    asks, bans, mentions = part(split, "TEMPLATES"), part(split, "PROHIBITIONS"), part(split, "MENTIONS")
+    earlier_markers = D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + sum((part(e, "MARKERS") for e in earlier), ())
+    assert len(set(words)) == len(words) == 40
+    assert not set(words) & set(D.TRAIN_WORDS + D.HELDOUT_WORDS + D.VALIDATION_WORDS
+                                + sum((part(e, "WORDS") for e in earlier), ()))
+    assert not any(w.startswith(t) for w in words for t in D.TRAIN_WORDS)
+    assert len(asks) == len(bans) == 12
+    for ask, ban in zip(asks, bans):
+        assert set(markers_in(markers, ask)) & set(markers_in(markers, ban)), ban
+        assert not markers_in(earlier_markers, ask + " " + ban), ask
     rng = random.Random(3)
     composed = [D.compose_directive(rng) for _ in range(3000)] + [D.compose_prohibition(rng) for _ in range(3000)]
     composed += [s for _ in range(3000) for s in compose_pair(rng, made_up_verbs=0.3, clause_pairs=0.5)]
     other = (*TRAINING_WORDING, *P.TRAIN_PROHIBITIONS, *P.GRAMMAR_PROHIBITIONS, *P.GRAMMAR_BANS,
              *P.GRAMMAR_NEGATORS, *P.GRAMMAR_VERB_FRAMES, *(s for pair in P.GRAMMAR_CLAUSE_PAIRS for s in pair),
              *D.TRAIN_MENTIONS, *D.HELDOUT_TEMPLATES, *P.HELDOUT_PROHIBITIONS, *D.HELDOUT_MENTIONS,
-             *D.VALIDATION_TEMPLATES, *P.VALIDATION_PROHIBITIONS, *D.VALIDATION_MENTIONS, *composed)
+             *D.VALIDATION_TEMPLATES, *P.VALIDATION_PROHIBITIONS, *D.VALIDATION_MENTIONS, *composed,
+             *(s for e in earlier for what in ("TEMPLATES", "PROHIBITIONS", "MENTIONS") for s in part(e, what)))
     for text in other:
-        assert not markers_in(P.FRESH_TEST_MARKERS, text), text
-    for mention in P.FRESH_TEST_MENTIONS:
-        assert not markers_in(P.FRESH_TEST_MARKERS + D.HELDOUT_MARKERS + D.VALIDATION_MARKERS, mention), mention
-    assert not set(P.FRESH_TEST_MENTIONS) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS + D.VALIDATION_MENTIONS)
+        assert not markers_in(markers, text), text
+    for mention in mentions:
+        assert not markers_in(markers + earlier_markers, mention), mention
+    assert not set(mentions) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS + D.VALIDATION_MENTIONS)
+
+
+@pytest.mark.parametrize("split", ["FRESH_TEST", "FOURTH_TEST"])
+def test_later_test_triples_pair_each_ask_with_its_own_prohibition(split):
+    """``later_test_prefixes``: triple i asks with phrasing i mod 12, forbids with the prohibition
+    written for it, mentions with one of the split's mentions, all about one word of the split."""
+    from harness.demo import directive_phrasings as P
+    from harness.demo.evaluation import later_test_prefixes
+
+    prefixes = later_test_prefixes(STORIES * 20, split, 14, seed=5)
+    assert len(prefixes) == 42
+    for i in range(14):
+        c, b, f = prefixes[3 * i: 3 * i + 3]
+        assert (c.group, b.group, f.check) == ("C", "B", "absent") and c.target == b.target == f.target
+        assert c.target in getattr(P, f"{split}_WORDS")
+        assert D.render(getattr(P, f"{split}_TEMPLATES")[i % 12], c.target) in c.text
+        assert D.render(getattr(P, f"{split}_PROHIBITIONS")[i % 12], c.target) in f.text
+        assert any(D.render(m, c.target) in b.text for m in getattr(P, f"{split}_MENTIONS"))
 
 
 def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
