@@ -35,6 +35,11 @@ def _data_text(stats: dict) -> str:
                       "(\"write the next story where X comes up\" / \"... where X never comes up\": "
                       "`GRAMMAR_CLAUSE_PAIRS`), written after seeing that two validation prohibitions of that kind "
                       "were obeyed as asks, so the validation split is not blind to that kind of wording.")
+        if mix.get("label_pairs"):
+            pairs += (f" {mix['label_pairs']:.0%} of the other grammar pairs are a label and the word (\"Needed in the "
+                      "next story: X\" / \"Forbidden in the next story: X\": `GRAMMAR_LABEL_PAIRS`), written after "
+                      "the third test split showed a label prohibition obeyed as an ask, so that split is not blind "
+                      "to that kind of wording.")
     window = mix.get("unlikelihood_window") or mix["answer_window"]
     return (f"Each step has {settings['batch_size']} rows (matched pairs add theirs). {mix['synth_fraction']:.0%} "
             f"start with a synthesized example: a context of training-split TinyStories text cut like a harness prefix "

@@ -73,7 +73,8 @@ _POSITIVE_COMMANDS = tuple(c for c in W.GRAMMAR_COMMANDS if not c.startswith(("d
 _MARKERS = tuple(W.HELDOUT_MARKERS + W.VALIDATION_MARKERS)
 
 
-def compose_pair(rng: random.Random, made_up_verbs: float = 0.0, clause_pairs: float = 0.0) -> tuple[str, str]:
+def compose_pair(rng: random.Random, made_up_verbs: float = 0.0, clause_pairs: float = 0.0,
+                 label_pairs: float = 0.0) -> tuple[str, str]:
     """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
     word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
     ``{a_word}`` slots. Half are a command and the command negated ("never put X in S", "you may
@@ -81,13 +82,17 @@ def compose_pair(rng: random.Random, made_up_verbs: float = 0.0, clause_pairs: f
     of them, where a rule fits) or a ban of the same word in the same story ("X is off limits in
     S"). A share ``made_up_verbs`` of the commands has a made-up verb
     (``directive_phrasings.GRAMMAR_VERB_FRAMES``). A share ``clause_pairs`` of all pairs is instead
-    a pair of ``directive_phrasings.GRAMMAR_CLAUSE_PAIRS``, negated inside a clause about the story."""
+    a pair of ``directive_phrasings.GRAMMAR_CLAUSE_PAIRS``, negated inside a clause about the story, and
+    a share ``label_pairs`` of the rest a label and the word (``GRAMMAR_LABEL_PAIRS``: "Needed in S:
+    X" / "Forbidden in S: X")."""
     story = rng.choice(W.GRAMMAR_STORIES)
     word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
     ending = rng.choice(W.GRAMMAR_ENDINGS)
     form = rng.random()
     if clause_pairs and rng.random() < clause_pairs:  # (no draw at 0: earlier pairs stay as they were)
         ask, forbid = (part + ending for part in rng.choice(W.GRAMMAR_CLAUSE_PAIRS))
+    elif label_pairs and rng.random() < label_pairs:  # (no draw at 0, as above)
+        ask, forbid = (part + ending for part in rng.choice(W.GRAMMAR_LABEL_PAIRS))
     elif form < 0.5:
         command = rng.choice(_POSITIVE_COMMANDS)
         if made_up_verbs and rng.random() < made_up_verbs:  # (no draw at 0: earlier pairs stay as they were)

@@ -137,6 +137,13 @@ GRAMMAR_VERB_FRAMES: tuple[str, ...] = _recipe("GRAMMAR_VERB_FRAMES")
 # never shows up"), obeyed as asks: the validation split is not blind to them (none of its or the
 # test split's markers is in them). Off by default (``--clause-pairs``).
 GRAMMAR_CLAUSE_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in _recipe("GRAMMAR_CLAUSE_PAIRS"))
+# An ask and its prohibition written as a label and the word ("Needed in {S}: {X}" / "Forbidden in
+# {S}: {X}"), the negation far from the word. Written after the third test split found the shipped
+# SmolLM2 adapter writing the word after "Forbidden in the writing below: X." in 30 of 54 trials (and
+# after no other of its prohibitions more than 7 times): the third split is not blind to label
+# wording; no held-out, validation or later test split's marker is in them. Off by default
+# (``--label-pairs``).
+GRAMMAR_LABEL_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in _recipe("GRAMMAR_LABEL_PAIRS"))
 
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
 # draw) contains one of these, so a held-out phrasing is new wording, not a recombination of

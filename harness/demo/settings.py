@@ -171,6 +171,9 @@ class MixSettings:
     clause_pairs: float = field(default=0.0, metadata=option(
         "with --paired-prohibitions, share of grammar pairs negated inside a clause about the story "
         "('where X comes up' / 'where X never comes up': directive_phrasings.GRAMMAR_CLAUSE_PAIRS)"))
+    label_pairs: float = field(default=0.0, metadata=option(
+        "with --paired-prohibitions, share of the other grammar pairs written as a label and the word "
+        "('Needed in S: X' / 'Forbidden in S: X': directive_phrasings.GRAMMAR_LABEL_PAIRS)"))
     unlikelihood_window: int = field(default=0, metadata=option(
         "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(

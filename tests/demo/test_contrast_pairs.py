@@ -166,3 +166,21 @@ def test_clause_pairs_negate_inside_the_clause_and_keep_the_split():
         assert "{S}" not in ask + forbid and "{X}" not in ask + forbid
         assert ("{word}" in ask or "{a_word}" in ask) and ("{word}" in forbid or "{a_word}" in forbid)
     assert len(set(pairs)) > 200
+
+
+def test_label_pairs_differ_only_in_the_label_and_keep_every_test_split_blind():
+    """``--label-pairs``: a label and the word ("Needed in S: X" / "Forbidden in S: X"); the ask and
+    the prohibition share the story phrase, the word and the ending; no held-out, validation or
+    later test split's wording is in them."""
+    rng = random.Random(1)
+    templates = set(W.GRAMMAR_LABEL_PAIRS)
+    assert len(templates) == len(W.GRAMMAR_LABEL_PAIRS) >= 10
+    markers = D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + W.FRESH_TEST_MARKERS + W.FOURTH_TEST_MARKERS
+    for ask, forbid in templates:
+        assert not markers_in(markers, ask + " " + forbid), (ask, forbid)
+        assert ask.endswith("{X}") or ask.endswith("{S}"), ask
+        assert ask.split("{S}")[1] == forbid.split("{S}")[1] and ask != forbid, (ask, forbid)
+    labels = [P.compose_pair(rng, label_pairs=1.0) for _ in range(300)]
+    for ask, forbid in labels:
+        assert ask.split()[-1] == forbid.split()[-1] and ("{word}" in ask or "{a_word}" in ask), (ask, forbid)
+    assert sum(":" in a for a, _ in labels) > 200
