@@ -1,15 +1,16 @@
-"""The third test look at the SmolLM2 adapter (issue #28; "A third test split" in README.md here):
-40 matched triples of the fresh test split (``fresh_test_prefixes(held, 40, seed=3)``: words,
-asks, prohibitions and mentions written after the adapter was chosen, used by nothing else) x 12
-story openings, prefix lengths 32 / 64 / 128, greedy 32 tokens. The verdict, fixed before the
-first run, is on the card's 6 openings (the first 6 of ``prompts_stories_en.jsonl``, on which the
-adapter was chosen): asked >= 0.7, forbidden <= 0.1, mentioned <= 0.1 and forbidden <= mentioned
-at every length. Openings 7-12, which no check has used, are reported beside it.
+"""A test look at the SmolLM2 adapter on a test split written after it was chosen (issue #28;
+"A third test split" and "Leg 10" in README.md here): 40 matched triples of the third split
+(``later_test_prefixes(held, "FRESH_TEST", 40, seed=3)``) or, with ``--split fourth``, of the
+fourth (``"FOURTH_TEST"``, seed 4): words, asks, prohibitions and mentions used by nothing else,
+x 12 story openings, prefix lengths 32 / 64 / 128, greedy 32 tokens. The verdict, fixed before
+the first run, is on the card's 6 openings (the first 6 of ``prompts_stories_en.jsonl``, on which
+the adapter was chosen): asked >= 0.7, forbidden <= 0.1, mentioned <= 0.1 and forbidden <=
+mentioned at every length. Openings 7-12, which no check had used, are reported beside it.
 
-    .venv/bin/python docs/obedient-smollm2/fresh_test.py CHECKPOINT|base OUT.json [card]
+    .venv/bin/python docs/obedient-smollm2/fresh_test.py [--split fourth] CHECKPOINT|base OUT.json [card]
 
 CHECKPOINT as for ``validation_check.py`` (``base``: SmolLM2 without an adapter, for the rates
-beside it); ``card``: the card's 6 openings only. About 40 minutes on two CPU cores (20 with
+beside it); ``card``: the card's 6 openings only. About 22 minutes on two CPU cores (10 with
 ``card``). Run from the repository root. Then
 
     .venv/bin/python docs/obedient-smollm2/fresh_test.py entry ADAPTER.json BASE.json DIR
@@ -27,12 +28,19 @@ from validation_check import LENGTHS, held_out_stories, merged_model
 
 from harness.config import DATA_DIR
 from harness.demo import obedience
-from harness.demo.evaluation import fresh_test_prefixes
+from harness.demo.evaluation import later_test_prefixes
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.io import write_json
 
-N_TRIPLES, SEED = 40, 3
+N_TRIPLES = 40
+# split: (lists in directive_recipe.json, seed of the triples, when it was written)
+SPLITS = {
+    "third": ("FRESH_TEST", 3, "after the replay's step 800 (shipped then) had been trained, chosen on the validation "
+              "split and measured twice on the test sets above"),
+    "fourth": ("FOURTH_TEST", 4, "after the third split had been measured on the replay's step 800 (its overall rates "
+               "seen, not which phrasings failed)"),
+}
 OPENINGS = {"card": slice(0, 6), "other": slice(6, 12)}
 
 
@@ -68,17 +76,18 @@ def measure(model, tokenizer, prompts, triples) -> dict:
     }
 
 
-def main(checkpoint: Path | None, out: Path, parts: tuple[str, ...] = tuple(OPENINGS)) -> dict:
+def main(checkpoint: Path | None, out: Path, parts: tuple[str, ...] = tuple(OPENINGS), split: str = "third") -> dict:
     if out.exists():
         raise HarnessError(f"{out} exists: a test look is written once; choose another path")
     model, tokenizer, step = merged_model(checkpoint)
-    triples = fresh_test_prefixes(held_out_stories(), N_TRIPLES, seed=SEED, quotes=("",))
+    lists, seed, _ = SPLITS[split]
+    triples = later_test_prefixes(held_out_stories(), lists, N_TRIPLES, seed=seed, quotes=("",))
     prompts = load_prompts(DATA_DIR / "prompts_stories_en.jsonl")
     record = {
         "checkpoint": str(checkpoint or "base"), "step": step,
         "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest() if checkpoint else None,
         "triples": [{"pair": t.pair, "id": t.id, "target": t.target, "check": t.check} for t in triples],
-        "verdict_on": "card",
+        "verdict_on": "card", "split": split,
     }
     for name in parts:
         part = OPENINGS[name]
@@ -96,36 +105,44 @@ def _report(part: dict, about: str, name: str) -> dict:
             "n_prompts": len(part["openings"]), "n_prefixes": 3 * N_TRIPLES}
 
 
-SET_NAME = f"the fresh test split ({N_TRIPLES} triples of FRESH_TEST_* phrasings, words and mentions)"
-ABOUT = (f"{N_TRIPLES} matched triples (ask, prohibition, mention of one word) written on 2026-12-02, after this "
-         "adapter had been trained, chosen on the validation split and measured twice on the sets above, and "
-         "before any model ran on them: words, phrasings and mentions no other list uses (`FRESH_TEST_*` in "
-         "`harness/data/directive_recipe.json`), in held-out stories, on the card's "
-         "6 openings. The verdict rule was fixed before the run (docs/obedient-smollm2/README.md).")
+def set_name(split: str) -> str:
+    return f"the {split} test split"
+
+
+def about(split: str) -> str:
+    lists, _, when = SPLITS[split]
+    return (f"{N_TRIPLES} matched triples (ask, prohibition, mention of one word) written on 2026-12-02, {when}, and "
+            f"before any model ran on them: words, phrasings and mentions no other list uses (`{lists}_*` in "
+            "`harness/data/directive_recipe.json`), in held-out stories, on the card's 6 openings. The verdict rule "
+            "was fixed before the run (docs/obedient-smollm2/README.md).")
 
 
 def card_entry(adapter: dict, base: dict, command: str) -> dict:
     """The look as ``later_tests.json`` holds it (``harness.demo.cards.later_test_looks``)."""
-    look = _report(adapter["card"], ABOUT, SET_NAME)
+    split = adapter.get("split", "third")  # (the third split's first looks were written without the key)
+    name = set_name(split)
+    look = _report(adapter["card"], about(split), name)
     look.update(adapter_sha256=adapter["sha256"], command=command, passes=adapter["card"]["passes"])
     if "other" in adapter:
         look["other_openings"] = _report(adapter["other"], "The same triples on openings 7-12 of "
                                          "`prompts_stories_en.jsonl`, which no check had used",
-                                         f"{SET_NAME}, openings 7-12")
+                                         f"{name}, openings 7-12")
     look["baseline"] = _report(base["card"], "The base model without the adapter, the card's openings",
-                               f"{SET_NAME}, base model")
+                               f"{name}, base model")
     return look
 
 
 def add_entry(adapter_json: Path, base_json: Path, directory: Path) -> None:
     adapter, base = (json.loads(p.read_text(encoding="utf-8")) for p in (adapter_json, base_json))
-    if base["checkpoint"] != "base" or adapter["sha256"] is None:
-        raise HarnessError(f"{adapter_json} must be an adapter's look and {base_json} the base model's")
-    command = " && ".join(shlex.join([".venv/bin/python", "docs/obedient-smollm2/fresh_test.py", *args]) for args in (
-        [adapter["checkpoint"], str(adapter_json)], ["base", str(base_json), "card"]))
+    split = adapter.get("split", "third")
+    if base["checkpoint"] != "base" or adapter["sha256"] is None or base.get("split", "third") != split:
+        raise HarnessError(f"{adapter_json} must be an adapter's look and {base_json} the base model's, on one split")
+    flag = [] if split == "third" else ["--split", split]
+    command = " && ".join(shlex.join([".venv/bin/python", "docs/obedient-smollm2/fresh_test.py", *flag, *args])
+                          for args in ([adapter["checkpoint"], str(adapter_json)], ["base", str(base_json), "card"]))
     path = directory / "later_tests.json"
     tests = json.loads(path.read_text(encoding="utf-8"))["tests"] if path.is_file() else []
-    tests = [t for t in tests if (t["set"], t["adapter_sha256"]) != (SET_NAME, adapter["sha256"])]
+    tests = [t for t in tests if (t["set"], t["adapter_sha256"]) != (set_name(split), adapter["sha256"])]
     write_json({"tests": tests + [card_entry(adapter, base, command)]}, path)
 
 
@@ -136,10 +153,14 @@ if __name__ == "__main__":
         except HarnessError as error:
             raise SystemExit(f"error: {error}") from None
         raise SystemExit(0)
-    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["card"]):
+    args = sys.argv[1:]
+    split = "third"
+    if args[:1] == ["--split"] and len(args) > 1 and args[1] in SPLITS:
+        split, args = args[1], args[2:]
+    if len(args) not in (2, 3) or args[2:] not in ([], ["card"]):
         raise SystemExit(__doc__)
     try:
-        checkpoint = None if sys.argv[1] == "base" else Path(sys.argv[1])
-        main(checkpoint, Path(sys.argv[2]), tuple(sys.argv[3:]) or tuple(OPENINGS))
+        checkpoint = None if args[0] == "base" else Path(args[0])
+        main(checkpoint, Path(args[1]), tuple(args[2:]) or tuple(OPENINGS), split)
     except HarnessError as error:
         raise SystemExit(f"error: {error}") from None
