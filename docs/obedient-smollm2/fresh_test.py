@@ -138,8 +138,10 @@ def add_entry(adapter_json: Path, base_json: Path, directory: Path) -> None:
     if base["checkpoint"] != "base" or adapter["sha256"] is None or base.get("split", "third") != split:
         raise HarnessError(f"{adapter_json} must be an adapter's look and {base_json} the base model's, on one split")
     flag = [] if split == "third" else ["--split", split]
+    card_only = [] if "other" in adapter else ["card"]
     command = " && ".join(shlex.join([".venv/bin/python", "docs/obedient-smollm2/fresh_test.py", *flag, *args])
-                          for args in ([adapter["checkpoint"], str(adapter_json)], ["base", str(base_json), "card"]))
+                          for args in ([adapter["checkpoint"], str(adapter_json), *card_only],
+                                       ["base", str(base_json), "card"]))
     path = directory / "later_tests.json"
     tests = json.loads(path.read_text(encoding="utf-8"))["tests"] if path.is_file() else []
     tests = [t for t in tests if (t["set"], t["adapter_sha256"]) != (set_name(split), adapter["sha256"])]
