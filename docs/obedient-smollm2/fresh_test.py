@@ -1,6 +1,6 @@
 """A test look at the SmolLM2 adapter on a test split written after it was chosen (issue #28;
 "A third test split" and "Leg 10" in README.md here): 40 matched triples of the third split
-(``later_test_prefixes(held, "FRESH_TEST", 40, seed=3)``) or, with ``--split fourth``, of the
+(``split_prefixes(held, "FRESH_TEST", 40, seed=3)``) or, with ``--split fourth``, of the
 fourth (``"FOURTH_TEST"``, seed 4): words, asks, prohibitions and mentions used by nothing else,
 x 12 story openings, prefix lengths 32 / 64 / 128, greedy 32 tokens. The verdict, fixed before
 the first run, is on the card's 6 openings (the first 6 of ``prompts_stories_en.jsonl``, on which
@@ -18,7 +18,6 @@ beside it); ``card``: the card's 6 openings only. About 22 minutes on two CPU co
 adds the look to ``DIR/later_tests.json`` (the adapter's directory; its card shows it after
 ``harness train-demo --recard DIR``)."""
 
-import hashlib
 import json
 import shlex
 import sys
@@ -28,10 +27,11 @@ from validation_check import LENGTHS, held_out_stories, merged_model
 
 from harness.config import DATA_DIR
 from harness.demo import obedience
-from harness.demo.evaluation import later_test_prefixes
+from harness.demo.card_tables import target_shortfalls
+from harness.demo.evaluation import split_prefixes
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
-from harness.io import write_json
+from harness.io import sha256_file, write_json
 
 N_TRIPLES = 40
 # split: (lists in directive_recipe.json, seed of the triples, when it was written)
@@ -42,12 +42,6 @@ SPLITS = {
                "seen, not which phrasings failed)"),
 }
 OPENINGS = {"card": slice(0, 6), "other": slice(6, 12)}
-
-
-def passes(rate: dict) -> bool:
-    """The issue's targets on point estimates, as the card's verdict reads them."""
-    return all(rate[("C", n)] >= 0.7 and rate[("F", n)] <= 0.1 and rate[("B", n)] <= 0.1
-               and rate[("F", n)] <= rate[("B", n)] for n in LENGTHS)
 
 
 def hits_by(rows: list[dict], key) -> dict:
@@ -67,7 +61,8 @@ def measure(model, tokenizer, prompts, triples) -> dict:
     return {
         "openings": [p.id for p in prompts],
         "rates": {f"{g}{n}": round(r, 3) for (g, n), r in sorted(rate.items())},
-        "passes": passes(rate),
+        # the issue's targets on point estimates, as the card's verdict reads them
+        "passes": not target_shortfalls([{"set": "", "summary": res["summary"]}], LENGTHS),
         "summary": res["summary"], "contrasts": obedience.contrasts(res["rows"]),
         "hits_per_triple": hits_by(res["rows"], lambda r: r["pair"]),
         "hits_per_phrasing": hits_by(res["rows"], lambda r: int(r["pair"].split("-")[1]) % 12),
@@ -81,11 +76,11 @@ def main(checkpoint: Path | None, out: Path, parts: tuple[str, ...] = tuple(OPEN
         raise HarnessError(f"{out} exists: a test look is written once; choose another path")
     model, tokenizer, step = merged_model(checkpoint)
     lists, seed, _ = SPLITS[split]
-    triples = later_test_prefixes(held_out_stories(), lists, N_TRIPLES, seed=seed, quotes=("",))
+    triples = split_prefixes(held_out_stories(), lists, N_TRIPLES, seed=seed, quotes=("",))
     prompts = load_prompts(DATA_DIR / "prompts_stories_en.jsonl")
     record = {
         "checkpoint": str(checkpoint or "base"), "step": step,
-        "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest() if checkpoint else None,
+        "sha256": sha256_file(checkpoint) if checkpoint else None,
         "triples": [{"pair": t.pair, "id": t.id, "target": t.target, "check": t.check} for t in triples],
         "verdict_on": "card", "split": split,
     }
@@ -93,9 +88,7 @@ def main(checkpoint: Path | None, out: Path, parts: tuple[str, ...] = tuple(OPEN
         part = OPENINGS[name]
         record[name] = measure(model, tokenizer, prompts[part], triples)
         print(json.dumps({name: {k: record[name][k] for k in ("openings", "rates", "passes")}}), flush=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
-    tmp.replace(out)
+    write_json(record, out)
     return record
 
 

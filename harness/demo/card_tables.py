@@ -96,9 +96,9 @@ def result_tables(report: dict) -> str:
     return "\n\n".join(tables)
 
 
-def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
-    """Whether the test sets' rates meet issue #28's targets, on the point estimates and on the
-    intervals, in words; sets measured before prohibitions existed say that F was not measured."""
+def _against_targets(reports: list[dict], lengths) -> tuple[list[str], list[str], bool]:
+    """Issue #28's targets cell by cell: the point estimates on the wrong side (shortfalls), the
+    interval ends on the wrong side, and whether any set has prohibitions (F)."""
     shortfalls, open_ends, has_f = [], [], False
     for rep in reports:
         cells = {(r["group"], r["prefix_len"]): r for r in rep["summary"]}
@@ -119,6 +119,19 @@ def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
                 open_ends.append(f"C's lower end {r['ci_low']:.3f} {where}")
             if group in ("B", "F") and r["ci_high"] > 0.1:
                 open_ends.append(f"{group}'s upper end {r['ci_high']:.3f} {where}")
+    return shortfalls, open_ends, has_f
+
+
+def target_shortfalls(reports: list[dict], lengths=(32, 64, 128)) -> list[str]:
+    """The cells whose point estimates miss issue #28's targets (asked >= 0.7, mentioned <= 0.1,
+    forbidden <= 0.1 and not above mentioned), in words; empty when all meet them."""
+    return _against_targets(reports, lengths)[0]
+
+
+def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
+    """Whether the test sets' rates meet issue #28's targets, on the point estimates and on the
+    intervals, in words; sets measured before prohibitions existed say that F was not measured."""
+    shortfalls, open_ends, has_f = _against_targets(reports, lengths)
     if shortfalls:
         text = "This model falls short: " + "; ".join(shortfalls) + "."
     elif has_f:

@@ -99,19 +99,16 @@ def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[
     """Matched C/B pairs of the validation split (``directive_phrasings.VALIDATION_*``: phrasings,
     words and mention sentences that neither training nor the test sets use) in held-out stories:
     for monitoring a run and choosing its checkpoint without looking at the test phrasings."""
-    from harness.demo import directives as D
-    from harness.demo import obedience
-
-    return obedience.synthetic_prefixes(held, random.Random(seed), n_pairs, words=D.VALIDATION_WORDS,
-                                        templates=D.VALIDATION_TEMPLATES, mentions=D.VALIDATION_MENTIONS,
-                                        prohibitions=D.VALIDATION_PROHIBITIONS, quotes=quotes)
+    return split_prefixes(held, "VALIDATION", n_pairs, seed, quotes)
 
 
-
-def later_test_prefixes(held: list[str], split: str, n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
-    """Matched triples of a test split written after the shipped SmolLM2 adapter was chosen (issue
-    #28; ``split`` "FRESH_TEST", the third, or "FOURTH_TEST": ``directive_phrasings.<split>_*``) in
-    held-out stories; each prohibition is the one written for its ask."""
+def split_prefixes(held: list[str], split: str, n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
+    """Matched triples (ask, mention, prohibition of one word) of the split whose lists are
+    ``directive_phrasings.<split>_WORDS``, ``_TEMPLATES``, ``_MENTIONS`` and ``_PROHIBITIONS``, in
+    held-out stories: "VALIDATION", or a test split written after the shipped SmolLM2 adapter was
+    chosen (issue #28): "FRESH_TEST" (the third) or "FOURTH_TEST". Triple i asks with phrasing i
+    and forbids with prohibition i, each list cycled (in the later test splits prohibition i is the
+    one written for ask i)."""
     from harness.demo import directive_phrasings as P
     from harness.demo import obedience
 
@@ -122,10 +119,6 @@ def later_test_prefixes(held: list[str], split: str, n_pairs: int, seed: int, qu
                                         templates=part("TEMPLATES"), mentions=part("MENTIONS"),
                                         prohibitions=part("PROHIBITIONS"), quotes=quotes)
 
-
-def fresh_test_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
-    """The third test split's triples (:func:`later_test_prefixes` of "FRESH_TEST")."""
-    return later_test_prefixes(held, "FRESH_TEST", n_pairs, seed, quotes)
 
 def mean_c_minus_b(summary: list[dict]) -> float:
     """What ``--keep-best`` maximises: the mean over prefix lengths of the C hit rate minus the B hit

@@ -151,21 +151,23 @@ def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(spli
     assert not set(mentions) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS + D.VALIDATION_MENTIONS)
 
 
-@pytest.mark.parametrize("split", ["FRESH_TEST", "FOURTH_TEST"])
-def test_later_test_triples_pair_each_ask_with_its_own_prohibition(split):
-    """``later_test_prefixes``: triple i asks with phrasing i mod 12, forbids with the prohibition
-    written for it, mentions with one of the split's mentions, all about one word of the split."""
+@pytest.mark.parametrize("split", ["VALIDATION", "FRESH_TEST", "FOURTH_TEST"])
+def test_split_triples_pair_each_ask_with_its_own_prohibition(split):
+    """``split_prefixes``: triple i asks with the split's phrasing i and forbids with its prohibition
+    i (each list cycled; in the later test splits prohibition i is the one written for ask i),
+    mentions with one of the split's mentions, all about one word of the split."""
     from harness.demo import directive_phrasings as P
-    from harness.demo.evaluation import later_test_prefixes
+    from harness.demo.evaluation import split_prefixes
 
-    prefixes = later_test_prefixes(STORIES * 20, split, 14, seed=5)
+    prefixes = split_prefixes(STORIES * 20, split, 14, seed=5)
     assert len(prefixes) == 42
     for i in range(14):
         c, b, f = prefixes[3 * i: 3 * i + 3]
         assert (c.group, b.group, f.check) == ("C", "B", "absent") and c.target == b.target == f.target
         assert c.target in getattr(P, f"{split}_WORDS")
-        assert D.render(getattr(P, f"{split}_TEMPLATES")[i % 12], c.target) in c.text
-        assert D.render(getattr(P, f"{split}_PROHIBITIONS")[i % 12], c.target) in f.text
+        asks, bans = getattr(P, f"{split}_TEMPLATES"), getattr(P, f"{split}_PROHIBITIONS")
+        assert D.render(asks[i % len(asks)], c.target) in c.text
+        assert D.render(bans[i % len(bans)], c.target) in f.text
         assert any(D.render(m, c.target) in b.text for m in getattr(P, f"{split}_MENTIONS"))
 
 
