@@ -40,6 +40,12 @@ def _data_text(stats: dict) -> str:
                       "next story: X\" / \"Forbidden in the next story: X\": `GRAMMAR_LABEL_PAIRS`), written after "
                       "the third test split showed a label prohibition obeyed as an ask, so that split is not blind "
                       "to that kind of wording.")
+        if mix.get("negation_pairs"):
+            pairs += (f" {mix['negation_pairs']:.0%} of the grammar pairs that are not clause pairs are generated "
+                      "from a frame and a polar part (\"X is welcome in S\" / \"X is unwelcome in S\", \"X gets "
+                      "mentioned in S at least once\" / \"... zero times\": `NEGATION_FAMILIES`), written after the "
+                      "fourth test split showed prohibitions of those kinds obeyed as asks, so the third and fourth "
+                      "splits are not blind to them.")
     window = mix.get("unlikelihood_window") or mix["answer_window"]
     return (f"Each step has {settings['batch_size']} rows (matched pairs add theirs). {mix['synth_fraction']:.0%} "
             f"start with a synthesized example: a context of training-split TinyStories text cut like a harness prefix "

@@ -73,8 +73,22 @@ _POSITIVE_COMMANDS = tuple(c for c in W.GRAMMAR_COMMANDS if not c.startswith(("d
 _MARKERS = tuple(W.HELDOUT_MARKERS + W.VALIDATION_MARKERS)
 
 
+def negation_pair(rng: random.Random) -> tuple[str, str]:
+    """A generated ask and its prohibition (``directive_phrasings.NEGATION_FAMILIES``), ``{S}`` and
+    ``{X}`` slots unfilled: a family, one of its frames and one of its polar pairs ("{X} is welcome in
+    {S}" / "{X} is unwelcome in {S}"); a statement is sometimes said after a wrapper ("for the
+    record, ..."), the same for both."""
+    frames, pairs = W.NEGATION_FAMILIES[rng.choice(sorted(W.NEGATION_FAMILIES))]
+    frame, (yes, no) = rng.choice(frames), rng.choice(pairs)
+    ask, forbid = frame.replace("{P}", yes), frame.replace("{P}", no)
+    if ask.startswith(("{X}", "{S}", "in ")) and rng.random() < 0.3:
+        wrapper = rng.choice(W.NEGATION_WRAPPERS)
+        ask, forbid = f"{wrapper} {ask}", f"{wrapper} {forbid}"
+    return ask, forbid
+
+
 def compose_pair(rng: random.Random, made_up_verbs: float = 0.0, clause_pairs: float = 0.0,
-                 label_pairs: float = 0.0) -> tuple[str, str]:
+                 label_pairs: float = 0.0, negation_pairs: float = 0.0) -> tuple[str, str]:
     """An ask and its prohibition from the phrasing grammar, with the same opener, story phrase,
     word slot and ending: ``(directive template, prohibition template)`` with ``{word}`` /
     ``{a_word}`` slots. Half are a command and the command negated ("never put X in S", "you may
@@ -83,14 +97,17 @@ def compose_pair(rng: random.Random, made_up_verbs: float = 0.0, clause_pairs: f
     S"). A share ``made_up_verbs`` of the commands has a made-up verb
     (``directive_phrasings.GRAMMAR_VERB_FRAMES``). A share ``clause_pairs`` of all pairs is instead
     a pair of ``directive_phrasings.GRAMMAR_CLAUSE_PAIRS``, negated inside a clause about the story, and
-    a share ``label_pairs`` of the rest a label and the word (``GRAMMAR_LABEL_PAIRS``: "Needed in S:
-    X" / "Forbidden in S: X")."""
+    a share ``negation_pairs`` of the rest a generated pair (:func:`negation_pair`: "X is welcome in S"
+    / "X is unwelcome in S"), and a share ``label_pairs`` of the rest a label and the word
+    (``GRAMMAR_LABEL_PAIRS``: "Needed in S: X" / "Forbidden in S: X")."""
     story = rng.choice(W.GRAMMAR_STORIES)
     word = rng.choice(("{a_word}", "{a_word}", "the word {word}"))
     ending = rng.choice(W.GRAMMAR_ENDINGS)
     form = rng.random()
     if clause_pairs and rng.random() < clause_pairs:  # (no draw at 0: earlier pairs stay as they were)
         ask, forbid = (part + ending for part in rng.choice(W.GRAMMAR_CLAUSE_PAIRS))
+    elif negation_pairs and rng.random() < negation_pairs:  # (no draw at 0, as above)
+        ask, forbid = (part + ending for part in negation_pair(rng))
     elif label_pairs and rng.random() < label_pairs:  # (no draw at 0, as above)
         ask, forbid = (part + ending for part in rng.choice(W.GRAMMAR_LABEL_PAIRS))
     elif form < 0.5:

@@ -145,6 +145,20 @@ GRAMMAR_CLAUSE_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair i
 # (``--label-pairs``).
 GRAMMAR_LABEL_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in _recipe("GRAMMAR_LABEL_PAIRS"))
 
+# Generated asks and prohibitions (``--negation-pairs``): per family, frames with a polar slot {P}
+# and (ask part, prohibition part) pairs ("{X} gets mentioned in {S} {P}": "at least once" / "zero
+# times"; "{X} is {P} in {S}": "welcome" / "unwelcome"); every frame goes with every pair of its
+# family, so one family gives frames x pairs wordings rather than a list's few. Written after the
+# fourth test split found the shipped adapter (and leg 10) writing the word after "X gets mentioned
+# zero times", "X is unwelcome in", "keep X clear of" and "give X no role whatsoever": the third and
+# fourth splits are not blind to those kinds of wording; no held-out, validation or later test
+# split's marker is in them. Off by default.
+NEGATION_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
+    name: (tuple(family["frames"]), tuple(tuple(pair) for pair in family["pairs"]))
+    for name, family in _RECIPE["NEGATION_FAMILIES"].items()}
+# Said before a generated statement, the same for the ask and the prohibition ("for the record, ...").
+NEGATION_WRAPPERS: tuple[str, ...] = _recipe("NEGATION_WRAPPERS")
+
 # The distinctive wording of each held-out phrasing. No training phrasing (template or grammar
 # draw) contains one of these, so a held-out phrasing is new wording, not a recombination of
 # trained parts.

@@ -118,7 +118,7 @@ class DirectiveMixer:
             story, context = self._texts(rng)
             if self.mix.phrasing_grammar and rng.random() < self.mix.phrasing_grammar:
                 ask, forbid = P.compose_pair(rng, self.mix.made_up_verbs, self.mix.clause_pairs,
-                                             self.mix.label_pairs)
+                                             self.mix.label_pairs, self.mix.negation_pairs)
             else:
                 ask, forbid = rng.choice(D.TRAIN_TEMPLATES), rng.choice(D.TRAIN_PROHIBITIONS)
             pair = P.synthesize_pair(context, story, rng, directive_template=ask, prohibition_template=forbid,

@@ -174,6 +174,10 @@ class MixSettings:
     label_pairs: float = field(default=0.0, metadata=option(
         "with --paired-prohibitions, share of the other grammar pairs written as a label and the word "
         "('Needed in S: X' / 'Forbidden in S: X': directive_phrasings.GRAMMAR_LABEL_PAIRS)"))
+    negation_pairs: float = field(default=0.0, metadata=option(
+        "with --paired-prohibitions, share of the grammar pairs that are not clause pairs generated from a "
+        "frame and a polar part ('X is welcome in S' / 'X is unwelcome in S': "
+        "directive_phrasings.NEGATION_FAMILIES)"))
     unlikelihood_window: int = field(default=0, metadata=option(
         "continuation tokens a prohibition's unlikelihood term covers (0: the first answer-window tokens)"))
     paragraph_fraction: float = field(default=0.5, metadata=option(

@@ -184,3 +184,50 @@ def test_label_pairs_differ_only_in_the_label_and_keep_every_test_split_blind():
     for ask, forbid in labels:
         assert ask.split()[-1] == forbid.split()[-1] and ("{word}" in ask or "{a_word}" in ask), (ask, forbid)
     assert sum(":" in a for a, _ in labels) > 200
+
+
+def test_negation_pairs_differ_only_in_the_polar_part_and_keep_every_test_split_blind():
+    """``--negation-pairs``: each family's frames go with each of its polar pairs, so the generator
+    has hundreds of wordings; an ask and its prohibition differ only where the polar part goes (the
+    wrapper, story phrase, word and ending are shared); no held-out, validation or later test split's
+    wording is in any part or draw."""
+    markers = D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + W.FRESH_TEST_MARKERS + W.FOURTH_TEST_MARKERS
+    for name, (frames, pairs) in W.NEGATION_FAMILIES.items():
+        assert len(set(frames)) == len(frames) and len(set(pairs)) == len(pairs) >= 8, name
+        assert all("{P}" in f for f in frames) and all(yes != no for yes, no in pairs), name
+        for frame in frames:
+            for yes, no in pairs:
+                ask, forbid = frame.replace("{P}", yes), frame.replace("{P}", no)
+                assert "{X}" in ask and "{S}" in ask and "{X}" in forbid and "{S}" in forbid, (ask, forbid)
+                assert not markers_in(markers, ask + " " + forbid), (ask, forbid)
+    assert not markers_in(markers, " ".join(W.NEGATION_WRAPPERS))
+    rng = random.Random(5)
+    drawn = [P.compose_pair(rng, negation_pairs=1.0) for _ in range(2000)]
+    assert len(set(drawn)) > 1200
+    for ask, forbid in drawn:
+        assert ask != forbid and not markers_in(markers, ask + " " + forbid), (ask, forbid)
+        assert _one_polar_swap(ask, forbid), (ask, forbid)
+    assert sum(" unwelcome " in f for _, f in drawn) > 5
+
+
+def _one_polar_swap(ask: str, forbid: str) -> bool:
+    """Whether ``forbid`` is ``ask`` with one ask part of a polar pair swapped for its prohibition
+    part (with the same story phrase and word where the part has them; a bare word after "no"),
+    everything else shared (case aside: a part may start the sentence)."""
+    def bare(text):
+        return text.replace("{a_word}", "{word}").lower()
+    stories = "|".join(re.escape(st) for st in sorted(W.GRAMMAR_STORIES, key=len, reverse=True))
+    slots = {re.escape("{S}"): f"(?P<s>{stories})", re.escape("{X}"): r"(?P<x>\{a_word\}|the word \{word\})"}
+    ask = ask.lower()
+    for _, pairs in W.NEGATION_FAMILIES.values():
+        for yes, no in pairs:
+            pattern = re.escape(yes)
+            for slot, group in slots.items():
+                pattern = pattern.replace(slot, group)
+            for m in re.finditer(pattern, ask):
+                filled = no.replace("{S}", m.groupdict().get("s") or "{S}").replace("{X}", m.groupdict().get("x") or "{X}")
+                for q in ("no", "single", "zero"):  # as harness.demo.directives.fill_slots
+                    filled = filled.replace(f"{q} the word {{word}}", f"{q} {{word}}")
+                if bare(ask[:m.start()] + filled + ask[m.end():]) == bare(forbid):
+                    return True
+    return False

@@ -137,10 +137,12 @@ def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(spli
     rng = random.Random(3)
     composed = [D.compose_directive(rng) for _ in range(3000)] + [D.compose_prohibition(rng) for _ in range(3000)]
     composed += [s for _ in range(3000) for s in compose_pair(rng, made_up_verbs=0.3, clause_pairs=0.5,
-                                                               label_pairs=0.5)]
+                                                               label_pairs=0.5, negation_pairs=0.5)]
     other = (*TRAINING_WORDING, *P.TRAIN_PROHIBITIONS, *P.GRAMMAR_PROHIBITIONS, *P.GRAMMAR_BANS,
              *P.GRAMMAR_NEGATORS, *P.GRAMMAR_VERB_FRAMES, *(s for pair in P.GRAMMAR_CLAUSE_PAIRS for s in pair),
-             *(s for pair in P.GRAMMAR_LABEL_PAIRS for s in pair),
+             *(s for pair in P.GRAMMAR_LABEL_PAIRS for s in pair), *P.NEGATION_WRAPPERS,
+             *(f.replace("{P}", s) for frames, pairs in P.NEGATION_FAMILIES.values() for f in frames
+               for pair in pairs for s in pair),
              *D.TRAIN_MENTIONS, *D.HELDOUT_TEMPLATES, *P.HELDOUT_PROHIBITIONS, *D.HELDOUT_MENTIONS,
              *D.VALIDATION_TEMPLATES, *P.VALIDATION_PROHIBITIONS, *D.VALIDATION_MENTIONS, *composed,
              *(s for e in earlier for what in ("TEMPLATES", "PROHIBITIONS", "MENTIONS") for s in part(e, what)))

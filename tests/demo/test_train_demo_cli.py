@@ -70,6 +70,7 @@ OLD_OPTIONS = [
     ("--made-up-verbs", "store", "float", 0.0),
     ("--clause-pairs", "store", "float", 0.0),
     ("--label-pairs", "store", "float", 0.0),
+    ("--negation-pairs", "store", "float", 0.0),
     ("--counterfactual-rows", "store_true", None, False),
     ("--phrasing-grammar", "store", "float", 0.0),
     ("--continuation-chars", "store", "int", 100),
@@ -142,7 +143,7 @@ def test_the_shipped_commands_give_their_recorded_settings():
     assert set(asdict(opts.mix)) - set(stats["mix"]) <= {"prohibition_share", "unlikelihood_weight",
                                                          "paired_prohibitions", "unlikelihood_window",
                                                          "counterfactual_rows", "made_up_verbs", "clause_pairs",
-                                                         "label_pairs"}
+                                                         "label_pairs", "negation_pairs"}
     assert opts.card.lengths == (32, 64, 128) and opts.card.synthetic_pairs == 100
     assert str(opts.card.prefixes) == stats["eval_prefixes"]
     assert opts.fine_tuning.keep_best and opts.fine_tuning.directives and opts.fine_tuning.probe_pairs == 20
