@@ -225,7 +225,8 @@ def _one_polar_swap(ask: str, forbid: str) -> bool:
             for slot, group in slots.items():
                 pattern = pattern.replace(slot, group)
             for m in re.finditer(pattern, ask):
-                filled = no.replace("{S}", m.groupdict().get("s") or "{S}").replace("{X}", m.groupdict().get("x") or "{X}")
+                found = m.groupdict()
+                filled = no.replace("{S}", found.get("s") or "{S}").replace("{X}", found.get("x") or "{X}")
                 for q in ("no", "single", "zero"):  # as harness.demo.directives.fill_slots
                     filled = filled.replace(f"{q} the word {{word}}", f"{q} {{word}}")
                 if bare(ask[:m.start()] + filled + ask[m.end():]) == bare(forbid):
