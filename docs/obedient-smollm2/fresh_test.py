@@ -1,13 +1,14 @@
 """A test look at the SmolLM2 adapter on a test split written after it was chosen (issue #28;
 "A third test split" and "Leg 10" in README.md here): 40 matched triples of the third split
 (``split_prefixes(held, "FRESH_TEST", 40, seed=3)``) or, with ``--split fourth``, of the
-fourth (``"FOURTH_TEST"``, seed 4): words, asks, prohibitions and mentions used by nothing else,
-x 12 story openings, prefix lengths 32 / 64 / 128, greedy 32 tokens. The verdict, fixed before
+fourth (``"FOURTH_TEST"``, seed 4) or, with ``--split fifth``, of the fifth (``"FIFTH_TEST"``,
+seed 5): words, asks, prohibitions and mentions used by nothing else, x 12 story openings,
+prefix lengths 32 / 64 / 128, greedy 32 tokens. The verdict, fixed before
 the first run, is on the card's 6 openings (the first 6 of ``prompts_stories_en.jsonl``, on which
 the adapter was chosen): asked >= 0.7, forbidden <= 0.1, mentioned <= 0.1 and forbidden <=
 mentioned at every length. Openings 7-12, which no check had used, are reported beside it.
 
-    .venv/bin/python docs/obedient-smollm2/fresh_test.py [--split fourth] CHECKPOINT|base OUT.json [card]
+    .venv/bin/python docs/obedient-smollm2/fresh_test.py [--split fourth|fifth] CHECKPOINT|base OUT.json [card]
 
 CHECKPOINT as for ``validation_check.py`` (``base``: SmolLM2 without an adapter, for the rates
 beside it); ``card``: the card's 6 openings only. About 22 minutes on two CPU cores (10 with
@@ -40,6 +41,8 @@ SPLITS = {
               "split and measured twice on the test sets above"),
     "fourth": ("FOURTH_TEST", 4, "after the third split had been measured on the replay's step 800 (its overall rates "
                "seen, not which phrasings failed)"),
+    "fifth": ("FIFTH_TEST", 5, "after the leg-11 recipe (`--negation-pairs`) had been committed, by a writer who had "
+              "not seen which phrasings failed on the earlier splits"),
 }
 OPENINGS = {"card": slice(0, 6), "other": slice(6, 12)}
 

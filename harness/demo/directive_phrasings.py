@@ -98,6 +98,18 @@ FOURTH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FOURTH_TEST_PROHIBITIONS")
 FOURTH_TEST_MENTIONS: tuple[str, ...] = _recipe("FOURTH_TEST_MENTIONS")
 FOURTH_TEST_MARKERS: tuple[str, ...] = _recipe("FOURTH_TEST_MARKERS")
 
+# A fifth test split of the same design (issue #28), written after the leg-11 recipe
+# (``--negation-pairs``) was committed and before any model ran on it, by a writer who had not seen
+# which phrasings failed on the earlier splits (the negations vary: "sworn off", "the last thing",
+# "costs you a point", "without", "leave out of it", "instead of", "not one", "count out", "out of
+# place", "hold the", "keep off the page", "doesn't make the cut"). Its words, phrasings, mentions and
+# markers are in no other list.
+FIFTH_TEST_WORDS: tuple[str, ...] = _recipe("FIFTH_TEST_WORDS")
+FIFTH_TEST_TEMPLATES: tuple[str, ...] = _recipe("FIFTH_TEST_TEMPLATES")
+FIFTH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FIFTH_TEST_PROHIBITIONS")
+FIFTH_TEST_MENTIONS: tuple[str, ...] = _recipe("FIFTH_TEST_MENTIONS")
+FIFTH_TEST_MARKERS: tuple[str, ...] = _recipe("FIFTH_TEST_MARKERS")
+
 
 # ---------------------------------------------------------------------------------------------
 # A grammar of directive phrasings (``harness.demo.directives.compose_directive``): an optional

@@ -106,9 +106,9 @@ def split_prefixes(held: list[str], split: str, n_pairs: int, seed: int, quotes:
     """Matched triples (ask, mention, prohibition of one word) of the split whose lists are
     ``directive_phrasings.<split>_WORDS``, ``_TEMPLATES``, ``_MENTIONS`` and ``_PROHIBITIONS``, in
     held-out stories: "VALIDATION", or a test split written after the shipped SmolLM2 adapter was
-    chosen (issue #28): "FRESH_TEST" (the third) or "FOURTH_TEST". Triple i asks with phrasing i
-    and forbids with prohibition i, each list cycled (in the later test splits prohibition i is the
-    one written for ask i)."""
+    chosen (issue #28): "FRESH_TEST" (the third), "FOURTH_TEST" or "FIFTH_TEST". Triple i asks
+    with phrasing i and forbids with prohibition i, each list cycled (in the later test splits
+    prohibition i is the one written for ask i)."""
     from harness.demo import directive_phrasings as P
     from harness.demo import obedience
 

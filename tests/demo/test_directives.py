@@ -111,10 +111,11 @@ def test_validation_split_is_new_wording_and_words_that_training_never_draws(tok
         assert pool and not any(w.startswith(v) for w in pool for v in D.VALIDATION_WORDS)
 
 
-@pytest.mark.parametrize("split, earlier", [("FRESH_TEST", ()), ("FOURTH_TEST", ("FRESH_TEST",))])
+@pytest.mark.parametrize("split, earlier", [("FRESH_TEST", ()), ("FOURTH_TEST", ("FRESH_TEST",)),
+                                            ("FIFTH_TEST", ("FRESH_TEST", "FOURTH_TEST"))])
 def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(split, earlier):
-    """The third and fourth test splits (issue #28) are blind: their words are in no other list and
-    begin with no training noun; every phrasing carries a marker of its split that no training,
+    """The third, fourth and fifth test splits (issue #28) are blind: their words are in no other list
+    and begin with no training noun; every phrasing carries a marker of its split that no training,
     validation or earlier test wording contains (fixed lists, composed directives, prohibitions and
     matched pairs); each prohibition shares a marker with its ask; a mention asks for nothing."""
     from harness.demo import directive_phrasings as P
@@ -153,7 +154,7 @@ def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(spli
     assert not set(mentions) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS + D.VALIDATION_MENTIONS)
 
 
-@pytest.mark.parametrize("split", ["VALIDATION", "FRESH_TEST", "FOURTH_TEST"])
+@pytest.mark.parametrize("split", ["VALIDATION", "FRESH_TEST", "FOURTH_TEST", "FIFTH_TEST"])
 def test_split_triples_pair_each_ask_with_its_own_prohibition(split):
     """``split_prefixes``: triple i asks with the split's phrasing i and forbids with its prohibition
     i (each list cycled; in the later test splits prohibition i is the one written for ask i),
