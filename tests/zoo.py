@@ -34,6 +34,15 @@ from __future__ import annotations
 
 import torch
 
+
+def _transformers_at_least(version: str) -> bool:
+    from importlib.metadata import version as installed
+
+    from packaging.version import Version
+
+    return Version(installed("transformers")) >= Version(version)
+
+
 _COMMON = dict(vocab_size=257, bos_token_id=256, eos_token_id=256, pad_token_id=256,
                # 5x the usual 0.02: scaled scores reach ~3 instead of ~0.1, so attention rows are peaked
                # rather than near-uniform, and soft-capping at 1.0 moves Gemma 2's logits by ~0.5, not ~3e-5
@@ -113,7 +122,8 @@ ADDS_BOS: dict[str, bool] = {
 # Families whose attention never calls the function registered through AttentionInterface: a probe
 # must refuse them (set_attn_implementation only logs a warning for these; falcon even raises KeyError
 # when built with an unknown attn_implementation).
-BYPASSES_INTERFACE: set[str] = {"falcon", "falcon_alibi", "bloom"}
+# FalconAttention (both variants) goes through the interface from transformers 5.25 on.
+BYPASSES_INTERFACE: set[str] = {"bloom"} | (set() if _transformers_at_least("5.25") else {"falcon", "falcon_alibi"})
 
 NOTES: dict[str, str] = {
     "llama": "Interface; default sdpa. Plain softmax(QK^T*head_dim^-0.5 + mask).",
@@ -141,11 +151,11 @@ NOTES: dict[str, str] = {
             "interface, but only when the implementation is 'eager'. No GQA.",
     "gpt_neox": "Interface; default sdpa. Partial rotary (rotary_pct). No GQA.",
     "gptj": "Interface; default sdpa. Eager computes QK^T in float32. No GQA.",
-    "falcon": "NO interface (FalconAttention calls F.scaled_dot_product_attention or its own eager). "
-              "set_attn_implementation() with a custom name only logs a warning. Rotary variant.",
-    "falcon_alibi": "NO interface. ALiBi: the sdpa path folds alibi/sqrt(head_dim) into the float mask; "
-                    "the eager path adds alibi to the scores AND uses that alibi-carrying mask (alibi counted "
-                    "twice), so eager != sdpa for this variant.",
+    "falcon": "Rotary variant. Interface from transformers 5.25; before, FalconAttention called "
+              "F.scaled_dot_product_attention or its own eager and set_attn_implementation() with a custom "
+              "name only logged a warning.",
+    "falcon_alibi": "ALiBi variant. Interface from transformers 5.25, alibi folded into the float mask the "
+                    "probe reads; before, no interface, and the eager path counted alibi twice (eager != sdpa).",
     "bloom": "NO interface (own baddbmm eager: alibi + QK^T/sqrt(d) + mask); _supports_sdpa=False so the "
              "default is eager.",
     "opt": "Interface; default sdpa. Query pre-scaled by head_dim^-0.5 in the module; passes scaling=1.0. "

@@ -38,7 +38,7 @@ legs=(
 
 reached() {  # the step of the checkpoint in OUT.work, 0 without one
   if [ -f "$ckpt" ]; then
-    "$python" -c "import sys, torch; print(torch.load(sys.argv[1], weights_only=False)['step'])" "$ckpt"
+    "$python" -c "import sys, torch; print(torch.load(sys.argv[1], weights_only=True)['step'])" "$ckpt"
   else
     echo 0
   fi

@@ -35,7 +35,7 @@ def load_checkpoint(path: Path, base: dict) -> dict:
         from safetensors.torch import load_file
 
         return {"model": load_file(path), "frozen_base": base, "step": "shipped"}
-    return torch.load(path, weights_only=False)
+    return torch.load(path, weights_only=True)
 
 
 def held_out_stories() -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from harness.demo.checkpoints import load_checkpoint
 from harness.demo.settings import DemoModelShape, TrainSettings
 from harness.errors import HarnessError
 from harness.io import atomic_write
@@ -271,7 +272,7 @@ class Trainer:
         """Continue from the work directory's checkpoint, when there is one."""
         if not self.ckpt_path.exists():
             return
-        ckpt = torch.load(self.ckpt_path, weights_only=False)
+        ckpt = load_checkpoint(self.ckpt_path)
         load_weights(self.model, ckpt["model"], ckpt.get("frozen_base"), self.ckpt_path,
                      base=self.base, trained_names=self.trained_names)
         self.opt.load_state_dict(ckpt["opt"])
@@ -384,7 +385,7 @@ class Trainer:
         if not keep_best:
             return model, self.settings.steps
         selected_step = [r for r in self.history if r.get("kept")][-1]["step"]
-        kept = torch.load(self.best_path, weights_only=True)
+        kept = load_checkpoint(self.best_path)
         if "frozen_base" not in kept:  # kept before best.pt recorded what it holds: a whole model
             kept = {"model": kept, "frozen_base": None}
         load_weights(model, kept["model"], kept["frozen_base"], self.best_path,

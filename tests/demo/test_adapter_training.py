@@ -35,7 +35,7 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     # a first leg that only trains: a checkpoint of the adapter's tensors, nothing saved or measured
     assert cli_main(train + ["--steps", "1", "--leg-only"]) in (0, None)
     assert not out.exists() and "stopped at step 1 (--leg-only)" in capsys.readouterr().out
-    leg = torch.load(tmp_path / "adapter.work" / "checkpoint.pt", weights_only=False)
+    leg = torch.load(tmp_path / "adapter.work" / "checkpoint.pt", weights_only=True)
     assert leg["step"] == 1 and leg["frozen_base"]["model_config"] == "demo-plain"
     assert leg["model"] and all(".lora_" in name for name in leg["model"])
     rc = cli_main(train + ["--steps", "2", "--resume"])

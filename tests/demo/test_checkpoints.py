@@ -45,7 +45,7 @@ def _trained(model) -> dict[str, torch.Tensor]:
 
 def test_an_adapter_checkpoint_holds_the_trained_tensors_and_names_its_base(tmp_path):
     first = _run(_trainer(tmp_path, _adapted(1), 2))
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert set(ckpt["model"]) == set(_trained(first.model)) and ckpt["frozen_base"] == BASE
     assert all(torch.equal(ckpt["model"][n], t) for n, t in _trained(first.model).items())
     whole = sum(t.numel() for t in first.model.state_dict().values())
@@ -85,7 +85,7 @@ def test_a_checkpoint_resumes_only_onto_its_base_and_its_adapter_shape(tmp_path)
 
 def test_a_whole_model_checkpoint_from_before_still_resumes(tmp_path):
     first = _run(_trainer(tmp_path, _adapted(1), 2))
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     del ckpt["frozen_base"]
     ckpt["model"] = first.model.state_dict()  # what checkpoints of adapter runs held before
     torch.save(ckpt, tmp_path / "checkpoint.pt")
@@ -121,3 +121,36 @@ def test_a_second_run_in_a_work_directory_is_refused_while_the_first_trains(tmp_
         assert sorted(p.name for p in work.iterdir()) == [".lock"]  # nothing written
     with training_lock(work):  # released when the first run's block ends
         pass
+
+
+class _RunsCode:
+    """A pickle payload: unpickling it calls ``Path.touch`` on a file (any callable would do)."""
+
+    def __init__(self, target):
+        self.target = str(target)
+
+    def __reduce__(self):
+        import pathlib
+
+        return (pathlib.Path.touch, (pathlib.Path(self.target),))
+
+
+@pytest.mark.parametrize("name", ["checkpoint.pt", "best.pt"])
+def test_a_crafted_checkpoint_is_refused_and_runs_nothing(tmp_path, name):
+    _run(_trainer(tmp_path, _adapted(1), 2, monitor_every=1),
+         monitor=lambda model: {"validation_contrast": 1.0}, keep_best=True)
+    planted = tmp_path / "planted"
+    ckpt = torch.load(tmp_path / name, weights_only=True)
+    ckpt["extra"] = _RunsCode(planted)
+    torch.save(ckpt, tmp_path / name)
+    import pickle
+
+    with pytest.raises(pickle.UnpicklingError):  # the payload is real: a plain unpickle would run it
+        torch.load(tmp_path / name, weights_only=True)
+    resumed = _trainer(tmp_path, _adapted(5), 4, monitor_every=1)
+    with pytest.raises(HarnessError, match="could run code"):
+        resumed.resume(keep_best=True)
+        resumed.result(keep_best=True)
+    assert not planted.exists()
+    torch.load(tmp_path / name, weights_only=False)  # proof the payload runs when unpickled
+    assert planted.exists()

@@ -553,7 +553,7 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert stats["settings"]["ema_decay"] == 0.5
     assert [h["copy_step"] for h in stats["copy_pretrain"]] == [1]
     saved = load_file(out / "model.safetensors")
-    ckpt = torch.load(out.with_name("model.work") / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(out.with_name("model.work") / "checkpoint.pt", weights_only=True)
     name = "model.layers.0.self_attn.q_proj.weight"
     averaged, last = ckpt["ema"]["module." + name], ckpt["model"][name]
     history = stats["history"]
