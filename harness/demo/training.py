@@ -56,7 +56,7 @@ def load_pretrained(path: Path, device: str):
     reference = str(path)
     if reference.startswith(MODEL_CONFIG):
         from harness.config import compose
-        from harness.runs.experiment import load_configured
+        from harness.model.loading import load_from_config
 
         name = reference[len(MODEL_CONFIG):]
         try:
@@ -64,7 +64,7 @@ def load_pretrained(path: Path, device: str):
         except Exception as exc:  # Hydra's "could not find" names the config group's choices
             raise HarnessError(f"{reference}: no model config {name!r} ({type(exc).__name__}); the names are "
                                f"those of harness/conf/model/*.yaml") from None
-        loaded = load_configured(m, device=device, dtype="float32")
+        loaded = load_from_config(m, device=device, dtype="float32")
         model, tokenizer = loaded.model, loaded.tokenizer
         identity = {"model_config": name, "name_or_path": m.name_or_path,
                     **{k: (loaded.source or {})[k] for k in ("gguf_file", "gguf_sha256", "dequantized_to")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from harness.inputs.conditions import Condition, batchable
-from harness.inputs.isolation import KeyBias
+from harness.model.masks import KeyBias
 from harness.measure.attention_metrics import row_metrics, token_kl
 from harness.measure.metrics import ROW_METRICS, check_row_metrics
 from harness.model.decoding import Continuation, forward, greedy_from

@@ -288,3 +288,22 @@ def load_model(
         device = str(next(model.parameters()).device)
     return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
                        max_positions_of(model.config), gguf_facts, adapter_facts)
+
+
+def load_from_config(m, *, device: str | None = None, dtype: str | None = None) -> LoadedModel:
+    """The model a model config (``cfg.model``) describes, loaded as a sweep loads it (GGUF source,
+    adapter, attention implementation and remote-code switch included); ``device`` and ``dtype``
+    override the config's."""
+    device_map = m.device_map
+    if device_map is not None and not isinstance(device_map, str):
+        device_map = dict(device_map)
+    return load_model(m.name_or_path, revision=m.revision, dtype=dtype or m.dtype.value, device=device or m.device,
+                      trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
+                      device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf), adapter=m.adapter)
+
+
+def gguf_source(gguf) -> GgufSource | None:
+    """The GGUF source a model config names, or None."""
+    if gguf is None or not gguf.files:
+        return None
+    return GgufSource(tuple(gguf.files), gguf.sha256, gguf.install)

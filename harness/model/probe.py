@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import torch
 
 from harness.errors import HarnessError
-from harness.inputs.isolation import KeyBias, additive_mask
+from harness.model.masks import KeyBias, additive_mask
 
 PROBE_PREFIX = "harness_probe_"
 # Attention-function arguments the probe reproduces (scaling, softcap, s_aux; sliding_window and

@@ -28,8 +28,7 @@ from harness.measure.driver import DriveOutcome, drive
 from harness.measure.engine import Engine
 from harness.measure.metrics import METRICS
 from harness.model.decoding import stop_ids
-from harness.model.gguf import GgufSource
-from harness.model.loading import LoadedModel, load_model
+from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe
 from harness.model.resources import auto_batch_size, prefix_cache_bytes
 from harness.runs.environment import set_determinism
@@ -62,7 +61,7 @@ class Experiment:
         attention = bool(cfg.analysis.attention) if attention is None else attention
         prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
         prefixes = select_prefixes(load_prefixes(cfg.prefixes.path), cfg.prefixes.per_group, cfg.seed)
-        loaded = load_configured(m, device=device)
+        loaded = load_from_config(m, device=device)
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
@@ -170,25 +169,6 @@ def _head_key(heads) -> list[list[int]]:
     """A head set as it enters a result's key: sorted (layer, head) pairs of Python integers (a
     NumPy integer would enter the JSON as text, and key the same set differently)."""
     return [[layer, head] for layer, head in sorted((int(lay), int(h)) for lay, h in heads)]
-
-
-def load_configured(m, *, device: str | None = None, dtype: str | None = None) -> LoadedModel:
-    """The model a model config (``cfg.model``) describes, loaded as a sweep loads it (GGUF source,
-    adapter, attention implementation and remote-code switch included); ``device`` and ``dtype``
-    override the config's."""
-    device_map = m.device_map
-    if device_map is not None and not isinstance(device_map, str):
-        device_map = dict(device_map)
-    return load_model(m.name_or_path, revision=m.revision, dtype=dtype or m.dtype.value, device=device or m.device,
-                      trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
-                      device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf), adapter=m.adapter)
-
-
-def gguf_source(gguf) -> GgufSource | None:
-    """The GGUF source a model config names, or None."""
-    if gguf is None or not gguf.files:
-        return None
-    return GgufSource(tuple(gguf.files), gguf.sha256, gguf.install)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.inputs.isolation import Isolation, KeyBias
+from harness.inputs.isolation import Isolation
+from harness.model.masks import KeyBias
 from harness.inputs.texts import Prefix, Prompt
 from harness.model.probe import install_probe, key_bias
 from tests.support import engine_rig

@@ -251,7 +251,7 @@ def test_no_resolvable_revision_means_the_weights_are_hashed(monkeypatch):
 def test_shipped_gguf_configs_say_how_to_install_what_is_missing(name, monkeypatch):
     import importlib.metadata
 
-    from harness.runs.experiment import gguf_source
+    from harness.model.loading import gguf_source
 
     cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(CONF / f"{name}.yaml"))
     source = gguf_source(cfg.gguf)
