@@ -24,10 +24,13 @@ from scipy.stats import mannwhitneyu
 
 from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
+from harness.inputs.conditions import KEY_FIELDS
 
 # What the causal sweep measures: the C-minus-B effect on the word the prefix carries, on the output
 # distribution along A's continuation, and on the continuation itself.
 CAUSAL_MEASURES = ("target_hit", "output_kl", "norm_edit_distance")
+# a condition of the earlier run, without its isolation setting (the run's own rows have none)
+UNISOLATED_KEY = [k for k in KEY_FIELDS if k not in ("isolation", "beta")]
 NONE, ALL = "none", "mask"  # the two settings every head set is compared with
 
 
@@ -242,7 +245,7 @@ def detector_scores(attention: pd.DataFrame, sets: dict[str, Sequence[tuple[int,
     heads for the set ``all``): columns prompt_id, group, prefix_id, prefix_len, placement, head_set, score."""
     att = attention[(attention.segment == segment) & (attention.isolation.astype(str) == "none")
                     & attention.group.isin(["B", "C"])]
-    keys = ["prompt_id", "group", "prefix_id", "prefix_len", "placement"]
+    keys = UNISOLATED_KEY
     head_key = list(zip(att.layer.astype(int), att["head"].astype(int)))
     parts = []
     for name, heads in {**sets, "all": None}.items():
@@ -257,7 +260,7 @@ def detector_table(scores: pd.DataFrame, conditions: pd.DataFrame, fpr: float = 
     """AUROC (crossed bootstrap interval) and the true-positive rate at ``fpr`` false positives per
     head set, placement and length, for two labels: ``instruction`` (C positive, B negative) and
     ``obeyed`` (C conditions the model obeyed, against C conditions it did not)."""
-    keys = ["prompt_id", "group", "prefix_id", "prefix_len", "placement"]
+    keys = UNISOLATED_KEY
     if "obeyed" not in conditions:  # tables written before the obeying measure existed
         conditions = conditions.assign(obeyed=None)
     obeyed = conditions[keys + ["obeyed"]].astype({"prompt_id": str, "prefix_id": str, "group": str})

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.inputs.conditions import KEY_FIELDS
+
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 N_PERMUTATIONS = 10_000
@@ -220,7 +222,7 @@ def benjamini_hochberg_by(table: pd.DataFrame, p: str = "p", family: Sequence[st
 # --------------------------------------------------------------------------------------------
 
 
-CONDITION_KEYS = ("model", "placement", "isolation", "group", "prefix_id", "prefix_len", "prompt_id")
+CONDITION_KEYS = ("model", *KEY_FIELDS)  # a condition's row (harness.inputs.conditions)
 
 
 def weighted_segment_mean(attention: pd.DataFrame, value: str = "kl", by: Sequence[str] = GROUP_BY) -> pd.DataFrame:

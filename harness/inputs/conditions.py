@@ -12,9 +12,18 @@ from harness.inputs.checks import TargetCheck
 from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
 
 
+# What names a condition's row in the tables (with the model it ran on: ``KEY_COLUMNS`` in
+# harness.runs.schema). A has prefix_id None and prefix_len 0; beta is None except for decay.
+KEY_FIELDS = ("prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation", "beta")
+
+
 @dataclass(frozen=True)
 class Condition:
-    """One cell of the experiment: a prompt, a group, and for B/C a prefix cut to a length."""
+    """One cell of the experiment: a prompt, a group, and for B/C a prefix cut to a length.
+
+    :meth:`key` and :meth:`identity` are the one definition of what a condition is: the tables'
+    key columns, the stored results' content key, the noise floor and the causal-head test all read
+    them (``tests/inputs/test_condition_key.py`` fails when a field is added that neither reaches)."""
 
     prompt_id: str
     group: str  # "A", "B" or "C"
@@ -25,6 +34,29 @@ class Condition:
     placement: str = "raw"
     goal: TargetCheck | None = None  # what the prefix asks of the reply (harness.inputs.checks)
     pair: str | None = None  # shared by a matched set of prefixes about one target
+
+    def key(self) -> dict:
+        """The key columns of the condition's row (:data:`KEY_FIELDS`), without the model."""
+        return {"prompt_id": self.prompt_id, "group": self.group, "prefix_id": self.prefix_id,
+                "prefix_len": self.prefix_len, "placement": self.placement, "isolation": self.isolation.mode,
+                "beta": self.isolation.beta}
+
+    def identity(self, reference: Condition) -> dict:
+        """Everything about the condition that determines its result, measured against
+        ``reference`` (its prompt's A): the key, the head set of a per-head isolation, the input
+        ids and spans, the target check, the matched set, and the reference's input ids. A head
+        set's *name* is not part of it: two equal sets share one result."""
+        a, iso, goal = self.assembled, self.isolation, self.goal
+        heads = [[layer, head] for layer, head in sorted((int(lay), int(h)) for lay, h in iso.heads)]
+        return {
+            # a list, in KEY_FIELDS order (stored results' keys are hashes of this dict)
+            "keys": [self.key()[k] for k in KEY_FIELDS] + ([heads] if heads else []),
+            "input_ids": a.input_ids,
+            "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
+            "target": None if goal is None else [goal.target, goal.regex, goal.check, goal.forms],
+            **({"pair": self.pair} if self.pair is not None else {}),
+            "reference_input_ids": reference.assembled.input_ids,
+        }
 
 
 def batchable(a: Condition, b: Condition) -> bool:

@@ -17,17 +17,8 @@ from harness.model.decoding import Continuation
 
 
 def condition_keys(model_label: str, cond: Condition) -> dict:
-    """The key columns of a condition (what identifies its row)."""
-    return {
-        "model": model_label,
-        "prompt_id": cond.prompt_id,
-        "group": cond.group,
-        "prefix_id": cond.prefix_id,
-        "prefix_len": cond.prefix_len,
-        "placement": cond.placement,
-        "isolation": cond.isolation.mode,
-        "beta": cond.isolation.beta,
-    }
+    """The key columns of a condition's row: the model, then :meth:`Condition.key`."""
+    return {"model": model_label, **cond.key()}
 
 
 def condition_label(cond: Condition) -> str:

@@ -145,30 +145,13 @@ class Experiment:
         condition's keys, its input ids and spans, and its reference A's input ids."""
         conditions = self.conditions if conditions is None else conditions
         reference_of = {c.prompt_id: c for c in conditions if c.group == Group.A.value}
-        out = {}
-        for c in conditions:
-            a, r = c.assembled, reference_of[c.prompt_id].assembled
-            out[c] = fingerprint({
-                **self.result_fingerprint,
-                "keys": [c.prompt_id, c.group, c.prefix_id, c.prefix_len, c.placement, c.isolation.mode,
-                         c.isolation.beta] + ([_head_key(c.isolation.heads)] if c.isolation.heads else []),
-                "input_ids": a.input_ids,
-                "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
-                "target": None if c.goal is None else [c.goal.target, c.goal.regex, c.goal.check, c.goal.forms],
-                "reference_input_ids": r.input_ids,
-            })
-        return out
+        return {c: fingerprint({**self.result_fingerprint, **c.identity(reference_of[c.prompt_id])})
+                for c in conditions}
 
     def drive(self, conditions: list[Condition] | None = None, **kwargs) -> DriveOutcome:
         """Run ``conditions`` (default: all) through the engine (:func:`harness.measure.driver.drive`)."""
         kwargs.setdefault("batch_size", self.batch_size)
         return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
-
-
-def _head_key(heads) -> list[list[int]]:
-    """A head set as it enters a result's key: sorted (layer, head) pairs of Python integers (a
-    NumPy integer would enter the JSON as text, and key the same set differently)."""
-    return [[layer, head] for layer, head in sorted((int(lay), int(h)) for lay, h in heads)]
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.inputs.conditions import KEY_FIELDS
 from harness.measure.metrics import ROW_METRICS, condition_metrics
 
-# What identifies a condition's row. A has prefix_id null and prefix_len 0; beta is null except
-# for the decay isolation.
-KEY_COLUMNS = ["model", "prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation", "beta"]
+# What identifies a condition's row: the model, and the condition's key (harness.inputs.conditions).
+KEY_COLUMNS = ["model", *KEY_FIELDS]
 CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair", "target", "check"]
 
 CONDITION_COLUMNS = KEY_COLUMNS + [

@@ -66,12 +66,3 @@ def test_detector_only_reads_the_run_without_running_the_model(tiny_sweep, tmp_p
     detector = pd.read_parquet(out / "detector.parquet")
     assert set(detector.head_set) == {"top1", "all"} and set(detector.label) >= {"instruction"}
     assert "No causal sweep" in (out / "causal_heads.md").read_text()
-
-
-def test_a_head_set_keys_its_results_the_same_whatever_its_integer_type():
-    import numpy as np
-
-    from harness.runs.experiment import _head_key
-
-    assert _head_key([(3, 4), (0, 1)]) == _head_key([(np.int64(0), np.int64(1)), (np.int64(3), np.int64(4))])
-    assert _head_key([(10, 2), (9, 3)]) == [[9, 3], [10, 2]]  # sorted as numbers, not as text
