@@ -38,7 +38,7 @@ def peak_mb() -> float:
 
 def child_load(model: str, quick: bool) -> dict:
     import harness as H
-    from harness.model.loading import gguf_source
+    from harness.model.sources import gguf_source
 
     cfg = H.compose(overrides(model, quick))
     from harness.model.loading import load_model

@@ -43,7 +43,7 @@ def write_model(path: Path) -> None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from harness.model.loading import byte_level_tokenizer
+    from harness.model.builtin import byte_level_tokenizer
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_positions=2048 + 128, bos_token_id=256, eos_token_id=256)).eval()

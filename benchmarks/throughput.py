@@ -41,7 +41,8 @@ def rss_mb() -> float:
 def build(model_name: str, device: str):
     import torch
 
-    from harness.model.loading import byte_level_tokenizer, load_model
+    from harness.model.builtin import byte_level_tokenizer
+    from harness.model.loading import load_model
 
     if model_name == "gpt2-small-random":
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -55,7 +56,7 @@ def build(model_name: str, device: str):
 
 
 def conditions_for(tokenizer, lengths: list[int], n_prompts: int, n_prefixes: int | None):
-    from harness.config import DATA_DIR
+    from harness.paths import DATA_DIR
     from harness.inputs.conditions import build_conditions
     from harness.inputs.texts import load_prefixes, load_prompts
 

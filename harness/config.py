@@ -18,11 +18,10 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from harness.errors import HarnessError
-
-PACKAGE_DIR = Path(__file__).parent
-DATA_DIR = PACKAGE_DIR / "data"  # the shipped prompt and prefix sets
-ASSETS_DIR = PACKAGE_DIR / "assets"  # the shipped demo models
-CONFIG_MODULE = "harness.conf"  # the config tree ships inside the package (Hydra's pkg:// search path)
+from harness.inputs.chat import PLACEMENTS, ChatConfig
+from harness.inputs.isolation import CONFIGURABLE, MODES
+from harness.model.sources import gguf_source, source_for
+from harness.paths import ASSETS_DIR, CONFIG_MODULE, DATA_DIR, PACKAGE_DIR  # noqa: F401 - where they were
 
 
 def _choice(name: str, values: str, doc: str) -> type[Enum]:
@@ -45,13 +44,10 @@ _CHOICES = [
     ("OnExisting", "auto resume fresh", "A run directory that already holds results: auto resumes when the "
                                         "configuration is the same and refuses when it differs; resume keeps "
                                         "what still applies; fresh deletes them."),
-    ("IsolationMode", "none mask mask_reset decay delimit delimit_control", "Isolation interventions "
-                                                                            "(harness.inputs.isolation)."),
-    ("Placement", "auto raw system turn document tool direct",
-     "Where the prefix goes (harness.inputs.chat): raw concatenation, or in the chat template as the system "
-     "message, an earlier turn, a document in the task's user message, or a tool result; direct: the user's "
-     "own words before the task in the same message (the direct-instruction ceiling, not an injection); "
-     "auto: the model's default."),
+    # read from the registries: a new isolation mode or placement is one definition there
+    ("IsolationMode", " ".join(CONFIGURABLE), "Isolation interventions (harness.inputs.isolation.MODES)."),
+    ("Placement", " ".join(["auto", *PLACEMENTS]),
+     "Where the prefix goes (harness.inputs.chat.PLACEMENTS); auto: the model's default."),
     ("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
@@ -127,26 +123,6 @@ class PrefixConfig:
     separator: str = "\n\n"  # raw placement only (chat placements are separated by the template)
     too_short: TooShort = TooShort.error
     placement: Placement = Placement.auto
-
-
-@dataclass
-class ChatConfig:
-    """How chat placements (harness.inputs.chat) build A and X from the model's chat template."""
-
-    # A fixed system message in both A and X: the scaffolding that keeps a template's default system
-    # prompt (or a date line) out of the comparison. null: none, unless the template needs one.
-    system_prompt: str | None = None
-    turn_reply: str = "OK."  # placement=turn: the assistant's reply after the earlier user turn
-    document_open: str = "<document>\n"  # placement=document: delimiters around the prefix text
-    document_close: str = "\n</document>\n\n"
-    # placement=direct: between the user's instruction (the prefix) and the task, in one user message
-    direct_join: str = "\n\n"
-    # placement=tool on a template that names no tool role but renders any role it is given (plain
-    # ChatML, e.g. SmolLM2's): the tool result arrives as a "tool" turn the model was never trained on.
-    # Off: such templates refuse placement=tool.
-    generic_tool_role: bool = False
-    # Passed to apply_chat_template, e.g. {enable_thinking: false} for Qwen3, or a fixed date_string.
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -265,6 +241,10 @@ def validate(cfg) -> DictConfig:
         if bad:
             problems.append(f"{key} must hold positive integers, got {bad}")
 
+    try:  # some model source must claim the model (harness.model.sources): no guessing at load time
+        source_for(typed.model.name_or_path, gguf_source(typed.model.gguf))
+    except HarnessError as exc:
+        problems.append(str(exc))
     if not typed.prefix.lengths and list(typed.groups) != [Group.A]:
         problems.append("prefix.lengths is empty: give at least one prefix length (e.g. prefix.lengths=[32])")
     positive("prefix.lengths", typed.prefix.lengths)
@@ -295,9 +275,10 @@ def validate(cfg) -> DictConfig:
         problems.append("isolation is empty: use isolation=[none] for plain concatenation")
     if len(set(typed.isolation)) != len(typed.isolation):
         problems.append(f"isolation lists a mode twice: {[m.name for m in typed.isolation]}")
-    if IsolationMode.decay in typed.isolation:
+    beta_modes = [m.value for m in typed.isolation if MODES[m.value].bias == "beta"]
+    if beta_modes:
         if not typed.isolation_betas:
-            problems.append("isolation decay needs at least one beta in isolation_betas")
+            problems.append(f"isolation {beta_modes[0]} needs at least one beta in isolation_betas")
         bad = [b for b in typed.isolation_betas if not b >= 0]
         if bad:
             problems.append(f"isolation_betas must be non-negative, got {bad}")

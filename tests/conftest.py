@@ -20,9 +20,9 @@ import json
 
 import pytest
 
-from harness.config import DATA_DIR
+from harness.paths import DATA_DIR
 from harness.inputs.texts import load_prefixes, load_prompts
-from harness.model.loading import byte_level_tokenizer
+from harness.model.builtin import byte_level_tokenizer
 from tests.support import FAST, SMALL_PREFIXES, sweep
 
 

@@ -21,7 +21,7 @@ def tiny_gemma3(seed: int = 0, window: int = 8, layers: int = 6):
     model read back from GGUF is the same model."""
     from transformers import AutoModelForCausalLM, Gemma3TextConfig
 
-    from harness.model.loading import byte_level_tokenizer
+    from harness.model.builtin import byte_level_tokenizer
 
     config = Gemma3TextConfig(vocab_size=257, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                               num_attention_heads=4, num_key_value_heads=1, head_dim=16, sliding_window=window,

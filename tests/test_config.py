@@ -60,7 +60,7 @@ def test_every_experiment_names_files_and_models_that_exist(experiment):
     """What `make demo` runs must be there on a fresh clone: data files, and shipped models by name."""
     from pathlib import Path
 
-    from harness.model.loading import BUILTIN, SHIPPED_MODELS
+    from harness.model.sources import BUILTIN, SHIPPED_MODELS
 
     cfg = compose([f"experiment={experiment}"])
     validate(cfg)
@@ -104,7 +104,7 @@ def test_choices_are_enums():
 def test_validation_before_any_model_loads(overrides, fragment, monkeypatch):
     from harness.runs.experiment import Experiment
 
-    monkeypatch.setattr("harness.runs.experiment.load_model", lambda *a, **k: pytest.fail("model loaded before validation"))
+    monkeypatch.setattr("harness.runs.experiment.load_from_config", lambda *a, **k: pytest.fail("model loaded before validation"))
     with pytest.raises(HarnessError, match=fragment):
         Experiment.build(compose(["model=tiny", *overrides]))
 
@@ -112,7 +112,7 @@ def test_validation_before_any_model_loads(overrides, fragment, monkeypatch):
 def test_user_config_directory_adds_a_model_and_an_experiment(tmp_path):
     """The documented way to bring your own configs: a directory with model/, prompts/, prefixes/
     and experiment/ entries, given as --config-dir (here: config_dir=)."""
-    from harness.model.loading import build_tiny
+    from harness.model.builtin import build_tiny
 
     model, tok = build_tiny("gpt2", seed=3)
     model.save_pretrained(tmp_path / "weights")

@@ -191,7 +191,7 @@ def tiny_model(family: str, seed: int = 0, attn_implementation: str | None = Non
     """
     from transformers import AutoModelForCausalLM
 
-    from harness.model.loading import byte_level_tokenizer
+    from harness.model.builtin import byte_level_tokenizer
 
     config = tiny_config(family)
     extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}

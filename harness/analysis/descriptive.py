@@ -30,6 +30,7 @@ import pandas as pd
 from scipy import stats
 
 from harness.inputs.conditions import KEY_FIELDS
+from harness.inputs.isolation import setting_label
 
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
@@ -93,7 +94,7 @@ def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     and no grouping has to cope with a null beta."""
     if "beta" not in df.columns:
         return df
-    labels = [f"decay({b:g})" if m == "decay" else str(m) for m, b in zip(df["isolation"], df["beta"])]
+    labels = [setting_label(str(m), b) if pd.notna(b) else str(m) for m, b in zip(df["isolation"], df["beta"])]
     return df.drop(columns="beta").assign(isolation=pd.Categorical(labels))
 
 

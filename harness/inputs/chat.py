@@ -1,5 +1,8 @@
-"""Chat placements (DESIGN.md section 2, "Chat models"): where the prefix sits in a chat template.
+"""Placements (DESIGN.md section 2, "Chat models"): where the prefix sits, raw before the task or
+in a chat template. Each placement is one entry of :data:`PLACEMENTS` (a new one is one
+:func:`_placement` call; the run config's ``prefix.placement`` choices are read from here):
 
+- ``raw``: ``[bos] + prefix + separator + task``, no template (:mod:`harness.inputs.assembly`);
 - ``system``: the prefix is the system message (after ``chat.system_prompt`` and "\\n\\n" when one is set);
 - ``turn``: an earlier user turn holding the prefix, then the assistant's ``chat.turn_reply``;
 - ``document``: inside the task's user message, before the task, between ``chat.document_open``
@@ -38,16 +41,79 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from harness.errors import HarnessError
 from harness.inputs.assembly import Assembled, encode
 
 log = logging.getLogger(__name__)
 
-PLACEMENTS = ("system", "turn", "document", "tool", "direct")
 PREFIX_SLOT, TASK_SLOT = "PREFIXSLOTq7Zx", "TASKSLOTq7Zx"  # letters only: survive trim and tojson
 DEFAULT_DATE = "26 Jul 2024"  # Llama 3's own fallback date
+
+
+@dataclass
+class ChatConfig:
+    """How chat placements build A and X from the model's chat template (the run config's ``chat``)."""
+
+    # A fixed system message in both A and X: the scaffolding that keeps a template's default system
+    # prompt (or a date line) out of the comparison. null: none, unless the template needs one.
+    system_prompt: str | None = None
+    turn_reply: str = "OK."  # placement=turn: the assistant's reply after the earlier user turn
+    document_open: str = "<document>\n"  # placement=document: delimiters around the prefix text
+    document_close: str = "\n</document>\n\n"
+    # placement=direct: between the user's instruction (the prefix) and the task, in one user message
+    direct_join: str = "\n\n"
+    # placement=tool on a template that names no tool role but renders any role it is given (plain
+    # ChatML, e.g. SmolLM2's): the tool result arrives as a "tool" turn the model was never trained on.
+    # Off: such templates refuse placement=tool.
+    generic_tool_role: bool = False
+    # Passed to apply_chat_template, e.g. {enable_thinking: false} for Qwen3, or a fixed date_string.
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a prefix goes. ``messages(chat, system, base, task)`` gives X's chat messages (with
+    :data:`PREFIX_SLOT` and :data:`TASK_SLOT` standing for the data) from A's ``base`` (the system
+    message, if any) and ``task`` (the user turn); None for ``raw``, which uses no template.
+    ``refuses(template, chat)`` says why a template cannot take it (None: it can)."""
+
+    name: str
+    doc: str
+    messages: Callable[..., list[dict]] | None
+    refuses: Callable[[str, object], str | None]
+
+
+PLACEMENTS: dict[str, Placement] = {}
+
+
+def _placement(name: str, doc: str, messages=None, refuses=lambda template, chat: None) -> None:
+    PLACEMENTS[name] = Placement(name, doc, messages, refuses)
+
+
+def _no_tool_role(template: str, chat) -> str | None:
+    if re.search(r"""["'](tool|ipython)["']""", template) or chat.generic_tool_role:
+        return None
+    return ("the chat template has no tool role; use prefix.placement=document or turn (or "
+            "chat.generic_tool_role=true, if it renders any role it is given)")
+
+
+_placement("raw", "concatenated before the task, no chat template")
+_placement("system", "the system message", lambda chat, system, base, task: [
+    {"role": "system", "content": f"{system}\n\n{PREFIX_SLOT}" if system else PREFIX_SLOT}, *task])
+_placement("turn", "an earlier user turn, answered by chat.turn_reply", lambda chat, system, base, task: [
+    *base, {"role": "user", "content": PREFIX_SLOT}, {"role": "assistant", "content": chat.turn_reply}, *task])
+_placement("document", "a document inside the task's user message", lambda chat, system, base, task: [
+    *base, {"role": "user", "content": chat.document_open + PREFIX_SLOT + chat.document_close + TASK_SLOT}])
+_placement("tool", "a tool result before the task's user turn", lambda chat, system, base, task: [
+    *base, {"role": "tool", "content": PREFIX_SLOT}, *task], _no_tool_role)
+_placement("direct", "the user's own words before the task (the direct-instruction ceiling, not an injection)",
+           lambda chat, system, base, task: [
+               *base, {"role": "user", "content": PREFIX_SLOT + chat.direct_join + TASK_SLOT}])
+CHAT_PLACEMENTS = tuple(name for name, p in PLACEMENTS.items() if p.messages is not None)
 
 
 class _Misfit(Exception):
@@ -111,22 +177,20 @@ class ChatLayout:
 
 def chat_layout(tokenizer, placement: str, chat=None, parse_special: bool = False) -> ChatLayout:
     """The layout of ``placement`` in the tokenizer's chat template under ``chat`` settings
-    (:class:`harness.config.ChatConfig`), or a one-line :class:`HarnessError` saying why not."""
-    from harness.config import ChatConfig
-
+    (:class:`ChatConfig`), or a one-line :class:`HarnessError` saying why not."""
     chat = chat if chat is not None else ChatConfig()
     placement = getattr(placement, "value", placement)
     where = f"prefix.placement={placement}"
-    if placement not in PLACEMENTS:
-        raise HarnessError(f"{where}: not a chat placement (use one of {', '.join(PLACEMENTS)}, or raw)")
+    if placement not in CHAT_PLACEMENTS:
+        raise HarnessError(f"{where}: not a chat placement (use one of {', '.join(CHAT_PLACEMENTS)}, or raw)")
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise HarnessError(f"{where}: the tokenizer has no chat template; use prefix.placement=raw")
     if not isinstance(template, str):
         raise HarnessError(f"{where}: the tokenizer has several named chat templates; this harness uses a single one")
-    if placement == "tool" and not re.search(r"""["'](tool|ipython)["']""", template) and not chat.generic_tool_role:
-        raise HarnessError(f"{where}: the chat template has no tool role; use prefix.placement=document or turn "
-                           f"(or chat.generic_tool_role=true, if it renders any role it is given)")
+    refusal = PLACEMENTS[placement].refuses(template, chat)
+    if refusal:
+        raise HarnessError(f"{where}: {refusal}")
     if "strftime_now" in template and "date_string" not in template:
         log.warning("%s: the chat template reads today's date; renders change from day to day", where)
     kwargs = {"date_string": DEFAULT_DATE, **_plain(chat.template_kwargs)}
@@ -164,17 +228,7 @@ def _messages(placement: str, chat, system: str | None) -> tuple[list[dict], lis
     """A's and X's messages, with the placeholders standing for the prefix and the task."""
     base = [] if system is None else [{"role": "system", "content": system}]
     task = [{"role": "user", "content": TASK_SLOT}]
-    if placement == "system":
-        x = [{"role": "system", "content": f"{system}\n\n{PREFIX_SLOT}" if system else PREFIX_SLOT}, *task]
-    elif placement == "turn":
-        x = [*base, {"role": "user", "content": PREFIX_SLOT}, {"role": "assistant", "content": chat.turn_reply}, *task]
-    elif placement == "document":
-        x = [*base, {"role": "user", "content": chat.document_open + PREFIX_SLOT + chat.document_close + TASK_SLOT}]
-    elif placement == "direct":
-        x = [*base, {"role": "user", "content": PREFIX_SLOT + chat.direct_join + TASK_SLOT}]
-    else:
-        x = [*base, {"role": "tool", "content": PREFIX_SLOT}, *task]
-    return base + task, x
+    return base + task, PLACEMENTS[placement].messages(chat, system, base, task)
 
 
 def _render(tokenizer, messages, kwargs, generation_prompt: bool = True) -> str:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from harness.errors import HarnessError
 from harness.inputs.assembly import Assembled, assemble, bos_ids, cut_prefix, encode
-from harness.inputs.chat import chat_layout
+from harness.inputs.chat import PLACEMENTS, chat_layout
 from harness.inputs.checks import TargetCheck
-from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
+from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, MODES, Isolation
 
 
 # What names a condition's row in the tables (with the model it ran on: ``KEY_COLUMNS`` in
@@ -98,7 +98,9 @@ def build_conditions(
     def enc(text: str) -> list[int]:
         return encode(tokenizer, text, parse_special)
 
-    if placement == "raw":
+    if placement not in PLACEMENTS:
+        raise HarnessError(f"prefix.placement={placement} is not one of {', '.join(PLACEMENTS)}")
+    if PLACEMENTS[placement].messages is None:  # raw
         bos, sep = bos_ids(tokenizer, bos_policy), enc(separator)
 
         def place(task, body=(), text_span=None):
@@ -110,14 +112,15 @@ def build_conditions(
 
     def body(prefix, n: int, iso: Isolation) -> tuple[list[int], tuple[int, int]]:
         """The block's tokens for a prefix at length ``n`` under ``iso``, and its text span."""
-        span = n + len(opening) + len(closing) if iso.mode == "delimit_control" else n
-        try:  # delimit_control: the plain prefix as long as the delimited block
+        block = MODES[iso.mode].block
+        span = n + len(opening) + len(closing) if block == "plain_at_delimited_span" else n
+        try:  # the plain prefix as long as the delimited block (delimit's control)
             ids = cut_prefix(text_ids[prefix.id], sep, span, name=prefix.id, repeat=repeat_short)
         except HarnessError as exc:
             if span == n:
                 raise
-            raise HarnessError(f"{exc} (delimit_control at length {n} matches the {span}-token delimited block)") from None
-        if iso.mode != "delimit":
+            raise HarnessError(f"{exc} ({iso.mode} at length {n} matches the {span}-token delimited block)") from None
+        if block != "delimited":
             return ids, (0, len(ids))
         text = ids[: len(ids) - len(sep)]
         return opening + text + closing + sep, (len(opening), len(opening) + len(text))

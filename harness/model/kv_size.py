@@ -65,7 +65,8 @@ def main(args: list[str]) -> int:
     if "model" in values:
         from transformers import AutoConfig
 
-        from harness.model.loading import BUILTIN, SHIPPED_MODELS, tiny_config
+        from harness.model.builtin import tiny_config
+        from harness.model.sources import BUILTIN, SHIPPED_MODELS
 
         name = values.pop("model")
         try:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.errors import HarnessError
-from harness.inputs.isolation import HEAD_MODES, Isolation
+from harness.inputs.isolation import Isolation
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class KeyBias:
         """The bias an isolation setting applies to a block (None when it alters no attention)."""
         if isolation.key_bias is None:
             return None
-        heads = frozenset(isolation.heads) if isolation.mode in HEAD_MODES else None
-        return cls(block_start, block_end, isolation.key_bias, heads, isolation.mode == "only_heads")
+        heads = frozenset(isolation.heads) if isolation.per_head else None
+        return cls(block_start, block_end, isolation.key_bias, heads, isolation.per_head == "visible")
 
     def head_selection(self, layer: int | None, n_heads: int) -> torch.Tensor | None:
         """``[n_heads]`` bool: the query heads of ``layer`` the bias applies in (None: all of them)."""

@@ -11,7 +11,7 @@ from importlib import metadata
 
 import numpy as np
 
-from harness.config import PACKAGE_DIR
+from harness.paths import PACKAGE_DIR
 
 PACKAGES = ["torch", "transformers", "tokenizers", "safetensors", "hydra-core", "omegaconf", "pandas",
             "pyarrow", "numpy", "scipy", "matplotlib", "rapidfuzz"]

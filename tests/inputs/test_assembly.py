@@ -6,7 +6,7 @@ from harness.errors import HarnessError
 from harness.inputs.assembly import assemble, bos_ids, cut_prefix, encode
 from harness.inputs.conditions import build_conditions, check_context
 from harness.inputs.texts import Prompt
-from harness.model.loading import byte_level_tokenizer
+from harness.model.builtin import byte_level_tokenizer
 
 LENGTHS = [8, 32, 64, 128, 256]
 

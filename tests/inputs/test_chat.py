@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from harness.config import DATA_DIR, ChatConfig
+from harness.inputs.chat import CHAT_PLACEMENTS, ChatConfig
+from harness.paths import DATA_DIR
 from harness.errors import HarnessError
 from harness.inputs.assembly import encode
 from harness.inputs.chat import chat_layout
@@ -26,7 +27,7 @@ from harness.inputs.conditions import Condition, build_conditions
 from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation
 from harness.inputs.texts import Prefix, Prompt
 from harness.measure.records import behaviour
-from harness.model.loading import byte_level_tokenizer
+from harness.model.builtin import byte_level_tokenizer
 from tests import oracle
 from tests.support import chat_template, engine_rig, sweep
 
@@ -52,7 +53,7 @@ TEMPLATES = {
     "qwen3": (QWEN3, ["<|im_start|>", "<|im_end|>"], None, "<|im_end|>"),
 }
 TEMPLATE_KWARGS = {"qwen3": {"enable_thinking": False}}  # as model=qwen3-1.7b-instruct sets it
-PLACEMENTS = ("system", "turn", "document", "tool", "direct")
+PLACEMENTS = CHAT_PLACEMENTS  # every chat placement of the registry
 REFUSED = {("gemma2", "system"): "System role not supported", ("gemma2", "tool"): "no tool role"}
 SUPPORTED = [(t, p) for t in TEMPLATES for p in PLACEMENTS if (t, p) not in REFUSED]
 # Where the invariant needs scaffolding: Qwen2.5's default system prompt, which a system-placed

@@ -12,7 +12,7 @@ import pytest
 from harness.inputs.assembly import Assembled
 from harness.inputs.checks import TargetCheck
 from harness.inputs.conditions import KEY_FIELDS, Condition
-from harness.inputs.isolation import Isolation
+from harness.inputs.isolation import MODES, Isolation
 from harness.runs.schema import KEY_COLUMNS
 
 # Fields that are deliberately not part of a condition's identity, and why.
@@ -26,8 +26,10 @@ X = Condition("p1", "C", "inj", 4, Assembled((1, 9, 9, 9, 9, 2, 3), 1, 5, 5, 7, 
               TargetCheck("cat", "absent", ("cat", "cats"), None), "pair-1")
 
 
-def _other(value):
-    """A different value of the same kind as ``value``."""
+def _other(value, name: str = ""):
+    """A different value of the same kind as ``value`` (for an isolation mode, another registered one)."""
+    if name == "mode":
+        return next(m for m in MODES if m != value)
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):
@@ -47,7 +49,7 @@ def _variants():
         value = getattr(X, field.name)
         if dataclasses.is_dataclass(value):
             for inner in dataclasses.fields(value):
-                changed = dataclasses.replace(value, **{inner.name: _other(getattr(value, inner.name))})
+                changed = dataclasses.replace(value, **{inner.name: _other(getattr(value, inner.name), inner.name)})
                 yield type(value), inner.name, dataclasses.replace(X, **{field.name: changed})
         else:
             yield Condition, field.name, dataclasses.replace(X, **{field.name: _other(value)})

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from harness.config import DATA_DIR
+from harness.paths import DATA_DIR
 from harness.errors import HarnessError
 from harness.inputs.prefix_bank import (
     check_bank,
@@ -17,7 +17,7 @@ from harness.inputs.prefix_bank import (
     normalise,
     paragraph_spans,
 )
-from harness.model.loading import byte_level_tokenizer
+from harness.model.builtin import byte_level_tokenizer
 
 DEMO_MODEL = DATA_DIR.parent / "assets" / "demo-model"
 ORIGINAL_IDS = ["product-kettle", "manual-router", "news-harbour", "weather-report", "museum-guide",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.config import DATA_DIR
+from harness.paths import DATA_DIR
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prefixes, load_prompts
 from tests.support import write_jsonl

@@ -13,7 +13,7 @@ import torch
 
 from harness.errors import HarnessError
 from harness.inputs.texts import Prefix, Prompt
-from harness.model.loading import build_tiny
+from harness.model.builtin import build_tiny
 from harness.model.probe import install_probe
 from tests import oracle
 from tests.support import engine_rig

@@ -10,7 +10,7 @@ from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, Isolation, iso
 from harness.inputs.texts import Prefix, Prompt
 from harness.model.decoding import forward
 from harness.model.kv_size import cache_nbytes, kv_cache_bytes, shape_of
-from harness.model.loading import build_tiny
+from harness.model.builtin import build_tiny
 from tests.support import SMALL_PREFIXES, engine_rig, sweep
 
 PROMPTS = [Prompt("p1", "The little robot opened the door and"), Prompt("p2", "Once upon a time, a cat")]

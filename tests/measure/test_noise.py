@@ -3,13 +3,13 @@ what computing them again would give."""
 
 import pandas as pd
 
-from harness.config import DATA_DIR
+from harness.paths import DATA_DIR
 from harness.inputs.conditions import build_conditions
 from harness.inputs.texts import load_prefixes, load_prompts
 from harness.measure.driver import drive
 from harness.measure.engine import Engine
 from harness.measure.noise import measure_noise_floor, noise_sample, noise_size
-from harness.model.loading import build_tiny
+from harness.model.builtin import build_tiny
 from harness.model.probe import install_probe
 from tests.support import SMALL_PREFIXES, sweep
 

@@ -9,7 +9,8 @@ import torch
 
 from harness.errors import HarnessError
 from harness.model import adapters as A
-from harness.model.loading import build_tiny, load_model
+from harness.model.builtin import build_tiny
+from harness.model.loading import load_model
 from tests.support import sweep, write_jsonl
 
 TEXT = "Once upon a time there was a little dog who liked to run"

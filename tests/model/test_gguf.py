@@ -14,7 +14,8 @@ from harness.inputs.texts import Prefix, Prompt
 from harness.io import sha256_file
 from harness.model import gguf as gguf_source
 from harness.model.gguf import FACTS_FILE, GgufSource
-from harness.model.loading import build_tiny, load_model
+from harness.model.builtin import build_tiny
+from harness.model.loading import load_model
 from tests import oracle
 from tests.gguf_files import tiny_gemma3, write_gguf
 from tests.support import engine_rig, sweep, write_jsonl

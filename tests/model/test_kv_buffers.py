@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM
 from harness.inputs.texts import Prefix, Prompt
 from harness.model.decoding import forward, greedy_decode
 from harness.model.kv_buffers import BufferedLayer, buffered_cache, rewound, stack_caches
-from harness.model.loading import build_tiny, tiny_config
+from harness.model.builtin import build_tiny, tiny_config
 from tests.support import engine_rig
 
 

@@ -6,7 +6,8 @@ from omegaconf import OmegaConf
 
 from harness.config import ModelConfig
 from harness.errors import HarnessError
-from harness.model.loading import build_tiny, load_model
+from harness.model.builtin import build_tiny
+from harness.model.loading import load_model
 from tests.support import ROOT
 
 CONF = ROOT / "harness" / "conf" / "model"
@@ -140,7 +141,7 @@ def test_hub_model_configs_reach_the_loader_safely(name, monkeypatch):
 def test_shipped_demo_models_load_offline_and_write_english(monkeypatch, name):
     """Both shipped story models go through the same loading code as a hub model, with the hub off."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from harness.model.loading import SHIPPED_MODELS
+    from harness.model.sources import SHIPPED_MODELS
 
     files = {p.name for p in SHIPPED_MODELS[name].iterdir()}
     assert "model.safetensors" in files and not any(f.endswith((".bin", ".pt", ".pth")) for f in files)
@@ -164,19 +165,19 @@ def test_shipped_demo_models_load_offline_and_write_english(monkeypatch, name):
 def test_model_code_and_every_file_change_the_resolved_revision(tmp_path):
     """A local model's content hash covers every file, remote code included: editing a
     modeling_*.py changes the result key, so a rerun never reuses results of the old code."""
-    from harness.model.loading import _local_files_sha256
+    from harness.model.sources import local_files_sha256
 
     model, tok = build_tiny("llama")
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     (tmp_path / "modeling_custom.py").write_text("SCALE = 1.0\n")
-    before = _local_files_sha256(tmp_path)
+    before = local_files_sha256(tmp_path)
     (tmp_path / "modeling_custom.py").write_text("SCALE = 2.0\n")
-    assert _local_files_sha256(tmp_path) != before
+    assert local_files_sha256(tmp_path) != before
     (tmp_path / "modeling_custom.py").write_text("SCALE = 1.0\n")
-    assert _local_files_sha256(tmp_path) == before
+    assert local_files_sha256(tmp_path) == before
     (tmp_path / "chat_template.jinja").write_text("{{ messages }}")
-    assert _local_files_sha256(tmp_path) != before
+    assert local_files_sha256(tmp_path) != before
 
 
 def test_demo_model_card_bits_per_byte_and_its_interval():
@@ -187,10 +188,10 @@ def test_demo_model_card_bits_per_byte_and_its_interval():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harness.demo import corpus, evaluation
-    from harness.model.loading import DEMO_MODEL_DIR
+    from harness.model.sources import SHIPPED_MODELS
 
-    tok = AutoTokenizer.from_pretrained(DEMO_MODEL_DIR)
-    model = AutoModelForCausalLM.from_pretrained(DEMO_MODEL_DIR, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(SHIPPED_MODELS["demo-plain"])
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED_MODELS["demo-plain"], dtype=torch.float32)
     stories = ["Once upon a time, a cat sat on a mat.", "Tom had a red ball. He liked to play with it."]
     per_story = evaluation.story_bits(model, tok, stories, "cpu")
     for story, ids, (bits, n_bytes, n_tokens) in zip(stories, corpus.encode_stories(tok, stories), per_story):
@@ -251,7 +252,7 @@ def test_no_resolvable_revision_means_the_weights_are_hashed(monkeypatch):
 def test_shipped_gguf_configs_say_how_to_install_what_is_missing(name, monkeypatch):
     import importlib.metadata
 
-    from harness.model.loading import gguf_source
+    from harness.model.sources import gguf_source
 
     cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(CONF / f"{name}.yaml"))
     source = gguf_source(cfg.gguf)
@@ -271,7 +272,7 @@ def test_the_shipped_obedient_adapter_fits_the_smollm2_it_names():
     it names the base config's model and its GGUF, and every matrix fits SmolLM2-135M's layers
     (hidden 576, MLP 1536, 3 key/value heads of 64, 30 layers)."""
     from harness.model.adapters import read_adapter
-    from harness.model.loading import ASSETS
+    from harness.paths import ASSETS_DIR as ASSETS
 
     cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig),
                           OmegaConf.load(CONF / "smollm2-135m-instruct-q4_1-obedient.yaml"))

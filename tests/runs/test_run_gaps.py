@@ -170,7 +170,7 @@ def test_a_broken_file_in_a_config_dir_is_one_line(tmp_path, capsys, monkeypatch
 
 @pytest.mark.parametrize("damage", ["truncated", "random bytes"])
 def test_damaged_safetensors_weights_are_one_line_and_the_status_says_so(tmp_path, capsys, monkeypatch, damage):
-    from harness.model.loading import build_tiny
+    from harness.model.builtin import build_tiny
 
     monkeypatch.chdir(tmp_path)
     model, tok = build_tiny("llama")
@@ -289,7 +289,7 @@ CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "stories" / "
 
 @pytest.mark.parametrize("damage", ["training.json", "weights"])
 def test_re_evaluating_a_damaged_model_directory_is_one_line(tmp_path, capsys, damage):
-    from harness.config import ASSETS_DIR
+    from harness.paths import ASSETS_DIR
 
     model = tmp_path / "model"
     shutil.copytree(ASSETS_DIR / "demo-model", model)

@@ -1,0 +1,84 @@
+"""Placements, isolation modes and model sources are registries: the config's choices are read
+from them, a name none of them knows is an error wherever it enters, and a new entry is one
+definition that the rest of the harness picks up."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config import IsolationMode, Placement, compose, validate
+from harness.errors import HarnessError
+from harness.inputs import chat
+from harness.inputs.chat import CHAT_PLACEMENTS, PLACEMENTS, ChatConfig, chat_layout
+from harness.inputs.conditions import build_conditions
+from harness.inputs.isolation import CONFIGURABLE, MODES, Isolation, isolations
+from harness.inputs.texts import Prefix, Prompt
+from harness.model.builtin import byte_level_tokenizer
+from harness.model.sources import SOURCES, source_for
+from tests.inputs.test_chat import chat_tokenizer
+
+
+def test_the_configs_choices_are_the_registries():
+    assert [p.value for p in Placement] == ["auto", *PLACEMENTS]
+    assert [m.value for m in IsolationMode] == list(CONFIGURABLE)
+    assert set(CONFIGURABLE) < set(MODES)  # per-head modes are set by causal-heads, not the config
+
+
+@pytest.mark.parametrize("override, says", [
+    ("prefix.placement=footnote", "prefix.placement"),
+    ("isolation=[none,masked]", "isolation"),
+    ("model.name_or_path='no such model?'", "is none of: builtin"),
+    ("model.name_or_path=builtin:tiny-nosuchfamily", "is none of: builtin"),
+])
+def test_an_unknown_name_is_refused_before_any_model_loads(override, says):
+    with pytest.raises(Exception, match=says):  # Hydra's error at composition for a choice, ours for a model
+        validate(compose(["experiment=quick", override]))
+
+
+def test_an_unknown_placement_or_mode_is_an_error_in_the_code_too():
+    tok = byte_level_tokenizer(add_bos=True)
+    with pytest.raises(HarnessError, match="not one of"):
+        build_conditions(tok, [Prompt("p", "Hi.")], [], groups=["A"], lengths=[], separator="\n",
+                         bos_policy="auto", placement="footnote")
+    with pytest.raises(HarnessError, match="not a chat placement"):
+        chat_layout(tok, "raw")  # raw is a placement, but not one inside a chat template
+    with pytest.raises(HarnessError, match="isolation mode 'masked' is not one of"):
+        Isolation("masked")
+
+
+def test_a_mode_companion_and_beta_expansion_come_from_the_registry():
+    settings = isolations(["decay", "delimit"], [1.0, 4.0])
+    assert [s.label for s in settings] == ["decay(1)", "decay(4)", "delimit", "delimit_control"]
+    assert Isolation("mask_heads", heads=((0, 1),), head_set="top1").label == "mask_heads(top1)"
+    assert Isolation("only_heads").per_head == "visible" and Isolation("mask").per_head is None
+    assert Isolation("mask_reset").resets_positions and not Isolation("mask").resets_positions
+
+
+def test_a_new_placement_is_one_definition(monkeypatch):
+    """A placement registered with one call is laid out and assembled like the shipped ones."""
+    monkeypatch.setitem(PLACEMENTS, "quoted", chat.Placement(
+        "quoted", "the prefix quoted in the task's user message", lambda cfg, system, base, task: [
+            *base, {"role": "user", "content": "> " + chat.PREFIX_SLOT + "\n\n" + chat.TASK_SLOT}],
+        lambda template, cfg: None))
+    monkeypatch.setattr(chat, "CHAT_PLACEMENTS", (*CHAT_PLACEMENTS, "quoted"))
+    tok = chat_tokenizer("qwen3")
+    conditions = build_conditions(tok, [Prompt("p", "Write a line.")], [Prefix("n", "neutral", "A quiet harbour.")],
+                                  groups=["A", "B"], lengths=[3], separator="\n\n", bos_policy="auto",
+                                  placement="quoted", chat=ChatConfig())
+    a, x = (c.assembled for c in conditions)
+    assert x.input_ids[:x.block_start] + x.input_ids[x.block_end:] == a.input_ids  # one block inserted
+    assert tok.decode(x.input_ids[x.block_start:x.block_end]).startswith("> ")
+
+
+@pytest.mark.parametrize("name, gguf, source", [
+    ("builtin:tiny-llama", None, "builtin"),
+    ("demo", None, "shipped"),
+    ("./models/mine", None, "local"),
+    ("/abs/path/model", None, "local"),
+    ("HuggingFaceTB/SmolLM2-135M-Instruct", None, "hub"),
+    ("gpt2", None, "hub"),
+    ("SmolLM2", object(), "gguf"),
+])
+def test_each_model_source_claims_its_names(name, gguf, source):
+    assert source_for(name, gguf).name == source
+    assert source in SOURCES
