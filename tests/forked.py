@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # What a sweep imports (heavy); the fork server imports them once, each child inherits them.
-PRELOAD = ["harness.cli", "harness.runs.runner", "harness.reporting.report", "harness.runs.collect", "harness.runs.check_determinism",
+PRELOAD = ["harness.cli", "harness.cli.hydra_apps", "harness.runs.runner", "harness.reporting.report", "harness.runs.collect", "harness.runs.check_determinism",
            "harness.runs.callbacks", "hydra", "hydra._internal.utils", "transformers.modeling_utils",
            "transformers.models.llama.modeling_llama", "transformers.models.gpt2.modeling_gpt2",
            "transformers.tokenization_utils_tokenizers", "pyarrow.parquet"]

@@ -29,6 +29,7 @@ from harness.inputs.conditions import KEY_FIELDS
 # What the causal sweep measures: the C-minus-B effect on the word the prefix carries, on the output
 # distribution along A's continuation, and on the continuation itself.
 CAUSAL_MEASURES = ("target_hit", "output_kl", "norm_edit_distance")
+DEFAULT_KS = (1, 2, 4, 8, 16)  # head-set sizes tested by default
 # a condition of the earlier run, without its isolation setting (the run's own rows have none)
 UNISOLATED_KEY = [k for k in KEY_FIELDS if k not in ("isolation", "beta")]
 NONE, ALL = "none", "mask"  # the two settings every head set is compared with

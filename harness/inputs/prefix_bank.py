@@ -9,7 +9,6 @@ line is ``harness build-prefixes neutral|instruction ...`` (``main``).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import random
@@ -214,43 +213,25 @@ def write_jsonl_atomic(path: Path, records: list[dict]) -> None:
     write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), path)
 
 
-def main(args: list[str]) -> int:
-    """``harness build-prefixes neutral|instruction ...``: build a bank, check it, write it."""
-    parser = argparse.ArgumentParser(prog="harness build-prefixes", description="Build a prefix bank (JSONL) "
-                                     "from a text corpus (neutral, group B) or attack templates (instruction, C).")
-    sub = parser.add_subparsers(dest="what", required=True)
-    neutral = sub.add_parser("neutral", help="cut neutral prefixes from a plain-text corpus")
-    neutral.add_argument("--corpus", type=Path, required=True, help="UTF-8 text, paragraphs separated by blank lines")
-    neutral.add_argument("--genre", default="corpus")
-    instr = sub.add_parser("instruction", help="instruction-like prefixes from templates padded with filler prose")
-    instr.add_argument("--templates", type=Path, required=True, help="JSONL: {style, text with {payload}, ...}")
-    instr.add_argument("--fillers", type=Path, required=True, help="UTF-8 prose used as padding (whole sentences)")
-    instr.add_argument("--payloads", type=Path, default=None, help="JSONL: {payload, target?} for {payload}")
-    for p in (neutral, instr):
-        p.add_argument("--n", type=int, default=40)
-        p.add_argument("--min-chars", type=int, default=1500)
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--id-prefix", default=None, help="default: the corpus or templates file name")
-        p.add_argument("--licence", default="unspecified", help="licence of the source text (e.g. CC0-1.0)")
-        p.add_argument("--out", type=Path, required=True)
-    ns = parser.parse_args(args)
-    if ns.what == "neutral":
-        text = _read_text(ns.corpus)
-        records = neutral_bank_from_corpus(text, n=ns.n, min_chars=ns.min_chars, seed=ns.seed,
-                                           id_prefix=ns.id_prefix or ns.corpus.stem, source=ns.corpus.name,
-                                           licence=ns.licence, genre=ns.genre)
-        digest = hashlib.sha256(ns.corpus.read_bytes()).hexdigest()
+def build_bank(what: str, out: Path, *, n: int, min_chars: int, seed: int, id_prefix: str | None, licence: str,
+               corpus: Path | None = None, genre: str = "corpus", templates: Path | None = None,
+               fillers: Path | None = None, payloads: Path | None = None) -> int:
+    """``harness build-prefixes``: build a ``neutral`` bank from ``corpus`` or an ``instruction`` bank
+    from ``templates`` padded with ``fillers`` (and ``payloads``), check it, write it to ``out``
+    atomically; returns the number of prefixes written."""
+    if what == "neutral":
+        records = neutral_bank_from_corpus(_read_text(corpus), n=n, min_chars=min_chars, seed=seed,
+                                           id_prefix=id_prefix or corpus.stem, source=corpus.name, licence=licence,
+                                           genre=genre)
+        digest = hashlib.sha256(corpus.read_bytes()).hexdigest()
         records = [{**r, "source_sha256": digest} for r in records]
     else:
-        templates = _read_jsonl(ns.templates)
-        payloads = _read_jsonl(ns.payloads) if ns.payloads else None
-        fillers = [_read_text(ns.fillers)]
-        records = instruction_bank_from_templates(templates, fillers, n=ns.n, min_chars=ns.min_chars, seed=ns.seed,
-                                                  id_prefix=ns.id_prefix or ns.templates.stem,
-                                                  source=ns.templates.name, licence=ns.licence, payloads=payloads)
-    problems = check_bank(records, min_chars=ns.min_chars, check_pairs=False)  # one side of any pairs
+        records = instruction_bank_from_templates(_read_jsonl(templates), [_read_text(fillers)], n=n,
+                                                  min_chars=min_chars, seed=seed,
+                                                  id_prefix=id_prefix or templates.stem, source=templates.name,
+                                                  licence=licence, payloads=_read_jsonl(payloads) if payloads else None)
+    problems = check_bank(records, min_chars=min_chars, check_pairs=False)  # one side of any pairs
     if problems:
-        raise HarnessError(f"{ns.out}: the built bank has {len(problems)} problem(s), first: {problems[0]}")
-    write_jsonl_atomic(ns.out, records)
-    print(f"wrote {len(records)} {ns.what} prefixes to {ns.out}")
-    return 0
+        raise HarnessError(f"{out}: the built bank has {len(problems)} problem(s), first: {problems[0]}")
+    write_jsonl_atomic(out, records)
+    return len(records)

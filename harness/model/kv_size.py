@@ -10,8 +10,6 @@ factor 2 twice (once for keys and values, once again for 2-byte elements); the c
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from harness.errors import HarnessError
@@ -50,13 +48,11 @@ def cache_nbytes(cache) -> int:
     return total
 
 
-def main(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness kv-size", description=__doc__.split("\n\n")[0])
-    parser.add_argument("overrides", nargs="*", help="key=value: model=<hub id, local dir, demo or "
-                        "builtin:tiny-llama>, layers, kv_heads, head_dim, seq_len, batch, dtype")
-    ns = parser.parse_args(args)
+def describe(overrides: list[str]) -> str:
+    """``harness kv-size key=value ...``: the cache size of a model (``model=``) or of a shape given
+    as ``layers=``, ``kv_heads=``, ``head_dim=`` (with ``seq_len``, ``batch``, ``dtype``), as one line."""
     values: dict[str, str] = {}
-    for item in ns.overrides:
+    for item in overrides:
         if "=" not in item:
             raise HarnessError(f"expected key=value, got {item!r}")
         key, value = item.split("=", 1)
@@ -93,7 +89,7 @@ def main(args: list[str]) -> int:
     shape.setdefault("seq_len", 2048)
     shape.setdefault("batch", 1)
     n = kv_cache_bytes(dtype=dtype, **shape)
-    print(f"2 x {shape['layers']} layers x {shape['kv_heads']} kv heads x {shape['head_dim']} head dim x "
-          f"{shape['seq_len']} tokens x batch {shape['batch']} x {dtype} "
-          f"= {n:,} bytes ({n / 2**20:,.1f} MiB)")
+    return (f"2 x {shape['layers']} layers x {shape['kv_heads']} kv heads x {shape['head_dim']} head dim x "
+            f"{shape['seq_len']} tokens x batch {shape['batch']} x {dtype} "
+            f"= {n:,} bytes ({n / 2**20:,.1f} MiB)")
     return 0

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import causal_heads as ch
+from harness.analysis.causal_heads import DEFAULT_KS
 from harness.errors import HarnessError
 from harness.inputs.isolation import Isolation
 from harness.io import write_json, write_parquet
@@ -36,9 +37,6 @@ from harness.runs.rundir import RunDir, load_run
 from harness.runs.store import ResultStore
 
 log = logging.getLogger(__name__)
-
-DEFAULT_KS = (1, 2, 4, 8, 16)
-
 
 def settings_for(sets: dict[str, tuple[tuple[int, int], ...]], converse: bool) -> list[Isolation]:
     """No isolation, ``mask``, and per head set ``mask_heads`` (and ``only_heads`` if ``converse``)."""
@@ -136,41 +134,3 @@ def _causal_sweep(config: dict, sets: dict, test: set, length: int, converse: bo
     # the label comes from the condition: two head sets that happen to be equal share one stored result
     records = pd.DataFrame([{**store.load(keys[c]).record, "setting": c.isolation.label} for c in conditions])
     return records.drop(columns=["input_ids"], errors="ignore")
-
-
-def main(args: list[str]) -> int:
-    """``harness causal-heads RUN --out DIR [...]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="harness causal-heads", description=(
-        "Do the heads an earlier run names carry its C-minus-B effect? Chooses heads on half of the run's prefixes, "
-        "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
-        "causal_heads.md, figures/causal_heads.png and the tables behind them."))
-    parser.add_argument("run", type=Path, help="a finished sweep's directory with attention.parquet")
-    parser.add_argument("--out", type=Path, required=True, help="where the tables, figure and page go (rerun the "
-                        "same command to resume)")
-    parser.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="head-set sizes (default 1 2 4 8 "
-                        "16; sizes of at least the number of heads are left out: 'mask' is every head)")
-    parser.add_argument("--draws", type=int, default=3, help="random head sets per k (default 3)")
-    parser.add_argument("--rank-by", default="capture", help="attention column heads are ranked by (capture, "
-                        "kl_shared, kl; default capture)")
-    parser.add_argument("--segment", default="task", choices=["task", "continuation"],
-                        help="query rows heads are ranked on (default task)")
-    parser.add_argument("--length", type=int, help="prefix length to test at (default: the run's shortest)")
-    parser.add_argument("--seed", type=int, default=0, help="splits the prefixes and draws the random heads")
-    parser.add_argument("--no-converse", action="store_true", help="skip only_heads (the prefix visible to the set "
-                        "only)")
-    parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
-    parser.add_argument("--detector-only", action="store_true", help="the head ranking and the detector table "
-                        "only, from the run's tables (no model is loaded)")
-    ns = parser.parse_args(args)
-    if ns.out.resolve() == ns.run.resolve():
-        raise HarnessError(f"--out {ns.out} is the run read; commands that read runs never write into them: give "
-                           "another directory")
-    if ns.draws < 0 or any(k < 1 for k in ns.k):
-        raise HarnessError("--k sizes must be positive and --draws non-negative")
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
-                 ns.device, causal=not ns.detector_only)
-    print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
-    return 0

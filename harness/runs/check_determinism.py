@@ -8,7 +8,6 @@ token difference make the exit status non-zero.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from harness.config import RunConfig, register_configs
 from harness.errors import HarnessError
 from harness.measure.records import condition_keys
 from harness.runs.experiment import Experiment
-from harness.runs.rundir import RunDir, add_trust_damaged
+from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
 
@@ -103,23 +102,3 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         return 1
     print(f"reproduced: identical tokens, metrics within {tolerance}")
     return 0
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def main(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness check-determinism", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--sample", type=_positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
-    parser.add_argument("--tolerance", type=float, default=1e-5, help="largest metric difference accepted")
-    add_trust_damaged(parser)
-    ns = parser.parse_args(args)
-    return check(ns.run_dir, ns.sample, ns.tolerance, ns.trust_damaged)

@@ -13,7 +13,6 @@ contributes conditions but no attention rows (said in the output).
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pandas as pd
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_json, write_parquet
 from harness.runs.environment import now_iso
-from harness.runs.rundir import RunDir, add_trust_damaged, job_dirs
+from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 
@@ -209,18 +208,3 @@ def _aligned(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``df`` with the documented columns first (missing ones added as null), then any others."""
     extra = [c for c in df.columns if c not in columns]
     return df.reindex(columns=columns + extra)
-
-
-def main(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness collect", description=__doc__.split("\n\n")[0])
-    parser.add_argument("paths", nargs="+", type=Path, help="run directories or sweep directories")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
-    parser.add_argument("--allow-disagreement", action="store_true",
-                        help="keep the first copy of a key whose copies differ (reported), instead of refusing")
-    add_trust_damaged(parser)
-    parser.add_argument("--allow-mixed-settings", action="store_true",
-                        help="merge runs that differ in max_new_tokens, dtype, weights, ... (recorded in the manifest)")
-    ns = parser.parse_args(args)
-    return collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
-                   ns.allow_mixed_settings)

@@ -244,12 +244,6 @@ class RunDir:
             )
 
 
-def add_trust_damaged(parser) -> None:
-    """The ``--trust-damaged`` option of every command that reads run tables (:meth:`RunDir.check_table`)."""
-    parser.add_argument("--trust-damaged", action="store_true",
-                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
-
-
 def job_dirs(sweep_dir: Path) -> list[RunDir]:
     """The run directories of a Hydra multirun (each has a ``.hydra`` folder), in job order."""
     dirs = [p.parent for p in Path(sweep_dir).glob(f"*/{RunDir.HYDRA}")]

@@ -9,10 +9,10 @@ import pytest
 
 from harness.paths import DATA_DIR
 from harness.errors import HarnessError
+from harness.cli.tools import build_prefixes as main
 from harness.inputs.prefix_bank import (
     check_bank,
     instruction_bank_from_templates,
-    main,
     neutral_bank_from_corpus,
     normalise,
     paragraph_spans,

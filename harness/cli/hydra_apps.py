@@ -1,54 +1,21 @@
-"""Command line: ``harness <command> ...`` (also ``python -m harness``).
-
-``sweep`` and ``locate`` are Hydra applications (config overrides, ``-m`` for multirun,
-``--config-dir DIR`` for a directory of your own ``model/``, ``prompts/``, ``prefixes/`` and
-``experiment/`` configs); the other commands are plain argparse programs. Mistakes a user can fix
-print one line and exit with status 2; Ctrl-C and SIGTERM stop a sweep cleanly (what finished is
-kept) with status 130 and 143.
-"""
+"""The Hydra applications: ``sweep``, ``locate`` and ``resume`` (config overrides, ``-m`` for
+multirun, ``--config-dir DIR`` for a directory of your own ``model/``, ``prompts/``, ``prefixes/`` and
+``experiment/`` configs). Each task is a thin wrapper over a plain function
+(:func:`harness.runs.runner.run`, :func:`harness.runs.locate.locate`) that turns its errors into
+exit statuses; what Hydra itself refuses (a misspelt key) exits 2 like every user error."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
 import sys
-import traceback
 from pathlib import Path
 
+from harness.cli import report_bug
 from harness.errors import HarnessError
 
-USAGE = """usage: harness <command> [args]
-
-commands:
-  sweep [overrides] [-m]   run a prefix sweep (Hydra; e.g. model=gpt2 prefix.lengths=[32,64])
-  locate [overrides]       find the prefix-length interval where drift rises fastest
-  resume RUN_DIR           finish an interrupted run (computes only what is missing)
-  collect DIR [...] --out  merge run directories (e.g. a multirun) into one table set
-  check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
-  kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
-  figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
-  claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
-  causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
-  build-prefixes ...       build a prefix bank from a text corpus or attack templates
-  train-demo --corpus ...  train the shipped demo model
-
-sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
---cfg job prints the composed config, --help lists the config groups.
-Run `harness <command> --help` for a command's options.
-"""
-
 log = logging.getLogger("harness")
-INTERNAL_ERROR = 3  # a bug in the harness, not a mistake in the command (those exit 2)
-
-
-def report_bug(exc: BaseException) -> int:
-    """Print the traceback of an unexpected exception and ask for a bug report; the exit status."""
-    traceback.print_exception(exc)
-    print(f"internal error ({type(exc).__name__}): this is a bug in the harness, not a mistake in your command; "
-          f"please report it with the traceback above", file=sys.stderr)
-    return INTERNAL_ERROR
 
 
 class Terminated(KeyboardInterrupt):
@@ -250,91 +217,3 @@ def hydra_quoted(value: str) -> str:
     """``value`` as a quoted Hydra override value: commas, spaces, brackets and non-ASCII letters
     in a path would otherwise be read as override syntax (a comma even as a sweep)."""
     return "'" + value.replace("'", "\\'") + "'"
-
-
-def figures(args: list[str]) -> int:
-    import argparse
-
-    from harness.reporting.report import write_outputs
-    from harness.runs.rundir import add_trust_damaged, load_noise, load_runs
-
-    parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
-                                     "report.md from the tables of one or more run directories.")
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where figures/ and report.md go (default: the run directory, when there is one)")
-    add_trust_damaged(parser)
-    ns = parser.parse_args(args)
-    if ns.out is None and len(ns.runs) > 1:
-        raise HarnessError("several run directories need --out DIR for the combined figures")
-    out = ns.out or ns.runs[0]
-    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
-    noise = load_noise(ns.runs, ns.trust_damaged)
-    written = write_outputs(conditions, attention, out, noise=noise)
-    print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
-    return 0
-
-
-def claims(args: list[str]) -> int:
-    import argparse
-
-    from harness.reporting.claims import write_claims
-    from harness.runs.rundir import add_trust_damaged, load_noise, load_runs
-
-    parser = argparse.ArgumentParser(prog="harness claims", description="Test the seed study's three claims "
-                                     "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
-                                     "on the tables of one or more run directories: claims.md, claims.parquet "
-                                     "and one figure per claim.")
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
-    parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
-    parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
-    add_trust_damaged(parser)
-    ns = parser.parse_args(args)
-    if any(ns.out.resolve() == r.resolve() for r in ns.runs):
-        raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
-                           "them: give another directory")
-    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
-    noise = load_noise(ns.runs, ns.trust_damaged)
-    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
-                           n_resamples=ns.resamples)
-    print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
-    return 0
-
-
-# Each command's entry point, imported only when that command runs (keeps `--help` fast).
-COMMANDS = {
-    "sweep": "harness.cli:sweep",
-    "resume": "harness.cli:resume",
-    "locate": "harness.cli:locate",
-    "collect": "harness.runs.collect:main",
-    "check-determinism": "harness.runs.check_determinism:main",
-    "kv-size": "harness.model.kv_size:main",
-    "figures": "harness.cli:figures",
-    "claims": "harness.cli:claims",
-    "causal-heads": "harness.runs.causal_heads:main",
-    "build-prefixes": "harness.inputs.prefix_bank:main",
-    "train-demo": "harness.demo.train_demo:main",
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
-    module, function = COMMANDS[command].split(":")
-    try:
-        return getattr(importlib.import_module(module), function)(rest)
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001
-        return report_bug(exc)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

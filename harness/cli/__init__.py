@@ -1,0 +1,89 @@
+"""The command layer: ``harness <command> ...`` (also ``python -m harness``).
+
+Every argument parser of the harness lives in this package; the stages below only have plain
+functions. A command parses its arguments before importing what it runs, so ``--help`` and
+argument mistakes answer at once. ``sweep``, ``locate`` and ``resume`` are Hydra applications
+(:mod:`harness.cli.hydra_apps`); the others are argparse programs (:mod:`harness.cli.tables` for
+the commands that read run directories, :mod:`harness.cli.tools` for the rest). Mistakes a user
+can fix print one line and exit with status 2; Ctrl-C and SIGTERM stop a sweep cleanly (what
+finished is kept) with status 130 and 143; a bug prints its traceback and exits 3.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+
+from harness.errors import HarnessError
+
+USAGE = """usage: harness <command> [args]
+
+commands:
+  sweep [overrides] [-m]   run a prefix sweep (Hydra; e.g. model=gpt2 prefix.lengths=[32,64])
+  locate [overrides]       find the prefix-length interval where drift rises fastest
+  resume RUN_DIR           finish an interrupted run (computes only what is missing)
+  collect DIR [...] --out  merge run directories (e.g. a multirun) into one table set
+  check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
+  kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
+  figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
+  claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
+  causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
+  build-prefixes ...       build a prefix bank from a text corpus or attack templates
+  train-demo --corpus ...  train the shipped demo model
+
+sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
+--cfg job prints the composed config, --help lists the config groups.
+Run `harness <command> --help` for a command's options.
+"""
+
+INTERNAL_ERROR = 3  # a bug in the harness, not a mistake in the command (those exit 2)
+
+# Each command's entry point, imported only when that command runs (keeps `--help` fast).
+COMMANDS = {
+    "sweep": "harness.cli.hydra_apps:sweep",
+    "resume": "harness.cli.hydra_apps:resume",
+    "locate": "harness.cli.hydra_apps:locate",
+    "collect": "harness.cli.tables:collect",
+    "check-determinism": "harness.cli.tables:check_determinism",
+    "figures": "harness.cli.tables:figures",
+    "claims": "harness.cli.tables:claims",
+    "causal-heads": "harness.cli.tables:causal_heads",
+    "kv-size": "harness.cli.tools:kv_size",
+    "build-prefixes": "harness.cli.tools:build_prefixes",
+    "train-demo": "harness.demo.train_demo:main",
+}
+
+
+def report_bug(exc: BaseException) -> int:
+    """Print the traceback of an unexpected exception and ask for a bug report; the exit status."""
+    traceback.print_exception(exc)
+    print(f"internal error ({type(exc).__name__}): this is a bug in the harness, not a mistake in your command; "
+          f"please report it with the traceback above", file=sys.stderr)
+    return INTERNAL_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    module, function = COMMANDS[command].split(":")
+    try:
+        return getattr(importlib.import_module(module), function)(rest)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001
+        return report_bug(exc)
+
+
+def __getattr__(name: str):
+    # Terminated and TaskExit are the Hydra applications' (imported here only when asked for)
+    if name in ("Terminated", "TaskExit", "hydra_quoted"):
+        return getattr(importlib.import_module("harness.cli.hydra_apps"), name)
+    raise AttributeError(f"module 'harness.cli' has no attribute {name!r}")

@@ -1,0 +1,144 @@
+"""The commands that read run directories: ``figures``, ``claims``, ``collect``,
+``check-determinism`` and ``causal-heads``. Each parses its arguments, then calls its stage's
+plain function (imported only then)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def _trust_damaged(parser: argparse.ArgumentParser) -> None:
+    """The ``--trust-damaged`` option of every command that reads run tables."""
+    parser.add_argument("--trust-damaged", action="store_true",
+                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def figures(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
+                                     "report.md from the tables of one or more run directories.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where figures/ and report.md go (default: the run directory, when there is one)")
+    _trust_damaged(parser)
+    ns = parser.parse_args(args)
+    if ns.out is None and len(ns.runs) > 1:
+        raise HarnessError("several run directories need --out DIR for the combined figures")
+    from harness.reporting.report import write_outputs
+    from harness.runs.rundir import load_noise, load_runs
+
+    out = ns.out or ns.runs[0]
+    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
+    noise = load_noise(ns.runs, ns.trust_damaged)
+    written = write_outputs(conditions, attention, out, noise=noise)
+    print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
+    return 0
+
+
+def claims(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness claims", description="Test the seed study's three claims "
+                                     "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
+                                     "on the tables of one or more run directories: claims.md, claims.parquet "
+                                     "and one figure per claim.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
+    parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
+    parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
+    _trust_damaged(parser)
+    ns = parser.parse_args(args)
+    if any(ns.out.resolve() == r.resolve() for r in ns.runs):
+        raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
+                           "them: give another directory")
+    from harness.reporting.claims import write_claims
+    from harness.runs.rundir import load_noise, load_runs
+
+    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
+    noise = load_noise(ns.runs, ns.trust_damaged)
+    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
+                           n_resamples=ns.resamples)
+    print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
+    return 0
+
+
+def collect(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness collect", description="Many run directories (a multirun, or "
+                                     "several sweeps) into one table set.")
+    parser.add_argument("paths", nargs="+", type=Path, help="run directories or sweep directories")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
+    parser.add_argument("--allow-disagreement", action="store_true",
+                        help="keep the first copy of a key whose copies differ (reported), instead of refusing")
+    _trust_damaged(parser)
+    parser.add_argument("--allow-mixed-settings", action="store_true",
+                        help="merge runs that differ in max_new_tokens, dtype, weights, ... (recorded in the manifest)")
+    ns = parser.parse_args(args)
+    from harness.runs.collect import collect as run_collect
+
+    return run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
+                       ns.allow_mixed_settings)
+
+
+def check_determinism(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness check-determinism", description="Rerun a sample of a run's "
+                                     "conditions, one at a time, in this (fresh) process, and report every token or "
+                                     "metric that differs from the stored tables.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--sample", type=_positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
+    parser.add_argument("--tolerance", type=float, default=1e-5, help="largest metric difference accepted")
+    _trust_damaged(parser)
+    ns = parser.parse_args(args)
+    from harness.runs.check_determinism import check
+
+    return check(ns.run_dir, ns.sample, ns.tolerance, ns.trust_damaged)
+
+
+def causal_heads(args: list[str]) -> int:
+    """``harness causal-heads RUN --out DIR [...]``."""
+    from harness.analysis.causal_heads import DEFAULT_KS
+
+    parser = argparse.ArgumentParser(prog="harness causal-heads", description=(
+        "Do the heads an earlier run names carry its C-minus-B effect? Chooses heads on half of the run's prefixes, "
+        "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
+        "causal_heads.md, figures/causal_heads.png and the tables behind them."))
+    parser.add_argument("run", type=Path, help="a finished sweep's directory with attention.parquet")
+    parser.add_argument("--out", type=Path, required=True, help="where the tables, figure and page go (rerun the "
+                        "same command to resume)")
+    parser.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="head-set sizes (default 1 2 4 8 "
+                        "16; sizes of at least the number of heads are left out: 'mask' is every head)")
+    parser.add_argument("--draws", type=int, default=3, help="random head sets per k (default 3)")
+    parser.add_argument("--rank-by", default="capture", help="attention column heads are ranked by (capture, "
+                        "kl_shared, kl; default capture)")
+    parser.add_argument("--segment", default="task", choices=["task", "continuation"],
+                        help="query rows heads are ranked on (default task)")
+    parser.add_argument("--length", type=int, help="prefix length to test at (default: the run's shortest)")
+    parser.add_argument("--seed", type=int, default=0, help="splits the prefixes and draws the random heads")
+    parser.add_argument("--no-converse", action="store_true", help="skip only_heads (the prefix visible to the set "
+                        "only)")
+    parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
+    parser.add_argument("--detector-only", action="store_true", help="the head ranking and the detector table "
+                        "only, from the run's tables (no model is loaded)")
+    ns = parser.parse_args(args)
+    if ns.out.resolve() == ns.run.resolve():
+        raise HarnessError(f"--out {ns.out} is the run read; commands that read runs never write into them: give "
+                           "another directory")
+    if ns.draws < 0 or any(k < 1 for k in ns.k):
+        raise HarnessError("--k sizes must be positive and --draws non-negative")
+    from harness.runs.causal_heads import causal_heads as run_causal_heads
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
+                     ns.device, causal=not ns.detector_only)
+    print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
+    return 0
