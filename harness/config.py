@@ -10,6 +10,7 @@ once before Hydra composes (the CLI does; :func:`compose` does it for tests and 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -226,10 +227,22 @@ def as_plain(cfg) -> dict:
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 
 
+# The configs validate() returned (by identity): validated once, a config is not checked again.
+_VALIDATED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def is_validated(cfg) -> bool:
+    """Whether ``cfg`` is a config :func:`validate` returned (and so needs no second check)."""
+    return _VALIDATED.get(id(cfg)) is cfg
+
+
 def validate(cfg) -> DictConfig:
     """Check everything types cannot express, before any model is loaded; returns the config
     merged into the schema (which refuses keys the schema does not have, e.g. an added
-    ``+decode.max_tokens``). Raises :class:`HarnessError` naming the key."""
+    ``+decode.max_tokens``), read-only, so that what was checked is what runs. Raises
+    :class:`HarnessError` naming the key. A config this returned is returned as it is."""
+    if is_validated(cfg):
+        return cfg
     try:
         typed = OmegaConf.merge(OmegaConf.structured(RunConfig), as_plain(cfg))
     except Exception as exc:  # omegaconf's errors name the key on their first line
@@ -293,4 +306,6 @@ def validate(cfg) -> DictConfig:
         problems.append(f"locate.groups must name B and/or C, got {[g.name for g in typed.locate.groups]}")
     if problems:
         raise HarnessError("; ".join(problems))
+    OmegaConf.set_readonly(typed, True)
+    _VALIDATED[id(typed)] = typed
     return typed

@@ -140,3 +140,20 @@ def test_user_config_directory_adds_a_model_and_an_experiment(tmp_path):
     df = pd.read_parquet(out / "conditions.parquet")
     assert set(df.prompt_id) == {"q1", "q2", "q3"} and set(df.prefix_len) == {0, 8}
     assert df.model.iloc[0] == str(tmp_path / "weights")
+
+
+def test_a_sweep_validates_its_config_once(tmp_path, monkeypatch):
+    import harness.config
+    from harness.runs.runner import run
+
+    calls = []
+    checked = harness.config.source_for
+    monkeypatch.setattr(harness.config, "source_for", lambda *a: calls.append(a) or checked(*a))
+    cfg = compose(["model.name_or_path=builtin:tiny-gpt2", "prompts.limit=1", "prefixes.per_group=1",
+                   "prefix.lengths=[8]", "decode.max_new_tokens=2", "analysis.noise_floor=false", "draw_figures=false"])
+    run(cfg, tmp_path / "run", progress=False)
+    assert len(calls) == 1
+    typed = validate(cfg)
+    assert validate(typed) is typed and len(calls) == 2  # a validated config is not checked again
+    with pytest.raises(Exception, match="read-only"):
+        typed.seed = 3  # what was checked is what runs

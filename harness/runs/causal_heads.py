@@ -31,8 +31,8 @@ from harness.analysis.causal_heads import DEFAULT_KS
 from harness.errors import HarnessError
 from harness.inputs.isolation import Isolation
 from harness.io import write_json, write_parquet
-from harness.measure.records import condition_record
 from harness.reporting.causal_heads import write_causal_report
+from harness.runs.compute import compute
 from harness.runs.rundir import RunDir, load_run
 from harness.runs.store import ResultStore
 
@@ -117,20 +117,13 @@ def _causal_sweep(config: dict, sets: dict, test: set, length: int, converse: bo
     exp = Experiment.build(OmegaConf.create(config), device=device, attention=False, lengths=[length],
                            settings=settings_for(sets, converse))
     conditions = [c for c in exp.conditions if c.group == "A" or str(c.prefix_id) in test]
-    keys = exp.keys(conditions)
-    store = ResultStore(out_dir)
-    good = store.verify(keys.values())
-    log.info("%d head sets x %d prefixes on the testing half: %d conditions (%d stored already)", len(sets),
-             len({c.prefix_id for c in conditions if c.group != "A"}), len(conditions), len(good))
-
-    def save(result, ref, alone: bool) -> None:
-        record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
-        store.save(keys[result.condition], {**record, "setting": result.condition.isolation.label}, {}, {})
-
-    outcome = exp.drive(conditions, on_result=save, done=lambda c: keys[c] in good, progress=progress)
-    if outcome.failures:
-        raise HarnessError(f"{len(outcome.failures)} conditions failed (first: {outcome.failures[0][1]}); rerun the "
+    log.info("%d head sets x %d prefixes on the testing half: %d conditions", len(sets),
+             len({c.prefix_id for c in conditions if c.group != "A"}), len(conditions))
+    done = compute(exp, conditions, store=ResultStore(out_dir), extra=lambda c: {"setting": c.isolation.label},
+                   progress=progress)
+    if done.failures:
+        raise HarnessError(f"{len(done.failures)} conditions failed (first: {done.failures[0][1]}); rerun the "
                            f"same command to retry them")
     # the label comes from the condition: two head sets that happen to be equal share one stored result
-    records = pd.DataFrame([{**store.load(keys[c]).record, "setting": c.isolation.label} for c in conditions])
+    records = pd.DataFrame([{**row.record, "setting": c.isolation.label} for c, row in done.rows.items()])
     return records.drop(columns=["input_ids"], errors="ignore")

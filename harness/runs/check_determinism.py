@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 
 from harness.config import RunConfig, register_configs
 from harness.errors import HarnessError
-from harness.measure.records import condition_keys
+from harness.inputs.conditions import KEY_FIELDS
+from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
@@ -52,41 +53,34 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         print(f"warning: model revision changed since the run ({manifest['model']['resolved_revision']} -> "
               f"{exp.loaded.resolved_revision}); differences may come from that")
     table = run.table(run.CONDITIONS, trust_damaged)
-    stored = {row_key(*(getattr(r, k) for k in condition_keys("", exp.conditions[0]) if k != "model")): r
-              for r in table.itertuples(index=False)}
+    stored = {row_key(*(getattr(r, k) for k in KEY_FIELDS)): r for r in table.itertuples(index=False)}
     stored_att = None
     if has_attention:
         att = run.table(run.ATTENTION, trust_damaged)
-        key_cols = [k for k in condition_keys("", exp.conditions[0]) if k != "model"]
         stored_att = {row_key(*key): part.sort_values(["segment", "layer", "head"])
-                      for key, part in att.groupby(key_cols, observed=True, dropna=False)}
+                      for key, part in att.groupby(list(KEY_FIELDS), observed=True, dropna=False)}
 
     chosen = sample_evenly([c for c in exp.conditions if c.group != "A"], sample)
     references = [c for c in exp.conditions if c.group == "A" and c.prompt_id in {x.prompt_id for x in chosen}]
     token_diffs, metric_diffs, compared = [], {}, 0
-
-    def compare(result, ref, alone) -> None:
-        nonlocal compared
-        c = result.condition
-        keys = condition_keys("", c)
-        key = row_key(*(keys[k] for k in keys if k != "model"))
-        row = stored.get(key)
-        if row is None:
-            return  # not in the stored tables (e.g. it failed in the run)
+    for c, row in compute(exp, references + chosen, batch_size=1, progress=False).rows.items():
+        key = row_key(*c.key().values())
+        stored_row = stored.get(key)
+        if stored_row is None:
+            continue  # not in the stored tables (e.g. it failed in the run)
         compared += 1
-        if list(row.continuation_ids) != list(result.continuation.ids):
+        if list(stored_row.continuation_ids) != list(row.record["continuation_ids"]):
             token_diffs.append(f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}")
-        if result.output_kl is not None and row.output_kl == row.output_kl:
-            metric_diffs.setdefault("output_kl", []).append(abs(result.output_kl - row.output_kl))
+        if row.record["output_kl"] is not None and stored_row.output_kl == stored_row.output_kl:
+            metric_diffs.setdefault("output_kl", []).append(abs(row.record["output_kl"] - stored_row.output_kl))
         if stored_att is not None and key in stored_att:
             part = stored_att[key]
-            for segment, block in result.attention.items():
+            for segment, block in row.attention.items():
                 seg = part[part.segment == segment]
                 for metric in ATTENTION_METRICS:
                     diff = np.abs(seg[metric].to_numpy() - block[metric].ravel())
                     metric_diffs.setdefault(metric, []).append(float(diff.max()) if len(diff) else 0.0)
 
-    exp.drive(references + chosen, batch_size=1, on_result=compare, progress=False)
     print(f"rechecked {compared} conditions of {run_dir} at batch size 1 in a fresh process "
           f"(the run used batch size {manifest.get('batch_size')})")
     print(f"  token differences: {len(token_diffs)}" + (": " + ", ".join(token_diffs[:10]) if token_diffs else ""))

@@ -90,7 +90,7 @@ def locate(cfg, run_dir, progress: bool = True):
 
     from harness.inputs.isolation import Isolation
     from harness.io import write_json, write_parquet
-    from harness.measure.records import condition_record
+    from harness.runs.compute import compute
     from harness.runs.environment import now_iso
     from harness.runs.experiment import Experiment
 
@@ -103,18 +103,15 @@ def locate(cfg, run_dir, progress: bool = True):
     evaluated: dict[int, pd.Series] = {}
 
     def evaluate(length: int) -> pd.Series:
-        values: dict[str, list[float]] = {}
-
-        def keep(result, ref, alone) -> None:
-            if result.condition.group != "A":
-                record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer)
-                values.setdefault(result.condition.prompt_id, []).append(record[metric])
-
-        outcome = exp.drive(exp.conditions_at(lengths=[length], groups=groups, settings=[Isolation()]),
-                            on_result=keep, progress=progress, desc=f"length {length}")
-        if outcome.failures:
-            cond, exc = outcome.failures[0]
+        done = compute(exp, exp.conditions_at(lengths=[length], groups=groups, settings=[Isolation()]),
+                       progress=progress, desc=f"length {length}")
+        if done.failures:
+            cond, exc = done.failures[0]
             raise HarnessError(f"locate: a condition failed at length {length} ({type(exc).__name__}: {exc})")
+        values: dict[str, list[float]] = {}
+        for record in done.records:
+            if record["group"] != "A":
+                values.setdefault(record["prompt_id"], []).append(record[metric])
         evaluated[length] = pd.Series({pid: float(np.mean(v)) for pid, v in values.items()})
         return evaluated[length]
 

@@ -20,9 +20,11 @@ from harness.config import NOT_RESULT_KEYS, as_plain, validate
 from harness.errors import HarnessError
 from harness.io import write_json, write_parquet
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
-from harness.measure.records import condition_keys, condition_label, condition_record
+from harness.measure.driver import DriveOutcome
+from harness.measure.records import condition_keys, condition_label
 from harness.reporting.report import write_outputs
 from harness.runs.environment import now_iso
+from harness.runs.compute import Computed, compute
 from harness.runs.experiment import Experiment
 from harness.runs.manifest import build_manifest
 from harness.runs.rundir import RunDir
@@ -89,40 +91,36 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
 
 def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experiment, clock: _PhaseClock,
            started: str, progress: bool) -> Path:
-    keys = exp.keys()
-    good = store.verify(keys.values())
-    progress_at = {"done": len(good), "written": time.monotonic()}
-    rundir.write_status("running", conditions=len(exp.conditions), done=len(good))
     analysis = cfg.analysis
     n_others = sum(c.group != "A" for c in exp.conditions)
     sample = (noise_sample(exp.conditions, noise_size(n_others, analysis.noise_fraction, analysis.noise_min,
                                                       analysis.noise_max)) if analysis.noise_floor else [])
     in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
     sampled_prompts, references = {c.prompt_id for c in sample}, {}  # and the A references of their prompts
+    heartbeat = {"done": 0, "written": time.monotonic()}
 
-    def save(result, ref, alone: bool) -> None:
+    def start(reused: int) -> None:
+        heartbeat["done"] = reused
+        rundir.write_status("running", conditions=len(exp.conditions), done=reused)
+
+    def keep(result, ref, alone: bool) -> None:
         if result.condition in in_sample and not alone:
             batched[result.condition] = result
         if ref.condition.prompt_id in sampled_prompts:
             references[ref.condition.prompt_id] = ref
-        record = condition_record(exp.model_label, result, ref.continuation, exp.tokenizer, alone)
-        store.save(keys[result.condition], record, result.attention, result.n_queries)
-        progress_at["done"] += 1
-        if time.monotonic() - progress_at["written"] > STATUS_EVERY_S:  # a heartbeat for long sweeps
-            rundir.write_status("running", conditions=len(exp.conditions), done=progress_at["done"])
-            progress_at["written"] = time.monotonic()
+        heartbeat["done"] += 1
+        if time.monotonic() - heartbeat["written"] > STATUS_EVERY_S:  # for long sweeps
+            rundir.write_status("running", conditions=len(exp.conditions), done=heartbeat["done"])
+            heartbeat["written"] = time.monotonic()
 
-    def record_failure(cond, exc) -> None:
-        store.record_failure(keys[cond], {"condition": condition_label(cond), **condition_keys(exp.model_label, cond)},
-                             exc)
-
-    outcome = exp.drive(on_result=save, done=lambda c: keys[c] in good, on_failure=record_failure,
-                        fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
+    computed = compute(exp, exp.conditions, store=store, on_result=keep, on_start=start,
+                       fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
+    outcome = DriveOutcome(computed.computed, computed.reused, computed.failures)
     clock.lap("conditions")
     failed = [condition_label(c) for c, _ in outcome.failures]
     log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.skipped,
              len(failed))
-    tables = tables_from_store(store, exp.conditions, keys, exp.engine.attention)
+    tables = tables_of(computed, exp.engine.attention)
     clock.lap("tables")
     if sample and tables:
         floor = earlier_noise_floor(rundir, sample, exp.model_label, exp.batch_size) if not outcome.computed else None
@@ -186,20 +184,14 @@ class _PhaseClock:
         return {k: round(v, 2) for k, v in self.seconds.items()}
 
 
-def tables_from_store(store: ResultStore, conditions, keys, attention: bool) -> dict[str, pd.DataFrame]:
-    """The run's tables, rebuilt from the stored results in the sweep's condition order."""
-    records, blocks, counts, cond_keys = [], [], [], []
-    for cond in conditions:
-        if not store.has(keys[cond]):
-            continue
-        stored = store.load(keys[cond])
-        records.append(stored.record)
-        blocks.append(stored.attention)
-        counts.append(stored.n_queries)
-        cond_keys.append({k: stored.record[k] for k in condition_keys("", cond)})
-    tables = {RunDir.CONDITIONS: conditions_frame(records)} if records else {}
-    if attention and records:
-        tables[RunDir.ATTENTION] = attention_frame(cond_keys, blocks, counts)
+def tables_of(computed: Computed, attention: bool) -> dict[str, pd.DataFrame]:
+    """The run's tables from its rows (as stored), in the sweep's condition order."""
+    rows = list(computed.rows.items())
+    tables = {RunDir.CONDITIONS: conditions_frame([row.record for _, row in rows])} if rows else {}
+    if attention and rows:
+        tables[RunDir.ATTENTION] = attention_frame(
+            [{k: row.record[k] for k in condition_keys("", cond)} for cond, row in rows],
+            [row.attention for _, row in rows], [row.n_queries for _, row in rows])
     return tables
 
 

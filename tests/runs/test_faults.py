@@ -149,7 +149,7 @@ def test_a_bug_during_a_sweep_exits_3_and_the_status_says_so(tmp_path, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(harness.runs.runner, "tables_from_store", broken)
+    monkeypatch.setattr(harness.runs.runner, "tables_of", broken)
     assert main(["sweep", *FAST, "prefix.lengths=[8]", f"hydra.run.dir={tmp_path / 'run'}"]) == 3
     assert "bug in the harness" in capsys.readouterr().err
     status = json.loads((tmp_path / "run" / "status.json").read_text())
