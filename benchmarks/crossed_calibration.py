@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.crossed import _Layout, _permutation, _two_way
+from harness.analysis.crossed import CellLayout, _permutation, _two_way
 from harness.analysis.crossed_variance import crossed_t_interval
 
 
@@ -102,7 +102,7 @@ def run_cell(design: Design, datasets: int, resamples: int, seed: int) -> dict:
     for i in range(datasets):
         for effect, key_truth in ((0.0, null_truth), (effect_sd, alt)):
             Y, is_high, pairs = draw(design, effect, rng)
-            lay = _Layout(Y, is_high, pairs)
+            lay = CellLayout(Y, is_high, pairs)
             p, _ = _permutation(lay, resamples, seed + i, "two-sided")
             lo_s, hi_s, _ = crossed_t_interval(Y, is_high, pairs)
             if effect == 0.0:
@@ -153,7 +153,7 @@ def draw_rate(design: RateDesign, rng: np.random.Generator) -> np.ndarray:
 def old_rate_interval(Y: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
     """The interval rate_summary had before: percentile bootstrap over prompts and prefixes, exact
     Clopper-Pearson at the scarcer factor's count where no condition (or every one) hits."""
-    from harness.analysis.crossed import _crossed_resamples, _percentile
+    from harness.analysis.crossed import _crossed_resamples, percentile_interval
     from harness.analysis.rates import rate_interval
 
     hits = Y.sum()
@@ -161,7 +161,7 @@ def old_rate_interval(Y: np.ndarray, resamples: int, seed: int) -> tuple[float, 
         return rate_interval(float(hits > 0), min(Y.shape))
     samples = _crossed_resamples(Y, [(np.arange(Y.shape[1]), 1.0)], resamples, np.random.default_rng(seed),
                                  resample_prefixes=True)
-    return _percentile(samples, 0.95)
+    return percentile_interval(samples, 0.95)
 
 
 def run_rate_cell(design: RateDesign, datasets: int, resamples: int, seed: int) -> dict:

@@ -14,12 +14,13 @@ does not load torch). The package's stages, bottom to top: ``inputs`` (texts, pr
 assembly, conditions, chat placements, isolation), ``model`` (loading, the attention probe,
 decoding, KV caches), ``measure`` (the engine, the metric registry, records, the noise floor),
 ``analysis`` (statistics), ``reporting`` (figures and the report), ``runs`` (experiments, run
-directories, tables, the sweep) and ``demo`` (the demo models and their training).
+directories, tables, the sweep); ``cli`` is the command line. Each stage's ``__init__`` says what is
+public there.
 """
 
 from __future__ import annotations
 
-import importlib
+from harness.exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -52,13 +53,4 @@ _API = {
 __all__ = sorted(_API)
 
 
-def __getattr__(name: str):
-    if name not in _API:
-        raise AttributeError(f"module 'harness' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_API[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _API, globals())

@@ -1,5 +1,6 @@
 """The package's house rules, checked from the source: stages import only from the stages below
-them, no module imports back into a cycle, and no module grows past 400 lines."""
+them, no module imports back into a cycle, no module imports another's private names, every stage
+package's ``__init__`` says what is public there, and no module grows past 400 lines."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "harness"
 
 # Bottom to top. A module may import from its own stage and from any stage below it, never above.
 STAGES = ["base", "inputs", "model", "config", "measure", "analysis", "reporting", "runs", "demo", "entry"]
-BASE = {"errors", "io", "paths", "conf"}  # the modules every stage may use
+BASE = {"errors", "io", "paths", "exports", "conf"}  # the modules every stage may use
 ENTRY = {"cli", "__init__", "__main__"}  # the command line and the public API: may use anything
 MAX_LINES = 400
 
@@ -90,6 +91,52 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def private_imports(path: Path, module: str) -> list[str]:
+    """Private names (``_x``, not dunders) that ``path`` takes from another harness module, by
+    ``from harness.x import _y`` or as ``x._y`` of a harness module it imported."""
+    found, aliases = [], {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness") and not node.level:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif alias.name.startswith("_") and not alias.name.startswith("__") and node.module != module:
+                    found.append(f"from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("harness") and alias.asname:
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append(f"{aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = [f"{m}: {what}" for m, p in MODULES.items() for what in private_imports(p, m)
+             if not m.startswith("harness.demo")]  # the demo trainer is leaving the product (issue #47)
+    assert not found, "private names used across modules (make them public, with a docstring):\n" + "\n".join(found)
+
+
+STAGE_PACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name in STAGES
+                        and p.parent.name != "demo")  # the demo trainer is leaving the product (issue #47)
+
+
+@pytest.mark.parametrize("stage", STAGE_PACKAGES)
+def test_every_stage_says_what_is_public(stage):
+    import importlib
+
+    package = importlib.import_module(f"harness.{stage}")
+    assert (package.__doc__ or "").strip(), f"harness/{stage}/__init__.py needs a docstring saying what the stage is for"
+    public = getattr(package, "__all__", None)
+    assert public, f"harness/{stage}/__init__.py needs __all__: the names public in this stage"
+    for name in public:
+        assert getattr(package, name) is not None
+        assert f"``{name}``" in package.__doc__, f"harness/{stage}: {name} is in __all__ but not in the docstring"
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_module_size(module):
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
@@ -98,12 +145,15 @@ def test_module_size(module):
 
 def test_the_checks_can_fail():
     """The graph builder sees function-level and relative imports (an import hidden in a function
-    closed each of the old cycles)."""
-    src = "def f():\n    from harness.runs import runner\n    from ..reporting.report import write_outputs\n"
+    closed each of the old cycles), and private names taken either way are found."""
+    src = ("def f():\n    from harness.runs import runner\n    from ..reporting.report import write_outputs\n"
+           "    from harness.analysis.crossed import _private\n    return runner._hidden\n")
     tmp = PACKAGE / "measure" / "_probe_for_test.py"
     try:
         tmp.write_text(src)
         found = imports_of(tmp, "harness.measure._probe_for_test")
+        private = private_imports(tmp, "harness.measure._probe_for_test")
     finally:
         tmp.unlink()
-    assert found == {"harness.runs.runner", "harness.reporting.report"}
+    assert found == {"harness.runs.runner", "harness.reporting.report", "harness.analysis.crossed"}
+    assert private == ["from harness.analysis.crossed import _private", "harness.runs.runner._hidden"]

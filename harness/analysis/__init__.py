@@ -1,0 +1,45 @@
+"""Statistics: DataFrame in, DataFrame out; no files, no models. Descriptive summaries and
+prompt-level tests (``descriptive``), prompts x prefixes as crossed random factors (``crossed``,
+``crossed_variance``), per-head contrasts (``heads``), rates (``rates``, ``obeying``), curves,
+isolation summaries, the seed's claims (``claims``) and the causal-head test (``causal_heads``).
+
+Public here (each imported on first use):
+
+- ``descriptive``: ``drift_summary``, ``contrast``, ``layer_profile``, ``head_map``,
+  ``weighted_segment_mean``, ``bootstrap_ci``, ``benjamini_hochberg``
+- ``crossed``: ``compare_groups``, ``prefix_permutation_test``, ``two_way_bootstrap``
+- ``heads``: ``head_contrasts``
+- ``rates``: ``rate_summary``
+- ``obeying``: ``word_rates``, ``obey_rates``, ``triple_contrasts``, ``ceiling_table``
+- ``curves``: ``survival``, ``ceiling``, ``step_profile``
+- ``summaries``: ``isolation_summary``
+- ``claims``: ``seed_claims``
+"""
+
+from harness.exports import lazy_exports
+
+_API = {
+    "drift_summary": "harness.analysis.descriptive",
+    "contrast": "harness.analysis.descriptive",
+    "layer_profile": "harness.analysis.descriptive",
+    "head_map": "harness.analysis.descriptive",
+    "weighted_segment_mean": "harness.analysis.descriptive",
+    "bootstrap_ci": "harness.analysis.descriptive",
+    "benjamini_hochberg": "harness.analysis.descriptive",
+    "compare_groups": "harness.analysis.crossed",
+    "prefix_permutation_test": "harness.analysis.crossed",
+    "two_way_bootstrap": "harness.analysis.crossed",
+    "head_contrasts": "harness.analysis.heads",
+    "rate_summary": "harness.analysis.rates",
+    "word_rates": "harness.analysis.obeying",
+    "obey_rates": "harness.analysis.obeying",
+    "triple_contrasts": "harness.analysis.obeying",
+    "ceiling_table": "harness.analysis.obeying",
+    "survival": "harness.analysis.curves",
+    "ceiling": "harness.analysis.curves",
+    "step_profile": "harness.analysis.curves",
+    "isolation_summary": "harness.analysis.summaries",
+    "seed_claims": "harness.analysis.claims",
+}
+__all__ = sorted(_API)
+__getattr__, __dir__ = lazy_exports(__name__, _API, globals())

@@ -34,7 +34,7 @@ from scipy import stats
 from scipy.stats import norm
 
 from harness.analysis import summaries
-from harness.analysis.crossed import _percentile, compare_groups
+from harness.analysis.crossed import percentile_interval, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 
 JUMP_LENGTHS = (32, 64, 128, 256)
@@ -116,8 +116,8 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
         depth = len(layers) - 1
         peak = int(np.nanargmax(observed))
         peaks = np.nanargmax(np.where(np.isfinite(resampled), resampled, -np.inf), axis=1) / depth
-        lo, hi = _percentile(_thirds(resampled), confidence)
-        plo, phi = _percentile(peaks, confidence)
+        lo, hi = percentile_interval(_thirds(resampled), confidence)
+        plo, phi = percentile_interval(peaks, confidence)
         rows.append({
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
             **dict(zip(by, key)), "statistic": "middle third minus larger outer third",
@@ -148,7 +148,7 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
             continue
         Y, _ = _cube(sub, value, "prefix_len")
         observed, resampled = crossed_means(Y, n_resamples, seed)
-        lo, hi = _percentile(_jump(resampled), confidence)
+        lo, hi = percentile_interval(_jump(resampled), confidence)
         steps = np.diff(observed)
         rows.append({
             "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **dict(zip(by, key)),
@@ -249,7 +249,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         row = cmp.iloc[0]
         sd = prefix_sd(sub, value)
         b_mean, b_samples = crossed_means(_pooled(sub, "B", value)[..., None], n_resamples, seed)
-        b_lo, b_hi = _percentile(b_samples[:, 0], confidence)
+        b_lo, b_hi = percentile_interval(b_samples[:, 0], confidence)
         floor = summaries.noise_level(noise, key[0] if by[0] == "model" else None, value)
         if floor is None:
             b_says = "no noise floor measured"
@@ -315,7 +315,7 @@ def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[st
         Y, layers = _cube(per, value, "layer")
         observed, resampled = crossed_means(Y, n_resamples, seed)
         for i, layer in enumerate(layers):
-            lo, hi = _percentile(resampled[:, i], confidence)
+            lo, hi = percentile_interval(resampled[:, i], confidence)
             rows.append({**dict(zip([*by, "group"], key)), "layer": layer,
                          "depth": layer / max(len(layers) - 1, 1), value: observed[i], "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)
@@ -332,7 +332,7 @@ def length_curves(conditions: pd.DataFrame, value: str, groups: Sequence[str] = 
         Y, lengths = _cube(sub, value, "prefix_len")
         observed, resampled = crossed_means(Y, n_resamples, seed)
         for i, n in enumerate(lengths):
-            lo, hi = _percentile(resampled[:, i], confidence)
+            lo, hi = percentile_interval(resampled[:, i], confidence)
             rows.append({**dict(zip([*by, "group"], key)), "prefix_len": n, value: observed[i],
                          "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)

@@ -37,7 +37,7 @@ from harness.analysis.descriptive import (
     CONTRAST_BY,
     N_PERMUTATIONS,
     N_RESAMPLES,
-    _present,
+    present_columns,
     bootstrap_interval,
     wilcoxon_p,
     with_settings,
@@ -58,7 +58,7 @@ def cell_means(df: pd.DataFrame, value: str, by: Sequence[str]) -> pd.DataFrame:
     ``isolation`` first (:func:`with_settings`); ``by`` columns absent from ``df`` are skipped.
     """
     df = with_settings(df)
-    keys = list(dict.fromkeys(_present(df, by) + ["group", "prompt_id", "prefix_id"]))
+    keys = list(dict.fromkeys(present_columns(df, by) + ["group", "prompt_id", "prefix_id"]))
     agg = {value: (value, "mean")}
     if "pair" in df.columns and "pair" not in keys:
         agg["pair"] = ("pair", "first")
@@ -66,7 +66,7 @@ def cell_means(df: pd.DataFrame, value: str, by: Sequence[str]) -> pd.DataFrame:
 
 
 @dataclass
-class _Layout:
+class CellLayout:
     """One by-cell of a high/low comparison as a prompts x prefixes matrix."""
     Y: np.ndarray            # (n_prompts, n_prefixes), NaN where a cell is missing
     is_high: np.ndarray      # (n_prefixes,) bool
@@ -100,7 +100,7 @@ class _Layout:
             return np.nanmean(self.Y[:, self.is_high], axis=1) - np.nanmean(self.Y[:, ~self.is_high], axis=1)
 
 
-def _pairs_of(keys: list[tuple[str, object]], pair_of: dict, high: str, low: str):
+def matched_pairs(keys: list[tuple[str, object]], pair_of: dict, high: str, low: str):
     """(high index, low index) per pair when every prefix has a pair and each pair has exactly one
     high and one low prefix; else None."""
     if not pair_of:
@@ -117,7 +117,7 @@ def _pairs_of(keys: list[tuple[str, object]], pair_of: dict, high: str, low: str
     return (np.array([members[p][high][0] for p in order]), np.array([members[p][low][0] for p in order]))
 
 
-def _layout(cells: pd.DataFrame, value: str, high: str, low: str) -> _Layout:
+def _layout(cells: pd.DataFrame, value: str, high: str, low: str) -> CellLayout:
     """Matrix of one by-cell of :func:`cell_means` output. Prompts are those with at least one
     finite high and one finite low cell; prefixes those with at least one finite cell there."""
     cells = cells[cells.group.isin([high, low]) & cells[value].notna()]
@@ -136,13 +136,13 @@ def _layout(cells: pd.DataFrame, value: str, high: str, low: str) -> _Layout:
     pair_of = {}
     if "pair" in cells.columns:
         pair_of = dict(zip(prefix_keys, cells["pair"].astype(object)))
-    return _Layout(Y, is_high, _pairs_of(keys, pair_of, high, low))
+    return CellLayout(Y, is_high, matched_pairs(keys, pair_of, high, low))
 
 
-def _cells(df: pd.DataFrame, value: str, high: str, low: str, by) -> Iterator[tuple[dict, _Layout]]:
+def _cells(df: pd.DataFrame, value: str, high: str, low: str, by) -> Iterator[tuple[dict, CellLayout]]:
     """(key, layout) for every ``by`` cell in which ``high`` or ``low`` occurs."""
     df = with_settings(df)
-    by = _present(df, by)
+    by = present_columns(df, by)
     sub = df[df.group.isin([high, low])]
     units = cell_means(sub, value, by)
     if not by:
@@ -153,7 +153,7 @@ def _cells(df: pd.DataFrame, value: str, high: str, low: str, by) -> Iterator[tu
         yield dict(zip(by, key)), _layout(cell, value, high, low)
 
 
-def _relabelings(is_high: np.ndarray, pairs, n_permutations: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+def relabelings(is_high: np.ndarray, pairs, n_permutations: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
     """Weight matrix ``W`` (relabelings x prefixes) with statistic = ``W @ prefix_means``, and
     whether it enumerates every distinct relabeling (``exact``) or is a Monte Carlo sample.
 
@@ -186,7 +186,7 @@ def _relabelings(is_high: np.ndarray, pairs, n_permutations: int, rng: np.random
     return np.where(chosen, 1.0 / n_high, -1.0 / n_low), exact
 
 
-def _perm_pvalues(M: np.ndarray, w0: np.ndarray, W: np.ndarray, exact: bool, alternative: str) -> np.ndarray:
+def permutation_pvalues(M: np.ndarray, w0: np.ndarray, W: np.ndarray, exact: bool, alternative: str) -> np.ndarray:
     """p-values for each row of prefix means ``M`` (tests x prefixes): observed statistic
     ``M @ w0`` against the relabeled statistics ``M @ W.T``. Exact: the fraction of all relabelings
     at least as extreme (the observed one among them); Monte Carlo: (b + 1) / (m + 1)."""
@@ -207,16 +207,16 @@ def _perm_pvalues(M: np.ndarray, w0: np.ndarray, W: np.ndarray, exact: bool, alt
     return np.where(np.isfinite(T0), p, np.nan)
 
 
-def _observed_weights(lay: _Layout) -> np.ndarray:
+def _observed_weights(lay: CellLayout) -> np.ndarray:
     w = np.where(lay.is_high, 1.0 / max(lay.n_high, 1), -1.0 / max(lay.n_low, 1))
     return w
 
 
-def _permutation(lay: _Layout, n_permutations: int, seed: int, alternative: str) -> tuple[float, bool]:
+def _permutation(lay: CellLayout, n_permutations: int, seed: int, alternative: str) -> tuple[float, bool]:
     if lay.n_high == 0 or lay.n_low == 0 or lay.Y.shape[0] == 0:
         return np.nan, False
-    W, exact = _relabelings(lay.is_high, lay.pairs, n_permutations, np.random.default_rng(seed))
-    p = _perm_pvalues(lay.prefix_means()[None, :], _observed_weights(lay), W, exact, alternative)
+    W, exact = relabelings(lay.is_high, lay.pairs, n_permutations, np.random.default_rng(seed))
+    p = permutation_pvalues(lay.prefix_means()[None, :], _observed_weights(lay), W, exact, alternative)
     return float(p[0]), exact
 
 
@@ -247,7 +247,7 @@ def prefix_permutation_test(df: pd.DataFrame, value: str, high: str = "C", low: 
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high,
                      "n_prefixes_low": lay.n_low, "design": lay.design, "statistic": lay.statistic(),
                      "p_perm": p, "exact": exact})
-    return pd.DataFrame(rows, columns=_present(with_settings(df), by) + [
+    return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + [
         "n_prompts", "n_prefixes_high", "n_prefixes_low", "design", "statistic", "p_perm", "exact"])
 
 
@@ -284,7 +284,8 @@ def _crossed_resamples(Y: np.ndarray, blocks: list[tuple[np.ndarray, float]], n_
     return out
 
 
-def _percentile(samples: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap ``samples`` (non-finite ones dropped)."""
     samples = samples[np.isfinite(samples)]
     if len(samples) == 0:
         return (np.nan, np.nan)
@@ -293,12 +294,12 @@ def _percentile(samples: np.ndarray, confidence: float) -> tuple[float, float]:
     return (float(low), float(high))
 
 
-def _two_way(lay: _Layout, n_resamples: int, seed: int, confidence: float) -> tuple[float, float]:
+def _two_way(lay: CellLayout, n_resamples: int, seed: int, confidence: float) -> tuple[float, float]:
     if lay.n_high == 0 or lay.n_low == 0 or lay.Y.shape[0] == 0:
         return (np.nan, np.nan)
     blocks = [(np.flatnonzero(lay.is_high), 1.0), (np.flatnonzero(~lay.is_high), -1.0)]
     samples = _crossed_resamples(lay.Y, blocks, n_resamples, np.random.default_rng(seed), lay.pairs)
-    return _percentile(samples, confidence)
+    return percentile_interval(samples, confidence)
 
 
 def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = "B",
@@ -321,7 +322,7 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
         rows.append({**key, "statistic": lay.statistic(), "ci_low": low_ci, "ci_high": high_ci,
                      "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
                      "design": lay.design})
-    return pd.DataFrame(rows, columns=_present(with_settings(df), by) + [
+    return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + [
         "statistic", "ci_low", "ci_high", "n_prompts", "n_prefixes_high", "n_prefixes_low", "design"])
 
 
@@ -365,7 +366,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
                      "statistic": lay.statistic(), "ci_low": lo_2, "ci_high": hi_2, "ci_method": general_method,
                      "dof": dof if general_method == "crossed t" else np.nan,
                      "p_perm": p, "exact": exact, "design": lay.design, "claim": general})
-    return pd.DataFrame(rows, columns=_present(with_settings(df), by) + [
+    return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + [
         "n_prompts", "n_prefixes_high", "n_prefixes_low", "mean_diff", "ci_low_prompts", "ci_high_prompts",
         "ci_method_prompts", "wilcoxon_p", "claim_prompts", "statistic", "ci_low", "ci_high", "ci_method", "dof",
         "p_perm", "exact", "design", "claim"])

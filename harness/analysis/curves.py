@@ -18,8 +18,8 @@ from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
     N_RESAMPLES,
-    _present,
-    _summarise,
+    present_columns,
+    summarise_per_prompt,
     bootstrap_ci,
     with_settings,
 )
@@ -41,7 +41,7 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     Columns: by..., k, survival, ci_low, ci_high, n (conditions), n_prompts.
     """
     df = with_settings(conditions)
-    by = _present(df, by)
+    by = present_columns(df, by)
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)
     if max_k is None:
         if "n_continuation_tokens" in df.columns and df["n_continuation_tokens"].notna().any():
@@ -92,7 +92,7 @@ def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
     a = conditions[conditions.group == "A"]
     if "isolation" in a.columns:
         a = a[a.isolation.astype(str) == "none"] if (a.isolation.astype(str) == "none").any() else a
-    by = _present(a, by)
+    by = present_columns(a, by)
     rows = []
     for key, cell in (a.groupby(by, observed=True, sort=True) if by else [((), a)]):
         key = key if isinstance(key, tuple) else (key,)
@@ -115,7 +115,7 @@ def step_profile(conditions: pd.DataFrame, value: str = "output_kl_steps", by: S
 
     Columns: by..., step, mean, ci_low, ci_high, n_prompts."""
     df = with_settings(conditions[conditions.group != "A"])
-    by = _present(df, by)
+    by = present_columns(df, by)
     df = df[df[value].notna()]
     if df.empty:
         return pd.DataFrame(columns=[*by, "step", "mean", "ci_low", "ci_high", "n_prompts"])
@@ -123,4 +123,4 @@ def step_profile(conditions: pd.DataFrame, value: str = "output_kl_steps", by: S
     long["step"] = long.groupby(level=0).cumcount()
     long["v"] = long["v"].astype(float)
     per = long.groupby([*by, "step", "prompt_id"], observed=True)["v"].mean().reset_index()
-    return _summarise(per.rename(columns={"v": "value"}), "value", [*by, "step"])
+    return summarise_per_prompt(per.rename(columns={"v": "value"}), "value", [*by, "step"])

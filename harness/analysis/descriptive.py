@@ -98,7 +98,8 @@ def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop(columns="beta").assign(isolation=pd.Categorical(labels))
 
 
-def _present(df: pd.DataFrame, by) -> list[str]:
+def present_columns(df: pd.DataFrame, by) -> list[str]:
+    """The columns of ``by`` that ``df`` has, in ``by``'s order (a grouping skips absent ones)."""
     return [c for c in by if c in df.columns]
 
 
@@ -118,7 +119,8 @@ def per_prompt(df: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     return df.groupby(by + ["prompt_id"], observed=True, dropna=False)[value].mean().reset_index()
 
 
-def _summarise(per: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
+def summarise_per_prompt(per: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
+    """Per ``by`` cell of per-prompt values: mean, bootstrap interval over prompts and count."""
     rows = []
     for key, cell in per.groupby(by, observed=True, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -134,8 +136,8 @@ def drift_summary(conditions: pd.DataFrame, value: str = "norm_edit_distance",
     """Mean ``value`` per group and prefix length, with a bootstrap CI over prompts (BCa where it
     applies; ``ci_method``). Describes *these* prefixes."""
     conditions = with_settings(conditions)
-    by = _present(conditions, by)
-    return _summarise(per_prompt(conditions, value, by), value, by)
+    by = present_columns(conditions, by)
+    return summarise_per_prompt(per_prompt(conditions, value, by), value, by)
 
 
 def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: str = "C", low: str = "B",
@@ -145,7 +147,7 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
     is zero). Prompt-only: a claim about *these* prefixes; see :func:`compare_groups` for the claim
     about the content in general."""
     conditions = with_settings(conditions)
-    by = _present(conditions, by)
+    by = present_columns(conditions, by)
     columns = by + ["n_prompts", "mean_diff", "ci_low", "ci_high", "ci_method", "wilcoxon_p"]
     wide = paired_differences(conditions, value, by, high, low)
     if wide is None:
@@ -171,7 +173,7 @@ def wilcoxon_p(diffs, alternative: str = "two-sided") -> float:
         return float(stats.wilcoxon(d, alternative=alternative).pvalue)
 
 
-def _wilcoxon_rows(D: np.ndarray, alternative: str) -> np.ndarray:
+def wilcoxon_rows(D: np.ndarray, alternative: str) -> np.ndarray:
     """:func:`wilcoxon_p` of every row of ``D``, vectorized where that gives the same answer.
 
     scipy chooses exact vs. approximate p-values from the whole array (ties or zeros anywhere make
@@ -211,7 +213,7 @@ def benjamini_hochberg_by(table: pd.DataFrame, p: str = "p", family: Sequence[st
     aligned with ``table``'s rows."""
     q = np.full(len(table), np.nan)
     values = table[p].to_numpy(dtype=float)
-    family = _present(table, family)
+    family = present_columns(table, family)
     if not family:
         return benjamini_hochberg(values)
     for idx in table.groupby(family, observed=True, dropna=False, sort=False).indices.values():
@@ -238,8 +240,8 @@ def weighted_segment_mean(attention: pd.DataFrame, value: str = "kl", by: Sequen
     ``isolation`` first; ``by`` columns absent from the table are skipped.
     """
     att = with_settings(attention)
-    by = _present(att, by)
-    cond = list(dict.fromkeys(by + _present(att, CONDITION_KEYS)))
+    by = present_columns(att, by)
+    cond = list(dict.fromkeys(by + present_columns(att, CONDITION_KEYS)))
     seg_keys = cond + (["segment"] if "segment" in att.columns and "segment" not in cond else [])
     per_seg = att.groupby(seg_keys, observed=True, dropna=False, sort=False).agg(
         v=(value, "mean"), n=("n_queries", "mean")).reset_index()
@@ -257,8 +259,8 @@ def layer_profile(attention: pd.DataFrame, value: str = "kl", segment: str | Non
     """Mean ``value`` per group, prefix length and layer (over heads, prefixes and prompts; segments
     weighted by ``n_queries``, :func:`weighted_segment_mean`), bootstrap CI over prompts."""
     att = attention if segment is None else attention[attention.segment == segment]
-    by = _present(with_settings(att), ("model", "placement", "isolation", "group", "prefix_len", "layer"))
-    return _summarise(weighted_segment_mean(att, value, by), value, by)
+    by = present_columns(with_settings(att), ("model", "placement", "isolation", "group", "prefix_len", "layer"))
+    return summarise_per_prompt(weighted_segment_mean(att, value, by), value, by)
 
 
 def head_map(attention: pd.DataFrame, group: str = "C", value: str = "kl", segment: str | None = None) -> pd.DataFrame:
@@ -267,6 +269,6 @@ def head_map(attention: pd.DataFrame, group: str = "C", value: str = "kl", segme
     att = attention[attention.group == group]
     if segment is not None:
         att = att[att.segment == segment]
-    by = _present(with_settings(att), ("model", "placement", "isolation", "prefix_len", "layer", "head"))
+    by = present_columns(with_settings(att), ("model", "placement", "isolation", "prefix_len", "layer", "head"))
     per = weighted_segment_mean(att, value, by)
     return per.groupby(by, observed=True)[value].mean().reset_index()

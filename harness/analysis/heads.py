@@ -10,11 +10,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.crossed import _pairs_of, _perm_pvalues, _relabelings, cell_means
+from harness.analysis.crossed import matched_pairs, permutation_pvalues, relabelings, cell_means
 from harness.analysis.descriptive import (
     HEAD_PERMUTATIONS,
-    _present,
-    _wilcoxon_rows,
+    present_columns,
+    wilcoxon_rows,
     benjamini_hochberg_by,
     with_settings,
 )
@@ -42,19 +42,19 @@ def _head_block(sub: pd.DataFrame, value: str, high: str, low: str, alternative:
         M = np.nanmean(np.where(usable[:, :, None], Y, np.nan), axis=1)                     # (H, K)
     n_prompts = usable.sum(axis=1)
     all_used = usable.all()
-    p_w = _wilcoxon_rows(D if all_used else np.where(usable, D, np.nan), alternative)
+    p_w = wilcoxon_rows(D if all_used else np.where(usable, D, np.nan), alternative)
     out = pd.DataFrame({"layer": heads.get_level_values(0), "head": heads.get_level_values(1),
                         "n_prompts": n_prompts, "n_prefixes_high": n_high, "n_prefixes_low": n_low,
                         "mean_diff": np.where(n_prompts > 0, np.nansum(D, axis=1) / np.maximum(n_prompts, 1), np.nan),
                         "p": p_w})
     pairs = None
     if "pair" in sub.columns:
-        pairs = _pairs_of(keys, dict(zip(prefix_keys, sub["pair"].astype(object))), high, low)
+        pairs = matched_pairs(keys, dict(zip(prefix_keys, sub["pair"].astype(object))), high, low)
     out["design"] = "paired" if pairs is not None else "unpaired"
     if permutation and n_high and n_low:
-        W, exact = _relabelings(is_high, pairs, n_permutations, np.random.default_rng(seed))
+        W, exact = relabelings(is_high, pairs, n_permutations, np.random.default_rng(seed))
         w0 = np.where(is_high, 1.0 / n_high, -1.0 / n_low)
-        out["p_perm"] = _perm_pvalues(M, w0, W, exact, alternative)
+        out["p_perm"] = permutation_pvalues(M, w0, W, exact, alternative)
         out["perm_exact"] = exact
     else:
         out["p_perm"] = np.nan
@@ -65,7 +65,7 @@ def _head_block(sub: pd.DataFrame, value: str, high: str, low: str, alternative:
 def smallest_permutation_p(n_high: int, n_low: int, design: str, n_permutations: int = HEAD_PERMUTATIONS) -> float:
     """The smallest one-sided p the prefix-label permutation test can give: one over the number of
     relabelings (2**pairs for matched pairs, C(n_high + n_low, n_high) otherwise), or 1/(m + 1)
-    when m random relabelings stand in for them (``_relabelings``)."""
+    when m random relabelings stand in for them (``relabelings``)."""
     count = 2 ** n_high if design == "paired" else math.comb(n_high + n_low, n_high)
     return 1 / count if count <= n_permutations else 1 / (n_permutations + 1)
 
@@ -98,7 +98,7 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     att = with_settings(attention[attention.group.isin([high, low])])
     if segment is not None:
         att = att[att.segment.isin([segment] if isinstance(segment, str) else list(segment))]
-    blocks = _present(att, ("model", "placement", "isolation", "prefix_len", "segment"))
+    blocks = present_columns(att, ("model", "placement", "isolation", "prefix_len", "segment"))
     columns = blocks + ["layer", "head", "n_prompts", "n_prefixes_high", "n_prefixes_low", "design", "mean_diff",
                         "p", "q", "p_perm", "q_perm", "perm_exact", "significant", "significant_by"]
     units = cell_means(att, value, blocks + ["layer", "head"])
@@ -115,7 +115,7 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     if not parts:
         return pd.DataFrame(columns=columns)
     out = pd.concat(parts, ignore_index=True)
-    fam = _present(out, ("model",)) if family == "model" else blocks
+    fam = present_columns(out, ("model",)) if family == "model" else blocks
     out["q"] = benjamini_hochberg_by(out, "p", fam)
     out["q_perm"] = benjamini_hochberg_by(out, "p_perm", fam)
     q_col = "q" if significant_by == "wilcoxon" else "q_perm"

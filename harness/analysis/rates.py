@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.crossed import cell_means
-from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, _present, with_settings
+from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, present_columns, with_settings
 
 CLOPPER_PEARSON = "Clopper-Pearson"  # how rate_summary's ci_method names its interval
 
@@ -61,7 +61,7 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
     ci_method.
     """
     df = with_settings(conditions)
-    by = _present(df, by)
+    by = present_columns(df, by)
     columns = by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts", "n_prefixes", "resampled",
                     "ci_method"]
     if hit not in df.columns:

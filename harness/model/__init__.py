@@ -1,0 +1,42 @@
+"""Model access: where a model comes from (``sources``, ``builtin``, ``gguf``) and loading it
+(``loading``, ``adapters``), the attention probe that captures rows and applies isolation masks
+(``probe``, ``masks``), greedy decoding and rewindable KV caches (``decoding``, ``kv_buffers``,
+``prefix_cache``), and sizing to the machine (``resources``, ``kv_size``).
+
+Public here (each imported on first use):
+
+- ``sources``: ``SOURCES``, ``source_for``
+- ``builtin``: ``build_tiny``, ``byte_level_tokenizer``
+- ``gguf``: ``GgufSource``
+- ``loading``: ``LoadedModel``, ``load_model``, ``load_from_config``
+- ``adapters``: ``merge_adapter``, ``read_adapter``
+- ``probe``: ``install_probe``, ``capture_rows``, ``key_bias``
+- ``masks``: ``KeyBias``
+- ``decoding``: ``Continuation``, ``greedy_decode``, ``stop_ids``
+- ``kv_size``: ``kv_cache_bytes``
+"""
+
+from harness.exports import lazy_exports
+
+_API = {
+    "SOURCES": "harness.model.sources",
+    "source_for": "harness.model.sources",
+    "build_tiny": "harness.model.builtin",
+    "byte_level_tokenizer": "harness.model.builtin",
+    "GgufSource": "harness.model.gguf",
+    "LoadedModel": "harness.model.loading",
+    "load_model": "harness.model.loading",
+    "load_from_config": "harness.model.loading",
+    "merge_adapter": "harness.model.adapters",
+    "read_adapter": "harness.model.adapters",
+    "install_probe": "harness.model.probe",
+    "capture_rows": "harness.model.probe",
+    "key_bias": "harness.model.probe",
+    "KeyBias": "harness.model.masks",
+    "Continuation": "harness.model.decoding",
+    "greedy_decode": "harness.model.decoding",
+    "stop_ids": "harness.model.decoding",
+    "kv_cache_bytes": "harness.model.kv_size",
+}
+__all__ = sorted(_API)
+__getattr__, __dir__ = lazy_exports(__name__, _API, globals())

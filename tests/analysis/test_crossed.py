@@ -269,7 +269,7 @@ def test_vectorized_wilcoxon_matches_the_loop():
     D[4] = 0.0                     # untestable
     D[5, 3] = np.nan               # missing prompt
     D[6] = 1.0                     # all tied
-    vec = descriptive._wilcoxon_rows(D, "greater")
+    vec = descriptive.wilcoxon_rows(D, "greater")
     loop = np.array([descriptive.wilcoxon_p(d, "greater") for d in D])
     np.testing.assert_allclose(vec, loop, rtol=1e-12)
     assert np.isnan(vec[4])
