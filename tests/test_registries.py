@@ -82,3 +82,44 @@ def test_a_new_placement_is_one_definition(monkeypatch):
 def test_each_model_source_claims_its_names(name, gguf, source):
     assert source_for(name, gguf).name == source
     assert source in SOURCES
+
+
+def test_a_new_isolation_mode_is_one_definition(monkeypatch):
+    """A mode registered with one call is built into conditions and applied by the engine: decay
+    with positions restarting, which at a huge beta must compute what mask_reset computes."""
+    from harness.inputs import isolation
+    from harness.model.builtin import build_tiny
+    from harness.model.masks import KeyBias
+    from tests.support import engine_rig
+
+    monkeypatch.setitem(MODES, "decay_reset", isolation.Mode("decay_reset", "decay, positions restarting",
+                                                             bias="beta", resets_positions=True))
+    settings = isolations(["decay_reset", "mask_reset"], [1e4])
+    assert [s.label for s in settings] == ["decay_reset(10000)", "mask_reset"]
+    assert KeyBias.of(settings[0], 1, 5).value == -1e4 and settings[0].resets_positions
+    model, tok = build_tiny("llama", seed=1)
+    prompts, prefixes = [Prompt("p", "The robot opened the door.")], [Prefix("n", "neutral", "A quiet harbour town.")]
+    results, _, _ = engine_rig(model, tok, prompts, prefixes, lengths=[6], max_new=4, isolations=settings,
+                               groups=("A", "B"))
+    by_mode = {r.condition.isolation.mode: r for r in results if r.condition.group == "B"}
+    new, known = by_mode["decay_reset"], by_mode["mask_reset"]
+    assert new.continuation.ids == known.continuation.ids
+    assert abs(new.output_kl - known.output_kl) < 1e-5
+
+
+def test_a_new_model_source_is_one_definition(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from harness.model import sources
+    from harness.model.builtin import build_tiny
+    from harness.model.loading import load_model
+
+    model, tok = build_tiny("llama", seed=0)
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    monkeypatch.setattr(sources, "SOURCES", {"zoo": sources.ModelSource(
+        "zoo", "zoo:<name>, a model saved in a folder of models", lambda name, gguf: name.startswith("zoo:"),
+        lambda name, gguf: sources._directory(Path(tmp_path) / name.removeprefix("zoo:"))), **SOURCES})
+    loaded = load_model("zoo:tiny", device="cpu")
+    assert loaded.resolved_revision == sources.local_files_sha256(tmp_path / "tiny")
+    assert source_for("zoo:tiny").name == "zoo"
