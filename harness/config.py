@@ -50,9 +50,14 @@ _CHOICES = [
     ("Placement", " ".join(["auto", *PLACEMENTS]),
      "Where the prefix goes (harness.inputs.chat.PLACEMENTS); auto: the model's default."),
     ("Group", "A B C", "A: prompt only; B: neutral prefix; C: instruction-like prefix."),
+    ("DecodePath", "teacher_forced stepwise none",
+     "How X's greedy continuation is obtained (harness.measure.engine): teacher_forced reads it off the "
+     "teacher-forced pass along A's continuation and decodes step by step only from where X's choice "
+     "differs; stepwise decodes every step (bit for bit the path of earlier versions); none decodes no "
+     "B/C continuation at all (attention-only measurement: edit distance and the word checks are null)."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
-(Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group,
+(Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath,
  LocateMetric) = (_choice(*choice) for choice in _CHOICES)
 
 
@@ -128,9 +133,10 @@ class PrefixConfig:
 
 @dataclass
 class DecodeConfig:
-    """Greedy decoding; the only free setting is how long to continue."""
+    """Greedy decoding: how long to continue, and how X's continuation is obtained."""
 
     max_new_tokens: int = 32  # at least 1
+    path: DecodePath = DecodePath.teacher_forced
 
 
 @dataclass

@@ -7,9 +7,22 @@ task tokens and at Y_A's tokens, kept per layer. Every B/C condition of that pro
     everything before the task   -> from the prefix cache (BOS, template scaffolding and the
                                     inserted block: computed once per sweep, shared by prompts)
     prefill the rest of the input -> task rows, compared with A's layer by layer
-    fork the KV cache (rewind it after the first branch: harness.model.kv_buffers)
-      branch 1: feed Y_A          -> continuation rows (same tokens as A's), output KL per step
-      branch 2: decode greedily   -> Y_X, and how close each step came to a tie
+    feed Y_A (teacher forcing)    -> continuation rows (same tokens as A's), output KL per step,
+                                     and X's own next-token choice at every step of Y_A
+    X's greedy continuation Y_X, by the decode path:
+      teacher_forced (default)    -> while X's choice along Y_A is A's token, Y_X *is* Y_A: read off
+                                     the teacher-forced pass; decoded step by step only from the
+                                     first step where the choices differ (none if they never do)
+      stepwise                    -> decoded step by step from the prefill (a fork of the KV cache,
+                                     rewound after teacher forcing: harness.model.kv_buffers), the
+                                     path every version before this one took, bit for bit
+      none                        -> not decoded (attention-only measurement): only the first step
+                                     where X's choice differs from A's token (``tf_divergence``)
+
+The teacher-forced pass computes Y_A's steps in one forward call, the step-by-step decode one call
+per step: the same arithmetic in other kernel shapes, so a step whose top two logits are within
+rounding of each other can go either way. The run's noise floor measures that difference
+(:mod:`harness.measure.noise`) and flags such conditions ``near_tie``.
 
 Conditions with the same input length and spans (every B and C prefix at one L) can run as one
 batch (:func:`harness.inputs.conditions.batchable`): no padding is ever needed.
@@ -18,6 +31,7 @@ batch (:func:`harness.inputs.conditions.batchable`): no padding is ever needed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -28,12 +42,13 @@ from harness.inputs.conditions import Condition, batchable
 from harness.model.masks import KeyBias
 from harness.measure.attention_metrics import row_metrics, token_kl
 from harness.measure.metrics import ROW_METRICS, check_row_metrics
-from harness.model.decoding import Continuation, forward, greedy_from
-from harness.model.kv_buffers import buffered_cache, rewound
+from harness.model.decoding import Continuation, forward, greedy_from, stop_set
+from harness.model.kv_buffers import buffered_cache, rewound, select_rows
 from harness.model.prefix_cache import PrefixCache
 from harness.model.probe import capture_rows, key_bias
 
 SEGMENTS = ("task", "continuation")
+DECODE_PATHS = ("teacher_forced", "stepwise", "none")  # how X's greedy continuation is obtained (module docstring)
 
 
 @dataclass
@@ -62,6 +77,11 @@ class Result:
     seconds: float
     output_kl_steps: list[float] | None = None  # KL at each step of A's continuation (its mean is output_kl)
     step_logp: torch.Tensor | None = None  # [steps, vocab] X's log-probs along Y_A (kept in memory only)
+    # the first step of Y_A at which X's own choice (the teacher-forced argmax) is not A's token
+    # (a stop where A continued, or a token where A stopped); the number of steps if none
+    tf_divergence: int | None = None
+    # [steps, vocab] X's log-probs along its own step-by-step decode (kept only when asked: the noise floor)
+    decode_logp: torch.Tensor | None = None
 
 
 def _n_steps(y: Continuation) -> int:
@@ -113,11 +133,16 @@ class Engine:
     up to ``prefix_cache_bytes`` of prefix KV is kept for reuse across prompts (speed only)."""
 
     def __init__(self, model: torch.nn.Module, eos_id, max_new_tokens: int, attention: bool,
-                 prefix_cache_bytes: int = 0):
+                 prefix_cache_bytes: int = 0, decode_path: str = "stepwise", keep_decode_logp: bool = False):
+        if decode_path not in DECODE_PATHS:
+            raise ValueError(f"decode path {decode_path!r} is not one of {DECODE_PATHS}")
         self.model = model
         self.eos_id = eos_id
+        self.stop = stop_set(eos_id)
         self.max_new_tokens = max_new_tokens
         self.attention = attention
+        self.decode_path = decode_path
+        self.keep_decode_logp = keep_decode_logp
         self.device = next(model.parameters()).device
         self.prefix_cache = PrefixCache(model, prefix_cache_bytes)
 
@@ -164,7 +189,8 @@ class Engine:
             n_queries[segment] = next(iter(by_layer.values()))[0].shape[1]
         own = token_kl(step_logp, step_logp)
         own_kl = float(own.mean()) if len(step_logp) else None
-        return ref, Result(cond, y_a, own_kl, attention, n_queries, ref.seconds, own.tolist(), step_logp)
+        return ref, Result(cond, y_a, own_kl, attention, n_queries, ref.seconds, own.tolist(), step_logp,
+                           _n_steps(y_a))
 
     @torch.no_grad()
     def conditions(self, ref: Reference, batch: list[Condition]) -> list[Result]:
@@ -214,14 +240,98 @@ class Engine:
         steps = _n_steps(y_a)
         step_logp = _step_logp(last, tf_logits, steps)
         step_kl = token_kl(ref.step_logp[None], step_logp) if steps else None  # [batch, steps]
-        ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id, start_index=n_in,
-                         position_shift=shift)
+        choices = _choices(last, tf_logits, steps)  # [batch, steps] X's argmax and margin along Y_A
+        diverged = [_divergence(ids, y_a, self.stop) for ids in choices[0].tolist()]
+        decode_logp: list[torch.Tensor] | None = [] if self.keep_decode_logp else None
+        if self.decode_path == "stepwise":
+            ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id, start_index=n_in,
+                             position_shift=shift, step_logp=decode_logp)
+        elif self.decode_path == "teacher_forced":
+            ys = self._continue_from(diverged, choices, y_a, cache, n_in, shift)
+            if ys is None:  # a cache type whose rewinding keeps nothing to continue from
+                ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id, start_index=n_in,
+                                 position_shift=shift)
+        else:
+            ys = [None] * len(batch)
         seconds = (time.perf_counter() - t0) / len(batch)
 
         per_row = {s: _metrics_to_numpy(m, len(batch)) for s, m in metrics.items() if m}
         n_queries = {s: ref.rows[s][0][0].shape[1] for s in per_row}
+        decoded = torch.stack(decode_logp, dim=1) if decode_logp else None  # [batch, steps, vocab]
         return [
             Result(c, y, float(step_kl[i].mean()) if steps else None, {s: per_row[s][i] for s in per_row}, n_queries,
-                   seconds, step_kl[i].tolist() if steps else None, step_logp[i])
+                   seconds, step_kl[i].tolist() if steps else None, step_logp[i], diverged[i],
+                   None if decoded is None else decoded[i])
             for i, (c, y) in enumerate(zip(batch, ys))
         ]
+
+    def variant(self, **changes) -> Engine:
+        """This engine with other settings (``decode_path``, ``keep_decode_logp``), sharing its model
+        and prefix cache (the noise floor's alone side decodes step by step)."""
+        other = copy.copy(self)
+        for name, value in changes.items():
+            if not hasattr(other, name):
+                raise AttributeError(f"Engine has no setting {name!r}")
+            setattr(other, name, value)
+        if other.decode_path not in DECODE_PATHS:
+            raise ValueError(f"decode path {other.decode_path!r} is not one of {DECODE_PATHS}")
+        return other
+
+    def _continue_from(self, diverged: list[int], choices: tuple[torch.Tensor, torch.Tensor], y_a: Continuation,
+                       cache, n_in: int, shift: int) -> list[Continuation] | None:
+        """X's greedy continuations from the teacher-forced pass: Y_A up to each row's divergence,
+        then X's own token there, then decoded step by step (rows diverging at the same step as
+        one batch, from the KV the teacher-forced pass left in the cache)."""
+        tokens, margins = choices[0].tolist(), choices[1].tolist()
+        out: list[Continuation | None] = [None] * len(diverged)
+        pending: dict[int, list[int]] = {}
+        for row, d in enumerate(diverged):
+            margin = min(margins[row][: d + 1], default=float("inf"))
+            if d == len(tokens[row]):  # never diverged: Y_X is Y_A
+                out[row] = Continuation(y_a.ids, y_a.stopped_on_eos, margin)
+            elif tokens[row][d] in self.stop:  # X stops where A went on
+                out[row] = Continuation(y_a.ids[:d], True, margin)
+            elif d + 1 == self.max_new_tokens:  # X's own token at the last step
+                out[row] = Continuation((*y_a.ids[:d], tokens[row][d]), False, margin)
+            else:
+                pending.setdefault(d, []).append(row)
+        for d, rows in sorted(pending.items()):
+            sub = select_rows(cache, rows, n_in + d, n_in + self.max_new_tokens)
+            if sub is None:
+                return None
+            first = torch.tensor([[tokens[r][d]] for r in rows], device=self.device)
+            extra = {}
+            if shift:
+                extra["position_ids"] = torch.full((len(rows), 1), n_in + d - shift, device=self.device)
+            logits, sub = forward(self.model, first, sub, **extra)
+            rest = greedy_from(self.model, logits[:, -1], sub, self.max_new_tokens - d - 1, self.eos_id,
+                               start_index=n_in + d + 1, position_shift=shift)
+            for r, y in zip(rows, rest):
+                out[r] = Continuation((*y_a.ids[:d], tokens[r][d], *y.ids), y.stopped_on_eos,
+                                      min(min(margins[r][: d + 1]), y.min_margin))
+        return out
+
+
+def _choices(last: torch.Tensor, tf_logits: torch.Tensor | None, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """X's greedy choice ``[batch, steps]`` at each step along Y_A (the argmax of the logits
+    predicting Y_A[t]: the prefill's last for t = 0, the teacher-forced pass's after), and that
+    step's top-1 minus top-2 logit margin (how close it came to a tie)."""
+    parts = [last[:, None]] + ([tf_logits] if tf_logits is not None else [])
+    logits = torch.cat(parts, dim=1)[:, :steps].float()
+    if logits.shape[1] == 0:
+        empty = torch.zeros(logits.shape[0], 0)
+        return empty.long(), empty
+    top2 = logits.topk(2, dim=-1).values
+    return logits.argmax(dim=-1), top2[..., 0] - top2[..., 1]
+
+
+def _divergence(choices: list[int], y_a: Continuation, stop) -> int:
+    """The first step at which X's choice is not A's: another token (or a stop) where A continued,
+    or a token where A stopped; ``len(choices)`` when X chooses A's path throughout."""
+    for t, token in enumerate(choices):
+        if t < len(y_a.ids):
+            if token != y_a.ids[t]:
+                return t
+        elif token not in stop:  # the step A stopped at
+            return t
+    return len(choices)

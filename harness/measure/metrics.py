@@ -89,6 +89,8 @@ METRICS: tuple[Metric, ...] = (
     _cond("output_kl", "distribution", "float64", "mean over A's continuation of KL(p_A || p_X) (nats)",
           contrast="output KL (nats)", contrast_rank=2),
     _cond("output_kl_steps", "distribution", "object", "KL at each step of A's continuation"),
+    _cond("tf_divergence", "distribution", "Int64", "first step of A's continuation at which X's own choice (the "
+          "teacher-forced argmax) is not A's token; the number of steps if none"),
     _cond("min_margin_a", "distribution", "float64", "A's smallest top-1 minus top-2 logit margin"),
     _cond("min_margin_x", "distribution", "float64", "X's smallest top-1 minus top-2 logit margin"),
     _cond("near_tie", "distribution", "boolean", "A's or X's path came within the noise floor of a tie"),

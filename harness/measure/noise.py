@@ -9,6 +9,13 @@ largest log-probability difference), and the attention statistics the tables rep
 larger than this cannot be told apart from numerical noise. Only the alone side costs extra: the
 batched side is what the sweep computed anyway.
 
+The alone side is always the step-by-step path (``decode.path=stepwise``, batch size 1): the
+reference computation. When the sweep read its continuations off the teacher-forced pass
+(``decode.path=teacher_forced``), the noise floor also compares the step-by-step decode's
+log-probabilities with the sweep's teacher-forced ones at every step where both follow A's
+continuation (``logp_max_diff_decode``): the rounding between one multi-token pass and one pass
+per token, which is what can flip a greedy choice there.
+
 The largest log-probability difference also bounds how far noise can move a greedy step's
 top-1 minus top-2 logit margin (by twice that difference): a condition whose continuation came
 within that margin of a tie (``min_margin`` in the conditions table) may differ from A only
@@ -24,7 +31,7 @@ from harness.inputs.conditions import Condition
 from harness.measure.attention_metrics import token_kl
 from harness.measure.driver import drive
 from harness.measure.engine import Engine, Reference, Result
-from harness.measure.metrics import output_drift
+from harness.measure.metrics import output_drift, output_metric_functions
 from harness.measure.records import condition_keys, headline_attention
 
 NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_shared_mean", "attn_capture_mean",
@@ -72,7 +79,15 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     alone: dict[Condition, Result] = {}
     # A prompt whose A the sweep computed this run reuses it; the others' A is computed again.
     references = references or {}
-    drive(engine, sample, batch_size=1, on_result=lambda r, ref, _: alone.__setitem__(r.condition, r),
+    read_off = engine.decode_path == "teacher_forced"
+    reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off)
+    a_ids: dict[str, tuple[int, ...]] = {}  # each prompt's A continuation
+
+    def keep(result: Result, ref: Reference, _) -> None:
+        alone[result.condition] = result
+        a_ids[ref.condition.prompt_id] = ref.continuation.ids
+
+    drive(reference, sample, batch_size=1, on_result=keep,
           done=lambda c: c.group == "A" and c.prompt_id in references, references=references, progress=progress,
           desc="noise floor (alone)")
     rows = []
@@ -87,9 +102,12 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
             **condition_keys(model_label, cond),
             "comparison": "batch_vs_alone",  # what the two computations compared were
             "batch_size": batch_size,
-            **output_drift(together.continuation.ids, single.continuation.ids),
+            **(output_drift(together.continuation.ids, single.continuation.ids) if together.continuation is not None
+               else {name: None for name in output_metric_functions()}),
             "output_kl": float(token_kl(single.step_logp, together.step_logp).mean()) if has_steps else None,
             "logp_max_diff": float((single.step_logp - together.step_logp).abs().max()) if has_steps else None,
+            **({"logp_max_diff_decode": _decode_difference(single, together, a_ids[cond.prompt_id])}
+               if read_off else {}),
             **{k: abs(a[k] - b[k]) if a[k] is not None else None for k in NOISE_STATISTICS if k.startswith("attn_")},
         })
     df = pd.DataFrame(rows)
@@ -99,12 +117,31 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     return df
 
 
+def _decode_difference(alone: Result, together: Result, y_a: tuple[int, ...]) -> float | None:
+    """The largest log-probability difference between the step-by-step decode (``alone``) and the
+    teacher-forced pass along A's continuation ``y_a`` (``together``) over the steps where both
+    predict from ``y_a``: up to and including the first step the decode leaves it."""
+    if alone.decode_logp is None or together.step_logp is None or not len(together.step_logp):
+        return None
+    own = alone.continuation.ids
+    left = next((t for t, (x, a) in enumerate(zip(own, y_a)) if x != a), min(len(own), len(y_a)))
+    steps = min(len(alone.decode_logp), len(together.step_logp), left + 1)
+    if steps < 1:
+        return None
+    return float((alone.decode_logp[:steps] - together.step_logp[:steps]).abs().max())
+
+
 def margin_floor(noise: pd.DataFrame | None) -> float | None:
     """How far numerical noise moved a top-1 minus top-2 logit margin at most: twice the largest
-    log-probability difference measured (None when no noise floor was measured)."""
-    if noise is None or noise.empty or noise.logp_max_diff.isna().all():
+    log-probability difference measured, between batched and alone passes and (for continuations
+    read off the teacher-forced pass) between that pass and a step-by-step decode; None when no
+    noise floor was measured."""
+    if noise is None or noise.empty:
         return None
-    return 2.0 * float(np.nanmax(noise.logp_max_diff))
+    columns = [c for c in ("logp_max_diff", "logp_max_diff_decode") if c in noise]
+    if noise[columns].isna().all().all():
+        return None
+    return 2.0 * float(np.nanmax(noise[columns].to_numpy(dtype=float)))
 
 
 def flag_near_ties(conditions: pd.DataFrame, floor: float | None) -> pd.DataFrame:

@@ -12,7 +12,7 @@ import numpy as np
 from harness.inputs.conditions import Condition
 from harness.inputs.texts import KIND_OF_GROUP
 from harness.measure.engine import Result
-from harness.measure.metrics import HEADLINES, output_drift
+from harness.measure.metrics import HEADLINES, output_drift, output_metric_functions
 from harness.model.decoding import Continuation
 
 
@@ -48,35 +48,40 @@ def headline_attention(block: dict[str, dict[str, np.ndarray]], n_queries: dict[
             for m in HEADLINES}
 
 
-def behaviour(cond: Condition, text_x: str, text_a: str) -> dict:
+def behaviour(cond: Condition, text_x: str | None, text_a: str) -> dict:
     """The prefix's target word and whether X's continuation and A's contain it (``target_hit``,
     null when the prefix has none, and for A itself); for an instruction (C) also its check and
-    whether each continuation does what it asks (``obeyed``: null for B, whose mention asks nothing)."""
+    whether each continuation does what it asks (``obeyed``: null for B, whose mention asks nothing).
+    ``text_x`` None (no continuation of X was decoded): X's answers are null."""
     goal = cond.goal
     if goal is None or cond.group == "A":
         return {"target": None, "check": None, "target_hit": None, "target_hit_a": None, "obeyed": None,
                 "obeyed_a": None}
     asks = cond.group == "C"
     return {"target": goal.target or goal.regex, "check": goal.check if asks else None,
-            "target_hit": goal.present(text_x), "target_hit_a": goal.present(text_a),
-            "obeyed": goal.obeyed(text_x) if asks else None, "obeyed_a": goal.obeyed(text_a) if asks else None}
+            "target_hit": None if text_x is None else goal.present(text_x), "target_hit_a": goal.present(text_a),
+            "obeyed": goal.obeyed(text_x) if asks and text_x is not None else None,
+            "obeyed_a": goal.obeyed(text_a) if asks else None}
 
 
 def condition_record(model_label: str, result: Result, y_a: Continuation, tokenizer, computed_alone: bool = False
                      ) -> dict:
-    """The conditions-table row of one condition, measured against A's continuation ``y_a``."""
+    """The conditions-table row of one condition, measured against A's continuation ``y_a``. Without
+    a continuation of X (the attention-only measurement, ``decode.path=none``) every column that
+    needs one is null, never zero."""
     cond, y_x, a = result.condition, result.continuation, result.condition.assembled
-    text_x = tokenizer.decode(list(y_x.ids))
+    text_x = None if y_x is None else tokenizer.decode(list(y_x.ids))
+    drift = ({name: None for name in output_metric_functions()} if y_x is None else output_drift(y_x.ids, y_a.ids))
     return {
         **condition_keys(model_label, cond),
         "prefix_kind": KIND_OF_GROUP[cond.group],
         "pair": cond.pair,
         **behaviour(cond, text_x, tokenizer.decode(list(y_a.ids))),
-        **output_drift(y_x.ids, y_a.ids),
+        **drift,
         "continuation_text": text_x,
-        "continuation_ids": list(y_x.ids),
-        "n_continuation_tokens": len(y_x.ids),
-        "stopped_on_eos": y_x.stopped_on_eos,
+        "continuation_ids": None if y_x is None else list(y_x.ids),
+        "n_continuation_tokens": None if y_x is None else len(y_x.ids),
+        "stopped_on_eos": None if y_x is None else y_x.stopped_on_eos,
         "input_ids": list(a.input_ids),
         "n_input_tokens": len(a.input_ids),
         "block_start": a.block_start,
@@ -87,8 +92,9 @@ def condition_record(model_label: str, result: Result, y_a: Continuation, tokeni
         "task_end": a.task_end,
         "output_kl": result.output_kl,
         "output_kl_steps": result.output_kl_steps,
+        "tf_divergence": result.tf_divergence,
         "min_margin_a": y_a.min_margin,
-        "min_margin_x": y_x.min_margin,
+        "min_margin_x": None if y_x is None else y_x.min_margin,
         **headline_attention(result.attention, result.n_queries),
         "seconds": result.seconds,
         "computed_alone": computed_alone,

@@ -78,11 +78,13 @@ def greedy_from(
     eos_id: int | Collection[int] | None,
     start_index: int | None = None,
     position_shift: int = 0,
+    step_logp: list[torch.Tensor] | None = None,
 ) -> list[Continuation]:
     """Greedy continuations from a prefilled ``cache`` (which this extends in place).
 
     With ``position_shift``, the token at sequence index ``i`` gets position id ``i - shift``
-    (``start_index`` is the index of the first new token)."""
+    (``start_index`` is the index of the first new token). ``step_logp``, when given, receives each
+    step's float32 log-probabilities ``[batch, vocab]`` (the noise floor compares them)."""
     stop = stop_set(eos_id)
     batch = logits.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
@@ -92,6 +94,8 @@ def greedy_from(
     for step in range(max_new_tokens):
         next_ids = logits.argmax(dim=-1)  # [batch]
         top2 = logits.float().topk(2, dim=-1).values
+        if step_logp is not None:
+            step_logp.append(torch.log_softmax(logits.float(), dim=-1))
         for row, (tok, margin) in enumerate(zip(next_ids.tolist(), (top2[:, 0] - top2[:, 1]).tolist())):
             if done[row]:
                 continue

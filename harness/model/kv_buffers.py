@@ -137,6 +137,20 @@ def stack_caches(caches: list, capacity: int) -> DynamicCache:
     return out
 
 
+def select_rows(cache, rows: list[int], length: int, capacity: int) -> DynamicCache | None:
+    """A new cache holding batch ``rows`` of ``cache`` with their first ``length`` tokens, and room
+    for ``capacity``; the input is not modified. ``length`` may reach past the recorded length of a
+    cache :func:`rewound` after a pass: its buffers keep what that pass wrote. None for caches with
+    layers other than :class:`BufferedLayer` (whose rewinding keeps no such tokens)."""
+    if not cache.layers or not all(type(layer) is BufferedLayer and layer.is_initialized for layer in cache.layers):
+        return None
+    out = copy.copy(cache)
+    out.layers = [BufferedLayer.from_rows([layer._keys[r:r + 1, :, :length] for r in rows],
+                                          [layer._values[r:r + 1, :, :length] for r in rows], capacity)
+                  for layer in cache.layers]
+    return out
+
+
 @contextlib.contextmanager
 def rewound(cache) -> Iterator[None]:
     """Run the enclosed passes on ``cache``, then put it back as it was before them.

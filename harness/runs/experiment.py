@@ -75,7 +75,7 @@ class Experiment:
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         stops = stop_ids(loaded.model, loaded.tokenizer)
         exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
-                            prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device))
+                            prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value)
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
             "metrics": [m.name for m in METRICS],  # a new measure is computed for every stored condition
@@ -89,6 +89,8 @@ class Experiment:
             "cpu_threads": torch.get_num_threads() if loaded.device == "cpu" else None,
             "attn_implementation": exp.attn_base,
             "max_new_tokens": cfg.decode.max_new_tokens,
+            # results from before decode paths existed were stepwise: their keys stay valid for it
+            **({"decode_path": cfg.decode.path.value} if cfg.decode.path.value != "stepwise" else {}),
             "eos": sorted(stops),
             "attention_analysis": attention,
             "batch_size": exp.batch_size,

@@ -16,6 +16,9 @@ from harness.measure.metrics import condition_dtypes
 from harness.runs.schema import ATTENTION_COLUMNS, ATTENTION_METRICS, CATEGORICAL, CONDITION_COLUMNS, DESCRIPTIVE_DTYPES
 
 
+NULLABLE = {"int64": "Int64", "bool": "boolean"}
+
+
 def conditions_frame(records: list[dict]) -> pd.DataFrame:
     """One row per condition, columns in the documented order, keys categorical."""
     df = pd.DataFrame.from_records(records)
@@ -26,7 +29,8 @@ def conditions_frame(records: list[dict]) -> pd.DataFrame:
     df = df.reindex(columns=CONDITION_COLUMNS)
     for col, dtype in {**DESCRIPTIVE_DTYPES, **condition_dtypes()}.items():
         if dtype != "object":
-            df[col] = df[col].astype(dtype)
+            # a column that can be null (no continuation: decode.path=none) takes its nullable dtype
+            df[col] = df[col].astype(NULLABLE.get(dtype, dtype) if df[col].isna().any() else dtype)
     for col in CATEGORICAL:
         df[col] = df[col].astype("category")
     return df
