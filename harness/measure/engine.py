@@ -84,6 +84,27 @@ class Result:
     decode_logp: torch.Tensor | None = None
 
 
+class PhaseClock:
+    """Wall seconds per phase, accumulated: of the B/C conditions here (prefix cache, prefill,
+    teacher forcing, decode, metrics), of a sweep in the runner. What a speed-up must attack is read
+    here, not guessed."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 2) for k, v in self.seconds.items()}
+
+
 def _n_steps(y: Continuation) -> int:
     """Continuation steps compared by output_kl: each token of Y_A, and the EOS if A stopped on it."""
     return len(y.ids) + int(y.stopped_on_eos)
@@ -143,6 +164,7 @@ class Engine:
         self.attention = attention
         self.decode_path = decode_path
         self.keep_decode_logp = keep_decode_logp
+        self.clock = PhaseClock()  # where B/C conditions spend their time (benchmarks/real_models.py)
         self.device = next(model.parameters()).device
         self.prefix_cache = PrefixCache(model, prefix_cache_bytes)
 
@@ -201,6 +223,7 @@ class Engine:
         assert all(batchable(batch[0], c) and c.prompt_id == ref.condition.prompt_id for c in batch), \
             "a batch needs one prompt and conditions that batchable() allows together"
         bias = KeyBias.of(iso, first.block_start, first.block_end)
+        self.clock.start()
         with key_bias(bias):
             return self._conditions(ref, batch, t0)
 
@@ -225,18 +248,22 @@ class Engine:
         # prompt: it comes from the prefix cache. The rest (task, and a chat template's generation
         # prompt after it) runs here; its first task_len rows are the task rows.
         head, capacity = first.task_start, n_in + self.max_new_tokens
+        clock = self.clock
         cache = (self.prefix_cache.batch([c.assembled.input_ids[:head] for c in batch], capacity) if head
                  else buffered_cache(self.model, capacity))
+        clock.lap("prefix cache")
         rest = torch.tensor([c.assembled.input_ids[head:] for c in batch], device=self.device)
         with self._capture(slice(0, first.task_len), compare("task")):
             logits, cache = forward(self.model, rest, cache, last_only=True, **positions(head, n_in - head))
         last = logits[:, -1]
+        clock.lap("prefill")
         y_a = ref.continuation
         tf_logits = None
         if y_a.ids:
             y = torch.tensor([y_a.ids] * len(batch), device=self.device)
             with rewound(cache), self._capture(slice(0, len(y_a.ids)), compare("continuation")):
                 tf_logits, _ = forward(self.model, y, cache, **positions(n_in, len(y_a.ids)))
+        clock.lap("teacher forcing")
         steps = _n_steps(y_a)
         step_logp = _step_logp(last, tf_logits, steps)
         step_kl = token_kl(ref.step_logp[None], step_logp) if steps else None  # [batch, steps]
@@ -253,11 +280,13 @@ class Engine:
                                  position_shift=shift)
         else:
             ys = [None] * len(batch)
+        clock.lap("decode")
         seconds = (time.perf_counter() - t0) / len(batch)
 
         per_row = {s: _metrics_to_numpy(m, len(batch)) for s, m in metrics.items() if m}
         n_queries = {s: ref.rows[s][0][0].shape[1] for s in per_row}
         decoded = torch.stack(decode_logp, dim=1) if decode_logp else None  # [batch, steps, vocab]
+        clock.lap("metrics")
         return [
             Result(c, y, float(step_kl[i].mean()) if steps else None, {s: per_row[s][i] for s in per_row}, n_queries,
                    seconds, step_kl[i].tolist() if steps else None, step_logp[i], diverged[i],

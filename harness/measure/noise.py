@@ -40,8 +40,11 @@ NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_
 
 def noise_size(n_conditions: int, fraction: float, minimum: int, maximum: int) -> int:
     """How many B/C conditions the noise floor computes again alone: ``fraction`` of the run's
-    ``n_conditions``, at least ``minimum`` and at most ``maximum`` (and never more than there are)."""
-    return min(n_conditions, max(minimum, min(maximum, round(fraction * n_conditions))))
+    ``n_conditions``, at least ``minimum`` and at most ``maximum``, and never more than a quarter of
+    them (each is computed alone, step by step: in a small pilot ``minimum`` alone would otherwise
+    cost as much again as the sweep)."""
+    wanted = max(minimum, min(maximum, round(fraction * n_conditions)))
+    return min(wanted, max(1, -(-n_conditions // 4)))
 
 
 def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:

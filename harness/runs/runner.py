@@ -21,6 +21,7 @@ from harness.errors import HarnessError
 from harness.io import write_json, write_parquet
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.driver import DriveOutcome
+from harness.measure.engine import PhaseClock
 from harness.measure.records import condition_keys, condition_label
 from harness.reporting.report import write_outputs
 from harness.runs.environment import now_iso
@@ -61,7 +62,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
         previous = (rundir.status() or {}).get("status")
         new_run = previous is None and not rundir.has(RunDir.FINGERPRINT)
-        started, clock, owned = now_iso(), _PhaseClock(), False
+        started, clock, owned = now_iso(), PhaseClock(), False
         try:
             # the model loads before anything of the run changes: a sweep that cannot start (model
             # missing, offline) leaves an existing run, its .hydra/ and its fingerprint as they were
@@ -89,7 +90,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
             raise
 
 
-def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experiment, clock: _PhaseClock,
+def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experiment, clock: PhaseClock,
            started: str, progress: bool) -> Path:
     analysis = cfg.analysis
     n_others = sum(c.group != "A" for c in exp.conditions)
@@ -166,22 +167,6 @@ def earlier_noise_floor(rundir: RunDir, sample, model_label: str, batch_size: in
     have = {row_key(*row) for row in table[list(condition_keys(model_label, sample[0]))].itertuples(index=False)}
     same_batches = "batch_size" in table and set(table.batch_size.dropna().astype(int)) == {batch_size}
     return table if want == have and same_batches else None
-
-
-class _PhaseClock:
-    """Wall seconds per phase of a sweep (what its fixed costs are, next to the conditions)."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def lap(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
-        self._last = now
-
-    def rounded(self) -> dict[str, float]:
-        return {k: round(v, 2) for k, v in self.seconds.items()}
 
 
 def tables_of(computed: Computed, attention: bool) -> dict[str, pd.DataFrame]:

@@ -17,8 +17,9 @@ from tests.support import SMALL_PREFIXES, sweep
 def test_noise_size_is_a_fraction_with_a_floor_and_a_ceiling():
     assert noise_size(160, 0.1, 8, 40) == 16
     assert noise_size(40, 0.1, 8, 40) == 8  # the floor
-    assert noise_size(5, 0.1, 8, 40) == 5  # never more than there are
     assert noise_size(4000, 0.1, 8, 40) == 40  # the ceiling
+    assert noise_size(15, 0.1, 8, 40) == 4  # a small pilot: at most a quarter of its conditions, rounded up
+    assert noise_size(2, 0.1, 8, 40) == 1  # and never fewer than one
 
 
 def conditions():
