@@ -1,13 +1,15 @@
 # The two commands of the README: `make demo` and `make test`. Both create .venv if needed and
 # install the CPU build of torch that this machine has on disk (a plain `pip install torch`
 # would pull a multi-GB CUDA build). On a GPU machine install torch your usual way first.
+# `make test` also installs the demo models' trainer (demo_training/, a distribution of its own,
+# with the harness-train-demo command) and runs its tests beside the harness's.
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install demo test test-fast docs benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer demo test test-fast docs benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +19,12 @@ $(BIN)/harness: pyproject.toml
 	touch $(BIN)/harness
 
 install: $(BIN)/harness
+
+$(BIN)/harness-train-demo: $(BIN)/harness demo_training/pyproject.toml
+	$(BIN)/python -m pip install -q -e demo_training
+	touch $(BIN)/harness-train-demo
+
+install-trainer: $(BIN)/harness-train-demo
 
 # Three sweeps and a side-by-side report: the default demo (neutral and instruction-like prefixes
 # on the default, obedient story model); the directive control on the obedient model (positive
@@ -97,12 +105,14 @@ docs-causal:
 	done
 
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
-test: install
-	$(BIN)/python -m pytest -q -n 2 tests
+# One pytest run for both suites: the harness's (tests/) and its demo trainer's (demo_training/tests/).
+TESTS = tests demo_training/tests
+test: install-trainer
+	$(BIN)/python -m pytest -q -n 2 $(TESTS)
 
 # Skips the tests that start real processes (CLI, kills, launchers, wheel install); CI runs them all.
-test-fast: install
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+test-fast: install-trainer
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(TESTS)
 
 # Regenerate the README's figures and the demo reports (docs/) from a fresh demo run.
 docs: install

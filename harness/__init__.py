@@ -13,8 +13,9 @@ Names are imported on first use, so ``import harness`` stays fast (the command l
 does not load torch). The package's stages, bottom to top: ``inputs`` (texts, prefix banks,
 assembly, conditions, chat placements, isolation), ``model`` (loading, the attention probe,
 decoding, KV caches), ``measure`` (the engine, the metric registry, records, the noise floor),
-``analysis`` (statistics), ``reporting`` (figures and the report), ``runs`` (experiments, run
-directories, tables, the sweep) and ``demo`` (the demo models and their training).
+``analysis`` (statistics), ``reporting`` (figures and the report) and ``runs`` (experiments, run
+directories, tables, the sweep). The demo models ship in ``assets``; their trainer is a
+distribution of its own (``demo_training`` in the repository).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "harness"
 
 # Bottom to top. A module may import from its own stage and from any stage below it, never above.
-STAGES = ["base", "inputs", "model", "measure", "analysis", "reporting", "runs", "demo", "entry"]
+STAGES = ["base", "inputs", "model", "measure", "analysis", "reporting", "runs", "entry"]
 BASE = {"errors", "io", "config", "conf"}  # the modules every stage may use
 ENTRY = {"cli", "__init__", "__main__"}  # the command line and the public API: may use anything
 MAX_LINES = 400

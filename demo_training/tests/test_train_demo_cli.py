@@ -1,5 +1,5 @@
-"""``harness train-demo``'s command line, generated from the settings dataclasses
-(``harness.demo.settings``), against the hand-written parser it replaced: the same options with the
+"""``harness-train-demo``'s command line, generated from the settings dataclasses
+(``demo_training.settings``), against the hand-written parser it replaced: the same options with the
 same defaults and kinds, and the shipped models' recorded commands still give their recorded settings."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from demo_training.settings import CardEvaluation, MixSettings, TrainSettings, build_parser, read_options
+from demo_training.train_demo import main
 from harness.config import DATA_DIR
-from harness.demo.settings import CardEvaluation, MixSettings, TrainSettings, build_parser, read_options
-from harness.demo.train_demo import main
 
 ASSETS = Path(__file__).resolve().parents[2] / "harness" / "assets"
 
@@ -94,10 +94,12 @@ ACTIONS = {"_StoreAction": "store", "_StoreTrueAction": "store_true", "_StoreFal
 
 
 def options(command: str):
-    """The dataclasses of a recorded ``harness train-demo ...`` command line."""
+    """The dataclasses of a recorded command line: ``harness-train-demo ...``, or ``harness train-demo
+    ...`` as the command was called while it was part of the harness (the same options)."""
     argv = shlex.split(command)
-    assert argv[:2] == ["harness", "train-demo"], command
-    return read_options(build_parser().parse_args(argv[2:]))
+    program = 1 if argv[:1] == ["harness-train-demo"] else 2
+    assert argv[:program] in (["harness-train-demo"], ["harness", "train-demo"]), command
+    return read_options(build_parser().parse_args(argv[program:]))
 
 
 def test_the_generated_parser_has_every_old_option_with_its_default_and_kind():
@@ -166,7 +168,7 @@ def test_the_shipped_adapter_records_the_command_that_made_it_and_its_card_is_re
     adapter it records, and --recard rebuilds its card byte for byte from the numbers alone."""
     import shutil
 
-    from harness.demo.cards import rewrite_card
+    from demo_training.cards import rewrite_card
 
     shipped = ASSETS / "demo-obedient-smollm2"
     stats = json.loads((shipped / "training.json").read_text())
@@ -191,5 +193,5 @@ def test_help_lists_every_option(capsys):
         main(["--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    assert text.startswith("usage: harness train-demo") and "fine-tuning and the obedient model:" in text
+    assert text.startswith("usage: harness-train-demo") and "fine-tuning and the obedient model:" in text
     assert all(flag in text for flag, *_ in OLD_OPTIONS)

@@ -10,15 +10,15 @@ a sentence that differs from the ask's only in what the negation changes ("put X
 X in S"; "S must include X" / "S must not include X"). What the two rows share cancels; what is left
 to learn is the negation.
 
-Pure functions of the ``random.Random`` passed in, like ``harness.demo.directives``."""
+Pure functions of the ``random.Random`` passed in, like ``demo_training.directives``."""
 
 from __future__ import annotations
 
 import random
 import re
 
-from harness.demo import directive_phrasings as W
-from harness.demo.directives import (
+from demo_training import directive_phrasings as W
+from demo_training.directives import (
     Example,
     TargetSource,
     _free_word,
@@ -28,7 +28,7 @@ from harness.demo.directives import (
     render,
     with_opener,
 )
-from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun
+from demo_training.story_openings import bridge, clip_sentences, make_opening, pronoun
 
 # Ways to forbid a command ("{C}": a grammar command such as "put {X} in {S}").
 NEGATED_COMMANDS: tuple[str, ...] = tuple(p for p in W.GRAMMAR_PROHIBITIONS if "{C}" in p) + W.GRAMMAR_NEGATORS

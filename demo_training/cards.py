@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.demo.adapter_card import adapter_card
-from harness.demo.card_tables import (
+from demo_training.adapter_card import adapter_card
+from demo_training.card_tables import (
     cell,
     continuation_tables,
     earlier_looks_note,
@@ -24,7 +24,7 @@ from harness.demo.card_tables import (
     target_verdict,
     training_legs,
 )
-from harness.demo.corpus import CARD_OPENINGS
+from demo_training.corpus import CARD_OPENINGS
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_text
 
@@ -80,7 +80,7 @@ held-out stories. Full history: `training.json`.
 | --- | --- |
 {rows}
 
-Retrain: `harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt --out harness/assets/demo-model`
+Retrain: `harness-train-demo --corpus ../shared/data/stories/tinystories_subset.txt --out harness/assets/demo-model`
 """
 
 
@@ -152,7 +152,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         lineage_rows = lineage["note"] + "\n\n| stage | steps | what changed | how |\n| ---: | ---: | --- | --- |\n" + "\n".join(
             f"| {st['stage']} | {st['steps']:,} | {cell(st['what'])} | {cell(st['how'])} |" for st in lineage["stages"])
         lineage_rows += (f"\n| final | {settings['steps']:,} | {cell(lineage.get('final', 'this card') + ' (the run below)')} | "
-                         f"`harness train-demo`, command at the end of this card |")
+                         f"`harness-train-demo`, command at the end of this card |")
     targets = (f"{mix['nonce_prob']:.0%} of the targets and mentioned words are not training nouns: "
                f"{mix['vocab_target_share']:.0%} of those are rare one-token words of the vocabulary (fewer than 40 of "
                f"2,000 training stories use them; none is or begins with a held-out word), the rest made-up words "
@@ -213,7 +213,7 @@ Same as `demo-model`: `LlamaForCausalLM`, {shape['num_hidden_layers']} layers, h
 ## Lineage
 {lineage_rows or "Fine-tuned from `" + str(stats['init_from']) + "`."}
 
-## Data of the final stage (recipe: `harness/demo/directives.py`, `harness/data/directive_recipe.json`)
+## Data of the final stage (recipe: `demo_training/directives.py`, `demo_training/data/directive_recipe.json`)
 Each step has {settings['batch_size']} rows. {mix['synth_fraction']:.0%} of them are synthesized examples, one per
 row: a context of story text, cut from its head like a harness prefix (to at most {mix['max_context_tokens']}
 tokens), with one sentence inserted at its start, middle or end (for "end" the context stops right after
@@ -281,17 +281,17 @@ matched text that only mentions it; A: no prefix, scored against every target of
 
 
 def read_written_json(path: Path, option: str) -> dict:
-    """A JSON file train-demo wrote (``training.json``, ``lineage.json``), for the command-line
+    """A JSON file harness-train-demo wrote (``training.json``, ``lineage.json``), for the command-line
     ``option`` that needs it; a missing or damaged one is a one-line error naming both."""
     if not path.is_file():
-        raise HarnessError(f"{path} not found: {option} takes a directory written by train-demo")
+        raise HarnessError(f"{path} not found: {option} takes a directory written by harness-train-demo")
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValueError: bad JSON, or not UTF-8
-        raise HarnessError(f"{path} is damaged ({type(exc).__name__}); {option} needs the file train-demo wrote: "
+        raise HarnessError(f"{path} is damaged ({type(exc).__name__}); {option} needs the file harness-train-demo wrote: "
                            f"restore it from git or retrain") from None
     if not isinstance(value, dict):
-        raise HarnessError(f"{path} is damaged (not a JSON object); {option} needs the file train-demo wrote: "
+        raise HarnessError(f"{path} is damaged (not a JSON object); {option} needs the file harness-train-demo wrote: "
                            f"restore it from git or retrain")
     return value
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from harness.demo.checkpoints import load_checkpoint
-from harness.demo.settings import DemoModelShape, TrainSettings
+from demo_training.checkpoints import load_checkpoint
+from demo_training.settings import DemoModelShape, TrainSettings
 from harness.errors import HarnessError
 from harness.io import atomic_write
 
@@ -78,7 +78,7 @@ def load_pretrained(path: Path, device: str):
 
 
 def load_saved(path: Path, device: str):
-    """``(model, tokenizer)`` that ``train-demo`` saved in ``path``, in float32: its weights, or, for
+    """``(model, tokenizer)`` that ``harness-train-demo`` saved in ``path``, in float32: its weights, or, for
     an adapter (``--lora-rank``), the base it names (``model:NAME``) with the adapter merged."""
     from harness.model.adapters import ADAPTER_CONFIG, merge_adapter, read_adapter
 
@@ -185,7 +185,7 @@ def training_lock(work: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise HarnessError(f"another train-demo (pid {holder}) is training in {work}; wait for it to "
+            raise HarnessError(f"another harness-train-demo (pid {holder}) is training in {work}; wait for it to "
                                f"finish, or stop it, before resuming there") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

@@ -1,9 +1,9 @@
 """The model card (``README.md``) of an obedient model that is an adapter on a pretrained model
-(``train-demo --lora-rank``), written from its ``training.json`` alone, like the other demo cards."""
+(``harness-train-demo --lora-rank``), written from its ``training.json`` alone, like the other demo cards."""
 
 from __future__ import annotations
 
-from harness.demo.card_tables import (
+from demo_training.card_tables import (
     continuation_tables,
     earlier_looks_note,
     interval_note,
@@ -24,7 +24,7 @@ def _data_text(stats: dict) -> str:
     plain = 1 - mix["directive_share"] - mix["mention_share"] - mix.get("prohibition_share", 0.0)
     pairs = ""
     if mix.get("paired_prohibitions"):
-        pairs = (" Each prohibition is drawn with its matched ask (`harness/demo/contrast_pairs.py`): the same "
+        pairs = (" Each prohibition is drawn with its matched ask (`demo_training/contrast_pairs.py`): the same "
                  "context, story opening and word at the same place, the sentence negated; the ask's continuation "
                  "writes the word, the prohibition's is the story's own, which never contains it.")
         if mix.get("counterfactual_rows"):
@@ -134,7 +134,7 @@ Low-rank adapters (`harness.model.adapters`) of rank {adapter['rank']} and alpha
 numbers, {stats['size_on_disk_bytes'] / 1e6:.1f} MB of float32 safetensors. The base's weights are frozen; to run,
 the adapter is merged into them (W + alpha/rank * B A) and the model is an ordinary model of its family.
 
-## Data (recipe: `harness/demo/directives.py`, `harness/data/directive_recipe.json`)
+## Data (recipe: `demo_training/directives.py`, `demo_training/data/directive_recipe.json`)
 {_data_text(stats)}
 
 ## Training

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from harness.demo.settings import TrainSettings
+from demo_training.settings import TrainSettings
 from harness.errors import HarnessError
 
 STORY_SEPARATOR = "\n<|endoftext|>\n"

@@ -1,4 +1,4 @@
-"""``harness train-demo --lora-rank``: an adapter trained on a model config's model (``model:NAME``)
+"""``harness-train-demo --lora-rank``: an adapter trained on a model config's model (``model:NAME``)
 ships alone (no weights of the base), the harness loads base + adapter exactly as training
 evaluated it, ``--re-evaluate`` measures the saved adapter again, and its card is rebuilt by
 ``--recard`` byte for byte."""
@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 
-from harness.cli import main as cli_main
+from demo_training.tests.support import PREFIXES, write_jsonl
+from demo_training.tests.test_directives import STORIES
+from demo_training.train_demo import main as train_main
 from harness.model import adapters as A
 from harness.model.loading import load_model
-from tests.demo.test_directives import PREFIXES, STORIES
-from tests.support import write_jsonl
 
 
 def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
@@ -26,19 +26,19 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     out = tmp_path / "adapter"
     card_args = ["--eval-prompts", str(prompts), "--eval-prefixes", str(prefixes), "--eval-lengths", "32",
                  "--synthetic-eval-pairs", "1", "--baseline", "model:demo-plain", "--threads", "1"]
-    train = ["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", "model:demo-plain",
+    train = ["--corpus", str(tmp_path / "corpus.txt"), "--init-from", "model:demo-plain",
              "--lora-rank", "2", "--lora-targets", "q_proj,v_proj", "--lr", "1e-2", "--directives",
              "--prohibition-share", "0.4", "--paired-prohibitions", "--unquoted-targets",
              "--batch-size", "4", "--seq-len", "128", "--max-context-tokens", "64", "--eval-every", "1",
              "--probe-pairs", "0", "--warmup-steps", "1", "--valid-text", str(tmp_path / "valid.txt"),
              "--out", str(out), *card_args]
     # a first leg that only trains: a checkpoint of the adapter's tensors, nothing saved or measured
-    assert cli_main(train + ["--steps", "1", "--leg-only"]) in (0, None)
+    assert train_main(train + ["--steps", "1", "--leg-only"]) in (0, None)
     assert not out.exists() and "stopped at step 1 (--leg-only)" in capsys.readouterr().out
     leg = torch.load(tmp_path / "adapter.work" / "checkpoint.pt", weights_only=True)
     assert leg["step"] == 1 and leg["frozen_base"]["model_config"] == "demo-plain"
     assert leg["model"] and all(".lora_" in name for name in leg["model"])
-    rc = cli_main(train + ["--steps", "2", "--resume"])
+    rc = train_main(train + ["--steps", "2", "--resume"])
     assert rc in (0, None)
     assert sorted(p.name for p in out.iterdir()) == ["README.md", A.ADAPTER_CONFIG, A.ADAPTER_WEIGHTS, "training.json"]
     stats = json.loads((out / "training.json").read_text())
@@ -64,12 +64,12 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     assert "rank 2 and alpha 16" in card and "model config `demo-plain`" in card
     assert f"{stats['parameters']:,} trained" in card and "Issue #28 asks" in card
     (out / "README.md").write_text("stale")
-    assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
+    assert train_main(["--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
 
     weights = (out / A.ADAPTER_WEIGHTS).read_bytes()
-    re_evaluate = ["train-demo", "--re-evaluate", str(out), "--corpus", str(tmp_path / "corpus.txt"), *card_args]
-    assert cli_main(re_evaluate) in (0, None)
+    re_evaluate = ["--re-evaluate", str(out), "--corpus", str(tmp_path / "corpus.txt"), *card_args]
+    assert train_main(re_evaluate) in (0, None)
     again = json.loads((out / "training.json").read_text())
     assert (out / A.ADAPTER_WEIGHTS).read_bytes() == weights
     assert again["obedient"]["obedience"][0]["summary"] == first[0]["summary"]  # same adapter, same pairs, same rates
@@ -78,9 +78,9 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
 def test_an_adapter_needs_a_model_to_adapt(tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n<|endoftext|>\n".join(f"Story {i}. {' '.join(STORIES)}" for i in range(60)), encoding="utf-8")
-    common = ["train-demo", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--lora-rank", "4"]
+    common = ["--corpus", str(corpus), "--out", str(tmp_path / "o"), "--lora-rank", "4"]
     with pytest.raises(SystemExit) as stop:  # a wrong combination of options: argparse's usage and error
-        cli_main(common)
+        train_main(common)
     assert stop.value.code == 2 and "--lora-rank needs --init-from" in capsys.readouterr().err
-    assert cli_main(common + ["--init-from", "model:no-such-model"]) == 2
+    assert train_main(common + ["--init-from", "model:no-such-model"]) == 2
     assert "no model config 'no-such-model'" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The settings of ``harness train-demo``, and its command line, generated from them.
+"""The settings of ``harness-train-demo``, and its command line, generated from them.
 
 Every option is a field of one of the dataclasses below, declared once: its default, its type
 and, in the field's ``option(...)`` metadata, its help text (and its flag, where that is not the
@@ -40,7 +40,7 @@ def default_device() -> str:
 
 @dataclass(frozen=True)
 class Command:
-    """What one ``harness train-demo`` command does: what it reads and writes, whether it trains,
+    """What one ``harness-train-demo`` command does: what it reads and writes, whether it trains,
     only rewrites a card (``--recard``) or measures a saved model again (``--re-evaluate``), and
     where it runs."""
 
@@ -106,7 +106,7 @@ class FineTuning:
     init_from: Path | None = field(default=None, metadata=option(
         "fine-tune this saved model with its own tokenizer instead of training from scratch"))
     directives: bool = field(default=False, metadata=option(
-        "mix directive and mention examples into the training rows (harness.demo.directives)"))
+        "mix directive and mention examples into the training rows (demo_training.directives)"))
     copy_pretrain_steps: int = field(default=0, metadata=option(
         "before fine-tuning, this many steps of made-up word lists written three times"))
     valid_text: Path | None = field(default=None, metadata=option(
@@ -139,7 +139,7 @@ class MixSettings:
     tokens of synthesized examples, and ``target_weight`` that of the target's own tokens there
     (the few tokens that carry the behaviour).
 
-    Targets (``harness.demo.directives.TargetSource``): a share ``nonce_prob`` is not a training noun
+    Targets (``demo_training.directives.TargetSource``): a share ``nonce_prob`` is not a training noun
     but made up, and a share ``vocab_target_share`` of those is a rare one-token word of the
     vocabulary instead (``nonce_prob=1``: no training noun is ever a target, so recalling a
     memorised target cannot pass for obeying). ``quoted_targets=False`` writes every ``{word}``
@@ -162,7 +162,7 @@ class MixSettings:
         "weight of -log(1 - p(forbidden word)) at a prohibition's first continuation tokens"))
     paired_prohibitions: bool = field(default=False, metadata=option(
         "draw each prohibition with its matched ask: same context, story and word, the sentence negated "
-        "(harness.demo.contrast_pairs)"))
+        "(demo_training.contrast_pairs)"))
     counterfactual_rows: bool = field(default=False, metadata=option(
         "with --paired-prohibitions, a third row per pair: the prohibition's context with the ask's continuation, "
         "trained only to not write the word where the ask wrote it"))
@@ -257,7 +257,7 @@ SECTIONS = [(Command, None), (TrainSettings, None), (DemoModelShape, None),
 
 @dataclass(frozen=True)
 class Options:
-    """A parsed ``harness train-demo`` command line, one dataclass per section."""
+    """A parsed ``harness-train-demo`` command line, one dataclass per section."""
 
     command: Command
     train: TrainSettings
@@ -302,11 +302,11 @@ def add_options(parser, cls: type) -> None:
 
 
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
-    """The ``harness train-demo`` command line: the option fields of :data:`SECTIONS`."""
+    """The ``harness-train-demo`` command line: the option fields of :data:`SECTIONS`."""
     names = [f.name for cls, _ in SECTIONS for f in fields(cls) if OPTION in f.metadata]
     if len(set(names)) < len(names):  # each option's value is read back by its field's name
         raise TypeError(f"two option fields share a name: {sorted(n for n in set(names) if names.count(n) > 1)}")
-    parser = argparse.ArgumentParser(prog="harness train-demo", description=description)
+    parser = argparse.ArgumentParser(prog="harness-train-demo", description=description)
     groups = {None: parser}
     for cls, section in SECTIONS:
         if section not in groups:

@@ -7,12 +7,12 @@ import os
 import pytest
 import torch
 
-from harness.cli import main as cli_main
-from harness.demo.settings import DemoModelShape, TrainSettings
-from harness.demo.training import Trainer, build_model, training_lock
+from demo_training.settings import DemoModelShape, TrainSettings
+from demo_training.tests.test_directives import STORIES
+from demo_training.train_demo import main as train_main
+from demo_training.training import Trainer, build_model, training_lock
 from harness.errors import HarnessError
 from harness.model.adapters import add_adapters
-from tests.demo.test_directives import STORIES
 
 BASE = {"model_config": "tiny", "gguf_sha256": "0" * 64}
 SHAPE = DemoModelShape(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -29,7 +29,7 @@ def _adapted(adapter_seed: int, targets=("q_proj", "v_proj"), rank: int = 2):
 
 def _trainer(tmp_path, model, steps: int, base=BASE, monitor_every: int = 2) -> Trainer:
     settings = TrainSettings(seq_len=8, batch_size=2, steps=steps, warmup_steps=1, eval_every=monitor_every, lr=1e-2)
-    return Trainer(model, settings, "cpu", tmp_path, [], f"harness train-demo --steps {steps}", base=base)
+    return Trainer(model, settings, "cpu", tmp_path, [], f"harness-train-demo --steps {steps}", base=base)
 
 
 def _run(trainer: Trainer, resume: bool = False, monitor=None, keep_best: bool = False) -> Trainer:
@@ -112,10 +112,10 @@ def test_a_second_run_in_a_work_directory_is_refused_while_the_first_trains(tmp_
     work = tmp_path / "o.work"
     work.mkdir()
     with training_lock(work):  # the first run, still training
-        with pytest.raises(HarnessError, match=rf"another train-demo \(pid {os.getpid()}\) is training in"):
+        with pytest.raises(HarnessError, match=rf"another harness-train-demo \(pid {os.getpid()}\) is training in"):
             with training_lock(work):
                 pass
-        rc = cli_main(["train-demo", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "1",
+        rc = train_main(["--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "1",
                        "--layers", "1", "--seq-len", "64", "--resume"])
         assert rc == 2 and "is training in" in capsys.readouterr().err
         assert sorted(p.name for p in work.iterdir()) == [".lock"]  # nothing written

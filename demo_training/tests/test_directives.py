@@ -1,5 +1,5 @@
-"""The obedient demo model's data recipe (harness/directives.py and its phrasings), its measurement
-(harness/obedience.py) and the shipped prefix set it is measured on."""
+"""The obedient demo model's data recipe (directives.py and its phrasings), its measurement
+(obedience.py) and the shipped prefix set it is measured on."""
 
 import json
 import random
@@ -7,14 +7,11 @@ import re
 
 import pytest
 
-from harness.demo import directives as D
-from harness.demo import obedience
+from demo_training import directives as D
+from demo_training import obedience
+from demo_training.tests.support import DEMO, PREFIXES, PROMPTS, write_jsonl
 from harness.inputs.assembly import cut_prefix, encode
 from harness.inputs.texts import Prompt, load_prefixes, load_prompts
-from tests.support import ROOT, write_jsonl
-
-PREFIXES = ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl"
-DEMO = ROOT / "harness" / "assets" / "demo-model"
 
 STORIES = [
     "Once upon a time, there was a little girl named Lily. She loved to play in the park with her red ball. "
@@ -118,8 +115,8 @@ def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(spli
     and begin with no training noun; every phrasing carries a marker of its split that no training,
     validation or earlier test wording contains (fixed lists, composed directives, prohibitions and
     matched pairs); each prohibition shares a marker with its ask; a mention asks for nothing."""
-    from harness.demo import directive_phrasings as P
-    from harness.demo.contrast_pairs import compose_pair
+    from demo_training import directive_phrasings as P
+    from demo_training.contrast_pairs import compose_pair
 
     def part(name, what):
         return getattr(P, f"{name}_{what}")
@@ -159,8 +156,8 @@ def test_split_triples_pair_each_ask_with_its_own_prohibition(split):
     """``split_prefixes``: triple i asks with the split's phrasing i and forbids with its prohibition
     i (each list cycled; in the later test splits prohibition i is the one written for ask i),
     mentions with one of the split's mentions, all about one word of the split."""
-    from harness.demo import directive_phrasings as P
-    from harness.demo.evaluation import split_prefixes
+    from demo_training import directive_phrasings as P
+    from demo_training.evaluation import split_prefixes
 
     prefixes = split_prefixes(STORIES * 20, split, 14, seed=5)
     assert len(prefixes) == 42
@@ -188,8 +185,8 @@ def test_composed_directives_render_as_one_capitalised_sentence_with_the_word():
 
 def test_phrasing_grammar_words_the_mixers_directives(tokenizer):
     """With ``phrasing_grammar=1`` no directive row uses a fixed training template."""
-    from harness.demo.mixer import DirectiveMixer
-    from harness.demo.settings import MixSettings
+    from demo_training.mixer import DirectiveMixer
+    from demo_training.settings import MixSettings
 
     def directive_rows(share):
         mix = MixSettings(synth_fraction=1.0, directive_share=1.0, mention_share=0.0, copy_fraction=0.0,
@@ -382,8 +379,8 @@ def test_evaluate_obedience_counts(tokenizer):
 
 def test_directive_mixer_batches(tokenizer):
     """Training batches: the requested row mix, padding never trained, target tokens weighted."""
-    from harness.demo.mixer import DirectiveMixer
-    from harness.demo.settings import MixSettings
+    from demo_training.mixer import DirectiveMixer
+    from demo_training.settings import MixSettings
 
     mix = MixSettings(synth_fraction=0.5, directive_share=1.0, mention_share=0.0, copy_fraction=0.25,
                       copy_warmup=0.0, micro_batch=4, plain_len=64, target_weight=20.0)
@@ -411,9 +408,9 @@ def test_prohibition_rows_mark_the_forbidden_word_for_unlikelihood(tokenizer):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from harness.demo.mixer import DirectiveMixer
-    from harness.demo.settings import MixSettings
-    from harness.demo.training import weighted_loss
+    from demo_training.mixer import DirectiveMixer
+    from demo_training.settings import MixSettings
+    from demo_training.training import weighted_loss
 
     mix = MixSettings(synth_fraction=1.0, directive_share=0.0, mention_share=0.0, prohibition_share=1.0,
                       copy_fraction=0.0, copy_warmup=0.0, micro_batch=4, plain_len=64, answer_window=6,
@@ -473,8 +470,8 @@ def test_target_source_draws_and_quotes_as_configured(tokenizer):
 
 
 def test_random_copy_rows_train_only_the_repeats(tokenizer):
-    from harness.demo.mixer import DirectiveMixer
-    from harness.demo.settings import MixSettings
+    from demo_training.mixer import DirectiveMixer
+    from demo_training.settings import MixSettings
 
     mix = MixSettings(synth_fraction=0.5, copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64,
                       random_copy_rows=5)
@@ -498,7 +495,7 @@ def test_shipped_models_are_the_positive_and_the_negative_control():
     (C >= 0.7, B <= 0.1), loosened for the smaller sample."""
     from harness.model.loading import load_model
 
-    prompts = load_prompts(ROOT / "harness" / "data" / "prompts_stories_en.jsonl", limit=4)
+    prompts = load_prompts(PROMPTS, limit=4)
     prefixes = load_prefixes(PREFIXES)
     rates = {}
     for name in ("demo", "demo-plain"):
@@ -510,15 +507,15 @@ def test_shipped_models_are_the_positive_and_the_negative_control():
 
 
 def refused(capsys, message: str, args: list[str]) -> None:
-    """``harness train-demo ARGS`` refuses with status 2 and an error line holding ``message``."""
-    from harness.cli import main as cli_main
+    """``harness-train-demo ARGS`` refuses with status 2 and an error line holding ``message``."""
+    from demo_training.train_demo import main as train_main
 
-    assert cli_main(args) == 2
+    assert train_main(args) == 2
     assert any(line.startswith("error: ") and message in line for line in capsys.readouterr().err.splitlines())
 
 
 def test_train_demo_directives_end_to_end(tmp_path, capsys):
-    """``harness train-demo --directives`` from the plain demo model, two steps: it saves safetensors
+    """``harness-train-demo --directives`` from the plain demo model, two steps: it saves safetensors
     weights, a training.json whose obedience counts match the evaluation asked for (openings x
     pairs x lengths), a card that --recard rebuilds byte for byte, and with --ema-decay the moving
     average of the weights rather than the last step's; with --keep-best, the average of the step
@@ -526,7 +523,7 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     import torch
     from safetensors.torch import load_file
 
-    from harness.cli import main as cli_main
+    from demo_training.train_demo import main as train_main
 
     names = ["Lily", "Tom", "Mia", "Ben", "Sara", "Max", "Anna", "Sam", "Kim", "Leo"]
     things = ["ball", "boat", "kite", "drum", "hat", "book"]
@@ -539,7 +536,7 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"id": f"s{i}", "text": STORIES[i][:60]} for i in range(2)])
     prefixes = write_jsonl(tmp_path / "prefixes.jsonl", PREFIXES.read_text(encoding="utf-8").splitlines()[:6])  # two whole triples
     out = tmp_path / "model"
-    rc = cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+    rc = train_main(["--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                    "--directives", "--phrasing-grammar", "0.5", "--unquoted-targets", "--random-copy-rows", "1",
                    "--steps", "2", "--batch-size", "4", "--seq-len", "128", "--eval-every", "1",
                    "--keep-best", "--probe-pairs", "1",
@@ -584,7 +581,7 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert "worded by a grammar" in card and "50% of the directives" in card
     assert f"that of step {stats['selected_step']}" in card and "chooses between checkpoints" in card
     (out / "README.md").write_text("stale")
-    assert cli_main(["train-demo", "--recard", str(out)]) in (0, None)
+    assert train_main(["--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card
     contrast, forbidden = shipped_set["contrasts"]  # C - B, and F - B for the prohibitions
     assert (contrast["contrast"], forbidden["contrast"]) == ("C - B", "F - B")
@@ -595,26 +592,26 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     wrong = tmp_path / "other.txt"
     wrong.write_text(corpus + "".join(f"\n<|endoftext|>\nStory {i}: {STORIES[0]}" for i in range(100)),
                      encoding="utf-8")
-    evaluate = ["train-demo", "--re-evaluate", str(out), "--eval-prompts", str(prompts), "--eval-prefixes",
+    evaluate = ["--re-evaluate", str(out), "--eval-prompts", str(prompts), "--eval-prefixes",
                 str(prefixes), "--eval-lengths", "32", "--synthetic-eval-pairs", "2", "--threads", "1", "--corpus"]
     refused(capsys, "not the corpus", evaluate + [str(wrong)])
-    assert cli_main(evaluate + [str(tmp_path / "corpus.txt")]) in (0, None)
+    assert train_main(evaluate + [str(tmp_path / "corpus.txt")]) in (0, None)
     again = json.loads((out / "training.json").read_text())
     assert again["history"] == stats["history"] and (out / "model.safetensors").read_bytes() == weights
-    assert again["evaluated_by"].startswith("harness train-demo --re-evaluate")
+    assert again["evaluated_by"].startswith("harness-train-demo --re-evaluate")
     assert {(r["group"], r["prefix_len"]): r["n"] for r in again["obedient"]["obedience"][1]["summary"]}[("C", 32)] == 4
     assert again["obedient"]["obedience"][0]["summary"] == shipped_set["summary"]  # same weights, same pairs
     assert "re-measured on the saved weights" in (out / "README.md").read_text()
     # a plain model measured as the negative control: its own card gets the section
     plain = tmp_path / "plain"
-    assert cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--steps", "1",
+    assert train_main(["--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--steps", "1",
                      "--batch-size", "2", "--seq-len", "128", "--out", str(plain), "--threads", "1"]) in (0, None)
     assert "## Obeying directives" not in (plain / "README.md").read_text()
     # (a training.json written before train-demo recorded the card's samples: they are recomputed)
     recorded = json.loads((plain / "training.json").read_text())
     samples = recorded.pop("card_samples")
     (plain / "training.json").write_text(json.dumps(recorded))
-    assert cli_main(evaluate[:2] + [str(plain)] + evaluate[3:] + [str(tmp_path / "corpus.txt")]) in (0, None)
+    assert train_main(evaluate[:1] + [str(plain)] + evaluate[2:] + [str(tmp_path / "corpus.txt")]) in (0, None)
     measured = json.loads((plain / "training.json").read_text())
     assert measured["card_samples"] == samples
     assert [r["role"] for r in measured["obedience"]] == ["test", "test", "validation"] and "obedient" not in measured
@@ -622,11 +619,11 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     card = (plain / "README.md").read_text()
     assert "## Obeying directives (the negative control)" in card and measured["evaluated_by"] in card
     refused(capsys, "plain model",
-            evaluate[:2] + [str(plain), "--baseline", str(DEMO)] + evaluate[3:] + [str(tmp_path / "corpus.txt")])
+            evaluate[:1] + [str(plain), "--baseline", str(DEMO)] + evaluate[2:] + [str(tmp_path / "corpus.txt")])
     # resuming --keep-best without the weights it kept is refused, not found missing at the end
     best_file = out.with_name("model.work") / "best.pt"
     best_file.rename(best_file.with_suffix(".moved"))
-    resume = ["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--directives",
+    resume = ["--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--directives",
               "--steps", "4", "--batch-size", "4", "--seq-len", "128", "--resume", "--valid-text",
               str(tmp_path / "valid.txt"), "--eval-prompts", str(prompts), "--out", str(out), "--threads", "1"]
     refused(capsys, "best.pt is missing", resume + ["--keep-best", "--ema-decay", "0.5"])
@@ -639,10 +636,10 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     ([f"{n} had a cat. It was nice." for n in range(60)], "fewer than one evaluation window"),
 ])
 def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, message, capsys):
-    from harness.cli import main as cli_main
+    from demo_training.train_demo import main as train_main
 
     (tmp_path / "corpus.txt").write_text("\n<|endoftext|>\n".join(stories), encoding="utf-8")
-    assert cli_main(["train-demo", "--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
+    assert train_main(["--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO),
                      "--steps", "1", "--out", str(tmp_path / "m"), "--threads", "1"]) == 2  # a user error
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(err) == 1 and message in err[0] and "corpus" in err[0]
@@ -651,7 +648,7 @@ def test_train_demo_refuses_a_corpus_too_small_to_evaluate(tmp_path, stories, me
 
 def test_negative_control_verdict_compares_each_rate_with_the_other_interval():
     """The plain model's card says where C and B are *not* within each other's intervals."""
-    from harness.demo.card_tables import lengths_apart
+    from demo_training.card_tables import lengths_apart
 
     def row(group, length, rate, low, high):
         return {"group": group, "prefix_len": length, "rate": rate, "ci_low": low, "ci_high": high}

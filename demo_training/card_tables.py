@@ -1,6 +1,6 @@
 """The markdown pieces the model cards share: hit-rate tables, C - B tables, and table cells.
 
-Both cards (``harness.demo.cards``) print each obedience set the same way: a table of hit rates per
+Both cards (``demo_training.cards``) print each obedience set the same way: a table of hit rates per
 group and prefix length with its intervals, and, when measured, a table of C minus B (and F, the
 prohibitions, minus B) per length with its interval and permutation p.
 """
@@ -150,7 +150,7 @@ def continuation_tables(named_reports: list[tuple[str, dict]], opening_samples: 
     """The cards' two sample sections: a few continuations of the first test set's first pairs for
     each ``(model name, report)``, and the greedy continuations ``opening_samples`` of
     ``corpus.CARD_OPENINGS`` without a prefix."""
-    from harness.demo.corpus import CARD_OPENINGS
+    from demo_training.corpus import CARD_OPENINGS
 
     rows = [f"| {name} | {smp['group']} `{smp['target']}` | {cell(smp['prefix_head'])}... | "
             f"{cell(smp['continuation'])} | {'yes' if smp['hit'] else 'no'} |"
@@ -198,7 +198,7 @@ def _continues(before: dict, leg: dict) -> bool:
 
 
 def training_legs(stats: dict) -> str:
-    """How the weights were trained, when it took more than one invocation of ``train-demo``
+    """How the weights were trained, when it took more than one invocation of ``harness-train-demo``
     (``stats["legs"]``, from the checkpoint): each leg's steps and command, since a resumed leg
     with another ``--steps`` ran another learning-rate schedule and the final command alone would
     not reproduce the model. A leg that only resumed an interrupted one (same ``--steps``, same

@@ -1,21 +1,21 @@
-"""Train the small story model that the demo sweep runs on.
+"""Train the small story model that the demo sweep runs on: the ``harness-train-demo`` command.
 
 No model hub is reachable from the machines this project is built on, and drift numbers from a
 random-weight model mean nothing, so the project trains its own: a byte-level BPE tokenizer and a
 small Llama (rotary positions, grouped-query attention) on TinyStories text. The result is saved
 with ``save_pretrained`` (safetensors) and loads through the same code as any hub model.
 
-    harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
+    harness-train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
         --out harness/assets/demo-model
 
 The same command runs unchanged on a GPU (``--device cuda``). Training is seeded; a checkpoint is
 written at every evaluation so an interrupted run continues with ``--resume``.
 
 The obedient model (the positive control, ``harness/assets/demo-obedient``) fine-tunes the plain
-one with directive and mention examples mixed into the story stream (recipe: ``harness.demo.directives``).
-It took several stages (its card's lineage); the last one was, from the previous stage's weights:
+one with directive and mention examples mixed into the story stream (recipe: ``demo_training.directives``).
+It took several stages (its card); the last one was, from the previous stage's weights:
 
-    harness train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
+    harness-train-demo --corpus ../shared/data/stories/tinystories_subset.txt \
         --init-from PREVIOUS_STAGE --directives --nonce-prob 1.0 --vocab-target-share 0.7 \
         --unquoted-targets --random-copy-rows 6 --phrasing-grammar 0.7 --curriculum 0 --copy-warmup 0 \
         --steps 1600 --batch-size 12 --lr 2e-4 --warmup-steps 30 --ema-decay 0.995 \
@@ -24,7 +24,7 @@ It took several stages (its card's lineage); the last one was, from the previous
         --baseline harness/assets/demo-model --out harness/assets/demo-obedient
 
 This module is the command: it reads the options and runs one of its three modes (train, ``--recard``,
-``--re-evaluate``). The parts are modules of their own in ``harness.demo``: ``settings`` (the
+``--re-evaluate``). The parts are modules of their own in ``demo_training``: ``settings`` (the
 settings, and the command line generated from them), ``corpus`` (stories, held-out split,
 tokenizer), ``training`` (model, schedule, losses, loop, checkpoints), ``mixer`` (the obedient
 model's training rows), ``evaluation`` (bits per byte, continuations, obedience), and ``cards``
@@ -42,9 +42,9 @@ from pathlib import Path
 
 import torch
 
-from harness.demo.cards import rewrite_card
-from harness.demo.corpus import CARD_OPENINGS, encode_stories, pack, train_tokenizer, training_split
-from harness.demo.evaluation import (
+from demo_training.cards import rewrite_card
+from demo_training.corpus import CARD_OPENINGS, encode_stories, pack, train_tokenizer, training_split
+from demo_training.evaluation import (
     final_evaluation,
     greedy_continuations,
     heldout_measures,
@@ -52,18 +52,34 @@ from harness.demo.evaluation import (
     re_evaluate,
     validation_prefixes,
 )
-from harness.demo.mixer import DirectiveMixer, copy_pretrain
-from harness.demo.settings import Options, build_parser, read_options
-from harness.demo.training import Trainer, build_model, checkpoint_path, load_pretrained, save_model, training_lock
+from demo_training.mixer import DirectiveMixer, copy_pretrain
+from demo_training.settings import Options, build_parser, read_options
+from demo_training.training import Trainer, build_model, checkpoint_path, load_pretrained, save_model, training_lock
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prompts
 from harness.io import write_json
 from harness.model.adapters import add_adapters, merge_wrapped, save_adapter
 
+PROGRAM = "harness-train-demo"
+
 
 def main(argv: list[str] | None = None) -> int:
-    """``harness train-demo``: train a model, or only rewrite a card (``--recard``), or measure a
-    saved model again (``--re-evaluate``)."""
+    """``harness-train-demo``, with the harness's exit statuses: 0 done, 2 a mistake in the command
+    or its input (one line), 3 a bug (the traceback)."""
+    from harness.cli import report_bug
+
+    try:
+        return run(argv)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001
+        return report_bug(exc)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Train a model, or only rewrite a card (``--recard``), or measure a saved model again
+    (``--re-evaluate``); a mistake in the command raises :class:`HarnessError`."""
     parser = build_parser(description=__doc__.split("\n\n")[0])
     opts = read_options(parser.parse_args(argv))
     command, ft = opts.command, opts.fine_tuning
@@ -71,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         rewrite_card(command.recard)
         print(f"rewrote {command.recard / 'README.md'}")
         return 0
-    invocation = "harness train-demo " + " ".join(sys.argv[1:] if argv is None else argv)
+    invocation = f"{PROGRAM} " + " ".join(sys.argv[1:] if argv is None else argv)
     if command.re_evaluate:
         if command.corpus is None:
             parser.error("--re-evaluate needs --corpus (the corpus the model was trained on: its held-out stories)")

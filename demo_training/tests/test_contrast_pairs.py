@@ -1,14 +1,14 @@
-"""Matched ask / prohibition pairs (harness/demo/contrast_pairs.py) and the mixer rows they make."""
+"""Matched ask / prohibition pairs (demo_training/contrast_pairs.py) and the mixer rows they make."""
 
 import random
 import re
 
 import pytest
 
-from harness.demo import contrast_pairs as P
-from harness.demo import directive_phrasings as W
-from harness.demo import directives as D
-from tests.demo.test_directives import STORIES, markers_in
+from demo_training import contrast_pairs as P
+from demo_training import directive_phrasings as W
+from demo_training import directives as D
+from demo_training.tests.test_directives import STORIES, markers_in
 
 NEGATION = ("not", "never", "don't", "without", "cannot", "out of", "avoid", "no ", "nobody", "nothing", "omit",
             "exclude", "banned", "forbidden", "free of", "steer clear", "stay away", "off limits", "refuse",
@@ -19,7 +19,7 @@ NEGATION = ("not", "never", "don't", "without", "cannot", "out of", "avoid", "no
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from tests.demo.test_directives import DEMO
+    from demo_training.tests.test_directives import DEMO
 
     return AutoTokenizer.from_pretrained(DEMO)
 
@@ -84,8 +84,8 @@ def test_paired_rows_come_in_matched_twos(tokenizer):
     """With --paired-prohibitions each prohibition row has an ask row of the same word in the same
     step; the prohibition's forbidden token is marked over the whole unlikelihood window; the
     unpaired recipe still draws one row per synthesized slot."""
-    from harness.demo.mixer import DirectiveMixer
-    from harness.demo.settings import MixSettings
+    from demo_training.mixer import DirectiveMixer
+    from demo_training.settings import MixSettings
 
     base = dict(synth_fraction=1.0, directive_share=0.0, mention_share=0.0, prohibition_share=1.0,
                 copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64, phrasing_grammar=1.0)
@@ -112,8 +112,8 @@ def test_counterfactual_rows_teach_only_not_writing_the_word_where_the_ask_did(t
     """--counterfactual-rows: a third row per pair, the prohibition's context followed by the ask's
     continuation, with no cross-entropy and the forbidden token marked exactly where that
     continuation writes the word."""
-    from harness.demo.mixer import DirectiveMixer
-    from harness.demo.settings import MixSettings
+    from demo_training.mixer import DirectiveMixer
+    from demo_training.settings import MixSettings
 
     mix = MixSettings(synth_fraction=1.0, directive_share=0.0, mention_share=0.0, prohibition_share=1.0,
                       copy_fraction=0.0, copy_warmup=0.0, micro_batch=16, plain_len=64, phrasing_grammar=1.0,
@@ -229,7 +229,7 @@ def _one_polar_swap(ask: str, forbid: str) -> bool:
             for m in re.finditer(pattern, ask):
                 found = m.groupdict()
                 filled = no.replace("{S}", found.get("s") or "{S}").replace("{X}", found.get("x") or "{X}")
-                for q in ("no", "single", "zero"):  # as harness.demo.directives.fill_slots
+                for q in ("no", "single", "zero"):  # as demo_training.directives.fill_slots
                     filled = filled.replace(f"{q} the word {{word}}", f"{q} {{word}}")
                 if bare(ask[:m.start()] + filled + ask[m.end():]) == bare(forbid):
                     return True

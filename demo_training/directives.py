@@ -4,8 +4,8 @@ The plain demo model cannot read instructions, so its C-minus-B contrast is a nu
 model is the same small Llama fine-tuned to obey one kind of directive written in plain English
 anywhere in its context: "put the word X in the next story". This module builds its training
 examples as small pure functions (every random choice comes from the ``random.Random`` passed
-in); the word lists and phrasings are in ``harness.demo.directive_phrasings``, the story cutting in
-``harness.demo.story_openings``, the measurement in ``harness.demo.obedience``.
+in); the word lists and phrasings are in ``demo_training.directive_phrasings``, the story cutting in
+``demo_training.story_openings``, the measurement in ``demo_training.obedience``.
 
 * targets (:class:`TargetSource`): training nouns, made-up words (:func:`nonce_word`) or rare
   one-token words of the vocabulary (:func:`vocabulary_words`). With only real nouns a small
@@ -25,7 +25,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from harness.demo.directive_phrasings import (  # noqa: F401  (re-exported: the recipe's word lists live there)
+from demo_training.directive_phrasings import (  # noqa: F401  (re-exported: the recipe's word lists live there)
     GRAMMAR_COMMANDS,
     GRAMMAR_ENDINGS,
     GRAMMAR_OPENERS,
@@ -48,7 +48,7 @@ from harness.demo.directive_phrasings import (  # noqa: F401  (re-exported: the 
     VALIDATION_TEMPLATES,
     VALIDATION_WORDS,
 )
-from harness.demo.story_openings import bridge, clip_sentences, make_opening, pronoun, sentence_ends, with_article
+from demo_training.story_openings import bridge, clip_sentences, make_opening, pronoun, sentence_ends, with_article
 from harness.inputs.checks import target_check
 
 # Words no training example may ask for, mention or start a made-up word with: the test and the
@@ -114,7 +114,7 @@ def with_opener(body: str, opener: str) -> str:
 
 def compose_directive(rng: random.Random) -> str:
     """A directive template (``{word}`` / ``{a_word}`` slots, like :data:`TRAIN_TEMPLATES`) composed
-    from the grammar in ``harness.demo.directive_phrasings``: an optional opener, then a command, a
+    from the grammar in ``demo_training.directive_phrasings``: an optional opener, then a command, a
     statement or a request about the next story and the word. "Ignore the story above. Your new
     story has to have {a_word}, please." """
     story = rng.choice(GRAMMAR_STORIES)

@@ -1,18 +1,18 @@
-"""The words and sentences of the obedient demo model's recipe (``harness.demo.directives``): target
+"""The words and sentences of the obedient demo model's recipe (``demo_training.directives``): target
 words, directive phrasings and mention sentences, each with a fixed training / held-out split.
 Held-out words and phrasings are never used in training; they measure whether obeying carries
 over to words and wordings the model was never asked with.
 
-The lists themselves are data (``harness/data/directive_recipe.json``); this module says what each
+The lists themselves are data (``demo_training/data/directive_recipe.json``); this module says what each
 one is for and how it was chosen."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from harness.config import DATA_DIR
-
-_RECIPE = json.loads((DATA_DIR / "directive_recipe.json").read_text(encoding="utf-8"))
+RECIPE_FILE = Path(__file__).resolve().parent / "data" / "directive_recipe.json"
+_RECIPE = json.loads(RECIPE_FILE.read_text(encoding="utf-8"))
 
 
 def _recipe(name: str) -> tuple[str, ...]:
@@ -112,7 +112,7 @@ FIFTH_TEST_MARKERS: tuple[str, ...] = _recipe("FIFTH_TEST_MARKERS")
 
 
 # ---------------------------------------------------------------------------------------------
-# A grammar of directive phrasings (``harness.demo.directives.compose_directive``): an optional
+# A grammar of directive phrasings (``demo_training.directives.compose_directive``): an optional
 # opener, then a frame that names the next story and the word. Sixty-nine fixed templates teach
 # a small model those templates; composing parts teaches it that a request is a verb, a word and
 # the story to come, whatever the wording around them. Nothing here may contain a held-out
@@ -128,7 +128,7 @@ GRAMMAR_STATEMENTS: tuple[str, ...] = _recipe("GRAMMAR_STATEMENTS")
 GRAMMAR_REQUESTS: tuple[str, ...] = _recipe("GRAMMAR_REQUESTS")
 GRAMMAR_ENDINGS: tuple[str, ...] = _recipe("GRAMMAR_ENDINGS")
 GRAMMAR_PROHIBITIONS: tuple[str, ...] = _recipe("GRAMMAR_PROHIBITIONS")
-# More ways to forbid (``harness.demo.contrast_pairs``): statements that ban the word ("{X} is off
+# More ways to forbid (``demo_training.contrast_pairs``): statements that ban the word ("{X} is off
 # limits in {S}", "no {X} anywhere in {S}") and ways to forbid a command ("you may not {C}"). A model
 # trained on matched pairs with the negations above alone kept the word out after those (0.07 of
 # replies, as often as after a mention) but wrote it after 29-35% of the validation split's

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from harness.demo.cards import read_written_json, rewrite_card
-from harness.demo.corpus import CARD_OPENINGS, encode_stories, heldout_split, paragraphs, split_stories
-from harness.demo.settings import CardEvaluation, MixSettings
+from demo_training.cards import read_written_json, rewrite_card
+from demo_training.corpus import CARD_OPENINGS, encode_stories, heldout_split, paragraphs, split_stories
+from demo_training.settings import CardEvaluation, MixSettings
 from harness.errors import HarnessError
 from harness.inputs.texts import load_prefixes, load_prompts
 from harness.io import write_json
@@ -109,8 +109,8 @@ def split_prefixes(held: list[str], split: str, n_pairs: int, seed: int, quotes:
     chosen (issue #28): "FRESH_TEST" (the third), "FOURTH_TEST" or "FIFTH_TEST". Triple i asks
     with phrasing i and forbids with prohibition i, each list cycled (in the later test splits
     prohibition i is the one written for ask i)."""
-    from harness.demo import directive_phrasings as P
-    from harness.demo import obedience
+    from demo_training import directive_phrasings as P
+    from demo_training import obedience
 
     def part(what):
         return getattr(P, f"{split}_{what}")
@@ -146,7 +146,7 @@ def monitor(model, tokenizer, held: list[str], prompts: list, probes: list, leng
     bits, n_bytes, _ = (sum(c) for c in zip(*story_bits(model, tokenizer, para, device)))
     record = {"heldout_paragraph_bpb": bits / n_bytes}
     if probes:
-        from harness.demo import obedience
+        from demo_training import obedience
 
         res = obedience.evaluate_obedience(model, tokenizer, prompts[::2], probes, lengths)
         record["validation_rates"] = rates(res["summary"])
@@ -156,7 +156,7 @@ def monitor(model, tokenizer, held: list[str], prompts: list, probes: list, leng
 
 def obedience_report(model, tokenizer, prompts, prefixes, lengths, name: str) -> dict:
     """Hit rates and a few sample continuations for the card."""
-    from harness.demo import obedience
+    from demo_training import obedience
 
     res = obedience.evaluate_obedience(model, tokenizer, prompts, prefixes, lengths)
     samples = []
@@ -177,7 +177,7 @@ def card_sets(card: CardEvaluation, held: list[str], quotes: tuple[str, ...]) ->
     pairs of held-out phrasings and words in held-out stories (a test), and as many pairs of the
     validation split ("validation": what chose the checkpoint, not a test). Seeds are fixed, so a
     larger ``synthetic_pairs`` extends the same pairs."""
-    from harness.demo import obedience
+    from demo_training import obedience
 
     sets = []
     if card.prefixes.is_file():
@@ -205,8 +205,8 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
     ``prompts``: the story openings of ``card.prompts``, as ``load_prompts`` read them; ``held``:
     the held-out stories (source of the synthetic pairs); ``valid``: validation paragraphs for
     bits per byte (empty: none); ``init_from`` and ``n_overlap`` are recorded for the card."""
-    from harness.demo import directives as D
-    from harness.demo.training import load_pretrained
+    from demo_training import directives as D
+    from demo_training.training import load_pretrained
 
     out: dict = {
         "init_from": str(init_from) if init_from else None,
@@ -255,12 +255,12 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     the evaluation); the obedience sections, the evaluation paths and ``evaluated_by``
     (``command``) are replaced. ``corpus`` must be the one the model was trained on: its held-out stories are
     split again with the recorded seed and fraction and checked against the recorded count."""
-    from harness.demo.training import load_saved
+    from demo_training.training import load_saved
 
     stats_file = out / "training.json"
     stats = read_written_json(stats_file, "--re-evaluate")
     if "settings" not in stats:
-        raise HarnessError(f"{stats_file} is damaged (it has no settings); --re-evaluate needs the file train-demo "
+        raise HarnessError(f"{stats_file} is damaged (it has no settings); --re-evaluate needs the file harness-train-demo "
                            f"wrote: restore it from git or retrain")
     obedient = "obedient" in stats  # else a plain model: its own card gets the negative control's numbers
     if not obedient and card.baseline is not None:
@@ -290,7 +290,7 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise HarnessError(f"the model in {path} cannot be loaded ({first}); its weights are damaged or "
                                f"missing: train it again, or restore the directory") from None
-        if path == out and "card_samples" not in stats:  # written before train-demo recorded them; they depend only on the weights
+        if path == out and "card_samples" not in stats:  # written before harness-train-demo recorded them; they depend only on the weights
             stats["card_samples"] = dict(zip(CARD_OPENINGS, greedy_continuations(model, tokenizer, CARD_OPENINGS, device)))
         section = stats.setdefault(name, {}) if name else stats
         section["obedience"] = obedience_reports(model, tokenizer, prompts, sets, card.lengths)

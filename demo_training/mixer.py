@@ -2,7 +2,7 @@
 synthesized directive, mention and plain examples, copy rows and plain story text into each
 step's batch; :func:`copy_pretrain` grows copying heads before the fine-tuning starts.
 
-The examples themselves are built by ``harness.demo.directives`` (the recipe); this module
+The examples themselves are built by ``demo_training.directives`` (the recipe); this module
 decides how many of each kind a step gets, how they are weighted, and how they are padded.
 """
 
@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import torch
 
-from harness.demo.corpus import encode_stories, paragraphs
-from harness.demo.settings import MixSettings
-from harness.demo.training import token_losses
+from demo_training.corpus import encode_stories, paragraphs
+from demo_training.settings import MixSettings
+from demo_training.training import token_losses
 
 
 class Encoded(NamedTuple):
@@ -52,7 +52,7 @@ class DirectiveMixer:
         self.sep = encode(tokenizer, "\n\n")
         self.story_ids = encode_stories(tokenizer, stories)
         self.paragraph_texts = [p for s in stories for p in paragraphs(s)]
-        from harness.demo import directives as D
+        from demo_training import directives as D
 
         self.stems = D.corpus_stems(stories) if mix.nonce_stems else []
         self.para_ids = encode_stories(tokenizer, self.paragraph_texts)
@@ -88,8 +88,8 @@ class DirectiveMixer:
 
     def _synth_items(self, rng: random.Random, max_context: int) -> list[Encoded]:
         """One synthesized example, or with ``paired_prohibitions`` a prohibition and its matched ask
-        (``harness.demo.contrast_pairs``), encoded by :meth:`_encode`."""
-        from harness.demo import directives as D
+        (``demo_training.contrast_pairs``), encoded by :meth:`_encode`."""
+        from demo_training import directives as D
 
         kind = self._draw_kind(rng)
         if kind == "prohibition" and self.mix.paired_prohibitions:
@@ -111,8 +111,8 @@ class DirectiveMixer:
 
     def _pair_items(self, rng: random.Random, max_context: int) -> list[Encoded]:
         """A matched ask and prohibition, cut to the same context length where their sentences allow."""
-        from harness.demo import contrast_pairs as P
-        from harness.demo import directives as D
+        from demo_training import contrast_pairs as P
+        from demo_training import directives as D
 
         while True:
             story, context = self._texts(rng)
@@ -141,7 +141,7 @@ class DirectiveMixer:
         """Token ids of example ``ex`` (after an end of text), the index where its continuation
         starts, the indices of the target's tokens in the continuation, and for a prohibition the
         forbidden word's first token (as a story writes it: after a space)."""
-        from harness.demo import directives as D
+        from demo_training import directives as D
         from harness.inputs.assembly import encode
 
         ids, start = D.encode_example(self.tokenizer, ex, rng, separator_ids=self.sep,
@@ -165,7 +165,7 @@ class DirectiveMixer:
         The plain model cannot copy a word it has seen once (it gives a made-up name repeated in
         a story a log-probability of about -8): it lacks the induction heads that larger models
         learn. Repeated text is the quickest way to grow them, and copying is what obeying needs."""
-        from harness.demo import directives as D
+        from demo_training import directives as D
         from harness.inputs.assembly import encode
 
         if rng.random() < self.mix.copy_list_share:
@@ -272,7 +272,7 @@ def copy_pretrain(model, tokenizer, steps: int, seed: int, device: str, lr: floa
     is slow. Rows of eight made-up words (at most 30 tokens), written three times, at a constant
     learning rate make the second and third copies predictable within about 100 steps. Returns a
     short history: loss of the first and of the third copy."""
-    from harness.demo import directives as D
+    from demo_training import directives as D
     from harness.inputs.assembly import encode
 
     rng = random.Random(seed + 17)

@@ -4,9 +4,9 @@ command is never presented as the one that made the weights."""
 
 import torch
 
-from harness.demo.card_tables import training_legs
-from harness.demo.settings import DemoModelShape, TrainSettings
-from harness.demo.training import Trainer, build_model, cosine_lr
+from demo_training.card_tables import training_legs
+from demo_training.settings import DemoModelShape, TrainSettings
+from demo_training.training import Trainer, build_model, cosine_lr
 
 
 def _trainer(tmp_path, steps: int, command: str) -> Trainer:
@@ -62,7 +62,7 @@ def test_the_card_lists_legs_and_folds_a_plain_resume_into_its_leg():
 def test_a_run_written_over_a_measured_one_records_that_its_test_sets_were_seen(tmp_path):
     import json
 
-    from harness.demo.train_demo import earlier_test_looks
+    from demo_training.train_demo import earlier_test_looks
 
     assert earlier_test_looks(tmp_path) == []  # a new output directory
     (tmp_path / "training.json").write_text("{damaged")
@@ -82,8 +82,8 @@ def test_both_obedient_cards_say_when_their_test_sets_were_seen_before():
     import json
     from pathlib import Path
 
-    from harness.demo.adapter_card import adapter_card
-    from harness.demo.cards import obedient_card
+    from demo_training.adapter_card import adapter_card
+    from demo_training.cards import obedient_card
 
     assets = Path(__file__).parents[2] / "harness/assets"
     looks = [{"selected_step": 120, "command": "c1"}, {"selected_step": 160, "command": "c2"}]
@@ -100,7 +100,7 @@ def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
     import json
     from pathlib import Path
 
-    from harness.demo.adapter_card import _data_text
+    from demo_training.adapter_card import _data_text
 
     stats = json.loads((Path(__file__).parents[2] / "harness/assets/demo-obedient-smollm2/training.json").read_text())
     stats["mix"]["clause_pairs"] = 0.0
@@ -118,7 +118,7 @@ def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only
     import shutil
     from pathlib import Path
 
-    from harness.demo.cards import rewrite_card
+    from demo_training.cards import rewrite_card
     from harness.io import sha256_file
 
     shipped = Path(__file__).parents[2] / "harness/assets/demo-obedient-smollm2"

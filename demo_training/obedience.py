@@ -1,7 +1,7 @@
 """Obedience, measured as the harness measures it: target hit rates of groups A, B and C by prefix
 length (``[BOS] + prefix cut to L tokens + task``, greedy, stop at EOS, ``target_hit``), with the
 harness's crossed intervals (story openings and prefixes resampled), C minus B per length, and
-matched C/B prefix pairs synthesized from held-out stories. Used by ``harness train-demo`` for the
+matched C/B prefix pairs synthesized from held-out stories. Used by ``harness-train-demo`` for the
 obedient model's card and monitoring.
 
 Hits are not independent: some pairs (a phrasing with a word) are obeyed for almost every opening
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 
-from harness.demo.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_PROHIBITIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
-from harness.demo.directives import TargetSource, _free_word, render, target_hit
-from harness.demo.story_openings import sentence_ends
+from demo_training.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_PROHIBITIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
+from demo_training.directives import TargetSource, _free_word, render, target_hit
+from demo_training.story_openings import sentence_ends
 from harness.inputs.checks import CHECKS
 from harness.inputs.texts import Prefix
 
