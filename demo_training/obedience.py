@@ -1,5 +1,7 @@
-"""Obedience, measured as the harness measures it: target hit rates of groups A, B and C by prefix
-length (``[BOS] + prefix cut to L tokens + task``, greedy, stop at EOS, ``target_hit``), with the
+"""Obedience, measured by the harness itself: target hit rates of groups A, B and C by prefix
+length (``[BOS] + prefix cut to L tokens + task``, greedy, stop at EOS, ``target_hit``), computed
+by the harness's engine (``harness.measure.engine``, driven by ``harness.measure.driver.drive``
+over the conditions ``harness.inputs.conditions.build_conditions`` assembles), with the
 harness's crossed intervals (story openings and prefixes resampled), C minus B per length, and
 matched C/B prefix pairs synthesized from held-out stories. Used by ``harness-train-demo`` for the
 obedient model's card and monitoring.
@@ -13,20 +15,40 @@ from __future__ import annotations
 import random
 
 from demo_training.directive_phrasings import HELDOUT_MENTIONS, HELDOUT_PROHIBITIONS, HELDOUT_TEMPLATES, HELDOUT_WORDS
-from demo_training.directives import TargetSource, _free_word, render, target_hit
+from demo_training.directives import TargetSource, _free_word, render
 from demo_training.story_openings import sentence_ends
 from harness.inputs.checks import CHECKS
 from harness.inputs.texts import Prefix
 
 
-def _greedy(model, rows: list[list[int]], max_new_tokens: int, eos_id) -> list[list[int]]:
-    """The harness's own greedy decoder on equal-length rows."""
-    import torch
+def continuations(model, tokenizer, prompts, prefixes, lengths, *, separator: str, max_new_tokens: int,
+                  bos_policy: str, batch_size: int) -> dict[tuple[str, str | None, int], str]:
+    """Each condition's greedy continuation, decoded, as a sweep computes it: the harness's
+    conditions (raw placement, no isolation) through its engine (no attention capture), stopping
+    at the tokenizer's EOS and every EOS of the model's generation config. Keyed by (prompt id,
+    prefix id, prefix length); A, the prompt alone, is (prompt id, None, 0). A condition that fails
+    raises its error: a measurement with holes would pass for a whole one."""
+    from harness.inputs.conditions import build_conditions
+    from harness.measure.driver import drive
+    from harness.measure.engine import Engine
+    from harness.model.decoding import stop_ids
+    from harness.model.resources import prefix_cache_bytes
 
-    from harness.model.decoding import greedy_decode
+    conditions = build_conditions(tokenizer, prompts, prefixes, groups=["A", "B", "C"], lengths=list(lengths),
+                                  separator=separator, bos_policy=bos_policy)
+    device = str(next(model.parameters()).device)
+    engine = Engine(model, stop_ids(model, tokenizer), max_new_tokens, attention=False,
+                    prefix_cache_bytes=prefix_cache_bytes(None, device))
+    texts = {}
 
-    batch = torch.tensor(rows, dtype=torch.long, device=next(model.parameters()).device)
-    return [list(c.ids) for c in greedy_decode(model, batch, max_new_tokens, eos_id)]
+    def keep(result, reference, computed_alone) -> None:
+        c = result.condition
+        texts[(c.prompt_id, c.prefix_id, c.prefix_len)] = tokenizer.decode(list(result.continuation.ids))
+
+    outcome = drive(engine, conditions, batch_size=batch_size, on_result=keep, progress=False)
+    if outcome.failures:
+        raise outcome.failures[0][1]
+    return texts
 
 
 def evaluate_obedience(
@@ -41,52 +63,41 @@ def evaluate_obedience(
     bos_policy: str = "auto",
     batch_size: int = 64,
 ) -> dict:
-    """Target hit rates of groups A, B and C, by prefix length, as the harness measures them.
+    """Target hit rates of groups A, B and C, by prefix length, as a sweep measures them.
 
-    Input ``[BOS] + prefix cut to L tokens + task`` (A: ``[BOS] + task``), greedy decoding of at
-    most ``max_new_tokens``, stopping at EOS; a hit is :func:`target_hit` on the decoded
-    continuation. ``prompts`` and ``prefixes``: ``harness.inputs.texts.Prompt`` and ``Prefix`` (as
-    ``load_prompts`` and ``load_prefixes`` read them; ``kind`` "instruction" is C, "neutral" B).
-    Group A is scored against every target of the prefix set (prompt x target, each once), so its
-    rate is the base rate of saying the word unprompted. An instruction that forbids its word
-    (``check`` "absent") is group ``F``: its hit is the word written although forbidden.
+    Input ``[BOS] + prefix cut to L tokens + separator + task`` (A: ``[BOS] + task``), greedy
+    decoding of at most ``max_new_tokens`` (:func:`continuations`); a hit is the sweep's
+    ``target_hit`` on the decoded continuation (``harness.inputs.checks``: the word is there,
+    whatever the prefix asks of it). ``prompts`` and ``prefixes``: ``harness.inputs.texts.Prompt``
+    and ``Prefix`` (as ``load_prompts`` and ``load_prefixes`` read them; ``kind`` "instruction" is
+    C, "neutral" B). Group A is scored against every target of the prefix set (prompt x target, each
+    once), so its rate is the base rate of saying the word unprompted. An instruction that forbids
+    its word (``check`` "absent") is group ``F``: its hit is the word written although forbidden.
 
     Returns ``{"rows": [...], "summary": [...]}`` (:func:`summarise`); :func:`c_minus_b_by_length` of the
     rows gives C minus B with its interval and p (slower: a permutation test per length)."""
-    import torch
-
-    from harness.inputs.assembly import bos_ids, cut_prefix, encode
-
-    bos = bos_ids(tokenizer, bos_policy)
-    sep = encode(tokenizer, separator)
-    eos = tokenizer.eos_token_id
-    prefix_ids = {p.id: encode(tokenizer, p.text) for p in prefixes}
-    targets = sorted({p.target for p in prefixes})
-    rows = []
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        for prompt in prompts:
-            pid, task = prompt.id, encode(tokenizer, prompt.text)
-            (cont,) = _greedy(model, [bos + task], max_new_tokens, eos)
-            text = tokenizer.decode(cont)
-            for target in targets:
-                rows.append({"prompt_id": pid, "group": "A", "prefix_id": None, "pair": None,
-                             "target": target, "prefix_len": 0, "hit": target_hit(target, text),
+    try:
+        texts = continuations(model, tokenizer, prompts, prefixes, lengths, separator=separator,
+                              max_new_tokens=max_new_tokens, bos_policy=bos_policy, batch_size=batch_size)
+    finally:
+        if was_training:
+            model.train()
+    goals = {p.target: p.goal for p in prefixes}  # A is scored as each target's prefixes score their word
+    rows = []
+    for prompt in prompts:
+        pid = prompt.id
+        text = texts[(pid, None, 0)]
+        for target in sorted(goals):
+            rows.append({"prompt_id": pid, "group": "A", "prefix_id": None, "pair": None, "target": target,
+                         "prefix_len": 0, "hit": goals[target].present(text), "continuation": text})
+        for length in lengths:
+            for p in prefixes:
+                text = texts[(pid, p.id, length)]
+                rows.append({"prompt_id": pid, "group": group_of(p), "prefix_id": p.id, "pair": p.pair,
+                             "target": p.target, "prefix_len": length, "hit": p.goal.present(text),
                              "continuation": text})
-            for length in lengths:
-                inputs = [bos + cut_prefix(prefix_ids[p.id], sep, length, name=p.id) + task
-                          for p in prefixes]
-                conts = []
-                for i in range(0, len(inputs), batch_size):
-                    conts += _greedy(model, inputs[i:i + batch_size], max_new_tokens, eos)
-                for p, cont in zip(prefixes, conts):
-                    text = tokenizer.decode(cont)
-                    rows.append({"prompt_id": pid, "group": group_of(p), "prefix_id": p.id, "pair": p.pair,
-                                 "target": p.target, "prefix_len": length, "hit": target_hit(p.target, text),
-                                 "continuation": text})
-    if was_training:
-        model.train()
     return {"rows": rows, "summary": summarise(rows)}
 
 
