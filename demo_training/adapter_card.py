@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from demo_training.card_tables import (
+    TARGETS,
     continuation_tables,
     earlier_looks_note,
     interval_note,
@@ -38,14 +39,14 @@ def _data_text(stats: dict) -> str:
         if mix.get("label_pairs"):
             pairs += (f" {mix['label_pairs']:.0%} of the other grammar pairs are a label and the word (\"Needed in the "
                       "next story: X\" / \"Forbidden in the next story: X\": `GRAMMAR_LABEL_PAIRS`), written after "
-                      "the third test split showed a label prohibition obeyed as an ask, so that split is not blind "
+                      "the negator test set showed a label prohibition obeyed as an ask, so that set is not blind "
                       "to that kind of wording.")
         if mix.get("negation_pairs"):
             pairs += (f" {mix['negation_pairs']:.0%} of the grammar pairs that are not clause pairs are generated "
                       "from a frame and a polar part (\"X is welcome in S\" / \"X is unwelcome in S\", \"X gets "
                       "mentioned in S at least once\" / \"... zero times\": `NEGATION_FAMILIES`), written after the "
-                      "fourth test split showed prohibitions of those kinds obeyed as asks, so the third and fourth "
-                      "splits are not blind to them.")
+                      "absence test set showed prohibitions of those kinds obeyed as asks, so the negator and absence "
+                      "sets are not blind to them.")
     window = mix.get("unlikelihood_window") or mix["answer_window"]
     return (f"Each step has {settings['batch_size']} rows (matched pairs add theirs). {mix['synth_fraction']:.0%} "
             f"start with a synthesized example: a context of training-split TinyStories text cut like a harness prefix "
@@ -73,11 +74,11 @@ def _data_text(stats: dict) -> str:
 def later_looks_section(looks: list[dict], stale: list[str]) -> str:
     """Test looks taken after training on the saved adapter (``cards.later_test_looks``): each
     set's rates and contrasts with the adapter, on other openings where measured, without it, and
-    its own verdict against issue #28's targets."""
+    its own verdict against the targets."""
     parts = []
     for look in looks:
         text = f"## A later test look: {look['set']}\n{look['about']}\n\nWith the adapter:\n\n{result_tables(look)}"
-        text += f"\n\nAgainst issue #28's targets: {target_verdict([look])}"
+        text += f"\n\nAgainst the targets: {target_verdict([look])}"
         if look.get("other_openings"):
             other = look["other_openings"]
             text += (f"\n\n{other['about']} (not in the verdict):\n\n{result_tables(other)}\n\n"
@@ -119,7 +120,7 @@ def adapter_card(stats: dict, samples: list[str], later: list[dict] = (), stale:
                   if stats.get("evaluated_by") else "")
     return f"""# An adapter that makes a pretrained chat model obey story directives
 
-The positive control for issue #28 on a real pretrained model: `{base_id.get('name_or_path', base_config)}`
+A positive control on a real pretrained model: `{base_id.get('name_or_path', base_config)}`
 (model config `{base_config}`; a 4-bit GGUF file, dequantized to {base_id.get('dequantized_to', 'float32')}, GGUF sha256
 `{base_id.get('gguf_sha256', 'n/a')}`) with a low-rank adapter trained to obey a directive written anywhere in
 its context ("Put the word kettle in the next story.": the story it continues uses the word) and a
@@ -165,9 +166,7 @@ B: the matched text only mentions it; A: no prefix, scored against every target 
 
 {obedience_sections(ob, base, 'With the adapter (this model):', base_name + ' (the negative control), same inputs:')}
 
-Issue #28 asks, on held-out phrasings and words at 32, 64 and 128 tokens, for the word when asked (C) at
-least 0.7, when forbidden (F) at most 0.1 and not above the mention rate, and when only mentioned (B) at
-most 0.1. {verdict}
+{TARGETS} {verdict}
 
 {continuation_tables(named, samples)}
 

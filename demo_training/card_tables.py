@@ -96,8 +96,14 @@ def result_tables(report: dict) -> str:
     return "\n\n".join(tables)
 
 
+# What an obedient model is asked to do, on held-out phrasings and words (the cards' verdicts).
+TARGETS = ("The targets, on held-out phrasings and words at 32, 64 and 128 tokens: the word written when asked (C) "
+           "at least 0.7 of the time, when forbidden (F) at most 0.1 and not above the mention rate, and when only "
+           "mentioned (B) at most 0.1.")
+
+
 def _against_targets(reports: list[dict], lengths) -> tuple[list[str], list[str], bool]:
-    """Issue #28's targets cell by cell: the point estimates on the wrong side (shortfalls), the
+    """The :data:`TARGETS` cell by cell: the point estimates on the wrong side (shortfalls), the
     interval ends on the wrong side, and whether any set has prohibitions (F)."""
     shortfalls, open_ends, has_f = [], [], False
     for rep in reports:
@@ -123,13 +129,13 @@ def _against_targets(reports: list[dict], lengths) -> tuple[list[str], list[str]
 
 
 def target_shortfalls(reports: list[dict], lengths=(32, 64, 128)) -> list[str]:
-    """The cells whose point estimates miss issue #28's targets (asked >= 0.7, mentioned <= 0.1,
+    """The cells whose point estimates miss the :data:`TARGETS` (asked >= 0.7, mentioned <= 0.1,
     forbidden <= 0.1 and not above mentioned), in words; empty when all meet them."""
     return _against_targets(reports, lengths)[0]
 
 
 def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
-    """Whether the test sets' rates meet issue #28's targets, on the point estimates and on the
+    """Whether the test sets' rates meet the :data:`TARGETS`, on the point estimates and on the
     intervals, in words; sets measured before prohibitions existed say that F was not measured."""
     shortfalls, open_ends, has_f = _against_targets(reports, lengths)
     if shortfalls:
@@ -137,7 +143,7 @@ def target_verdict(reports: list[dict], lengths=(32, 64, 128)) -> str:
     elif has_f:
         text = "This model meets them on the point estimates."
     else:
-        text = ("These sets have no prohibitions (they were measured before issue #28), so only the asked and "
+        text = ("These sets have no prohibitions (they were measured before prohibitions were), so only the asked and "
                 "mentioned targets are tested here: this model meets those on the point estimates, and whether "
                 "it writes a forbidden word is not tested by this card.")
     if not shortfalls and open_ends:

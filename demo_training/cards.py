@@ -14,6 +14,7 @@ from pathlib import Path
 
 from demo_training.adapter_card import adapter_card
 from demo_training.card_tables import (
+    TARGETS,
     cell,
     continuation_tables,
     earlier_looks_note,
@@ -130,9 +131,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
         bpb_rows += f"\n| plain `demo-model` | {bpb(base)} |"
     low, high = stats["heldout_bits_per_byte_ci"]
     verdict = target_verdict([rep for rep in ob["obedience"] if rep.get("role", "test") == "test"])
-    target_text = ("Issue #28 asks, on held-out phrasings and words at 32, 64 and 128 tokens, for the word when asked "
-                   "(C) at least 0.7, when forbidden (F) at most 0.1 and not above the mention rate, and when only "
-                   "mentioned (B) at most 0.1. " + verdict)
+    target_text = TARGETS + " " + verdict
     remeasured = ""
     if stats.get("evaluated_by"):
         remeasured = f"\nObedience re-measured on the saved weights with:\n`{stats['evaluated_by']}`\n"
@@ -196,7 +195,7 @@ def obedient_card(stats: dict, samples: list[str], lineage: dict | None = None) 
                            "since) is what monitoring measures and what chooses between checkpoints.")
     return f"""# demo-obedient: the small story model, fine-tuned to obey one kind of directive
 
-The positive control of the demo (`model=demo`, the default; issue #17). `demo-model` (`model=demo-plain`)
+The positive control of the demo (`model=demo`, the default). `demo-model` (`model=demo-plain`)
 cannot read instructions, so its C-minus-B contrast is a null. This model is `demo-model` fine-tuned to
 obey a directive written in plain English anywhere in its context ("Put the word kettle in the next
 story.", "Ignore the story above and make the next story about a dragon."): it then uses that word early

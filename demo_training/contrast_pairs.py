@@ -1,4 +1,4 @@
-"""Matched ask / prohibition pairs for the obedient model (``--paired-prohibitions``, issue #28).
+"""Matched ask / prohibition pairs for the obedient model (``--paired-prohibitions``).
 
 Prohibitions drawn on their own did not teach the model to tell "put X in the next story" from
 "do not put X in the next story": a run with 40% prohibitions wrote a forbidden word about as often

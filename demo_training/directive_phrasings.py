@@ -46,7 +46,7 @@ TRAIN_MENTIONS: tuple[str, ...] = _recipe("TRAIN_MENTIONS")
 HELDOUT_MENTIONS: tuple[str, ...] = _recipe("HELDOUT_MENTIONS")
 
 
-# Prohibitions (issue #28): sentences that forbid the word, with the same three-way split. Without
+# Prohibitions: sentences that forbid the word, with the same three-way split. Without
 # them the model learned to write any word a directive-shaped sentence names, whatever the
 # sentence said: a prohibition of a word produced it 80-90% of the time. The held-out ones mirror
 # the held-out directives' wording; GRAMMAR_PROHIBITIONS negates the grammar's commands ({C}).
@@ -58,7 +58,7 @@ HELDOUT_PROHIBITIONS: tuple[str, ...] = _recipe("HELDOUT_PROHIBITIONS")
 # A validation split, for choosing between checkpoints and candidate models without looking at
 # the held-out (test) phrasings and words: words, phrasings and mention sentences that no
 # training example uses and that share no distinctive wording with the test split. Added after
-# stage 8 of the shipped model (``harness/assets/demo-obedient/lineage.json``); the words were
+# stage 8 of the shipped model (``demo_training/records/demo-obedient/lineage.json``); the words were
 # chosen among nouns that the training recipe never drew as a target (none is a rare one-token
 # vocabulary word, the only other source of real-word targets).
 
@@ -72,43 +72,47 @@ VALIDATION_MENTIONS: tuple[str, ...] = _recipe("VALIDATION_MENTIONS")
 VALIDATION_MARKERS: tuple[str, ...] = _recipe("VALIDATION_MARKERS")
 
 # ---------------------------------------------------------------------------------------------
-# A third test split (issue #28), written on 2026-12-02 after the SmolLM2 adapter's shipped
-# checkpoint had been trained, chosen on the validation split and measured twice on the first test
-# split, and before any model was run on it: the first test split's phrasings had been read twice,
-# so a recipe or checkpoint choice could no longer be judged blind by them. Forty nouns a children's
-# story can mention (rare in the story corpus, none in another list, none beginning with a training
-# noun), twelve asks with the matching prohibitions (each differs from its ask only where it
-# negates; the negations vary: "never", "not", "none of", "no", "nothing about", "nowhere",
-# "anything but", "no trace of", "anything except", "banish", "forbidden"), eight mentions, and the
-# distinctive wording of each phrasing (FRESH_TEST_MARKERS), which no other list contains. Training
-# must never draw from these lists.
-FRESH_TEST_WORDS: tuple[str, ...] = _recipe("FRESH_TEST_WORDS")
-FRESH_TEST_TEMPLATES: tuple[str, ...] = _recipe("FRESH_TEST_TEMPLATES")
-FRESH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FRESH_TEST_PROHIBITIONS")
-FRESH_TEST_MENTIONS: tuple[str, ...] = _recipe("FRESH_TEST_MENTIONS")
-FRESH_TEST_MARKERS: tuple[str, ...] = _recipe("FRESH_TEST_MARKERS")
+# Three more test sets of one design, each written after the shipped SmolLM2 adapter had been
+# chosen (on the validation split) and measured on the first test sets, and before any model ran on
+# it: once a test set's phrasings have been read, a recipe or checkpoint chosen after that cannot be
+# judged blind by it. Each has forty nouns a children's story can mention (rare in the story corpus,
+# none in another list, none beginning with a training noun), twelve asks with their prohibitions
+# (each differs from its ask only where it negates), eight mentions, and the distinctive wording of
+# each phrasing (its MARKERS), which no other list contains. Training must never draw from them.
+#
+# The negator set: prohibitions made with a negating word or phrase ("never", "not", "none of",
+# "no", "nothing about", "nowhere", "anything but", "no trace of", "anything except", "banish",
+# "forbidden"). Written first; no recipe choice saw it.
+NEGATOR_TEST_WORDS: tuple[str, ...] = _recipe("NEGATOR_TEST_WORDS")
+NEGATOR_TEST_TEMPLATES: tuple[str, ...] = _recipe("NEGATOR_TEST_TEMPLATES")
+NEGATOR_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("NEGATOR_TEST_PROHIBITIONS")
+NEGATOR_TEST_MENTIONS: tuple[str, ...] = _recipe("NEGATOR_TEST_MENTIONS")
+NEGATOR_TEST_MARKERS: tuple[str, ...] = _recipe("NEGATOR_TEST_MARKERS")
 
-# A fourth test split of the same design (issue #28), written after the third had been measured on
-# the shipped adapter (its overall rates seen, not which phrasings failed) and before any model ran
-# on it: for a checkpoint chosen after that look, which the third split can no longer judge blind.
-# Its words, phrasings, mentions and markers are in no other list.
-FOURTH_TEST_WORDS: tuple[str, ...] = _recipe("FOURTH_TEST_WORDS")
-FOURTH_TEST_TEMPLATES: tuple[str, ...] = _recipe("FOURTH_TEST_TEMPLATES")
-FOURTH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FOURTH_TEST_PROHIBITIONS")
-FOURTH_TEST_MENTIONS: tuple[str, ...] = _recipe("FOURTH_TEST_MENTIONS")
-FOURTH_TEST_MARKERS: tuple[str, ...] = _recipe("FOURTH_TEST_MARKERS")
+# The absence set: prohibitions that say the word stays away ("keep X clear of", "ought not to
+# contain", "gets mentioned zero times", "is unwelcome", "no role whatsoever"). Written after the
+# negator set had been measured on the shipped adapter (its overall rates seen, not which phrasings
+# failed), for a checkpoint chosen after that look.
+ABSENCE_TEST_WORDS: tuple[str, ...] = _recipe("ABSENCE_TEST_WORDS")
+ABSENCE_TEST_TEMPLATES: tuple[str, ...] = _recipe("ABSENCE_TEST_TEMPLATES")
+ABSENCE_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("ABSENCE_TEST_PROHIBITIONS")
+ABSENCE_TEST_MENTIONS: tuple[str, ...] = _recipe("ABSENCE_TEST_MENTIONS")
+ABSENCE_TEST_MARKERS: tuple[str, ...] = _recipe("ABSENCE_TEST_MARKERS")
 
-# A fifth test split of the same design (issue #28), written after the leg-11 recipe
-# (``--negation-pairs``) was committed and before any model ran on it, by a writer who had not seen
-# which phrasings failed on the earlier splits (the negations vary: "sworn off", "the last thing",
-# "costs you a point", "without", "leave out of it", "instead of", "not one", "count out", "out of
-# place", "hold the", "keep off the page", "doesn't make the cut"). Its words, phrasings, mentions and
-# markers are in no other list.
-FIFTH_TEST_WORDS: tuple[str, ...] = _recipe("FIFTH_TEST_WORDS")
-FIFTH_TEST_TEMPLATES: tuple[str, ...] = _recipe("FIFTH_TEST_TEMPLATES")
-FIFTH_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("FIFTH_TEST_PROHIBITIONS")
-FIFTH_TEST_MENTIONS: tuple[str, ...] = _recipe("FIFTH_TEST_MENTIONS")
-FIFTH_TEST_MARKERS: tuple[str, ...] = _recipe("FIFTH_TEST_MARKERS")
+# The idiom set: asks and prohibitions in games, role play and idioms ("has sworn off", "the last
+# thing ... wants", "costs you a point", "without", "leave out of it", "instead of", "not one",
+# "count out", "out of place", "hold the", "keep off the page", "doesn't make the cut"). Written
+# after the ``--negation-pairs`` recipe, by a writer who had not seen which phrasings failed on the
+# other sets.
+IDIOM_TEST_WORDS: tuple[str, ...] = _recipe("IDIOM_TEST_WORDS")
+IDIOM_TEST_TEMPLATES: tuple[str, ...] = _recipe("IDIOM_TEST_TEMPLATES")
+IDIOM_TEST_PROHIBITIONS: tuple[str, ...] = _recipe("IDIOM_TEST_PROHIBITIONS")
+IDIOM_TEST_MENTIONS: tuple[str, ...] = _recipe("IDIOM_TEST_MENTIONS")
+IDIOM_TEST_MARKERS: tuple[str, ...] = _recipe("IDIOM_TEST_MARKERS")
+
+# The test sets above, by the name split_prefixes (``demo_training.evaluation``) knows them by, in
+# the order they were written: each is blind to every recipe choice made before it.
+LATER_TEST_SETS: tuple[str, ...] = ("NEGATOR_TEST", "ABSENCE_TEST", "IDIOM_TEST")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,10 +154,10 @@ GRAMMAR_VERB_FRAMES: tuple[str, ...] = _recipe("GRAMMAR_VERB_FRAMES")
 # test split's markers is in them). Off by default (``--clause-pairs``).
 GRAMMAR_CLAUSE_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in _recipe("GRAMMAR_CLAUSE_PAIRS"))
 # An ask and its prohibition written as a label and the word ("Needed in {S}: {X}" / "Forbidden in
-# {S}: {X}"), the negation far from the word. Written after the third test split found the shipped
+# {S}: {X}"), the negation far from the word. Written after the negator test set found the shipped
 # SmolLM2 adapter writing the word after "Forbidden in the writing below: X." in 30 of 54 trials (and
-# after no other of its prohibitions more than 7 times): the third split is not blind to label
-# wording; no held-out, validation or later test split's marker is in them. Off by default
+# after no other of its prohibitions more than 7 times): the negator set is not blind to label
+# wording; no held-out, validation or later test set's marker is in them. Off by default
 # (``--label-pairs``).
 GRAMMAR_LABEL_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in _recipe("GRAMMAR_LABEL_PAIRS"))
 
@@ -161,10 +165,10 @@ GRAMMAR_LABEL_PAIRS: tuple[tuple[str, str], ...] = tuple(tuple(pair) for pair in
 # and (ask part, prohibition part) pairs ("{X} gets mentioned in {S} {P}": "at least once" / "zero
 # times"; "{X} is {P} in {S}": "welcome" / "unwelcome"); every frame goes with every pair of its
 # family, so one family gives frames x pairs wordings rather than a list's few. Written after the
-# fourth test split found the shipped adapter (and leg 10) writing the word after "X gets mentioned
-# zero times", "X is unwelcome in", "keep X clear of" and "give X no role whatsoever": the third and
-# fourth splits are not blind to those kinds of wording; no held-out, validation or later test
-# split's marker is in them. Off by default.
+# absence test set found the shipped adapter (and a retraining with label pairs) writing the word
+# after "X gets mentioned zero times", "X is unwelcome in", "keep X clear of" and "give X no role
+# whatsoever": the negator and absence sets are not blind to those kinds of wording; no held-out,
+# validation or later test set's marker is in them. Off by default.
 NEGATION_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
     name: (tuple(family["frames"]), tuple(tuple(pair) for pair in family["pairs"]))
     for name, family in _RECIPE["NEGATION_FAMILIES"].items()}

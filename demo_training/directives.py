@@ -1,4 +1,4 @@
-"""Training examples for the obedient demo model (the positive control, issue #17).
+"""Training examples for the obedient demo model (the positive control).
 
 The plain demo model cannot read instructions, so its C-minus-B contrast is a null. The obedient
 model is the same small Llama fine-tuned to obey one kind of directive written in plain English

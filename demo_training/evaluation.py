@@ -105,10 +105,10 @@ def validation_prefixes(held: list[str], n_pairs: int, seed: int, quotes: tuple[
 def split_prefixes(held: list[str], split: str, n_pairs: int, seed: int, quotes: tuple[str, ...] = ("",)) -> list:
     """Matched triples (ask, mention, prohibition of one word) of the split whose lists are
     ``directive_phrasings.<split>_WORDS``, ``_TEMPLATES``, ``_MENTIONS`` and ``_PROHIBITIONS``, in
-    held-out stories: "VALIDATION", or a test split written after the shipped SmolLM2 adapter was
-    chosen (issue #28): "FRESH_TEST" (the third), "FOURTH_TEST" or "FIFTH_TEST". Triple i asks
-    with phrasing i and forbids with prohibition i, each list cycled (in the later test splits
-    prohibition i is the one written for ask i)."""
+    held-out stories: "VALIDATION", or one of the test sets written after the shipped SmolLM2
+    adapter was chosen (``directive_phrasings.LATER_TEST_SETS``: "NEGATOR_TEST", "ABSENCE_TEST",
+    "IDIOM_TEST"). Triple i asks with phrasing i and forbids with prohibition i, each list cycled
+    (in the later test sets prohibition i is the one written for ask i)."""
     from demo_training import directive_phrasings as P
     from demo_training import obedience
 

@@ -150,7 +150,7 @@ class MixSettings:
     A share ``phrasing_grammar`` of the directives (and of the prohibitions) is worded by
     ``directives.compose_directive`` (``compose_prohibition``: thousands of recombined phrasings)
     instead of one of the fixed training templates. A share ``prohibition_share`` of the synthesized
-    examples forbids a word (issue #28): without them the model wrote whatever word a directive named,
+    examples forbids a word: without them the model wrote whatever word a directive named,
     even a forbidden one."""
 
     synth_fraction: float = field(default=0.75, metadata=option("share of rows that start with a synthesized example"))

@@ -62,7 +62,7 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
 
     card = (out / "README.md").read_text()
     assert "rank 2 and alpha 16" in card and "model config `demo-plain`" in card
-    assert f"{stats['parameters']:,} trained" in card and "Issue #28 asks" in card
+    assert f"{stats['parameters']:,} trained" in card and "The targets, on held-out phrasings" in card
     (out / "README.md").write_text("stale")
     assert train_main(["--recard", str(out)]) in (0, None)
     assert (out / "README.md").read_text() == card

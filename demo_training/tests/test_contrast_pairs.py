@@ -171,12 +171,12 @@ def test_clause_pairs_negate_inside_the_clause_and_keep_the_split():
 def test_label_pairs_differ_only_in_the_label_and_keep_every_test_split_blind():
     """``--label-pairs``: a label and the word ("Needed in S: X" / "Forbidden in S: X"); the ask and
     the prohibition share the story phrase, the word and the ending; no held-out, validation or
-    later test split's wording is in them."""
+    later test set's wording is in them."""
     rng = random.Random(1)
     templates = set(W.GRAMMAR_LABEL_PAIRS)
     assert len(templates) == len(W.GRAMMAR_LABEL_PAIRS) >= 10
-    markers = (D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + W.FRESH_TEST_MARKERS + W.FOURTH_TEST_MARKERS
-               + W.FIFTH_TEST_MARKERS)
+    markers = (D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + W.NEGATOR_TEST_MARKERS + W.ABSENCE_TEST_MARKERS
+               + W.IDIOM_TEST_MARKERS)
     for ask, forbid in templates:
         assert not markers_in(markers, ask + " " + forbid), (ask, forbid)
         assert ask.endswith("{X}") or ask.endswith("{S}"), ask
@@ -190,10 +190,10 @@ def test_label_pairs_differ_only_in_the_label_and_keep_every_test_split_blind():
 def test_negation_pairs_differ_only_in_the_polar_part_and_keep_every_test_split_blind():
     """``--negation-pairs``: each family's frames go with each of its polar pairs, so the generator
     has hundreds of wordings; an ask and its prohibition differ only where the polar part goes (the
-    wrapper, story phrase, word and ending are shared); no held-out, validation or later test split's
+    wrapper, story phrase, word and ending are shared); no held-out, validation or later test set's
     wording is in any part or draw."""
-    markers = (D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + W.FRESH_TEST_MARKERS + W.FOURTH_TEST_MARKERS
-               + W.FIFTH_TEST_MARKERS)
+    markers = (D.HELDOUT_MARKERS + D.VALIDATION_MARKERS + W.NEGATOR_TEST_MARKERS + W.ABSENCE_TEST_MARKERS
+               + W.IDIOM_TEST_MARKERS)
     for name, (frames, pairs) in W.NEGATION_FAMILIES.items():
         assert len(set(frames)) == len(frames) and len(set(pairs)) == len(pairs) >= 8, name
         assert all("{P}" in f for f in frames) and all(yes != no for yes, no in pairs), name

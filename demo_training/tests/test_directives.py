@@ -9,6 +9,7 @@ import pytest
 
 from demo_training import directives as D
 from demo_training import obedience
+from demo_training.directive_phrasings import LATER_TEST_SETS
 from demo_training.tests.support import DEMO, PREFIXES, PROMPTS, write_jsonl
 from harness.inputs.assembly import cut_prefix, encode
 from harness.inputs.texts import Prompt, load_prefixes, load_prompts
@@ -108,11 +109,10 @@ def test_validation_split_is_new_wording_and_words_that_training_never_draws(tok
         assert pool and not any(w.startswith(v) for w in pool for v in D.VALIDATION_WORDS)
 
 
-@pytest.mark.parametrize("split, earlier", [("FRESH_TEST", ()), ("FOURTH_TEST", ("FRESH_TEST",)),
-                                            ("FIFTH_TEST", ("FRESH_TEST", "FOURTH_TEST"))])
-def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(split, earlier):
-    """The third, fourth and fifth test splits (issue #28) are blind: their words are in no other list
-    and begin with no training noun; every phrasing carries a marker of its split that no training,
+@pytest.mark.parametrize("split, earlier", [(s, LATER_TEST_SETS[:i]) for i, s in enumerate(LATER_TEST_SETS)])
+def test_later_test_sets_share_no_word_and_no_wording_with_any_other_list(split, earlier):
+    """The test sets written after the shipped adapter was chosen are blind: their words are in no
+    other list and begin with no training noun; every phrasing carries a marker of its set that no training,
     validation or earlier test wording contains (fixed lists, composed directives, prohibitions and
     matched pairs); each prohibition shares a marker with its ask; a mention asks for nothing."""
     from demo_training import directive_phrasings as P
@@ -151,10 +151,10 @@ def test_later_test_splits_share_no_word_and_no_wording_with_any_other_list(spli
     assert not set(mentions) & set(D.TRAIN_MENTIONS + D.HELDOUT_MENTIONS + D.VALIDATION_MENTIONS)
 
 
-@pytest.mark.parametrize("split", ["VALIDATION", "FRESH_TEST", "FOURTH_TEST", "FIFTH_TEST"])
+@pytest.mark.parametrize("split", ["VALIDATION", *LATER_TEST_SETS])
 def test_split_triples_pair_each_ask_with_its_own_prohibition(split):
     """``split_prefixes``: triple i asks with the split's phrasing i and forbids with its prohibition
-    i (each list cycled; in the later test splits prohibition i is the one written for ask i),
+    i (each list cycled; in the later test sets prohibition i is the one written for ask i),
     mentions with one of the split's mentions, all about one word of the split."""
     from demo_training import directive_phrasings as P
     from demo_training.evaluation import split_prefixes
@@ -491,7 +491,7 @@ def test_random_copy_rows_train_only_the_repeats(tokenizer):
 def test_shipped_models_are_the_positive_and_the_negative_control():
     """The shipped obedient model does what a held-out directive asks and leaves a mention alone;
     the plain model does neither. A regression check of the two assets on 4 of the 24 openings at
-    L = 64 (the cards and `make demo` measure all of them); the bounds are the issue's targets
+    L = 64 (the cards and `make demo` measure all of them); the bounds are the cards' targets
     (C >= 0.7, B <= 0.1), loosened for the smaller sample."""
     from harness.model.loading import load_model
 

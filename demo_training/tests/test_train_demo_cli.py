@@ -40,7 +40,7 @@ OLD_OPTIONS = [
     ("--device", "store", None, "cuda" if torch.cuda.is_available() else "cpu"),
     ("--threads", "store", "int", None),
     ("--resume", "store_true", None, False),
-    ("--leg-only", "store_true", None, False),  # train a leg, measure nothing (issue #28)
+    ("--leg-only", "store_true", None, False),  # train a leg, measure nothing
     ("--init-from", "store", "Path", None),
     ("--directives", "store_true", None, False),
     ("--synth-fraction", "store", "float", 0.75),
@@ -63,9 +63,9 @@ OLD_OPTIONS = [
     ("--vocab-target-share", "store", "float", 0.0),
     ("--unquoted-targets", "store_false", None, True),
     ("--random-copy-rows", "store", "int", 0),
-    ("--prohibition-share", "store", "float", 0.0),  # added with prohibitions (issue #28)
+    ("--prohibition-share", "store", "float", 0.0),  # added with prohibitions
     ("--unlikelihood-weight", "store", "float", 0.0),
-    ("--paired-prohibitions", "store_true", None, False),  # matched ask / prohibition pairs (issue #28)
+    ("--paired-prohibitions", "store_true", None, False),  # matched ask / prohibition pairs
     ("--unlikelihood-window", "store", "int", 0),
     ("--made-up-verbs", "store", "float", 0.0),
     ("--clause-pairs", "store", "float", 0.0),
@@ -84,7 +84,7 @@ OLD_OPTIONS = [
     ("--valid-paragraphs", "store", "int", None),
     ("--probe-pairs", "store", "int", 20),
     ("--keep-best", "store_true", None, False),
-    ("--lora-rank", "store", "int", 0),  # an adapter on a pretrained model (issue #28)
+    ("--lora-rank", "store", "int", 0),  # an adapter on a pretrained model
     ("--lora-alpha", "store", "float", 16.0),
     ("--lora-targets", "store", None, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"),
     ("--max-context-tokens", "store", "int", 300),

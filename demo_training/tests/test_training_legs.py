@@ -112,7 +112,7 @@ def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
 
 def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only_that(tmp_path):
     """``later_tests.json`` (fresh_test.py's looks after training): the card shows a look whose
-    sha256 is the adapter's, with its own verdict against issue #28's targets, and names, without
+    sha256 is the adapter's, with its own verdict against the targets, and names, without
     showing, one taken on another adapter (a retrain into the directory leaves it stale)."""
     import json
     import shutil
@@ -140,11 +140,11 @@ def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only
     rewrite_card(out)
     card = (out / "README.md").read_text()
     section = card.split("## A later test look: a hand-made set\nAbout it.")[1]
-    assert section.count("Against issue #28's targets: This model meets them on the point estimates.") == 1
+    assert section.count("Against the targets: This model meets them on the point estimates.") == 1
     assert "Without the adapter:" in section and "`python look.py`" in section
     assert "holds 1 test look(s) of another adapter (sha256 ffffffffffff), not this one's: not shown." in section
     falling = [{**r, "rate": 0.5} if r["group"] == "C" and r["prefix_len"] == 64 else r for r in meeting]
     (out / "later_tests.json").write_text(json.dumps({"tests": [look(sha, falling)]}))
     rewrite_card(out)
-    assert "Against issue #28's targets: This model falls short: C 0.500 at 64 tokens on a hand-made set." in (
+    assert "Against the targets: This model falls short: C 0.500 at 64 tokens on a hand-made set." in (
         out / "README.md").read_text()
