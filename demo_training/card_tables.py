@@ -203,16 +203,23 @@ def _continues(before: dict, leg: dict) -> bool:
                 and plain(before["command"]) == plain(leg["command"]))
 
 
+def folded_legs(stats: dict) -> list[dict]:
+    """The invocations that trained the weights (``stats["legs"]``, from the checkpoint), a leg that
+    only resumed an interrupted one (same ``--steps``, same command but for ``--resume``) folded into it."""
+    legs: list[dict] = []
+    for leg in stats.get("legs") or []:
+        if not (legs and _continues(legs[-1], leg)):
+            legs.append(leg)
+    return legs
+
+
 def training_legs(stats: dict) -> str:
     """How the weights were trained, when it took more than one invocation of ``harness-train-demo``
     (``stats["legs"]``, from the checkpoint): each leg's steps and command, since a resumed leg
     with another ``--steps`` ran another learning-rate schedule and the final command alone would
     not reproduce the model. A leg that only resumed an interrupted one (same ``--steps``, same
     command but for ``--resume``) is part of it. Empty for one leg, or a ``training.json`` without legs."""
-    legs: list[dict] = []
-    for leg in stats.get("legs") or []:
-        if not (legs and _continues(legs[-1], leg)):
-            legs.append(leg)
+    legs = folded_legs(stats)
     if len(legs) < 2:
         return ""
     rows = []

@@ -1,10 +1,12 @@
-"""The model cards (``README.md``) of the demo models, written from ``training.json`` alone.
+"""The model cards of the demo models, written from the trainer's records (``training.json``) alone:
+every measurement (``measurements.md``, this module and ``adapter_card``) and the short card that
+ships with a model (``README.md``, ``model_card``).
 
-:func:`model_card` is the plain model's (``demo-model``, the negative control, with its obedience
-section once ``--re-evaluate`` has measured it), :func:`obedient_card` the obedient model's
-(``demo-obedient``, with its lineage from ``lineage.json``). :func:`rewrite_card` writes either,
-so a card whose text changed after training is rebuilt (``--recard``) without recomputing a
-number.
+The measurements: :func:`model_card` of the plain model (``demo-model``, the negative control, with
+its obedience section once ``--re-evaluate`` has measured it), :func:`obedient_card` of the
+obedient model (``demo-obedient``, with its lineage from ``lineage.json``). :func:`rewrite_card`
+writes a model's measurements and its short card, so a card whose text changed after training is
+rebuilt (``--recard``) without recomputing a number.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from demo_training.card_tables import (
     training_legs,
 )
 from demo_training.corpus import CARD_OPENINGS
+from demo_training.model_card import short_card
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_text
 
@@ -295,32 +298,55 @@ def read_written_json(path: Path, option: str) -> dict:
     return value
 
 
-def later_test_looks(out: Path) -> tuple[list[dict], list[str]]:
-    """Test looks taken on ``out``'s saved adapter after its training (``out/later_tests.json``,
-    written by ``docs/obedient-smollm2/fresh_test.py``): those of the adapter there now (same
-    sha256) and the sha256s of any others (a retrain into the directory leaves them stale)."""
-    path = out / "later_tests.json"
+# The records of the models that ship with the harness (harness/assets/NAME): demo_training/records/NAME.
+SHIPPED_RECORDS = Path(__file__).resolve().parent / "records"
+
+
+def records_of(model: Path) -> Path:
+    """Where the trainer's records of the model saved in ``model`` are (``training.json`` and what
+    the card is written from, and ``measurements.md``): beside the model, where harness-train-demo
+    writes them, unless that is one of the harness's shipped models (``harness/assets/NAME``),
+    whose records stay out of the harness, in ``demo_training/records/NAME``."""
+    from harness.config import ASSETS_DIR
+
+    shipped = SHIPPED_RECORDS / model.name
+    if (model / "training.json").is_file() or not shipped.is_dir():
+        return model
+    return shipped if model.resolve() == (ASSETS_DIR / model.name).resolve() else model
+
+
+def later_test_looks(records: Path, model: Path) -> tuple[list[dict], list[str]]:
+    """Test looks taken on a saved adapter after its training (``records/later_tests.json``): those
+    of the adapter saved in ``model`` (same sha256) and the sha256s of any others (a retrain into
+    the directory leaves them stale)."""
+    path = records / "later_tests.json"
     if not path.is_file():
         return [], []
     looks = read_written_json(path, "the card").get("tests", [])
-    adapter = out / "adapter.safetensors"
+    adapter = model / "adapter.safetensors"
     sha = sha256_file(adapter) if adapter.is_file() else None
     return ([t for t in looks if t["adapter_sha256"] == sha],
             [t["adapter_sha256"] for t in looks if t["adapter_sha256"] != sha])
 
 
-def rewrite_card(out: Path) -> None:
-    """Rewrite ``out/README.md`` from ``out/training.json`` and ``out/lineage.json`` (when there is
-    one), and for an adapter its later test looks (``later_tests.json``): for a card whose text
-    changed after training. No number is recomputed."""
-    stats, lineage_file = read_written_json(out / "training.json", "--recard"), out / "lineage.json"
+def rewrite_card(model: Path) -> Path:
+    """Rewrite the card of the model saved in ``model`` from its records (:func:`records_of`:
+    ``training.json``, and ``lineage.json`` and for an adapter its later test looks,
+    ``later_tests.json``, where there are some): the short card that ships with the model,
+    ``model/README.md``, and every measurement, ``measurements.md`` beside the records, which it
+    returns. No number is recomputed."""
+    records = records_of(model)
+    stats, lineage_file = read_written_json(records / "training.json", "--recard"), records / "lineage.json"
     lineage = read_written_json(lineage_file, "--recard") if lineage_file.is_file() else None
     if "card_samples" not in stats:
-        raise HarnessError(f"{out / 'training.json'} has no card_samples (it predates --recard); "
+        raise HarnessError(f"{records / 'training.json'} has no card_samples (it predates --recard); "
                          "retrain to rewrite its card")
     samples = list(stats["card_samples"].values())
+    looks, stale = later_test_looks(records, model) if "adapter" in stats else ([], [])
     if "adapter" in stats:
-        card = adapter_card(stats, samples, *later_test_looks(out))
+        measurements = adapter_card(stats, samples, looks, stale)
     else:
-        card = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
-    write_text(card, out / "README.md")
+        measurements = obedient_card(stats, samples, lineage) if "obedient" in stats else model_card(stats, samples)
+    write_text(measurements, records / "measurements.md")
+    write_text(short_card(stats, lineage, looks), model / "README.md")
+    return records / "measurements.md"

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from demo_training.cards import read_written_json, rewrite_card
+from demo_training.cards import read_written_json, records_of, rewrite_card
 from demo_training.corpus import CARD_OPENINGS, encode_stories, heldout_split, paragraphs, split_stories
 from demo_training.settings import CardEvaluation, MixSettings
 from harness.errors import HarnessError
@@ -248,7 +248,8 @@ def final_evaluation(model, tokenizer, mix: MixSettings, card: CardEvaluation, *
 def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, command: str,
                 quotes: tuple[str, ...] = ("",)) -> None:
     """Measure the obedient model saved in ``out`` (and ``card.baseline``) on :func:`card_sets` again
-    and rewrite ``out/training.json`` and its card: for when the evaluation changed after training.
+    and rewrite its ``training.json`` (beside it, or for a shipped model in its records:
+    ``cards.records_of``) and its card: for when the evaluation changed after training.
     A plain model (no obedience section yet) is measured the same way, as the negative control,
     with ``quotes`` for the directives' ``{word}`` slots (an obedient model's come from its
     recipe). The weights, bits per byte and history are left as they are (they do not depend on
@@ -257,7 +258,7 @@ def re_evaluate(out: Path, corpus: Path, card: CardEvaluation, device: str, comm
     split again with the recorded seed and fraction and checked against the recorded count."""
     from demo_training.training import load_saved
 
-    stats_file = out / "training.json"
+    stats_file = records_of(out) / "training.json"
     stats = read_written_json(stats_file, "--re-evaluate")
     if "settings" not in stats:
         raise HarnessError(f"{stats_file} is damaged (it has no settings); --re-evaluate needs the file harness-train-demo "

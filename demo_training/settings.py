@@ -15,6 +15,7 @@ written as a comma list (``--eval-lengths 32,64,128``).
 from __future__ import annotations
 
 import argparse
+import shlex
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -47,7 +48,9 @@ class Command:
     corpus: Path | None = field(default=None, metadata=option("<|endoftext|>-separated stories (required)"))
     out: Path | None = field(default=None, metadata=option("where to save the model (required)"))
     recard: Path | None = field(default=None, metadata=option(
-        "only rewrite DIR/README.md from DIR/training.json (and DIR/lineage.json)", metavar="DIR"))
+        "only rewrite the card of the model saved in DIR from its records (training.json, and lineage.json and "
+        "later_tests.json where there are some; beside the model, or for a model shipped in harness/assets in "
+        "demo_training/records): DIR/README.md and measurements.md beside the records", metavar="DIR"))
     re_evaluate: Path | None = field(default=None, metadata=option(
         "measure the model saved in DIR on the card's obedience sets (again), with this command's evaluation "
         "options, and rewrite its training.json and card: an obedient model with --baseline, or a plain model as "
@@ -279,6 +282,11 @@ def _value_type(annotation) -> type:
     return typing.get_origin(annotation) or annotation
 
 
+def flag_of(f) -> str:
+    """An option field's flag: ``--`` and its name with dashes, unless its metadata names another."""
+    return f.metadata[OPTION]["flag"] or "--" + f.name.replace("_", "-")
+
+
 def add_options(parser, cls: type) -> None:
     """Add the option fields of dataclass ``cls`` to ``parser`` (an argument parser or group)."""
     hints = typing.get_type_hints(cls)
@@ -286,7 +294,7 @@ def add_options(parser, cls: type) -> None:
         meta = f.metadata.get(OPTION)
         if meta is None:
             continue
-        flag = meta["flag"] or "--" + f.name.replace("_", "-")
+        flag = flag_of(f)
         default = f.default_factory() if f.default is MISSING else f.default
         kind = _value_type(hints[f.name])
         kwargs: dict = {"dest": f.name, "default": default, "help": meta["help"]}
@@ -323,3 +331,36 @@ def read_options(namespace: argparse.Namespace) -> Options:
 
     return Options(command=read(Command), train=read(TrainSettings), shape=read(DemoModelShape),
                    fine_tuning=read(FineTuning), mix=read(MixSettings), card=read(CardEvaluation))
+
+
+# The spellings of a recorded command: the command itself, and the harness's own command that it
+# was while the trainer was part of the harness (the same options).
+PROGRAMS = (["harness-train-demo"], ["harness", "train-demo"])
+
+
+def parse_command(command: str) -> argparse.Namespace:
+    """A recorded command line (``training.json``'s ``command``, a leg's, ``evaluated_by``), parsed."""
+    argv = shlex.split(command)
+    program = next((len(p) for p in PROGRAMS if argv[:len(p)] == p), None)
+    if program is None:
+        raise ValueError(f"not a harness-train-demo command: {command[:80]!r}")
+    return build_parser().parse_args(argv[program:])
+
+
+def option_changes(before: str, after: str, ignore: tuple[str, ...] = ()) -> list[str]:
+    """The options in which recorded command ``after`` differs from ``before``, as they would be
+    written (``--lr 0.003``, ``--keep-best``; a switch turned off is ``without --keep-best``),
+    in the order of the help; fields named in ``ignore`` are left out."""
+    old, new = vars(parse_command(before)), vars(parse_command(after))
+    out = []
+    for cls, _ in SECTIONS:
+        for f in fields(cls):
+            if OPTION not in f.metadata or f.name in ignore or old[f.name] == new[f.name]:
+                continue
+            value = new[f.name]
+            if isinstance(value, bool):
+                default = f.default_factory() if f.default is MISSING else f.default
+                out.append(flag_of(f) if value != default else f"without {flag_of(f)}")
+            else:
+                out.append(f"{flag_of(f)} {','.join(map(str, value)) if isinstance(value, tuple) else value}")
+    return out

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from demo_training.cards import rewrite_card
+from demo_training.cards import records_of, rewrite_card
 from demo_training.corpus import CARD_OPENINGS, encode_stories, pack, train_tokenizer, training_split
 from demo_training.evaluation import (
     final_evaluation,
@@ -84,8 +84,8 @@ def run(argv: list[str] | None = None) -> int:
     opts = read_options(parser.parse_args(argv))
     command, ft = opts.command, opts.fine_tuning
     if command.recard:
-        rewrite_card(command.recard)
-        print(f"rewrote {command.recard / 'README.md'}")
+        measurements = rewrite_card(command.recard)
+        print(f"rewrote {command.recard / 'README.md'} and {measurements}")
         return 0
     invocation = f"{PROGRAM} " + " ".join(sys.argv[1:] if argv is None else argv)
     if command.re_evaluate:
@@ -95,7 +95,7 @@ def run(argv: list[str] | None = None) -> int:
             torch.set_num_threads(command.threads)
         re_evaluate(command.re_evaluate, command.corpus, opts.card, command.device, invocation,
                     quotes=opts.mix.evaluation_quotes)
-        print(f"re-measured {command.re_evaluate}; rewrote its training.json and README.md")
+        print(f"re-measured {command.re_evaluate}; rewrote its training.json, measurements.md and README.md")
         return 0
     if command.corpus is None or command.out is None:
         parser.error("--corpus and --out are required")
@@ -109,11 +109,11 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def earlier_test_looks(out: Path) -> list[dict]:
-    """The test measurements earlier runs saved in ``out`` (its ``training.json``): a run that
-    continues one whose card was written was continued by someone who had seen that card's test
-    numbers, so the new card must say its test numbers are not a first look."""
+    """The test measurements earlier runs saved for the model in ``out`` (its ``training.json``): a
+    run that continues one whose card was written was continued by someone who had seen that card's
+    test numbers, so the new card must say its test numbers are not a first look."""
     try:
-        old = json.loads((out / "training.json").read_text(encoding="utf-8"))
+        old = json.loads((records_of(out) / "training.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):  # none yet, or unreadable: nothing this run can vouch for
         return []
     looks = list(old.get("earlier_test_looks", []))
@@ -220,7 +220,7 @@ def _train(opts: Options, invocation: str, refuse, locks: contextlib.ExitStack) 
         stats["adapter"] = {"rank": ft.lora_rank, "alpha": ft.lora_alpha, "targets": ft.lora_targets,
                             "base": base}
     stats["size_on_disk_bytes"] = size_on_disk if ft.lora_rank else save_model(model, tokenizer, command.out)
-    write_json(stats, command.out / "training.json")
+    write_json(stats, records_of(command.out) / "training.json")
     rewrite_card(command.out)
     print(
         f"held-out bits per byte {stats['heldout_bits_per_byte']:.3f} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from harness.config import ASSETS_DIR, DATA_DIR
@@ -18,3 +19,12 @@ def write_jsonl(path: Path, rows) -> Path:
     """``rows`` (dicts, or lines already written as JSON) one per line; returns ``path``."""
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def shipped_copy(name: str, dest: Path) -> Path:
+    """A copy of the shipped model ``harness/assets/NAME`` in ``dest`` with its records
+    (``demo_training/records/NAME``) beside it, as harness-train-demo leaves a model it trains."""
+    shutil.copytree(ASSETS_DIR / name, dest)
+    for record in (RECORDS / name).iterdir():
+        shutil.copy(record, dest / record.name)
+    return dest

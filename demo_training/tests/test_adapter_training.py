@@ -40,7 +40,8 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     assert leg["model"] and all(".lora_" in name for name in leg["model"])
     rc = train_main(train + ["--steps", "2", "--resume"])
     assert rc in (0, None)
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", A.ADAPTER_CONFIG, A.ADAPTER_WEIGHTS, "training.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", A.ADAPTER_CONFIG, A.ADAPTER_WEIGHTS, "measurements.md",
+                                                     "training.json"]
     stats = json.loads((out / "training.json").read_text())
     description, tensors = A.read_adapter(out)
     assert description["base"]["model_config"] == "demo-plain" and description["rank"] == 2
@@ -60,12 +61,14 @@ def test_train_demo_with_an_adapter_end_to_end(tmp_path, capsys):
     assert [r["role"] for r in first] == ["test", "test", "validation"]
     assert stats["baseline"]["obedience"][0]["n_prompts"] == 2  # the base, measured with its own tokenizer
 
-    card = (out / "README.md").read_text()
+    card, short = (out / "measurements.md").read_text(), (out / "README.md").read_text()
     assert "rank 2 and alpha 16" in card and "model config `demo-plain`" in card
     assert f"{stats['parameters']:,} trained" in card and "The targets, on held-out phrasings" in card
-    (out / "README.md").write_text("stale")
+    assert "Rank 2, alpha 16" in short and "model config `demo-plain`" in short and "Trained in 2 legs" in short
+    for name in ("README.md", "measurements.md"):
+        (out / name).write_text("stale")
     assert train_main(["--recard", str(out)]) in (0, None)
-    assert (out / "README.md").read_text() == card
+    assert (out / "measurements.md").read_text() == card and (out / "README.md").read_text() == short
 
     weights = (out / A.ADAPTER_WEIGHTS).read_bytes()
     re_evaluate = ["--re-evaluate", str(out), "--corpus", str(tmp_path / "corpus.txt"), *card_args]

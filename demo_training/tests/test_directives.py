@@ -577,12 +577,15 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert cells[("C", 32)] == cells[("B", 32)] == 2 * n_pairs
     assert cells[("A", 0)] == 2 * n_pairs  # every prompt scored against every target
     assert {(r["group"], r["prefix_len"]): r["n"] for r in synthetic["summary"]}[("C", 32)] == 2
-    card = (out / "README.md").read_text()
+    card, short = (out / "measurements.md").read_text(), (out / "README.md").read_text()
     assert "worded by a grammar" in card and "50% of the directives" in card
     assert f"that of step {stats['selected_step']}" in card and "chooses between checkpoints" in card
-    (out / "README.md").write_text("stale")
+    assert f"those of step {stats['selected_step']}, chosen on a validation split" in short
+    assert "50% of the directives worded by a phrasing grammar" in short and "| this model |" in short
+    for name in ("README.md", "measurements.md"):
+        (out / name).write_text("stale")
     assert train_main(["--recard", str(out)]) in (0, None)
-    assert (out / "README.md").read_text() == card
+    assert (out / "measurements.md").read_text() == card and (out / "README.md").read_text() == short
     contrast, forbidden = shipped_set["contrasts"]  # C - B, and F - B for the prohibitions
     assert (contrast["contrast"], forbidden["contrast"]) == ("C - B", "F - B")
     for c in (contrast, forbidden):
@@ -601,12 +604,14 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert again["evaluated_by"].startswith("harness-train-demo --re-evaluate")
     assert {(r["group"], r["prefix_len"]): r["n"] for r in again["obedient"]["obedience"][1]["summary"]}[("C", 32)] == 4
     assert again["obedient"]["obedience"][0]["summary"] == shipped_set["summary"]  # same weights, same pairs
-    assert "re-measured on the saved weights" in (out / "README.md").read_text()
+    assert "re-measured on the saved weights" in (out / "measurements.md").read_text()
+    assert f"Measured again on the saved weights with:\n\n    {again['evaluated_by']}" in (out / "README.md").read_text()
     # a plain model measured as the negative control: its own card gets the section
     plain = tmp_path / "plain"
     assert train_main(["--corpus", str(tmp_path / "corpus.txt"), "--init-from", str(DEMO), "--steps", "1",
                      "--batch-size", "2", "--seq-len", "128", "--out", str(plain), "--threads", "1"]) in (0, None)
-    assert "## Obeying directives" not in (plain / "README.md").read_text()
+    assert "## Obeying directives" not in (plain / "measurements.md").read_text()
+    assert "negative control on the obedient model's" not in (plain / "README.md").read_text()
     # (a training.json written before train-demo recorded the card's samples: they are recomputed)
     recorded = json.loads((plain / "training.json").read_text())
     samples = recorded.pop("card_samples")
@@ -616,8 +621,10 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert measured["card_samples"] == samples
     assert [r["role"] for r in measured["obedience"]] == ["test", "test", "validation"] and "obedient" not in measured
     assert {(r["group"], r["prefix_len"]): r["n"] for r in measured["obedience"][1]["summary"]}[("C", 32)] == 4
-    card = (plain / "README.md").read_text()
+    card = (plain / "measurements.md").read_text()
     assert "## Obeying directives (the negative control)" in card and measured["evaluated_by"] in card
+    short = (plain / "README.md").read_text()
+    assert "negative control on the obedient model's held-out test sets" in short and measured["evaluated_by"] in short
     refused(capsys, "plain model",
             evaluate[:1] + [str(plain), "--baseline", str(DEMO)] + evaluate[2:] + [str(tmp_path / "corpus.txt")])
     # resuming --keep-best without the weights it kept is refused, not found missing at the end

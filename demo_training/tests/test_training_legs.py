@@ -80,29 +80,30 @@ def test_a_run_written_over_a_measured_one_records_that_its_test_sets_were_seen(
 def test_both_obedient_cards_say_when_their_test_sets_were_seen_before():
     """The story model's card and the adapter's card carry the same sentence from the same looks."""
     import json
-    from pathlib import Path
 
     from demo_training.adapter_card import adapter_card
     from demo_training.cards import obedient_card
+    from demo_training.model_card import short_card
+    from demo_training.tests.support import RECORDS
 
-    assets = Path(__file__).parents[2] / "harness/assets"
     looks = [{"selected_step": 120, "command": "c1"}, {"selected_step": 160, "command": "c2"}]
     for name, card in (("demo-obedient", obedient_card), ("demo-obedient-smollm2", adapter_card)):
-        stats = json.loads((assets / name / "training.json").read_text())
-        assert "not a blind first look" not in card({**stats, "earlier_test_looks": []}, [])
-        text = card({**stats, "earlier_test_looks": looks}, [])
-        assert "measured before, 2 times, on weights saved here before (step 120, 160" in text, name
+        stats = json.loads((RECORDS / name / "training.json").read_text())
+        for write in (lambda s: card(s, []), short_card):  # every measurement, and the card that ships
+            assert "not a blind first look" not in write({**stats, "earlier_test_looks": []})
+            text = write({**stats, "earlier_test_looks": looks})
+            assert "measured before, 2 times, on weights saved here before (step 120, 160" in text, name
 
 
 def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
     """``--clause-pairs`` was written after seeing validation failures: a card of a model trained
     with it says the validation split is not blind to that wording; one trained without does not."""
     import json
-    from pathlib import Path
 
     from demo_training.adapter_card import _data_text
+    from demo_training.tests.support import RECORDS
 
-    stats = json.loads((Path(__file__).parents[2] / "harness/assets/demo-obedient-smollm2/training.json").read_text())
+    stats = json.loads((RECORDS / "demo-obedient-smollm2" / "training.json").read_text())
     stats["mix"]["clause_pairs"] = 0.0
     assert "not blind" not in _data_text(stats)
     stats["mix"]["clause_pairs"] = 0.4
@@ -111,22 +112,20 @@ def test_the_adapter_card_says_when_its_recipe_saw_the_validation_split():
 
 
 def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only_that(tmp_path):
-    """``later_tests.json`` (fresh_test.py's looks after training): the card shows a look whose
-    sha256 is the adapter's, with its own verdict against the targets, and names, without
-    showing, one taken on another adapter (a retrain into the directory leaves it stale)."""
+    """``later_tests.json`` (test looks taken after training): the measurements and the card show a
+    look whose sha256 is the adapter's, with its own verdict against the targets; the measurements
+    name, without showing, one taken on another adapter (a retrain into the directory leaves it stale)."""
     import json
-    import shutil
-    from pathlib import Path
 
     from demo_training.cards import rewrite_card
+    from demo_training.tests.support import shipped_copy
     from harness.io import sha256_file
 
-    shipped = Path(__file__).parents[2] / "harness/assets/demo-obedient-smollm2"
-    out = tmp_path / "adapter"
-    shutil.copytree(shipped, out)
-    (out / "later_tests.json").unlink(missing_ok=True)
+    out = shipped_copy("demo-obedient-smollm2", tmp_path / "adapter")
+    (out / "later_tests.json").unlink()
     rewrite_card(out)
-    assert "A later test look" not in (out / "README.md").read_text()
+    assert "A later test look" not in (out / "measurements.md").read_text()
+    assert "written after the adapter was chosen" not in (out / "README.md").read_text()
     report = json.loads((out / "training.json").read_text())["obedient"]["obedience"][0]
     meeting = [{**r, "rate": {"C": 0.8, "F": 0.0, "B": 0.0, "A": 0.0}[r["group"]]} for r in report["summary"]]
 
@@ -138,7 +137,9 @@ def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only
     sha = sha256_file(out / "adapter.safetensors")
     (out / "later_tests.json").write_text(json.dumps({"tests": [look(sha, meeting), look("f" * 64, report["summary"])]}))
     rewrite_card(out)
-    card = (out / "README.md").read_text()
+    short = (out / "README.md").read_text()
+    assert "| a hand-made set | this model |" in short and short.count("- a hand-made set: This model meets") == 1
+    card = (out / "measurements.md").read_text()
     section = card.split("## A later test look: a hand-made set\nAbout it.")[1]
     assert section.count("Against the targets: This model meets them on the point estimates.") == 1
     assert "Without the adapter:" in section and "`python look.py`" in section
@@ -147,4 +148,5 @@ def test_a_later_test_look_shows_on_the_card_of_the_adapter_it_measured_and_only
     (out / "later_tests.json").write_text(json.dumps({"tests": [look(sha, falling)]}))
     rewrite_card(out)
     assert "Against the targets: This model falls short: C 0.500 at 64 tokens on a hand-made set." in (
-        out / "README.md").read_text()
+        out / "measurements.md").read_text()
+    assert "- a hand-made set: This model falls short: C 0.500 at 64 tokens" in (out / "README.md").read_text()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
-from demo_training.tests.support import DEMO, PACKAGE
+from demo_training.tests.support import PACKAGE, shipped_copy
 from demo_training.train_demo import main
 
 CORPUS = PACKAGE.parent.parent / "shared" / "data" / "stories" / "tinystories_subset.txt"
@@ -32,8 +31,7 @@ def test_recard_on_a_directory_without_a_readable_training_json_is_one_line(tmp_
 
 @pytest.mark.parametrize("damage", ["training.json", "weights"])
 def test_re_evaluating_a_damaged_model_directory_is_one_line(tmp_path, capsys, damage):
-    model = tmp_path / "model"
-    shutil.copytree(DEMO, model)
+    model = shipped_copy("demo-model", tmp_path / "model")
     if damage == "training.json":
         (model / "training.json").write_text("{ not json")
         corpus = tmp_path / "corpus.txt"
