@@ -1,13 +1,15 @@
 # The two commands of the README: `make demo` and `make test`. Both create .venv if needed and
 # install the CPU build of torch that this machine has on disk (a plain `pip install torch`
 # would pull a multi-GB CUDA build). On a GPU machine install torch your usual way first.
+# `make test` also installs the demo models' trainer (demo_training/, a distribution of its own,
+# with the harness-train-demo command) and runs its tests beside the harness's.
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install demo test test-fast docs benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer demo test test-fast docs benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +19,12 @@ $(BIN)/harness: pyproject.toml
 	touch $(BIN)/harness
 
 install: $(BIN)/harness
+
+$(BIN)/harness-train-demo: $(BIN)/harness demo_training/pyproject.toml
+	$(BIN)/python -m pip install -q -e demo_training
+	touch $(BIN)/harness-train-demo
+
+install-trainer: $(BIN)/harness-train-demo
 
 # Three sweeps and a side-by-side report: the default demo (neutral and instruction-like prefixes
 # on the default, obedient story model); the directive control on the obedient model (positive
@@ -54,11 +62,11 @@ study: real-models
 	$(BIN)/harness claims $(STUDY_OUT)/smollm2-system $(STUDY_OUT)/smollm2-document $(STUDY_OUT)/gemma3-raw --out $(STUDY_OUT)/claims
 	@echo "study: $(STUDY_OUT)/claims/claims.md, and each run's report.md"
 
-# The README's study results (docs/study/) from a finished `make study`.
+# The README's study results (results/study/) from a finished `make study`.
 docs-study:
-	mkdir -p docs/study/figures
-	cp $(STUDY_OUT)/claims/claims.md docs/study/claims.md
-	cp $(STUDY_OUT)/claims/figures/claim*.png docs/study/figures/
+	mkdir -p results/study/figures
+	cp $(STUDY_OUT)/claims/claims.md results/study/claims.md
+	cp $(STUDY_OUT)/claims/figures/claim*.png results/study/figures/
 
 # Obeying on a real chat model (README, "Obeying: a real chat model"): SmolLM2-135M-Instruct on the
 # assistant_triples set, the instruction injected in four placements and given by the user
@@ -70,11 +78,11 @@ assistant-study: real-models
 	$(BIN)/harness figures $(addprefix $(ASSISTANT_OUT)/,0 1 2 3 4) --out $(ASSISTANT_OUT)/all
 	@echo "assistant-study: $(ASSISTANT_OUT)/all/report.md"
 
-# The README's chat-model obeying results (docs/assistant/) from a finished `make assistant-study`.
+# The README's chat-model obeying results (results/assistant/) from a finished `make assistant-study`.
 docs-assistant:
-	mkdir -p docs/assistant/figures
-	cp $(ASSISTANT_OUT)/all/report.md $(ASSISTANT_OUT)/all/ceiling.parquet docs/assistant/
-	cp $(ASSISTANT_OUT)/all/figures/*.png docs/assistant/figures/  # every figure the report links
+	mkdir -p results/assistant/figures
+	cp $(ASSISTANT_OUT)/all/report.md $(ASSISTANT_OUT)/all/ceiling.parquet results/assistant/
+	cp $(ASSISTANT_OUT)/all/figures/*.png results/assistant/figures/  # every figure the report links
 
 # Do the heads the runs name carry the effect? (README, "Do the named heads matter?") On the
 # obedient demo model's directive sweep (from `make docs`) and on SmolLM2 with the prefix in the
@@ -86,32 +94,35 @@ causal-heads: install
 	$(BIN)/harness causal-heads $(STUDY_OUT)/smollm2-system --out $(CAUSAL_OUT)/smollm2-system --draws 2
 	$(BIN)/harness causal-heads $(STUDY_OUT)/smollm2-document --out $(CAUSAL_OUT)/smollm2-document --detector-only
 
-# The README's causal-head results (docs/causal-heads/): pages, figures and the small tables behind them.
+# The README's causal-head results (results/causal-heads/): pages, figures and the small tables behind them.
 docs-causal:
 	for run in demo-obedient smollm2-system smollm2-document; do \
-		mkdir -p docs/causal-heads/$$run; \
+		mkdir -p results/causal-heads/$$run; \
 		cp $(CAUSAL_OUT)/$$run/causal_heads.md $(CAUSAL_OUT)/$$run/causal_heads.json $(CAUSAL_OUT)/$$run/detector.parquet \
-			$(CAUSAL_OUT)/$$run/head_ranking.parquet $(CAUSAL_OUT)/$$run/head_sets.parquet docs/causal-heads/$$run/; \
+			$(CAUSAL_OUT)/$$run/head_ranking.parquet $(CAUSAL_OUT)/$$run/head_sets.parquet results/causal-heads/$$run/; \
 		if [ -f $(CAUSAL_OUT)/$$run/causal_effects.parquet ]; then \
-			cp $(CAUSAL_OUT)/$$run/causal_effects.parquet $(CAUSAL_OUT)/$$run/figures/causal_heads.png docs/causal-heads/$$run/; fi; \
+			cp $(CAUSAL_OUT)/$$run/causal_effects.parquet $(CAUSAL_OUT)/$$run/figures/causal_heads.png results/causal-heads/$$run/; fi; \
 	done
 
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
-test: install
-	$(BIN)/python -m pytest -q -n 2 tests
+# One pytest run for both suites: the harness's (tests/) and its demo trainer's (demo_training/tests/).
+TESTS = tests demo_training/tests
+test: install-trainer
+	$(BIN)/python -m pytest -q -n 2 $(TESTS)
 
 # Skips the tests that start real processes (CLI, kills, launchers, wheel install); CI runs them all.
-test-fast: install
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+test-fast: install-trainer
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(TESTS)
 
-# Regenerate the README's figures and the demo reports (docs/) from a fresh demo run.
+# Regenerate the README's figures and the demo reports (results/demo/) from a fresh demo run.
 docs: install
 	rm -rf outputs/docs-demo
 	$(MAKE) demo DEMO_OUT=outputs/docs-demo
-	cp outputs/docs-demo/default/figures/fig1_edit_distance.png outputs/docs-demo/default/figures/fig2_layer_drift.png docs/
-	cp outputs/docs-demo/default/report.md docs/demo-report.md
-	cp outputs/docs-demo/directives-both/report.md docs/demo-directives-report.md
-	cp outputs/docs-demo/directives-both/figures/fig8_hit_rate.png docs/fig3_hit_rate.png
+	mkdir -p results/demo
+	cp outputs/docs-demo/default/figures/fig1_edit_distance.png outputs/docs-demo/default/figures/fig2_layer_drift.png results/demo/
+	cp outputs/docs-demo/default/report.md results/demo/demo-report.md
+	cp outputs/docs-demo/directives-both/report.md results/demo/demo-directives-report.md
+	cp outputs/docs-demo/directives-both/figures/fig8_hit_rate.png results/demo/fig3_hit_rate.png
 
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py

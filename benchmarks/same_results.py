@@ -7,8 +7,10 @@ the command line only (so it works on any version of the package layout):
   written to disk as safetensors once, under ``DIR/models``): 2 prompts x 2 + 2 prefixes x 2
   lengths, isolation none / mask_reset / decay, noise floor on, report drawn;
 - the commands of ``make demo`` (three sweeps and the side-by-side report), unless ``--no-demo``;
-- both shipped model cards rebuilt with ``harness train-demo --recard`` from their
-  ``training.json``.
+- both shipped story models' cards rebuilt with ``harness-train-demo --recard`` from their
+  ``training.json`` (and ``lineage.json``): the records in ``demo_training/records/NAME``, or on a
+  checkout from before the trainer left the harness, ``harness train-demo --recard`` and the
+  records in ``harness/assets/NAME``.
 
 ``compare`` then checks two recorded directories: every parquet table equal (values and dtypes)
 except the ``seconds`` timing column, every ``report.md`` and model card equal byte for byte.
@@ -61,6 +63,25 @@ def harness(*args: str, cwd: Path = ROOT) -> None:
         sys.exit(f"harness {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
+def trainer(*args: str) -> None:
+    """``harness-train-demo ARGS`` of this checkout, or where the trainer is still part of the harness,
+    ``harness train-demo ARGS`` (the same options)."""
+    if (ROOT / "demo_training" / "train_demo.py").is_file():
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-m", "demo_training.train_demo", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"harness-train-demo {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    else:
+        harness("train-demo", *args)
+
+
+def records(card: str) -> Path:
+    """Where this checkout keeps what a shipped model's card is written from."""
+    moved = ROOT / "demo_training" / "records" / card
+    return moved if moved.is_dir() else ROOT / "harness" / "assets" / card
+
+
 def record(out: Path, demo: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     families = write_models(out / "models")
@@ -73,9 +94,9 @@ def record(out: Path, demo: bool) -> None:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         for name in ("training.json", "lineage.json"):
-            if (ROOT / "harness" / "assets" / card / name).is_file():
-                shutil.copy(ROOT / "harness" / "assets" / card / name, target)
-        harness("train-demo", "--recard", str(target))
+            if (records(card) / name).is_file():
+                shutil.copy(records(card) / name, target)
+        trainer("--recard", str(target))
     print("rebuilt the model cards", flush=True)
     if demo:  # the commands of `make demo`
         demo_out = out / "demo"

@@ -15,7 +15,8 @@ assembly, conditions, chat placements, isolation), ``model`` (loading, the atten
 decoding, KV caches), ``measure`` (the engine, the metric registry, records, the noise floor),
 ``analysis`` (statistics), ``reporting`` (figures and the report), ``runs`` (experiments, run
 directories, tables, the sweep); ``cli`` is the command line. Each stage's ``__init__`` says what is
-public there.
+public there. The demo models ship in ``assets``; their trainer is a distribution of its own
+(``demo_training`` in the repository).
 """
 
 from __future__ import annotations

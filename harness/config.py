@@ -22,7 +22,7 @@ from harness.errors import HarnessError
 from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, MODES
 from harness.model.sources import gguf_source, source_for
-from harness.paths import ASSETS_DIR, CONFIG_MODULE, DATA_DIR, PACKAGE_DIR  # noqa: F401 - where they were
+from harness.paths import CONFIG_MODULE, DATA_DIR
 
 
 def _choice(name: str, values: str, doc: str) -> type[Enum]:

@@ -9,7 +9,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.config import CONFIG_MODULE, Dtype, IsolationMode, OnExisting, compose, validate
+from harness.config import Dtype, IsolationMode, OnExisting, compose, validate
+from harness.paths import CONFIG_MODULE
 from harness.errors import HarnessError
 from tests.support import SMALL_PREFIXES
 

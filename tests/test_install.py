@@ -1,12 +1,14 @@
 """The package works once installed: a wheel built from the repository, installed into a fresh
 virtual environment, runs a sweep from a directory outside the checkout through its `harness`
 command (config tree and data come from the wheel) and gives the tables of the same sweep run
-in-process."""
+in-process. The wheel holds the harness only: no training code and no training records."""
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -19,11 +21,25 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# What a checkout has besides its sources: the wheel is built from a copy without them, since
+# setuptools builds in the source tree and a stale build/lib (say, of harness/demo before it moved
+# out) would otherwise end up in the wheel.
+NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "outputs",
+                                     "multirun", ".pytest_cache", ".hypothesis", "*.work")
+
+
 def test_wheel_installed_outside_the_checkout_runs_a_sweep(tiny_run, tmp_path):
-    wheels = tmp_path / "wheels"
+    wheels, source = tmp_path / "wheels", tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(ROOT)], check=True, capture_output=True, text=True)
+                    str(source)], check=True, capture_output=True, text=True)
     (wheel,) = wheels.glob("prefix_harness-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n == "harness/assets/demo-obedient/model.safetensors" for n in names)  # the shipped models ship
+    # the trainer is a distribution of its own, and what it recorded while training stays with it
+    assert not [n for n in names if n.startswith(("harness/demo/", "demo_training/"))], names
+    records = ("training.json", "lineage.json", "later_tests.json", "measurements.md", "directive_recipe.json")
+    assert not [n for n in names if n.rsplit("/", 1)[-1] in records]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"

@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "harness"
 
 # Bottom to top. A module may import from its own stage and from any stage below it, never above.
-STAGES = ["base", "inputs", "model", "config", "measure", "analysis", "reporting", "runs", "demo", "entry"]
+STAGES = ["base", "inputs", "model", "config", "measure", "analysis", "reporting", "runs", "entry"]
 BASE = {"errors", "io", "paths", "exports", "conf"}  # the modules every stage may use
 ENTRY = {"cli", "__init__", "__main__"}  # the command line and the public API: may use anything
 MAX_LINES = 400
@@ -115,13 +115,11 @@ def private_imports(path: Path, module: str) -> list[str]:
 
 
 def test_no_module_imports_another_modules_private_names():
-    found = [f"{m}: {what}" for m, p in MODULES.items() for what in private_imports(p, m)
-             if not m.startswith("harness.demo")]  # the demo trainer is leaving the product (issue #47)
+    found = [f"{m}: {what}" for m, p in MODULES.items() for what in private_imports(p, m)]
     assert not found, "private names used across modules (make them public, with a docstring):\n" + "\n".join(found)
 
 
-STAGE_PACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name in STAGES
-                        and p.parent.name != "demo")  # the demo trainer is leaving the product (issue #47)
+STAGE_PACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name in STAGES)
 
 
 @pytest.mark.parametrize("stage", STAGE_PACKAGES)

@@ -30,7 +30,6 @@ commands:
   claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
   causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
-  train-demo --corpus ...  train the shipped demo model
 
 sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
 --cfg job prints the composed config, --help lists the config groups.
@@ -51,7 +50,12 @@ COMMANDS = {
     "causal-heads": "harness.cli.tables:causal_heads",
     "kv-size": "harness.cli.tools:kv_size",
     "build-prefixes": "harness.cli.tools:build_prefixes",
-    "train-demo": "harness.demo.train_demo:main",
+}
+# Commands that left the harness: where they went, in one line (exit 2).
+MOVED = {
+    "train-demo": "training the demo models is no longer part of the harness: it is the harness-train-demo "
+                  "command of the demo_training distribution in this repository (pip install -e demo_training; "
+                  "same options)",
 }
 
 
@@ -69,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
+    if command in MOVED:
+        print(f"error: {MOVED[command]}", file=sys.stderr)
+        return 2
     if command not in COMMANDS:
         print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2

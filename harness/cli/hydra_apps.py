@@ -158,7 +158,8 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     1: a mistake in the command, so 2 here, like every other user error."""
     import hydra
 
-    from harness.config import CONFIG_MODULE, register_configs
+    from harness.config import register_configs
+    from harness.paths import CONFIG_MODULE
     from harness.runs.callbacks import JobsIncomplete
 
     config_dir = _option(args, "--config-dir", "-cd")

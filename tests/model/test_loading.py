@@ -180,31 +180,6 @@ def test_model_code_and_every_file_change_the_resolved_revision(tmp_path):
     assert local_files_sha256(tmp_path) != before
 
 
-def test_demo_model_card_bits_per_byte_and_its_interval():
-    """train-demo's held-out measure: per-story bits equal transformers' own loss on the same
-    tokens, and the interval resamples stories (a point when every story has the same ratio)."""
-    import math
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from harness.demo import corpus, evaluation
-    from harness.model.sources import SHIPPED_MODELS
-
-    tok = AutoTokenizer.from_pretrained(SHIPPED_MODELS["demo-plain"])
-    model = AutoModelForCausalLM.from_pretrained(SHIPPED_MODELS["demo-plain"], dtype=torch.float32)
-    stories = ["Once upon a time, a cat sat on a mat.", "Tom had a red ball. He liked to play with it."]
-    per_story = evaluation.story_bits(model, tok, stories, "cpu")
-    for story, ids, (bits, n_bytes, n_tokens) in zip(stories, corpus.encode_stories(tok, stories), per_story):
-        seq = torch.tensor([[tok.eos_token_id] + ids + [tok.eos_token_id]])
-        with torch.no_grad():
-            loss = model(input_ids=seq, labels=seq).loss.item()  # mean nats over the predicted tokens
-        assert n_tokens == len(ids) + 1 and n_bytes == len(story.encode("utf-8"))
-        assert bits == pytest.approx(loss * n_tokens / math.log(2), rel=1e-5)
-    assert evaluation.bits_per_byte_interval([(10.0, 10, 5)] * 4) == pytest.approx((1.0, 1.0))
-    low, high = evaluation.bits_per_byte_interval([(10.0, 10, 5), (30.0, 10, 5)] * 3)
-    assert 1.0 <= low < 2.0 < high <= 3.0
-
-
 HUB_LOAD = """
 import json, shutil, sys
 from pathlib import Path

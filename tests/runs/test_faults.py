@@ -181,13 +181,15 @@ def test_figures_and_collect_on_a_run_with_no_conditions_are_one_line(tiny_run, 
         assert len(err) == 1 and "holds no conditions" in err[0], err
 
 
-@pytest.mark.parametrize("content", [None, "{not json"])
-def test_recard_on_a_directory_without_a_readable_training_json_is_one_line(tmp_path, capsys, content):
-    if content is not None:
-        (tmp_path / "training.json").write_text(content)
-    assert main(["train-demo", "--recard", str(tmp_path)]) == 2
+def test_train_demo_left_the_harness_and_says_where_in_one_line(capsys):
+    """Training the demo models is the demo_training distribution's ``harness-train-demo`` now:
+    the old command, with any options, is one line saying so, and the usage no longer lists it."""
+    assert main(["train-demo", "--corpus", "stories.txt", "--out", "model"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "training.json" in err[0]
+    assert len(err) == 1 and err[0].startswith("error: ") and "harness-train-demo" in err[0], err
+    assert "demo_training" in err[0]
+    assert main(["--help"]) == 0
+    assert "train-demo" not in capsys.readouterr().out
 
 
 def test_fresh_deletes_only_what_the_harness_wrote_and_no_stale_figure_survives(tmp_path):

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import tokenize
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -282,32 +281,6 @@ def test_a_run_directory_the_file_system_refuses_is_one_line(tmp_path, monkeypat
     with pytest.raises(HarnessError, match="cannot use .* as a run directory: No space left on device"):
         with RunDir(tmp_path / "run2").claim("x", "auto"):
             pass
-
-
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "stories" / "tinystories_subset.txt"
-
-
-@pytest.mark.parametrize("damage", ["training.json", "weights"])
-def test_re_evaluating_a_damaged_model_directory_is_one_line(tmp_path, capsys, damage):
-    from harness.paths import ASSETS_DIR
-
-    model = tmp_path / "model"
-    shutil.copytree(ASSETS_DIR / "demo-model", model)
-    if damage == "training.json":
-        (model / "training.json").write_text("{ not json")
-        corpus = tmp_path / "corpus.txt"
-        corpus.write_text("Once upon a time.\n")
-        expected = "training.json is damaged"
-    else:
-        if not CORPUS.is_file():
-            pytest.skip(f"needs the corpus the demo model was trained on ({CORPUS})")
-        weights = model / "model.safetensors"
-        weights.write_bytes(weights.read_bytes()[:5000])
-        corpus, expected = CORPUS, "cannot be loaded .* weights are damaged"
-    import re
-
-    err = one_line_error(capsys, ["train-demo", "--re-evaluate", str(model), "--corpus", str(corpus)])
-    assert re.search(expected, err), err
 
 
 def test_a_rerun_that_computes_nothing_reuses_the_noise_floor(run_copy, caplog):
