@@ -19,6 +19,11 @@ except the ``seconds`` timing column, every ``report.md`` and model card equal b
     python benchmarks/same_results.py record /tmp/after      # on the new one
     python benchmarks/same_results.py compare /tmp/before /tmp/after
 
+A version whose default computation changes on purpose (``decode.path=teacher_forced`` reads
+continuations off the teacher-forced pass) is checked on the old path:
+``record /tmp/after --overrides decode.path=stepwise``, compared with ``--ignore`` for the columns it
+adds (``conditions.parquet:tf_divergence``).
+
 A family sweep takes a few seconds each (about two minutes in all), the demo about five.
 """
 
@@ -82,11 +87,12 @@ def records(card: str) -> Path:
     return moved if moved.is_dir() else ROOT / "harness" / "assets" / card
 
 
-def record(out: Path, demo: bool) -> None:
+def record(out: Path, demo: bool, overrides: list[str] = ()) -> None:
+    """``overrides`` go to every sweep (``decode.path=stepwise``: the path of earlier versions)."""
     out.mkdir(parents=True, exist_ok=True)
     families = write_models(out / "models")
     for family in families:
-        harness("sweep", "model=tiny", f"model.name_or_path={out / 'models' / family}", *SWEEP,
+        harness("sweep", "model=tiny", f"model.name_or_path={out / 'models' / family}", *SWEEP, *overrides,
                 f"hydra.run.dir={out / 'families' / family}")
         print(f"swept {family}", flush=True)
     for card in ("demo-model", "demo-obedient"):
@@ -100,9 +106,10 @@ def record(out: Path, demo: bool) -> None:
     print("rebuilt the model cards", flush=True)
     if demo:  # the commands of `make demo`
         demo_out = out / "demo"
-        harness("sweep", "experiment=demo", f"hydra.run.dir={demo_out / 'default'}")
-        harness("sweep", "experiment=demo-directives", "draw_figures=false", f"hydra.run.dir={demo_out / 'directives'}")
-        harness("sweep", "experiment=demo-directives-plain", "draw_figures=false",
+        harness("sweep", "experiment=demo", *overrides, f"hydra.run.dir={demo_out / 'default'}")
+        harness("sweep", "experiment=demo-directives", "draw_figures=false", *overrides,
+                f"hydra.run.dir={demo_out / 'directives'}")
+        harness("sweep", "experiment=demo-directives-plain", "draw_figures=false", *overrides,
                 f"hydra.run.dir={demo_out / 'directives-plain'}")
         harness("figures", str(demo_out / "directives"), str(demo_out / "directives-plain"), "--out",
                 str(demo_out / "directives-both"))
@@ -163,6 +170,8 @@ def main() -> int:
     rec = sub.add_parser("record", help="run the sweeps and rebuild the cards into DIR")
     rec.add_argument("dir", type=Path)
     rec.add_argument("--no-demo", action="store_true", help="skip make demo (five minutes)")
+    rec.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                     help="config overrides for every sweep, e.g. decode.path=stepwise (the earlier versions' path)")
     cmp_ = sub.add_parser("compare", help="compare two recorded directories")
     cmp_.add_argument("before", type=Path)
     cmp_.add_argument("after", type=Path)
@@ -170,7 +179,7 @@ def main() -> int:
                       help="a file or a file's column the change is meant to alter (repeatable)")
     ns = parser.parse_args()
     if ns.command == "record":
-        record(ns.dir.resolve(), not ns.no_demo)
+        record(ns.dir.resolve(), not ns.no_demo, ns.overrides)
         return 0
     return compare(ns.before, ns.after, ns.ignore)
 
