@@ -86,8 +86,8 @@ class Design:
     pair: float = 0.0  # SD of a pair effect both members share (> 0: matched pairs)
 
 
-DESIGNS = [Design("3 x 6", 3, 6), Design("8 x 5", 8, 5), Design("12 x 6", 12, 6), Design("24 x 10", 24, 10),
-           Design("3 x 18 (study)", 3, 18), Design("6 x 24 paired (assistant triples)", 6, 24, pair=0.8),
+DESIGNS = [Design("3 x 6", 3, 6), Design("12 x 3", 12, 3), Design("8 x 5", 8, 5), Design("12 x 6", 12, 6),
+           Design("24 x 10", 24, 10), Design("3 x 18 (study)", 3, 18), Design("6 x 24 paired (assistant triples)", 6, 24, pair=0.8),
            Design("8 x 12 (demo)", 8, 12)]
 
 

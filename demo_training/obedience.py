@@ -115,8 +115,8 @@ def _table(rows: list[dict]):
 
 def summarise(rows: list[dict]) -> list[dict]:
     """Per (group, prefix_len): hits, n (conditions), rate, and the 95% interval of
-    ``harness.analysis.rates.rate_summary`` (openings and prefixes random: Clopper-Pearson at the
-    scarcer factor's count; A, which has no prefix, at the openings'), with ``ci_method``,
+    ``harness.analysis.rates.rate_summary`` (openings and prefixes random: Wilson at the crossing's
+    effective sample size; A, which has no prefix, at the openings' count), with ``ci_method``,
     ``n_prompts`` and ``n_prefixes``."""
     from harness.analysis.rates import rate_summary
 
@@ -129,8 +129,8 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 def c_minus_b_by_length(rows: list[dict], seed: int = 0, high: str = "C") -> list[dict]:
     """``high`` (C; or F, the prohibitions) minus B hit rate per prefix length, as the harness's
-    report computes it (``harness.analysis.crossed.compare_groups``): the crossed t interval
-    (openings and matched pairs random; cut to [-1, 1]) and the prefix-permutation p (labels flipped
+    report computes it (``harness.analysis.crossed.compare_groups``): the MOVER interval of the two
+    crossed Wilson intervals (openings and matched pairs random) and the prefix-permutation p (labels flipped
     within pairs). Keys: prefix_len, difference, ci_low, ci_high, ci_method, p_perm, n_pairs,
     n_prompts, and ``contrast`` ("C - B" or "F - B")."""
     from harness.analysis.crossed import compare_groups

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from harness.analysis import summaries
 from harness.analysis.crossed import compare_groups, percentile_interval
@@ -71,6 +72,19 @@ def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tup
     est = group_mean(np.moveaxis(np.asarray(Y, dtype=float), -1, -3))
     low, high = est.interval(confidence)
     return est.statistic, low, high
+
+
+def detectable(Y: np.ndarray, weights: np.ndarray, power: float = 0.8, confidence: float = CONFIDENCE) -> float:
+    """The smallest value of the min-of-contrasts statistic its interval would put clear of zero
+    with probability ``power``: ``(t_{1-a/2} + t_power) x SE`` of the noisier contrast (a plug-in
+    on this data's crossed variance, t on its degrees of freedom; approximate)."""
+    Z = np.einsum("pxk,ck->pxc", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
+    est = group_mean(np.moveaxis(Z, -1, 0))
+    worst = int(np.nanargmax(est.variance))
+    dof = est.dof[worst]
+    if not (np.isfinite(dof) and est.variance[worst] > 0):
+        return np.nan
+    return float((stats.t.ppf(1 - (1 - confidence) / 2, dof) + stats.t.ppf(power, dof)) * np.sqrt(est.variance[worst]))
 
 
 def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE
@@ -157,7 +171,8 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
             "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
             "power": np.nan, "verdict": _verdict(lo, hi),
             "detail": f"peak at layer {layers[peak]} of {len(layers)} = {peak / depth:.2f} of depth "
-                      f"(interval {plo:.2f} to {phi:.2f})",
+                      f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap); detectable with power 0.8: about "
+                      f"{detectable(Y, _thirds_weights(len(layers))):.2g}",
             "peak_fraction": peak / depth, "peak_low": plo, "peak_high": phi,
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
@@ -191,7 +206,8 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
             "statistic": "increase 64->128 minus larger neighbouring increase", "estimate": float(_jump(observed)),
             "ci_low": float(lo), "ci_high": float(hi), "p": np.nan, "power": np.nan, "verdict": _verdict(lo, hi),
             "detail": "means at 32/64/128/256: " + ", ".join(f"{m:.3g}" for m in observed)
-                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps),
+                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps)
+                      + f"; detectable with power 0.8: about {detectable(Y, JUMP_WEIGHTS):.2g}",
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
 

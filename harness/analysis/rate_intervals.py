@@ -10,17 +10,19 @@ count ``min(prompts, prefixes)`` (all the variance in that factor: the worst cas
 Clopper-Pearson interval always assumed) and the number of cells (no clustering). The variance of
 a rate with few hits says little about how they cluster, so the design effect ``cells / n_eff`` is
 pulled toward its worst case on the log scale with weight ``k0 / (m + k0)``, ``m`` the count of the
-rarer outcome and ``k0`` = :data:`SHRINK` (chosen in simulation): with no hit (or every cell a hit)
-the interval is the worst case's, at z (the variance is then a bound, not an estimate); with a
-handful it moves most of the way to the table's own estimate. The Wilson interval is asymmetric
+rarer outcome less one (a single hit cannot show how hits cluster) and ``k0`` = :data:`SHRINK`
+(chosen in simulation): with no hit (or every cell a hit) the interval is the worst case's, at z
+(the variance is then a bound, not an estimate), with one hit the worst case's effective size too,
+and with a handful it moves most of the way to the table's own estimate. The Wilson interval is asymmetric
 where a rate is near 0 or 1, always within [0, 1], and never empty.
 
 It is *not* monotone in every added hit, and no interval can be that is also valid at 0 hits and
 narrow where hits are spread out: every table with hits can be reached from the empty table by
 adding hits, so strict monotonicity would force every upper end above the empty table's, which
 must be wide (with 0 hits nothing tells strongly clustered rare hits from none). It is monotone in
-the rate at a given effective sample size (:func:`wilson`), and the shrinkage keeps one hit's
-interval close to no hit's.
+the rate at a given effective sample size (:func:`wilson`), one hit's interval is never narrower
+than none's, and it narrows only as hits show, by landing in different prompts and prefixes, that
+they are not clustered.
 
 **A difference of rates** (:func:`rate_difference`): MOVER (Newcombe's square-and-add, with the
 correlation of the two rates): each end of ``D = r_C - r_B`` combines the near half of one group's
@@ -52,7 +54,8 @@ def wilson(rate, n, q) -> tuple[np.ndarray, np.ndarray]:
     den = 1 + q ** 2 / n
     centre = (rate + q ** 2 / (2 * n)) / den
     half = q * np.sqrt(np.maximum(rate * (1 - rate), 0.0) / n + q ** 2 / (4 * n ** 2)) / den
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    low, high = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    return np.where(rate <= 0, 0.0, low), np.where(rate >= 1, 1.0, high)  # exact ends, not rounding residue
 
 
 def effective_units(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -71,7 +74,8 @@ def effective_units(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     with np.errstate(invalid="ignore", divide="ignore"):
         deff = np.clip(est.variance * cells / (rate * (1 - rate)), 1.0, worst)
     deff = np.where(spread & np.isfinite(deff), deff, worst)
-    rarer = cells * np.minimum(rate, 1 - rate)
+    # one hit (or one miss) cannot show how hits cluster: the information starts with the second
+    rarer = np.maximum(cells * np.minimum(rate, 1 - rate) - 1, 0.0)
     weight = rarer / (rarer + SHRINK)
     deff = np.exp(weight * np.log(deff) + (1 - weight) * np.log(worst))
     dof = np.where(spread, np.maximum(est.dof, min(P, n) - 1), np.nan)
