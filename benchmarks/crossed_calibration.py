@@ -22,7 +22,8 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    the lead test (it inverts the interval) and of the prefix permutation test, and for measures the
    power the report prints (median over data sets) beside the test's real rejection rate.
 2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
-   predict the power at another design; median prediction against the real rate there.
+   predict the power at another design against one prefix-level SD as the pilot estimates it; median
+   prediction against the test's real rejection rate there at one true prefix-level SD.
 3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, misses, mean width against
    the oracle's (a Wilson interval at the true effective sample size) and the old Clopper-Pearson
    interval at min(prompts, prefixes).
@@ -206,8 +207,8 @@ def planning(ns) -> None:
     for pilot, plan in PLANS:
         for r in REGIMES[:4]:
             Y, hi, pairs, _ = draw(pilot, r, False, ns.datasets, rng)
-            comps = {**components_of(Y, hi, pairs), **counts(pilot)}
-            predicted = design_power(comps, plan.prompts, plan.prefixes, prefix_sd(plan, r))
+            comps = {**components_of(Y, hi, pairs), **counts(pilot)}  # as harness plan reads a run
+            predicted = design_power(comps, plan.prompts, plan.prefixes, prefix_level_sd(comps))
             Z, zhi, zpairs, _ = draw(plan, r, True, ns.datasets, rng)
             low, high = difference(Z, zhi, zpairs).interval()
             real = np.mean((low > 0) | (high < 0))

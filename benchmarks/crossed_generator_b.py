@@ -66,8 +66,8 @@ def mean_for_rate(rate: float, sd: float) -> float:
 
 def truth(m: Model, different: bool) -> float:
     """The population C-minus-B difference the data are drawn at."""
-    if m.rate_low is None:
-        return float(np.sqrt((m.prefix_var_high + m.prefix_var_low) / 2)) if different else 0.0
+    if m.rate_low is None:  # one prefix-level SD: a pair effect is part of a prefix's mean
+        return float(np.sqrt((m.prefix_var_high + m.prefix_var_low) / 2 + m.pair_var)) if different else 0.0
     return m.rate_gap if different else 0.0
 
 

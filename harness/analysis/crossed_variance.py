@@ -19,12 +19,13 @@ negative) and each ``s2_b`` at least 0. So V is never below the residual's share
 negative, and its Satterthwaite degrees of freedom count only the mean squares a component was
 estimated from: the old unbounded difference of mean squares (which could come out negative, and
 then collapsed the degrees of freedom below 1 and exploded the interval) is gone. One more rule
-for few prompts: the degrees of freedom are at most ``(P - 1) / w``, ``w`` the prompt mean
-square's share of V (Satterthwaite alone allows ``(P - 1) / w**2``). Satterthwaite's weights are
-estimated from the same data, and when the prompt term happens to come out small its weight, and so
-the t quantile, shrinks exactly when the variance is underestimated; with 3 prompts and a
-prompt-by-group interaction that cost 3 points of coverage in simulation, and the rule restores it
-without widening designs with many prompts. Simulated coverage and widths:
+for few prompts or prefixes: the degrees of freedom are at most ``df / w`` for the prompt mean
+square and for each group's prefix mean square, ``w`` its share of V (Satterthwaite alone allows
+``df / w**2``). Satterthwaite's weights are estimated from the same data, and when a term on few
+degrees of freedom happens to come out small its weight, and so the t quantile, shrinks exactly
+when the variance is underestimated; with 3 prompts and a prompt-by-group interaction that cost 3
+points of coverage in simulation (3 prefixes per group and unequal prefix SDs: 2.5), and the rule
+restores it without widening designs with many prompts and prefixes. Simulated coverage and widths:
 ``benchmarks/crossed_calibration.py``.
 
 Every function takes a batch: ``Y`` of shape (..., prompts, prefixes), so the calibration suite
@@ -137,16 +138,17 @@ def supported(Y: np.ndarray, is_high: np.ndarray) -> str | None:
     return None
 
 
-def _satterthwaite(variance: np.ndarray, terms: list[tuple[np.ndarray, float]], prompt_term=None,
-                   prompt_df: float = 0) -> np.ndarray:
+def _satterthwaite(variance: np.ndarray, terms: list[tuple[np.ndarray, float]],
+                   caps: list[tuple[np.ndarray, float]] = ()) -> np.ndarray:
     """Welch-Satterthwaite: ``variance**2 / sum(term**2 / df)`` over the mean-square terms, at most
-    ``prompt_df / w`` with ``w`` the share of ``variance`` from ``prompt_term`` (module docstring)."""
+    ``df / w`` for each ``(term, df)`` in ``caps``, ``w`` the term's share of ``variance`` (module
+    docstring)."""
     spread = sum(np.where(np.isfinite(t), t, 0.0) ** 2 / df for t, df in terms if df > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         dof = np.where(spread > 0, variance ** 2 / np.where(spread > 0, spread, 1.0), np.nan)
-        if prompt_term is not None:
-            share = np.where(variance > 0, prompt_term / np.where(variance > 0, variance, 1.0), 0.0)
-            dof = np.where(share > 0, np.minimum(dof, prompt_df / np.where(share > 0, share, 1.0)), dof)
+        for term, df in caps:
+            share = np.where(variance > 0, term / np.where(variance > 0, variance, 1.0), 0.0)
+            dof = np.where(share > 0, np.minimum(dof, df / np.where(share > 0, share, 1.0)), dof)
     return dof
 
 
@@ -177,25 +179,26 @@ def difference(Y: np.ndarray, is_high: np.ndarray, pairs: tuple[np.ndarray, np.n
         positive = excess > 0
         prefix_part = np.maximum(excess, 0.0) / n
         terms += [(np.where(positive, ms_delta / n, 0.0), n - 1)]
+        caps = [terms[-1]]
         terms += [(np.where(positive, ms / (P * n), 0.0), df) for ms, df in
                   ((C.ms_resid, C.df_resid), (B.ms_resid, B.df_resid))]
         prefix = {"prefix_pair_sum": np.maximum(excess, 0.0)}
     else:
         prefix_part = 0.0
-        prefix = {}
+        prefix, caps = {}, []
         for name, G in (("prefix_high", C), ("prefix_low", B)):
             excess = (G.ms_cols - G.ms_resid) / P
             positive = excess > 0
             prefix_part = prefix_part + np.maximum(excess, 0.0) / G.n_prefixes
-            terms += [(np.where(positive, G.ms_cols / (P * G.n_prefixes), 0.0), G.n_prefixes - 1),
-                      (np.where(positive, G.ms_resid / (P * G.n_prefixes), 0.0), G.df_resid)]
+            caps.append((np.where(positive, G.ms_cols / (P * G.n_prefixes), 0.0), G.n_prefixes - 1))
+            terms += [caps[-1], (np.where(positive, G.ms_resid / (P * G.n_prefixes), 0.0), G.df_resid)]
             prefix[name] = np.maximum(excess, 0.0)
     variance = tau / P + prefix_part
     with np.errstate(invalid="ignore"):
         cov_rows = ((C.rows - C.rows.mean(-1, keepdims=True)) * (B.rows - B.rows.mean(-1, keepdims=True))).sum(-1) / (P - 1)
     components = {"interaction": np.maximum(tau - resid_part, 0.0) / 2, **prefix,
                   "resid_high": C.ms_resid, "resid_low": B.ms_resid, "prompt": np.maximum(cov_rows, 0.0), "tau": tau}
-    dof = _satterthwaite(variance, terms, terms[0][0], P - 1)
+    dof = _satterthwaite(variance, terms, [(terms[0][0], P - 1), *caps])
     return Estimate(C.mean - B.mean, variance, dof, components)
 
 
@@ -214,7 +217,7 @@ def group_mean(G: np.ndarray) -> Estimate:
         terms = [(np.where(row_x > 0, S.ms_rows, 0.0) / (P * n), P - 1), (np.where(col_x > 0, S.ms_cols, 0.0) / (P * n), n - 1),
                  (resid_coef * S.ms_resid / (P * n), S.df_resid)]
     components = {"prompt": np.maximum(row_x, 0.0) / n, "prefix": np.maximum(col_x, 0.0) / P, "resid": S.ms_resid}
-    return Estimate(S.mean, variance, _satterthwaite(variance, terms, terms[0][0], P - 1), components)
+    return Estimate(S.mean, variance, _satterthwaite(variance, terms, terms[:2]), components)
 
 
 def crossed_t_interval(Y: np.ndarray, is_high: np.ndarray, pairs: tuple[np.ndarray, np.ndarray] | None = None,

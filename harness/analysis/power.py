@@ -107,10 +107,15 @@ def planned_variance(components, n_prompts: int, n_prefixes_per_group: int) -> t
                                / max(df_resid, 1), 0.0) for b, s in ((b_c, s_c), (b_b, s_b)))
     variance = tau / P + prefix_part
     spread = terms[0][0] / max(P - 1, 1) + np.where(paired, pair_terms, group_terms)
+    # the estimate's caps: at most df / w for the prompt term and each prefix term
+    caps = [(tau / P, P - 1)] + [(np.where(paired, 0.0, np.where(b > 0, (P * b + s) / (P * n), 0.0)), n - 1)
+                                 for b, s in ((b_c, s_c), (b_b, s_b))]
+    caps.append((np.where(paired & (pair_sum > 0), ms_pair / n, 0.0), n - 1))
     with np.errstate(invalid="ignore", divide="ignore"):
         dof = variance ** 2 / spread
-        share = (tau / P) / variance
-        dof = np.minimum(dof, np.where(share > 0, (P - 1) / share, np.inf))
+        for term, df in caps:
+            share = term / variance
+            dof = np.minimum(dof, np.where(share > 0, max(df, 1) / np.where(share > 0, share, 1.0), np.inf))
     return variance, dof
 
 

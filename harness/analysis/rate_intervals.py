@@ -26,7 +26,9 @@ they are not clustered.
 
 **A difference of rates** (:func:`rate_difference`): MOVER (Newcombe's square-and-add, with the
 correlation of the two rates): each end of ``D = r_C - r_B`` combines the near half of one group's
-interval with the far half of the other's, ``L = D - sqrt(dC^2 + dB^2 - 2 rho dC dB)``, and
+interval with the far half of the other's, ``L = D - sqrt(dC^2 + dB^2 - 2 rho dC dB)`` (both
+groups' Wilson intervals at the t quantile of D's own degrees of freedom: the prompt effect the two
+rates share, which one rate's few prompt degrees of freedom carry, cancels from D), and
 ``rho`` is the rates' correlation from the crossed variances (``V_D = V_C + V_B - 2 cov``,
 :func:`harness.analysis.crossed_variance.difference`), clipped to [0, 0.99]. So a sparse rate's
 skew carries into the difference (the symmetric t interval missed on the low side 18 times in 19
@@ -103,12 +105,17 @@ def rate_difference(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: 
     MOVER from each group's :func:`crossed_rate_interval` (module docstring)."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
+    est = difference(Y, is_high, pairs)
+    v_d = est.variance
+    # each end's quantile is the difference's (its degrees of freedom), not each rate's own: the prompt
+    # effect the two share, which a single rate's few prompt degrees of freedom carry, cancels here
+    dof_d = np.where(v_d > 0, est.dof, np.nan)
     parts = []
     for G in (Y[..., is_high], Y[..., ~is_high]):
         rate, n_eff, dof, var = effective_units(G)
-        parts.append((rate, *wilson(rate, n_eff, quantile(dof, confidence)), var))
+        parts.append((rate, *wilson(rate, n_eff, quantile(np.where(np.isfinite(dof), dof_d, np.nan), confidence)),
+                      var))
     (rc, lc, uc, vc), (rb, lb, ub, vb) = parts
-    v_d = difference(Y, is_high, pairs).variance
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.clip((vc + vb - v_d) / (2 * np.sqrt(vc * vb)), 0.0, 0.99)
     rho = np.where(np.isfinite(rho), rho, 0.0)
@@ -129,15 +136,15 @@ def rate_difference_p(Y: np.ndarray, is_high: np.ndarray, pairs=None, alternativ
             _, low, high = rate_difference(Y, is_high, pairs, 1 - level)
             return bool(low > 0 or high < 0)
 
-        lo, hi = 1e-12, 1.0 - 1e-12  # levels at which the interval excludes 0 / includes it
-        if excludes(lo):
+        lo, hi = -12.0, 0.0  # log10 of levels at which the interval includes 0 / excludes it
+        if excludes(10 ** lo):
             return 0.0
-        if not excludes(hi):
-            lo = hi
-        for _ in range(40):
+        if not excludes(1 - 1e-12):
+            return 1.0
+        for _ in range(24):  # to a relative precision of about 4e-6
             mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if excludes(mid) else (mid, hi)
-        p = hi
+            lo, hi = (lo, mid) if excludes(10 ** mid) else (mid, hi)
+        p = 10 ** hi
     if alternative == "two-sided" or not np.isfinite(p):
         return p
     if alternative not in ("greater", "less"):

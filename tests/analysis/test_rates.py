@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as sps
 from scipy.stats import binomtest, norm
 
 from harness.analysis import rate_intervals as ri
 from harness.analysis import rates
-from harness.analysis.crossed_variance import group_mean
+from harness.analysis.crossed_variance import difference, group_mean
 from tests.support import ROOT
 
 spec = importlib.util.spec_from_file_location("crossed_calibration", ROOT / "benchmarks" / "crossed_calibration.py")
@@ -79,8 +80,10 @@ def test_mover_by_hand_when_one_group_never_hits():
     C = (rng.random((6, 8)) < 0.3).astype(float)
     Y = np.concatenate([C, np.zeros((6, 8))], axis=1)
     hi = np.arange(16) < 8
-    rc, lc, uc = ri.crossed_rate_interval(C)
-    _, _, ub = ri.crossed_rate_interval(np.zeros((6, 8)))
+    rc, n_eff, _, _ = ri.effective_units(C)
+    q = sps.t.ppf(0.975, float(difference(Y, hi).dof))  # the difference's degrees of freedom, not C's own
+    lc, uc = ri.wilson(rc, n_eff, q)
+    _, _, ub = ri.crossed_rate_interval(np.zeros((6, 8)))  # no hit: the worst case, at z
     d, low, high = ri.rate_difference(Y, hi)
     assert d == pytest.approx(rc) and high == pytest.approx(uc)
     assert low == pytest.approx(rc - np.sqrt((rc - lc) ** 2 + ub ** 2))
