@@ -343,8 +343,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       ``p_crossed`` (the test the interval inverts: the one to correct for multiplicity), and
       ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD).
       ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
-      and a prompt-by-group interaction it exceeds its level (module ``harness.analysis.lead``'s
-      simulations), so it is descriptive. ``design``: paired or unpaired.
+      and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
+      up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
     """
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
         f"{high} vs {low} content in general (prompts and prefixes resampled)"
