@@ -50,8 +50,10 @@ def crossed_wilson(summary: list[dict]) -> bool:
 
 
 def mover(contrasts: list[dict]) -> bool:
-    """Whether stored C - B contrasts carry the MOVER interval of ``compare_groups`` for rates."""
-    return bool(contrasts) and all(str(r.get("ci_method", "")).startswith("MOVER") for r in contrasts)
+    """Whether stored C - B contrasts carry the MOVER interval of ``compare_groups`` for rates (or
+    none, where too few pairs support one)."""
+    methods = [str(r.get("ci_method", "")) for r in contrasts]
+    return any(m.startswith("MOVER") for m in methods) and all(m.startswith("MOVER") or m == "none" for m in methods)
 
 
 def crossed_t(contrasts: list[dict]) -> bool:
@@ -97,7 +99,9 @@ def contrast_table(contrasts: list[dict], summary: list[dict]) -> str:
         name = r.get("contrast", "C - B")
         high = name.split(" - ")[0]
         none = hits.get((high, r["prefix_len"]), 0) + hits.get(("B", r["prefix_len"]), 0) == 0
-        interval = f"no hit in {high} or B" if none else f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]"
+        interval = (f"no hit in {high} or B" if none else
+                    f"no interval ({r.get('ci_note') or 'too few pairs'})" if r["ci_low"] != r["ci_low"] else
+                    f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]")
         lines.append(f"| {name} | {r['prefix_len']} | {signed(r['difference'])} | {interval} | {r['p_perm']:.2g} | "
                      f"{r['n_pairs']} |")
     return "\n".join(lines)
