@@ -149,6 +149,13 @@ def permutation_fpr(Y, hi, pairs, permutations: int, rng) -> float:
     return float(np.mean(permutation_pvalues(Y.mean(-2), w0, W, exact, "two-sided") < 0.05))
 
 
+def heading(title: str, columns: list[str], text_columns: int) -> None:
+    """A markdown table's title, header and alignment row (the first ``text_columns`` left-aligned)."""
+    print(f"\n## {title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "".join(" --- |" if i < text_columns else " ---: |" for i in range(len(columns))))
+
+
 def counts(d: Design) -> dict:
     """The pilot's counts, which the report's power takes with the components (median correction)."""
     return {"n_prompts": d.prompts, "n_prefixes_high": d.prefixes, "n_prefixes_low": d.prefixes}
@@ -181,10 +188,9 @@ def difference_cell(d: Design, r: Regime, sets: int, permutations: int, rng) -> 
 
 
 def differences(ns) -> None:
-    print(f"\n## 1. C minus B, the lead interval ({ns.datasets} data sets per row)\n")
-    print("| design | regime | truth | coverage | below | above | no interval | width / oracle | > 10x oracle | "
-          "FPR lead | FPR permutation | power printed (median) | power real |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    heading(f"1. C minus B, the lead interval ({ns.datasets} data sets per row)",
+            ["design", "regime", "truth", "coverage", "below", "above", "no interval", "width / oracle",
+             "> 10x oracle", "FPR lead", "FPR permutation", "power printed (median)", "power real"], 2)
     rng = np.random.default_rng(ns.seed)
     for d in DESIGNS:
         for r in REGIMES:
@@ -200,9 +206,8 @@ PLANS = [(Design("3 x 18", 3, 18), Design("12 x 18", 12, 18)), (Design("3 x 18",
 
 
 def planning(ns) -> None:
-    print(f"\n## 2. Planning: a pilot's components predict another design's power ({ns.datasets} pilots)\n")
-    print("| pilot | planned design | regime | predicted power (median) | predicted (quartiles) | real power |")
-    print("| --- | --- | --- | ---: | --- | ---: |")
+    heading(f"2. Planning: a pilot's components predict another design's power ({ns.datasets} pilots)",
+            ["pilot", "planned design", "regime", "predicted power (median)", "predicted (quartiles)", "real power"], 3)
     rng = np.random.default_rng(ns.seed + 1)
     for pilot, plan in PLANS:
         for r in REGIMES[:4]:
@@ -243,10 +248,9 @@ def draw_rate(c: RateCell, sets: int, rng) -> np.ndarray:
 
 
 def rates(ns) -> None:
-    print(f"\n## 3. One group's rate ({ns.datasets} data sets per row)\n")
-    print("| prompts x prefixes | rate | prefix share | mean hits | coverage | below | above | width / oracle | "
-          "old (Clopper-Pearson at min) coverage | old width / oracle |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    heading(f"3. One group's rate ({ns.datasets} data sets per row)",
+            ["prompts x prefixes", "rate", "prefix share", "mean hits", "coverage", "below", "above", "width / oracle",
+             "old (Clopper-Pearson at min) coverage", "old width / oracle"], 1)
     rng = np.random.default_rng(ns.seed + 2)
     for c in RATE_CELLS:
         G = draw_rate(c, ns.datasets, rng)
@@ -268,9 +272,8 @@ def rates(ns) -> None:
 def claims_cells(ns) -> None:
     from harness.analysis.claims import min_contrast_interval
 
-    print(f"\n## 4. Claims 1 and 2: min of two contrasts ({ns.datasets} data sets per row)\n")
-    print("| prompts x prefixes | regime | truth | coverage | below | above | half-width / oracle |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    heading(f"4. Claims 1 and 2: min of two contrasts ({ns.datasets} data sets per row)",
+            ["prompts x prefixes", "regime", "truth", "coverage", "below", "above", "half-width / oracle"], 2)
     rng = np.random.default_rng(ns.seed + 3)
     # claim 2's shape: four lengths; the statistic is step 2 minus the larger of steps 1 and 3
     weights = np.array([[1.0, -2.0, 1.0, 0.0], [0.0, -1.0, 2.0, -1.0]])   # (step 2 - step 1), (step 2 - step 3)
@@ -292,10 +295,9 @@ def claims_cells(ns) -> None:
 def generator_b(ns) -> None:
     from harness.analysis.crossed import compare_groups
 
-    print(f"\n## 5. Second generator, through compare_groups ({ns.datasets_b} data sets per row)\n")
-    print("| model | truth | coverage | below | above | no interval | FPR lead | power printed (median) | "
-          "power real |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    heading(f"5. Second generator, through compare_groups ({ns.datasets_b} data sets per row)",
+            ["model", "truth", "coverage", "below", "above", "no interval", "FPR lead", "power printed (median)",
+             "power real"], 1)
     rng = np.random.default_rng(ns.seed + 4)
     for m in second.MODELS:
         for different in (False, True):
