@@ -1,41 +1,82 @@
-"""Calibration of the crossed (prompts x prefixes) inference, by simulation.
+"""Calibration suite for the crossed (prompts x prefixes) statistics: what users rely on, by simulation.
 
-Data sets are drawn from a crossed random-effects model at the sizes the harness uses:
+Data sets come from crossed random-effects models at the harness's designs:
 
     y[prompt, prefix] = mu_group + a[prompt] + ag[prompt, group] + b[prefix] (+ pair[prefix]) + e
 
-with prefix effects ``b`` random (SD per group), a prompt-by-group interaction ``ag``, residual
-``e``, and optionally matched pairs sharing an effect; binary cells threshold a latent value (hit
-rates). For each design cell it prints, over ``--datasets`` data sets:
+(prompt effects ``a``, a prompt-by-group interaction ``ag``, prefix effects ``b`` with an SD per
+group, residual ``e``, optionally a pair effect that matched prefixes share; binary cells threshold
+the latent value, so that B's population rate and C's are exactly the ones named). A second,
+independent generator (``benchmarks/crossed_generator_b.py``: bivariate prompt effects, a logistic
+link, long-format tables through ``compare_groups``) checks the first on a subset.
 
-* ``fpr perm``: the prefix-permutation test's false-positive rate at 0.05 (no true C-B difference);
-* ``cover boot``: coverage of the two-way percentile bootstrap interval (the lead interval before);
-* ``cover satt``: coverage of the crossed-variance t interval (``harness.analysis.crossed_variance``,
-  the report's lead interval): the design's own variance estimate with Satterthwaite degrees of
-  freedom;
-* ``power perm`` / ``power satt``: rejection rates at an effect of one prefix-level SD.
+Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
 
-A second table judges one group's hit-rate interval (``harness.analysis.rates.rate_summary``) on
-binary crossed data at population rates from 0.01 to 0.5: coverage of the true rate and mean width
-of the Clopper-Pearson interval at min(prompts, prefixes) units (the report's), beside the interval
-it replaced (percentile bootstrap over prompts and prefixes, and the exact interval where no
-condition or every one hits), and how often that old interval was narrower for k hits than for k - 1
-(its non-monotonicity, counted over pairs of neighbouring counts in the same simulation).
+1. **C minus B, the lead interval** (``harness.analysis.lead``): per design and regime, at no true
+   difference and at one (one prefix-level SD for measures; the named gap for rates): coverage,
+   each side's miss rate (the interval wholly below / above the truth), the share with no interval,
+   the mean width against the oracle's (an interval that knows the variance components: for measures
+   1.96 x the statistic's true SD each side; for rates MOVER of Wilson intervals at each group's true
+   effective sample size with the true correlation), the share of data sets whose width is above
+   10x the oracle's, the false-positive rate of
+   the lead test (it inverts the interval) and of the prefix permutation test, and for measures the
+   power the report prints (median over data sets) beside the test's real rejection rate.
+2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
+   predict the power at another design against one prefix-level SD as the pilot estimates it; median
+   prediction against the test's real rejection rate there at one true prefix-level SD.
+3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, misses, mean width against
+   the oracle's (a Wilson interval at the true effective sample size) and the old Clopper-Pearson
+   interval at min(prompts, prefixes).
+4. **Claims 1 and 2** (``harness.analysis.claims``): coverage of the min-of-two-contrasts interval.
+5. **The second generator**, through ``compare_groups``.
 
-    python benchmarks/crossed_calibration.py                 # 1,000 data sets per cell
-    python benchmarks/crossed_calibration.py --datasets 200  # a quicker look
+    python benchmarks/crossed_calibration.py                  # everything, 1,000 data sets per cell
+    python benchmarks/crossed_calibration.py --datasets 200   # a quicker look
+    python benchmarks/crossed_calibration.py --part rates     # one table
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+from scipy.stats import beta, norm
 
-from harness.analysis.crossed import CellLayout, _permutation, _two_way
-from harness.analysis.crossed_variance import crossed_t_interval
+from harness.analysis.crossed import permutation_pvalues, relabelings
+from harness.analysis.crossed_variance import difference
+from harness.analysis.power import components_of, design_power, prefix_level_sd
+from harness.analysis.rate_intervals import crossed_rate_interval, rate_difference, wilson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import crossed_generator_b as second
+
+
+@dataclass(frozen=True)
+class Regime:
+    name: str
+    prompt: float = 1.0          # SDs on the latent scale
+    interaction: float = 0.3
+    prefix_c: float = 1.0
+    prefix_b: float = 1.0
+    resid: float = 0.22
+    rate_b: float | None = None  # binary: B's rate; C's is rate_b + gap when there is a difference
+    gap: float = 0.0
+
+
+REGIMES = [
+    Regime("prefixes dominate"),
+    Regime("residual dominates", prefix_c=0.3, prefix_b=0.3, resid=1.0),
+    Regime("prompt x group interaction", interaction=1.0),
+    Regime("unequal prefix SDs (C 2, B 0.5)", prefix_c=2.0, prefix_b=0.5),
+    Regime("rate 0.2, +0.1", rate_b=0.2, gap=0.1),
+    Regime("sparse rate 0.05, +0.069", rate_b=0.05, gap=0.069),
+    Regime("zero-heavy rate 0.01, +0.02", rate_b=0.01, gap=0.02),
+    Regime("sparse rate, residual dominates", prefix_c=0.3, prefix_b=0.3, resid=1.0, rate_b=0.05, gap=0.069),
+]
 
 
 @dataclass(frozen=True)
@@ -43,192 +84,255 @@ class Design:
     name: str
     prompts: int
     prefixes: int  # per group
-    sd_prefix_c: float = 1.0
-    sd_prefix_b: float = 1.0
-    sd_interaction: float = 0.3
-    sd_residual: float = 0.22  # prefix variance / residual variance = 20: prefix variance dominates
-    paired: bool = False
-    sd_pair: float = 0.0
-    binary: bool = False
+    pair: float = 0.0  # SD of a pair effect both members share (> 0: matched pairs)
 
 
-DESIGNS = [
-    Design("12 x 6", 12, 6),
-    Design("24 x 5", 24, 5),
-    Design("12 x 12 paired, pair effect", 12, 12, paired=True, sd_pair=0.8),
-    Design("24 x 5, C prefix SD 4x B's", 24, 5, sd_prefix_c=2.0, sd_prefix_b=0.5),
-    Design("12 x 6, C prefix SD 4x B's", 12, 6, sd_prefix_c=2.0, sd_prefix_b=0.5),
-    Design("6 x 24", 6, 24),
-    Design("24 x 48", 24, 48),
-    Design("12 x 6, residual dominates", 12, 6, sd_prefix_c=0.3, sd_prefix_b=0.3, sd_residual=1.0),
-    Design("12 x 12 binary (hit rates)", 12, 12, binary=True),
-    Design("24 x 6 binary, paired", 24, 6, paired=True, sd_pair=0.8, binary=True),
-]
+DESIGNS = [Design("3 x 6", 3, 6), Design("12 x 3", 12, 3), Design("8 x 5", 8, 5), Design("12 x 6", 12, 6),
+           Design("24 x 10", 24, 10), Design("3 x 18 (study)", 3, 18), Design("6 x 24 paired (assistant triples)", 6, 24, pair=0.8),
+           Design("8 x 12 (demo)", 8, 12)]
 
 
-def draw(design: Design, effect: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, tuple | None]:
-    """One data set: Y (prompts x 2n prefixes: C first, then B), is_high, pairs."""
-    n, p = design.prefixes, design.prompts
-    a = rng.normal(0, 1.0, (p, 1))
-    ag = rng.normal(0, design.sd_interaction, (p, 2))
-    b = np.concatenate([rng.normal(0, design.sd_prefix_c, n), rng.normal(0, design.sd_prefix_b, n)])
-    if design.paired:
-        shared = rng.normal(0, design.sd_pair, n)
-        b = b + np.concatenate([shared, shared])
-    group = np.repeat([0, 1], n)
-    mu = np.where(group == 0, effect, 0.0)
-    latent = mu + a + ag[:, group] + b + rng.normal(0, design.sd_residual, (p, 2 * n))
-    Y = (latent > 0.5).astype(float) if design.binary else latent
-    is_high = group == 0
-    pairs = (np.arange(n), np.arange(n, 2 * n)) if design.paired else None
-    return Y, is_high, pairs
+def draw(d: Design, r: Regime, different: bool, sets: int, rng: np.random.Generator):
+    """``sets`` data sets: Y [sets, prompts, 2 x prefixes] (C first), is_high, pairs, true difference."""
+    n, P = d.prefixes, d.prompts
+    a = rng.normal(0, r.prompt, (sets, P, 1))
+    ag = rng.normal(0, r.interaction, (sets, P, 2))
+    b = np.concatenate([rng.normal(0, r.prefix_c, (sets, 1, n)), rng.normal(0, r.prefix_b, (sets, 1, n))], -1)
+    if d.pair:
+        shared = rng.normal(0, d.pair, (sets, 1, n))
+        b = b + np.concatenate([shared, shared], -1)
+    g = np.repeat([0, 1], n)
+    noise = a + ag[..., g] + b + rng.normal(0, r.resid, (sets, P, 2 * n))
+    pairs = (np.arange(n), np.arange(n, 2 * n)) if d.pair else None
+    if r.rate_b is None:
+        effect = prefix_sd(d, r) if different else 0.0
+        return np.where(g == 0, effect, 0.0) + noise, g == 0, pairs, effect
+    total = [np.sqrt(r.prompt ** 2 + r.interaction ** 2 + s ** 2 + r.resid ** 2 + d.pair ** 2)
+             for s in (r.prefix_c, r.prefix_b)]
+    rate_c = r.rate_b + (r.gap if different else 0.0)
+    threshold = np.where(g == 0, norm.ppf(1 - rate_c) * total[0], norm.ppf(1 - r.rate_b) * total[1])
+    return (noise > threshold).astype(float), g == 0, pairs, rate_c - r.rate_b
 
 
-def truth(design: Design, effect: float, rng: np.random.Generator, n: int = 400) -> float:
-    """The population C-minus-B difference (for binary cells, by Monte Carlo over many draws)."""
-    if not design.binary:
-        return effect
-    big = Design(**{**design.__dict__, "prompts": n, "prefixes": n})
-    Y, is_high, _ = draw(big, effect, rng)
-    return float(Y[:, is_high].mean() - Y[:, ~is_high].mean())
+def prefix_sd(d: Design, r: Regime) -> float:
+    """One true prefix-level SD: of a prefix's mean over all prompts, pooled over the groups (a pair
+    effect is part of it; it cancels from C minus B in a paired design)."""
+    return float(np.sqrt((r.prefix_c ** 2 + r.prefix_b ** 2) / 2 + d.pair ** 2))
 
 
-def run_cell(design: Design, datasets: int, resamples: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    out = {"fpr_perm": 0, "cover_boot": 0, "cover_satt": 0, "power_perm": 0, "power_satt": 0}
-    effect_sd = float(np.sqrt((design.sd_prefix_c ** 2 + design.sd_prefix_b ** 2) / 2))
-    alt = truth(design, effect_sd, rng)
-    null_truth = truth(design, 0.0, rng)
-    for i in range(datasets):
-        for effect, key_truth in ((0.0, null_truth), (effect_sd, alt)):
-            Y, is_high, pairs = draw(design, effect, rng)
-            lay = CellLayout(Y, is_high, pairs)
-            p, _ = _permutation(lay, resamples, seed + i, "two-sided")
-            lo_s, hi_s, _ = crossed_t_interval(Y, is_high, pairs)
-            if effect == 0.0:
-                lo_b, hi_b = _two_way(lay, resamples, seed + i, 0.95)
-                out["fpr_perm"] += p < 0.05
-                out["cover_boot"] += lo_b <= key_truth <= hi_b
-                out["cover_satt"] += lo_s <= key_truth <= hi_s
-            else:
-                out["power_perm"] += p < 0.05
-                out["power_satt"] += not (lo_s <= 0 <= hi_s)
-    return {k: v / datasets for k, v in out.items()}
+def oracle(d: Design, r: Regime, different: bool, rng: np.random.Generator, sets: int = 20000):
+    """The interval that knows the variance components, as a function of the data sets: for
+    measures the statistic +- 1.96 x its true SD; for rates MOVER of each group's Wilson interval at
+    its true effective sample size, with the true correlation of the two rates (by simulation)."""
+    if r.rate_b is None:
+        P, n = d.prompts, d.prefixes
+        sd = float(np.sqrt(2 * r.interaction ** 2 / P + (r.prefix_c ** 2 + r.prefix_b ** 2) / n
+                           + r.resid ** 2 * (2 / n) / P))
+        return lambda Y, hi: (np.full(len(Y), -1.96 * sd), np.full(len(Y), 1.96 * sd))
+    Z, zhi, _, _ = draw(d, r, different, sets, rng)
+    rc, rb = Z[..., zhi].mean((-2, -1)), Z[..., ~zhi].mean((-2, -1))
+    n_c, n_b = (rc.mean() * (1 - rc.mean()) / rc.var(), rb.mean() * (1 - rb.mean()) / rb.var())
+    rho = float(np.corrcoef(rc, rb)[0, 1])
+
+    def interval(Y, hi):
+        c, b = Y[..., hi].mean((-2, -1)), Y[..., ~hi].mean((-2, -1))
+        (lc, uc), (lb, ub) = wilson(c, n_c, 1.96), wilson(b, n_b, 1.96)
+        low = -np.sqrt((c - lc) ** 2 + (ub - b) ** 2 - 2 * rho * (c - lc) * (ub - b))
+        high = np.sqrt((uc - c) ** 2 + (b - lb) ** 2 - 2 * rho * (uc - c) * (b - lb))
+        return low, high  # relative to the estimate
+    return interval
+
+
+def permutation_fpr(Y, hi, pairs, permutations: int, rng) -> float:
+    W, exact = relabelings(hi, pairs, permutations, rng)
+    w0 = np.where(hi, 1.0 / hi.sum(), -1.0 / (~hi).sum())
+    return float(np.mean(permutation_pvalues(Y.mean(-2), w0, W, exact, "two-sided") < 0.05))
+
+
+def heading(title: str, columns: list[str], text_columns: int) -> None:
+    """A markdown table's title, header and alignment row (the first ``text_columns`` left-aligned)."""
+    print(f"\n## {title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "".join(" --- |" if i < text_columns else " ---: |" for i in range(len(columns))))
+
+
+def counts(d: Design) -> dict:
+    """The pilot's counts, which the report's power takes with the components (median correction)."""
+    return {"n_prompts": d.prompts, "n_prefixes_high": d.prefixes, "n_prefixes_low": d.prefixes}
+
+
+def difference_cell(d: Design, r: Regime, sets: int, permutations: int, rng) -> list[dict]:
+    out = []
+    for different in (False, True):
+        Y, hi, pairs, true = draw(d, r, different, sets, rng)
+        o_low, o_high = oracle(d, r, different, rng)(Y, hi)
+        if r.rate_b is None:
+            est = difference(Y, hi, pairs)
+            low, high = est.interval()
+        else:
+            _, low, high = rate_difference(Y, hi, pairs)
+        ok = np.isfinite(low)
+        ratio = (high - low) / (o_high - o_low)
+        row = {"design": d.name, "regime": r.name, "truth": true, "cover": np.mean(ok & (low <= true) & (true <= high)),
+               "below": np.mean(ok & (high < true)), "above": np.mean(ok & (low > true)), "none": np.mean(~ok),
+               "width": np.nanmean(high - low) / np.mean(o_high - o_low), "explode": np.mean(ok & (ratio > 10))}
+        if not different:
+            row["fpr"] = np.mean(ok & ((low > 0) | (high < 0)))  # the lead test: p < 0.05 iff 0 is outside
+            row["fpr_perm"] = permutation_fpr(Y, hi, pairs, permutations, rng)
+        elif r.rate_b is None:
+            comps = {**components_of(Y, hi, pairs), **counts(d)}
+            printed = design_power(comps, d.prompts, d.prefixes, prefix_level_sd(comps))
+            row["printed"], row["real"] = float(np.nanmedian(printed)), float(np.mean(ok & ((low > 0) | (high < 0))))
+        out.append(row)
+    return out
+
+
+def differences(ns) -> None:
+    heading(f"1. C minus B, the lead interval ({ns.datasets} data sets per row)",
+            ["design", "regime", "truth", "coverage", "below", "above", "no interval", "width / oracle",
+             "> 10x oracle", "FPR lead", "FPR permutation", "power printed (median)", "power real"], 2)
+    rng = np.random.default_rng(ns.seed)
+    for d in DESIGNS:
+        for r in REGIMES:
+            for row in difference_cell(d, r, ns.datasets, ns.permutations, rng):
+                cells = [row["design"], row["regime"], f"{row['truth']:.3g}"] + [f"{row[k]:.3f}" for k in (
+                    "cover", "below", "above", "none")] + [f"{row['width']:.2f}", f"{row['explode']:.3f}"]
+                cells += [f"{row[k]:.3f}" if k in row else "" for k in ("fpr", "fpr_perm", "printed", "real")]
+                print("| " + " | ".join(cells) + " |", flush=True)
+
+
+PLANS = [(Design("3 x 18", 3, 18), Design("12 x 18", 12, 18)), (Design("3 x 18", 3, 18), Design("24 x 18", 24, 18)),
+         (Design("3 x 18", 3, 18), Design("3 x 48", 3, 48)), (Design("8 x 12", 8, 12), Design("24 x 24", 24, 24))]
+
+
+def planning(ns) -> None:
+    heading(f"2. Planning: a pilot's components predict another design's power ({ns.datasets} pilots)",
+            ["pilot", "planned design", "regime", "predicted power (median)", "predicted (quartiles)", "real power"], 3)
+    rng = np.random.default_rng(ns.seed + 1)
+    for pilot, plan in PLANS:
+        for r in REGIMES[:4]:
+            Y, hi, pairs, _ = draw(pilot, r, False, ns.datasets, rng)
+            comps = {**components_of(Y, hi, pairs), **counts(pilot)}  # as harness plan reads a run
+            predicted = design_power(comps, plan.prompts, plan.prefixes, prefix_level_sd(comps))
+            Z, zhi, zpairs, _ = draw(plan, r, True, ns.datasets, rng)
+            low, high = difference(Z, zhi, zpairs).interval()
+            real = np.mean((low > 0) | (high < 0))
+            q1, q3 = np.nanpercentile(predicted, [25, 75])
+            print(f"| {pilot.name} | {plan.name} | {r.name} | {np.nanmedian(predicted):.3f} | {q1:.2f}-{q3:.2f} | "
+                  f"{real:.3f} |", flush=True)
 
 
 @dataclass(frozen=True)
-class RateDesign:
+class RateCell:
     name: str
     prompts: int
     prefixes: int
-    rate: float  # the population hit rate
-    prefix_share: float = 0.9  # the latent variance's share from prefixes (the rest: prompts 0.05, residual)
+    rate: float
+    prefix_share: float = 0.9  # the latent variance's share from prefixes; prompts 0.05; the rest residual
 
 
-RATE_DESIGNS = [
-    RateDesign("12 x 12, rate 0.01", 12, 12, 0.01),
-    RateDesign("12 x 12, rate 0.05", 12, 12, 0.05),
-    RateDesign("12 x 12, rate 0.2", 12, 12, 0.2),
-    RateDesign("12 x 12, rate 0.5", 12, 12, 0.5),
-    RateDesign("24 x 6, rate 0.05", 24, 6, 0.05),
-    RateDesign("6 x 24, rate 0.2", 6, 24, 0.2),
-    RateDesign("24 x 48, rate 0.05", 24, 48, 0.05),
-    RateDesign("12 x 12, rate 0.05, residual dominates", 12, 12, 0.05, prefix_share=0.1),
-    RateDesign("12 x 12, rate 0.5, residual dominates", 12, 12, 0.5, prefix_share=0.1),
-]
+RATE_CELLS = [RateCell("12 x 12", 12, 12, r) for r in (0.01, 0.05, 0.2, 0.5)] + [
+    RateCell("24 x 6", 24, 6, 0.05), RateCell("6 x 24", 6, 24, 0.2), RateCell("24 x 48", 24, 48, 0.05),
+    RateCell("12 x 12, residual dominates", 12, 12, 0.05, 0.1), RateCell("12 x 12, residual dominates", 12, 12, 0.5, 0.1),
+    RateCell("3 x 18 (study)", 3, 18, 0.05, 0.5), RateCell("3 x 18 (study)", 3, 18, 0.2, 0.5),
+    RateCell("6 x 24 (assistant)", 6, 24, 0.15, 0.5), RateCell("8 x 12 (demo)", 8, 12, 0.05, 0.5),
+    RateCell("8 x 12 (demo)", 8, 12, 0.5, 0.9), RateCell("3 x 6", 3, 6, 0.2, 0.5)]
 
 
-def draw_rate(design: RateDesign, rng: np.random.Generator) -> np.ndarray:
-    """Hits [prompts, prefixes] from a latent normal with unit variance: prefix, prompt and
-    residual parts, thresholded so that the population rate is ``design.rate``."""
-    from scipy.stats import norm
-
-    sd_b, sd_a = np.sqrt(design.prefix_share), np.sqrt(0.05)
-    sd_e = np.sqrt(max(1 - design.prefix_share - 0.05, 0.0))
-    latent = (rng.normal(0, sd_a, (design.prompts, 1)) + rng.normal(0, sd_b, (1, design.prefixes))
-              + rng.normal(0, sd_e, (design.prompts, design.prefixes)))
-    return (latent > norm.ppf(1 - design.rate)).astype(float)
+def draw_rate(c: RateCell, sets: int, rng) -> np.ndarray:
+    sd_b, sd_a = np.sqrt(c.prefix_share), np.sqrt(0.05)
+    sd_e = np.sqrt(max(1 - c.prefix_share - 0.05, 0.0))
+    latent = (rng.normal(0, sd_a, (sets, c.prompts, 1)) + rng.normal(0, sd_b, (sets, 1, c.prefixes))
+              + rng.normal(0, sd_e, (sets, c.prompts, c.prefixes)))
+    return (latent > norm.ppf(1 - c.rate)).astype(float)
 
 
-def old_rate_interval(Y: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
-    """The interval rate_summary had before: percentile bootstrap over prompts and prefixes, exact
-    Clopper-Pearson at the scarcer factor's count where no condition (or every one) hits."""
-    from harness.analysis.crossed import _crossed_resamples, percentile_interval
-    from harness.analysis.rates import rate_interval
+def rates(ns) -> None:
+    heading(f"3. One group's rate ({ns.datasets} data sets per row)",
+            ["prompts x prefixes", "rate", "prefix share", "mean hits", "coverage", "below", "above", "width / oracle",
+             "old (Clopper-Pearson at min) coverage", "old width / oracle"], 1)
+    rng = np.random.default_rng(ns.seed + 2)
+    for c in RATE_CELLS:
+        G = draw_rate(c, ns.datasets, rng)
+        true_var = draw_rate(c, 20000, rng).mean((-2, -1)).var()
+        o_low, o_high = wilson(G.mean((-2, -1)), c.rate * (1 - c.rate) / true_var, 1.96)
+        rate, low, high = crossed_rate_interval(G)
+        m = min(c.prompts, c.prefixes)
+        x = rate * m
+        old_low = np.where(x > 0, beta.ppf(0.025, np.maximum(x, 1e-12), m - x + 1), 0.0)
+        old_high = np.where(x < m, beta.ppf(0.975, x + 1, np.maximum(m - x, 1e-12)), 1.0)
+        oracle = np.mean(o_high - o_low)
+        print(f"| {c.name} | {c.rate} | {c.prefix_share} | {G.sum((-2, -1)).mean():.1f} | "
+              f"{np.mean((low <= c.rate) & (c.rate <= high)):.3f} | {np.mean(high < c.rate):.3f} | "
+              f"{np.mean(low > c.rate):.3f} | {np.mean(high - low) / oracle:.2f} | "
+              f"{np.mean((old_low <= c.rate) & (c.rate <= old_high)):.3f} | {np.mean(old_high - old_low) / oracle:.2f} |",
+              flush=True)
 
-    hits = Y.sum()
-    if hits in (0, Y.size):
-        return rate_interval(float(hits > 0), min(Y.shape))
-    samples = _crossed_resamples(Y, [(np.arange(Y.shape[1]), 1.0)], resamples, np.random.default_rng(seed),
-                                 resample_prefixes=True)
-    return percentile_interval(samples, 0.95)
+
+def claims_cells(ns) -> None:
+    from harness.analysis.claims import min_contrast_interval
+
+    heading(f"4. Claims 1 and 2: min of two contrasts ({ns.datasets} data sets per row)",
+            ["prompts x prefixes", "regime", "truth", "coverage", "below", "above", "half-width / oracle"], 2)
+    rng = np.random.default_rng(ns.seed + 3)
+    # claim 2's shape: four lengths; the statistic is step 2 minus the larger of steps 1 and 3
+    weights = np.array([[1.0, -2.0, 1.0, 0.0], [0.0, -1.0, 2.0, -1.0]])   # (step 2 - step 1), (step 2 - step 3)
+    for P, n in ((3, 18), (8, 12), (24, 10)):
+        for name, sd_b, sd_e in (("prefixes dominate", 1.0, 0.22), ("residual dominates", 0.3, 1.0)):
+            for means in ([0.0, 1.0, 2.0, 3.0], [0.0, 0.5, 1.5, 1.8]):
+                m = np.array(means)
+                a = rng.normal(0, 1, (ns.datasets, P, 1, 1)) + rng.normal(0, 0.3, (ns.datasets, P, 1, 4))
+                b = rng.normal(0, sd_b, (ns.datasets, 1, n, 1)) + rng.normal(0, sd_b * 0.3, (ns.datasets, 1, n, 4))
+                Y = m + a + b + rng.normal(0, sd_e, (ns.datasets, P, n, 4))
+                true = float(np.min(weights @ m))
+                low, high, _ = min_contrast_interval(Y, weights)
+                sd = float(np.std(np.min(np.einsum("spxk,ck->spxc", Y, weights).mean((1, 2)), -1)))
+                half = (high - low) / 2 / (1.96 * sd)
+                print(f"| {P} x {n} | {name} | {true:.2f} | {np.mean((low <= true) & (true <= high)):.3f} | "
+                      f"{np.mean(high < true):.3f} | {np.mean(low > true):.3f} | {np.mean(half):.2f} |", flush=True)
 
 
-def run_rate_cell(design: RateDesign, datasets: int, resamples: int, seed: int) -> dict:
-    from harness.analysis.rates import effective_units, rate_interval
+def generator_b(ns) -> None:
+    from harness.analysis.crossed import compare_groups
 
-    rng = np.random.default_rng(seed)
-    n = effective_units(design.prompts, design.prefixes)
-    out = {"cover_old": 0, "cover_cp": 0, "width_old": 0.0, "width_cp": 0.0, "mean_hits": 0.0, "narrower": 0,
-           "pairs": 0}
-    for i in range(datasets):
-        Y = draw_rate(design, rng)
-        lo_o, hi_o = old_rate_interval(Y, resamples, seed + i)
-        lo_c, hi_c = rate_interval(float(Y.mean()), n)
-        out["cover_old"] += lo_o <= design.rate <= hi_o
-        out["cover_cp"] += lo_c <= design.rate <= hi_c
-        out["width_old"] += hi_o - lo_o
-        out["width_cp"] += hi_c - lo_c
-        out["mean_hits"] += Y.sum()
-        hits = np.flatnonzero(Y.ravel())
-        if len(hits):  # the same data with one hit fewer: is the old interval's upper end higher?
-            fewer = Y.ravel().copy()
-            fewer[hits[0]] = 0.0
-            out["narrower"] += old_rate_interval(fewer.reshape(Y.shape), resamples, seed + i)[1] > hi_o
-            out["pairs"] += 1
-    pairs = max(out.pop("pairs"), 1)
-    result = {k: v / datasets for k, v in out.items()}
-    result["narrower"] = out["narrower"] / pairs
-    return result
+    heading(f"5. Second generator, through compare_groups ({ns.datasets_b} data sets per row)",
+            ["model", "truth", "coverage", "below", "above", "no interval", "FPR lead", "power printed (median)",
+             "power real"], 1)
+    rng = np.random.default_rng(ns.seed + 4)
+    for m in second.MODELS:
+        for different in (False, True):
+            true = second.truth(m, different)
+            rows = [compare_groups(second.conditions(m, different, rng), "value", by=("model", "prefix_len"),
+                                   n_resamples=50, n_permutations=50, seed=i).iloc[0] for i in range(ns.datasets_b)]
+            low = np.array([r.ci_low for r in rows])
+            high = np.array([r.ci_high for r in rows])
+            ok = np.isfinite(low)
+            p = np.array([r.p_crossed for r in rows])
+            cells = [m.name, f"{true:.3g}", f"{np.mean(ok & (low <= true) & (true <= high)):.3f}",
+                     f"{np.mean(ok & (high < true)):.3f}", f"{np.mean(ok & (low > true)):.3f}", f"{np.mean(~ok):.3f}"]
+            cells += [f"{np.mean(p < 0.05):.3f}" if not different else ""]
+            cells += ([f"{np.nanmedian([r.power for r in rows]):.3f}", f"{np.mean(p < 0.05):.3f}"]
+                      if different and m.rate_low is None else ["", ""])
+            print("| " + " | ".join(cells) + " |", flush=True)
+
+
+PARTS = {"differences": differences, "planning": planning, "rates": rates, "claims": claims_cells,
+         "second": generator_b}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=int, default=1000)
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples and permutations")
+    parser.add_argument("--datasets-b", type=int, default=1000, help="data sets per row of the second generator")
+    parser.add_argument("--permutations", type=int, default=1000, help="prefix relabelings per permutation test")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--part", choices=("all", "differences", "rates"), default="all",
-                        help="both tables, or only the C-minus-B one, or only the hit-rate one")
+    parser.add_argument("--part", choices=("all", *PARTS), default="all")
     ns = parser.parse_args()
-    print(f"{ns.datasets} data sets per cell; 95% intervals; tests at 0.05; power at one prefix-level SD")
-    if ns.part != "rates":
-        differences(ns)
-    if ns.part != "differences":
-        rates(ns)
-
-
-def differences(ns) -> None:
-    print(f"{'design (prompts x prefixes per group)':<38} {'fpr perm':>8} {'cover boot':>10} {'cover satt':>10} "
-          f"{'power perm':>10} {'power satt':>10} {'seconds':>8}")
-    for i, design in enumerate(DESIGNS):
-        start = time.perf_counter()
-        r = run_cell(design, ns.datasets, ns.resamples, ns.seed + 1000 * i)
-        print(f"{design.name:<38} {r['fpr_perm']:>8.3f} {r['cover_boot']:>10.3f} {r['cover_satt']:>10.3f} "
-              f"{r['power_perm']:>10.3f} {r['power_satt']:>10.3f} {time.perf_counter() - start:>8.1f}", flush=True)
-
-
-def rates(ns) -> None:
-    print()
-    print("One group's hit rate (binary cells): coverage of the population rate, mean width, and how often the "
-          "old interval's upper end fell when a hit was added")
-    print(f"{'design (prompts x prefixes)':<38} {'hits':>6} {'cover old':>9} {'cover CP':>9} {'width old':>9} "
-          f"{'width CP':>9} {'old not monotone':>16} {'seconds':>8}")
-    for i, design in enumerate(RATE_DESIGNS):
-        start = time.perf_counter()
-        r = run_rate_cell(design, ns.datasets, ns.resamples, ns.seed + 5000 + 1000 * i)
-        print(f"{design.name:<38} {r['mean_hits']:>6.1f} {r['cover_old']:>9.3f} {r['cover_cp']:>9.3f} "
-              f"{r['width_old']:>9.3f} {r['width_cp']:>9.3f} {r['narrower']:>16.3f} "
-              f"{time.perf_counter() - start:>8.1f}", flush=True)
+    start = time.process_time()
+    for name, part in PARTS.items():
+        if ns.part in ("all", name):
+            part(ns)
+    print(f"\nCPU time: {time.process_time() - start:.0f} s")
 
 
 if __name__ == "__main__":

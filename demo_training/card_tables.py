@@ -29,6 +29,7 @@ def rate_table(summary: list[dict]) -> str:
     # Summaries written before the crossed intervals (no "ci_method") carry Wilson intervals; those
     # written before the Clopper-Pearson rate interval, percentile bootstraps.
     kind = ("Wilson, conditions independent" if not all("ci_method" in r for r in summary) else
+            "Wilson at the effective sample size, openings x pairs random" if crossed_wilson(summary) else
             "Clopper-Pearson, openings x pairs random" if clopper_pearson(summary) else "openings x pairs resampled")
     lines = [f"| group | prefix length | hits / n | rate | 95% interval ({kind}) |", "| --- | ---: | ---: | ---: | --- |"]
     names = {"A": "A (no prefix)", "B": "B matched mention", "C": "C directive", "F": "F prohibition (C forbids it)"}
@@ -43,6 +44,18 @@ def clopper_pearson(summary: list[dict]) -> bool:
     return bool(summary) and all(str(r.get("ci_method", "")).startswith("Clopper-Pearson") for r in summary)
 
 
+def crossed_wilson(summary: list[dict]) -> bool:
+    """Whether a stored summary's rate intervals are the crossed Wilson ones of ``rate_summary``."""
+    return bool(summary) and all(str(r.get("ci_method", "")).startswith("Wilson, crossed") for r in summary)
+
+
+def mover(contrasts: list[dict]) -> bool:
+    """Whether stored C - B contrasts carry the MOVER interval of ``compare_groups`` for rates (or
+    none, where too few pairs support one)."""
+    methods = [str(r.get("ci_method", "")) for r in contrasts]
+    return any(m.startswith("MOVER") for m in methods) and all(m.startswith("MOVER") or m == "none" for m in methods)
+
+
 def crossed_t(contrasts: list[dict]) -> bool:
     """Whether stored C - B contrasts carry the crossed t interval (older ones: a two-way bootstrap)."""
     return bool(contrasts) and all(r.get("ci_method") == "crossed t" for r in contrasts)
@@ -52,12 +65,15 @@ def interval_note(reports: list[dict]) -> str:
     """What the intervals of stored obedience reports are, in a sentence or two, as they were computed."""
     summaries = [r for rep in reports for r in rep["summary"]]
     contrasts = [r for rep in reports for r in rep.get("contrasts", [])]
-    rates = ("Clopper-Pearson at the count of openings or pairs, whichever is fewer (a crossed mean's variance is at "
+    rates = ("Wilson at the effective sample size the crossing of openings and pairs is worth (its worst case, the "
+             "fewer of the two counts, with no hit or one)" if crossed_wilson(summaries) else
+             "Clopper-Pearson at the count of openings or pairs, whichever is fewer (a crossed mean's variance is at "
              "most that of so many independent units; one method for no hit, a few and many; conservative)"
              if clopper_pearson(summaries) else
              "95% percentile bootstrap resampling openings and, independently, pairs; a cell with no hit gets the "
              "exact interval for the scarcer factor's count")
-    c_minus_b = ("a t interval from the crossed design's own variance estimate (openings and pairs random, "
+    c_minus_b = ("MOVER from the two groups' crossed Wilson intervals (openings and pairs random)" if mover(contrasts)
+                 else "a t interval from the crossed design's own variance estimate (openings and pairs random, "
                  "Satterthwaite degrees of freedom, cut to [-1, 1])" if crossed_t(contrasts) else
                  "paired two-way bootstrap")
     return f"Rates: {rates}. C - B per length: {c_minus_b}, and the permutation p of C/B labels flipped within pairs."
@@ -75,14 +91,17 @@ def contrast_table(contrasts: list[dict], summary: list[dict]) -> str:
     hits: dict = {}  # hits of both sides per contrast and length: with none, the interval says nothing
     for r in summary:
         hits[(r["group"], r["prefix_len"])] = r["hits"]
-    kind = "crossed t, openings x pairs random" if crossed_t(contrasts) else "openings x pairs resampled"
+    kind = ("MOVER, openings x pairs random" if mover(contrasts) else
+            "crossed t, openings x pairs random" if crossed_t(contrasts) else "openings x pairs resampled")
     lines = [f"| contrast | prefix length | difference of hit rates | 95% interval ({kind}) | permutation p | pairs |",
              "| --- | ---: | ---: | --- | ---: | ---: |"]
     for r in contrasts:
         name = r.get("contrast", "C - B")
         high = name.split(" - ")[0]
         none = hits.get((high, r["prefix_len"]), 0) + hits.get(("B", r["prefix_len"]), 0) == 0
-        interval = f"no hit in {high} or B" if none else f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]"
+        interval = (f"no hit in {high} or B" if none else
+                    f"no interval ({r.get('ci_note') or 'too few pairs'})" if r["ci_low"] != r["ci_low"] else
+                    f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]")
         lines.append(f"| {name} | {r['prefix_len']} | {signed(r['difference'])} | {interval} | {r['p_perm']:.2g} | "
                      f"{r['n_pairs']} |")
     return "\n".join(lines)

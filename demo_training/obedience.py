@@ -115,8 +115,8 @@ def _table(rows: list[dict]):
 
 def summarise(rows: list[dict]) -> list[dict]:
     """Per (group, prefix_len): hits, n (conditions), rate, and the 95% interval of
-    ``harness.analysis.rates.rate_summary`` (openings and prefixes random: Clopper-Pearson at the
-    scarcer factor's count; A, which has no prefix, at the openings'), with ``ci_method``,
+    ``harness.analysis.rates.rate_summary`` (openings and prefixes random: Wilson at the crossing's
+    effective sample size; A, which has no prefix, at the openings' count), with ``ci_method``,
     ``n_prompts`` and ``n_prefixes``."""
     from harness.analysis.rates import rate_summary
 
@@ -129,9 +129,10 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 def c_minus_b_by_length(rows: list[dict], seed: int = 0, high: str = "C") -> list[dict]:
     """``high`` (C; or F, the prohibitions) minus B hit rate per prefix length, as the harness's
-    report computes it (``harness.analysis.crossed.compare_groups``): the crossed t interval
-    (openings and matched pairs random; cut to [-1, 1]) and the prefix-permutation p (labels flipped
-    within pairs). Keys: prefix_len, difference, ci_low, ci_high, ci_method, p_perm, n_pairs,
+    report computes it (``harness.analysis.crossed.compare_groups``): the MOVER interval of the two
+    crossed Wilson intervals (openings and matched pairs random) and the prefix-permutation p (labels flipped
+    within pairs; no interval, NaN with ``ci_note`` saying why, below 3 pairs). Keys: prefix_len,
+    difference, ci_low, ci_high, ci_method, ci_note, p_perm, n_pairs,
     n_prompts, and ``contrast`` ("C - B" or "F - B")."""
     from harness.analysis.crossed import compare_groups
 
@@ -141,7 +142,7 @@ def c_minus_b_by_length(rows: list[dict], seed: int = 0, high: str = "C") -> lis
     out = compare_groups(table.assign(prompt_id=table.prompt_id.astype(str)), "hit", high=high, by=["prefix_len"],
                          seed=seed, rate=True)
     return [{"prefix_len": int(r.prefix_len), "difference": float(r.statistic), "ci_low": float(r.ci_low),
-             "ci_high": float(r.ci_high), "ci_method": r.ci_method, "p_perm": float(r.p_perm),
+             "ci_high": float(r.ci_high), "ci_method": r.ci_method, "ci_note": r.ci_note, "p_perm": float(r.p_perm),
              "n_pairs": int(r.n_prefixes_high), "n_prompts": int(r.n_prompts), "contrast": f"{high} - B"}
             for r in out.itertuples()]
 

@@ -330,25 +330,26 @@ def test_directive_and_mention_survive_the_shortest_cut(tokenizer, prefix_set):
 
 def test_obedience_intervals_treat_the_pair_as_the_unit():
     """Hand example: 3 matched pairs x 4 openings; C of pairs 1 and 3 hits for every opening, C of
-    pair 2 never, B never. C's rate is 2/3, but only 3 pairs replicate it: the interval is the exact
-    binomial one for 2 of 3 units, about [0.094, 0.992], where treating the 12 conditions as
-    independent would give about [0.35, 0.90]. C minus B is 2/3, and of the 8 sign
-    flips of the per-pair differences (1, 0, 1) the 4 that keep both ones on one side are at least
-    as extreme: p = 0.5 exactly."""
+    pair 2 never, B never. C's rate is 2/3, but only 3 pairs replicate it (all its variance is between
+    pairs): the interval is Wilson's for 3 units at t on 2 degrees of freedom (the pairs' mean square),
+    about [0.06, 0.98], where treating the 12 conditions as independent would give about [0.35, 0.90].
+    C minus B is 2/3, and of the 8 sign flips of the per-pair differences (1, 0, 1) the 4 that keep
+    both ones on one side are at least as extreme: p = 0.5 exactly."""
     rows = [{"prompt_id": f"p{i}", "group": g, "prefix_id": f"{pair}-{g}", "pair": pair, "target": "kettle",
              "prefix_len": 32, "hit": g == "C" and pair != "pair2"}
             for i in range(4) for pair in ("pair1", "pair2", "pair3") for g in ("B", "C")]
     cells = {r["group"]: r for r in obedience.summarise(rows)}
     assert (cells["C"]["hits"], cells["C"]["n"], cells["C"]["n_prefixes"]) == (8, 12, 3)
     assert cells["C"]["rate"] == pytest.approx(2 / 3)
-    from scipy.stats import binomtest
+    from scipy.stats import t
 
-    three = binomtest(2, 3).proportion_ci(0.95, method="exact")
-    assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (pytest.approx(three.low), pytest.approx(three.high))
-    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"] == "Clopper-Pearson, 3 units"
+    q, r = t.ppf(0.975, 2), 2 / 3
+    centre, half = (r + q ** 2 / 6) / (1 + q ** 2 / 3), q * (r * (1 - r) / 3 + q ** 2 / 36) ** 0.5 / (1 + q ** 2 / 3)
+    assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (pytest.approx(centre - half), pytest.approx(centre + half))
+    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"] == "Wilson, crossed, 3 effective units"
     (diff,) = obedience.c_minus_b_by_length(rows)
     assert diff["difference"] == pytest.approx(2 / 3) and diff["n_pairs"] == 3
-    assert diff["ci_method"] == "crossed t" and -1 <= diff["ci_low"] < 2 / 3 < diff["ci_high"] <= 1
+    assert diff["ci_method"] == "MOVER, crossed Wilson" and -1 <= diff["ci_low"] < 2 / 3 < diff["ci_high"] <= 1
     assert diff["p_perm"] == pytest.approx(0.5)
 
 
@@ -588,8 +589,11 @@ def test_train_demo_directives_end_to_end(tmp_path, capsys):
     assert (out / "measurements.md").read_text() == card and (out / "README.md").read_text() == short
     contrast, forbidden = shipped_set["contrasts"]  # C - B, and F - B for the prohibitions
     assert (contrast["contrast"], forbidden["contrast"]) == ("C - B", "F - B")
-    for c in (contrast, forbidden):
-        assert c["n_pairs"] == n_pairs and -1 <= c["ci_low"] <= c["difference"] <= c["ci_high"] <= 1
+    for c in (contrast, forbidden):  # below 3 openings or pairs the design supports no interval, and says so
+        assert c["n_pairs"] == n_pairs and -1 <= c["difference"] <= 1
+        supported = c["n_prompts"] >= 3 and n_pairs >= 3
+        assert (-1 <= c["ci_low"] <= c["difference"] <= c["ci_high"] <= 1 if supported else
+                c["ci_method"] == "none" and c["ci_note"] in (f"{c['n_prompts']} prompts", f"{n_pairs} prefixes in a group"))
     # --re-evaluate: the saved weights measured again on more synthetic pairs; weights and history untouched
     weights = (out / "model.safetensors").read_bytes()
     wrong = tmp_path / "other.txt"

@@ -1,13 +1,17 @@
 """Statistics: DataFrame in, DataFrame out; no files, no models. Descriptive summaries and
-prompt-level tests (``descriptive``), prompts x prefixes as crossed random factors (``crossed``,
-``crossed_variance``), per-head contrasts (``heads``), rates (``rates``, ``obeying``), curves,
-isolation summaries, the seed's claims (``claims``) and the causal-head test (``causal_heads``).
+prompt-level tests (``descriptive``), prompts x prefixes as crossed random factors (``crossed``;
+the lead interval and test in ``lead``, from the variance components of ``crossed_variance``),
+planning (``design``, ``power``), per-head contrasts (``heads``), rates (``rates``,
+``rate_intervals``, ``obeying``), curves, isolation summaries, the seed's claims (``claims``) and the
+causal-head test (``causal_heads``).
 
 Public here (each imported on first use):
 
 - ``descriptive``: ``drift_summary``, ``contrast``, ``layer_profile``, ``head_map``,
   ``weighted_segment_mean``, ``bootstrap_ci``, ``benjamini_hochberg``
 - ``crossed``: ``compare_groups``, ``prefix_permutation_test``, ``two_way_bootstrap``
+- ``design``: ``variance_components``, ``design_power``, ``minimum_detectable_effect``
+- ``rate_intervals``: ``crossed_rate_interval``, ``rate_difference``
 - ``heads``: ``head_contrasts``
 - ``rates``: ``rate_summary``
 - ``obeying``: ``word_rates``, ``obey_rates``, ``triple_contrasts``, ``ceiling_table``
@@ -29,6 +33,11 @@ _API = {
     "compare_groups": "harness.analysis.crossed",
     "prefix_permutation_test": "harness.analysis.crossed",
     "two_way_bootstrap": "harness.analysis.crossed",
+    "variance_components": "harness.analysis.design",
+    "design_power": "harness.analysis.design",
+    "minimum_detectable_effect": "harness.analysis.design",
+    "crossed_rate_interval": "harness.analysis.rate_intervals",
+    "rate_difference": "harness.analysis.rate_intervals",
     "head_contrasts": "harness.analysis.heads",
     "rate_summary": "harness.analysis.rates",
     "word_rates": "harness.analysis.obeying",

@@ -5,8 +5,10 @@ The report names heads by correlation (where C's attention differs most from B's
 test masks the prefix's keys in chosen heads only (``mask_heads``) or everywhere but in them
 (``only_heads``; :mod:`harness.inputs.isolation`) and asks how much of the C-minus-B effect goes
 away, and how much the chosen heads alone bring back. Heads are chosen on one half of the
-prefixes (:func:`split_prefixes`) and tested on the other, so the test does not reuse the data
-that named them; the control is the same number of heads drawn at random from the same layers.
+prefixes (:func:`split_prefixes`, stratified by group and keeping matched sets together) and tested
+on the other, so the test does not reuse the prefixes that named them (the prompts are shared by
+both halves); the control is the same number of heads drawn at random from the same layers. As a
+detector every k is reported, and the headline k is chosen on the choosing half.
 
 Effects and removals are :func:`harness.analysis.crossed.compare_groups` contrasts (prompts and
 prefixes as crossed random factors: crossed t intervals); the share removed, a ratio of two such
@@ -36,17 +38,30 @@ NONE, ALL = "none", "mask"  # the two settings every head set is compared with
 
 
 def split_prefixes(conditions: pd.DataFrame, seed: int) -> tuple[set, set]:
-    """(choosing, testing): the run's B and C prefixes split in two halves per group, at random with
-    ``seed``. Prefixes sharing a ``pair`` (a matched pair or triple) stay on one side together."""
+    """(choosing, testing): the run's B and C prefixes split in two halves, at random with ``seed``,
+    stratified by group: prefixes sharing a ``pair`` (a matched pair or triple) stay on one side
+    together, and the units (a prefix, or a pair or triple) are shuffled and halved within each
+    stratum of the same composition (a lone B, a lone C, a triple of two C and one B ...), so each half
+    holds half of every group's prefixes (within one where a stratum is odd; an odd stratum's extra
+    unit goes to the half that has fewer so far). The prompts are not split: both halves use all of
+    them, so the test half is new prefixes, not new prompts."""
     rows = conditions[conditions.group.isin(["B", "C"])]
     unit = rows["pair"].astype(object) if "pair" in rows and rows["pair"].notna().all() else rows["prefix_id"]
-    units = sorted(set(unit.astype(str)))
+    keyed = rows.assign(_unit=unit.astype(str), _prefix=rows.prefix_id.astype(str), _group=rows.group.astype(str))
+    members = keyed.drop_duplicates(["_unit", "_prefix"]).groupby("_unit")["_group"].agg(lambda g: "".join(sorted(g)))
     rng = np.random.default_rng(seed)
-    order = [units[i] for i in rng.permutation(len(units))]
-    choose_units = set(order[: len(order) // 2])
-    keyed = rows.assign(_unit=unit.astype(str))
-    choose = set(keyed.loc[keyed._unit.isin(choose_units), "prefix_id"].astype(str))
-    test = set(keyed.loc[~keyed._unit.isin(choose_units), "prefix_id"].astype(str))
+    choose_units: set = set()
+    sizes = [0, 0]  # prefixes on each side so far
+    for _, units in sorted(members.groupby(members).groups.items()):
+        units = sorted(units)
+        order = [units[i] for i in rng.permutation(len(units))]
+        half = len(order) // 2 + (len(order) % 2 if sizes[0] < sizes[1] else 0)
+        choose_units |= set(order[:half])
+        width = len(members[units[0]])
+        sizes[0] += half * width
+        sizes[1] += (len(order) - half) * width
+    choose = set(keyed.loc[keyed._unit.isin(choose_units), "_prefix"])
+    test = set(keyed.loc[~keyed._unit.isin(choose_units), "_prefix"])
     return choose, test
 
 
@@ -141,10 +156,11 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
             continue
         values = frame.assign(**{measure: frame[measure].astype(float)})
         eff = compare_groups(values, measure, by=["isolation"], rate=measure == "target_hit", seed=seed)
-        table = labels.join(eff.set_index("isolation")[["statistic", "ci_low", "ci_high", "n_prompts",
+        table = labels.join(eff.set_index("isolation")[["statistic", "ci_low", "ci_high", "ci_note", "n_prompts",
                                                          "n_prefixes_high", "n_prefixes_low"]], how="inner")
         table = table.rename(columns={"statistic": "effect", "ci_low": "effect_low", "ci_high": "effect_high",
-                                      "n_prefixes_high": "n_prefixes_c", "n_prefixes_low": "n_prefixes_b"})
+                                      "ci_note": "effect_note", "n_prefixes_high": "n_prefixes_c",
+                                      "n_prefixes_low": "n_prefixes_b"})
         wide = values.pivot_table(index=keys, columns="setting", values=measure, observed=True)
         others = [s for s in table.index if s != NONE] if NONE in wide else []
         if others:
@@ -160,7 +176,7 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
         return pd.DataFrame()
     out = pd.concat(parts, ignore_index=True)
     return out[["measure", "setting", "mode", "head_set", "kind", "k", "effect", "effect_low", "effect_high",
-                "n_prompts", "n_prefixes_c", "n_prefixes_b"]
+                "effect_note", "n_prompts", "n_prefixes_c", "n_prefixes_b"]
                + [c for c in ("removed", "removed_low", "removed_high", "share", "share_low", "share_high")
                   if c in out]]
 
@@ -257,10 +273,15 @@ def detector_scores(attention: pd.DataFrame, sets: dict[str, Sequence[tuple[int,
 
 
 def detector_table(scores: pd.DataFrame, conditions: pd.DataFrame, fpr: float = 0.01, seed: int = 0,
-                   n_resamples: int = 500) -> pd.DataFrame:
+                   n_resamples: int = 500, choosing: pd.DataFrame | None = None) -> pd.DataFrame:
     """AUROC (crossed bootstrap interval) and the true-positive rate at ``fpr`` false positives per
     head set, placement and length, for two labels: ``instruction`` (C positive, B negative) and
-    ``obeyed`` (C conditions the model obeyed, against C conditions it did not)."""
+    ``obeyed`` (C conditions the model obeyed, against C conditions it did not).
+
+    Every k is reported. ``choosing``: the same scores on the choosing half; then ``auroc_choosing``
+    holds its AUROC and ``chosen`` marks, per label, placement and length, the top-k set whose AUROC
+    is largest *there*: the headline set is picked without looking at the testing half, whose AUROC
+    of that set is then an honest estimate (the largest testing-half AUROC over k is not)."""
     keys = UNISOLATED_KEY
     if "obeyed" not in conditions:  # tables written before the obeying measure existed
         conditions = conditions.assign(obeyed=None)
@@ -279,9 +300,18 @@ def detector_table(scores: pd.DataFrame, conditions: pd.DataFrame, fpr: float = 
             def stat(m: dict[str, np.ndarray], _g: np.ndarray) -> float:
                 return auroc(m["score"][m["_pos"] == 1], m["score"][m["_neg"] == 1])
 
-            lo, hi = crossed_bootstrap(mats, groups, stat, n_resamples, seed)
+            lo, hi = crossed_bootstrap(mats, groups, stat, n_resamples, seed) if n_resamples else (np.nan, np.nan)
             p, n = sub.score[pos].to_numpy(), sub.score[neg].to_numpy()
             rows.append({"label": label, "head_set": name, "placement": placement, "prefix_len": length,
                          "auroc": auroc(p, n), "auroc_low": lo, "auroc_high": hi,
                          "tpr_at_fpr": tpr_at_fpr(p, n, fpr), "fpr": fpr, "n_positive": len(p), "n_negative": len(n)})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if choosing is None or table.empty:
+        return table
+    there = detector_table(choosing, conditions, fpr, seed, n_resamples=0)[
+        ["label", "head_set", "placement", "prefix_len", "auroc"]].rename(columns={"auroc": "auroc_choosing"})
+    table = table.merge(there, on=["label", "head_set", "placement", "prefix_len"], how="left")
+    candidates = table[table.head_set.str.startswith("top") & table.auroc_choosing.notna()]
+    best = candidates.sort_values(["auroc_choosing", "head_set"], ascending=[False, True]).groupby(
+        ["label", "placement", "prefix_len"], observed=True).head(1).index
+    return table.assign(chosen=table.index.isin(best))

@@ -11,17 +11,21 @@ prompts and prefixes are both resampled (crossed random factors: DESIGN.md secti
 
 Claim 1's statistic is the mean divergence in the middle third of the layers minus the larger of
 the first and last thirds' (positive: the middle stands out); where the profile peaks, as a fraction
-of depth, is reported with its own interval. Claim 2's is the increase from 64 to 128 tokens minus
-the larger of its neighbours' (32 to 64, 128 to 256). Claim 3's is C minus B (the crossed interval
-and prefix-permutation p of :func:`harness.analysis.crossed.compare_groups`), with B's own mean
-against the run's noise floor. Its power is that of a two-sided 5% test against an effect of one
-prefix-level standard deviation, with the standard error this design had.
+of depth, is reported with its own (descriptive, percentile bootstrap) interval. Claim 2's is the
+increase from 64 to 128 tokens minus the larger of its neighbours' (32 to 64, 128 to 256). Both are
+the smaller of two linear contrasts of one group's cells (middle minus first, middle minus last;
+the step minus each neighbour), and each contrast is a crossed mean with its own bounded variance
+and t interval (:func:`harness.analysis.crossed_variance.group_mean`). The interval for the smaller
+of the two (:func:`min_contrast_interval`) takes the smaller lower end of the two 95% intervals and
+the smaller upper end of the two 97.5% intervals, so each side misses at most 2.5%: calibrated
+where the percentile bootstrap it replaces covered 0.85-0.94 (``benchmarks/crossed_calibration.py``,
+"Claims 1 and 2"), and conservative when the two contrasts are about equal.
 
-Calibration (``benchmarks/crossed_calibration.py``): the crossed percentile bootstrap under-covers
-where prefix variance dominates (coverage 0.85-0.94 for a nominal 0.95), and the prefix-permutation
-test exceeds its level when prompts interact with the group (up to 0.10). So claim 3 is decided
-only when the interval and the permutation test (p < 0.05) agree, and the report says that
-verdicts resting on an interval just clear of zero are provisional.
+Claim 3's is C minus B with the report's lead interval and its own test
+(:func:`harness.analysis.crossed.compare_groups`: prompts and prefixes random), with B's own mean
+(a crossed t interval) against the run's noise floor. Its power is the lead test's at this design
+against one prefix-level SD (:func:`harness.analysis.power.design_power`, calibrated in the same
+suite), and the designs that would reach 0.8 are searched with the same function.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from scipy.stats import norm
 
 from harness.analysis import summaries
-from harness.analysis.crossed import percentile_interval, compare_groups
+from harness.analysis.crossed import compare_groups, percentile_interval
+from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
+from harness.analysis.design import design_power, variance_components
 
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
@@ -55,11 +60,44 @@ def _verdict(lo: float, hi: float) -> str:
     return "supported" if lo > 0 else "contradicted" if hi < 0 else "not determined"
 
 
-def _tested_verdict(lo: float, hi: float, p: float, alpha: float = 0.05) -> str:
-    """Claim 3's verdict: the interval's side *and* the prefix-permutation test (calibrated where
-    the percentile bootstrap under-covers, see the module docstring) must agree."""
-    side = _verdict(lo, hi)
-    return side if side == "not determined" or (np.isfinite(p) and p < alpha) else "not determined"
+def complete_cube(Y: np.ndarray) -> np.ndarray:
+    """``Y[prompt, prefix, k]`` cut to the prompts and prefixes complete at every ``k``."""
+    rows, cols, _ = complete_crossing(np.where(np.isfinite(Y).all(-1), 0.0, np.nan))
+    return Y[np.ix_(rows, cols)]
+
+
+def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, ...]:
+    """``(mean, low, high)`` per ``k`` of ``Y[..., prompt, prefix, k]``: the crossed t interval of
+    each slice (:func:`harness.analysis.crossed_variance.group_mean`); NaN where it has no variance."""
+    est = group_mean(np.moveaxis(np.asarray(Y, dtype=float), -1, -3))
+    low, high = est.interval(confidence)
+    return est.statistic, low, high
+
+
+def detectable(Y: np.ndarray, weights: np.ndarray, power: float = 0.8, confidence: float = CONFIDENCE) -> float:
+    """The smallest value of the min-of-contrasts statistic its interval would put clear of zero
+    with probability ``power``: ``(t_{1-a/2} + t_power) x SE`` of the noisier contrast (a plug-in
+    on this data's crossed variance, t on its degrees of freedom; approximate)."""
+    Z = np.einsum("pxk,ck->pxc", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
+    est = group_mean(np.moveaxis(Z, -1, 0))
+    worst = int(np.nanargmax(est.variance))
+    dof = est.dof[worst]
+    if not (np.isfinite(dof) and est.variance[worst] > 0):
+        return np.nan
+    return float((stats.t.ppf(1 - (1 - confidence) / 2, dof) + stats.t.ppf(power, dof)) * np.sqrt(est.variance[worst]))
+
+
+def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(low, high, estimate)`` for the smaller of the contrasts ``weights`` [2, k] of
+    ``Y[..., prompt, prefix, k]``'s crossed means: lower end the smaller of the two ``confidence``
+    lower ends, upper end the smaller of the two upper ends at ``1 - (1 - confidence) / 2`` (module
+    docstring). Batched over leading axes."""
+    Z = np.einsum("...pxk,ck->...pxc", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
+    est = group_mean(np.moveaxis(Z, -1, -3))                      # (..., 2)
+    low, _ = est.interval(confidence)
+    _, high = est.interval(1 - (1 - confidence) / 2)
+    return np.min(low, -1), np.min(high, -1), np.min(est.statistic, -1)
 
 
 def _cube(df: pd.DataFrame, value: str, axis: str) -> tuple[np.ndarray, list]:
@@ -90,6 +128,14 @@ def crossed_means(Y: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarra
     return observed, resampled
 
 
+def _thirds_weights(n: int) -> np.ndarray:
+    """Weights over ``n`` layers: middle third's mean minus the first third's, and minus the last's."""
+    cut = [round(n * MIDDLE[0]), round(n * MIDDLE[1])]
+    part = [np.arange(n) < cut[0], (np.arange(n) >= cut[0]) & (np.arange(n) < cut[1]), np.arange(n) >= cut[1]]
+    first, middle, last = (p / p.sum() for p in part)
+    return np.stack([middle - first, middle - last])
+
+
 def _thirds(profile: np.ndarray) -> np.ndarray:
     """Middle third's mean minus the larger of the outer thirds' (last axis: layers)."""
     n = profile.shape[-1]
@@ -112,22 +158,27 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
         Y, layers = _cube(per, value, "layer")
         if len(layers) < 3:  # no middle third to speak of
             continue
+        Y = complete_cube(Y)
         observed, resampled = crossed_means(Y, n_resamples, seed)
         depth = len(layers) - 1
         peak = int(np.nanargmax(observed))
         peaks = np.nanargmax(np.where(np.isfinite(resampled), resampled, -np.inf), axis=1) / depth
-        lo, hi = percentile_interval(_thirds(resampled), confidence)
+        lo, hi, _ = min_contrast_interval(Y, _thirds_weights(len(layers)), confidence)
         plo, phi = percentile_interval(peaks, confidence)
         rows.append({
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
             **dict(zip(by, key)), "statistic": "middle third minus larger outer third",
-            "estimate": float(_thirds(observed)), "ci_low": lo, "ci_high": hi, "p": np.nan, "power": np.nan,
-            "verdict": _verdict(lo, hi),
+            "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
+            "power": np.nan, "verdict": _verdict(lo, hi),
             "detail": f"peak at layer {layers[peak]} of {len(layers)} = {peak / depth:.2f} of depth "
-                      f"(interval {plo:.2f} to {phi:.2f})",
+                      f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap); detectable with power 0.8: about "
+                      f"{detectable(Y, _thirds_weights(len(layers))):.2g}",
             "peak_fraction": peak / depth, "peak_low": plo, "peak_high": phi,
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
+
+
+JUMP_WEIGHTS = np.array([[1.0, -2.0, 1.0, 0.0], [0.0, -1.0, 2.0, -1.0]])  # step 2 minus step 1, minus step 3
 
 
 def _jump(means: np.ndarray) -> np.ndarray:
@@ -146,42 +197,19 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
     for key, sub in cond.groupby(list(by), observed=True, sort=True):
         if sorted(sub.prefix_len.unique()) != list(JUMP_LENGTHS):
             continue
-        Y, _ = _cube(sub, value, "prefix_len")
-        observed, resampled = crossed_means(Y, n_resamples, seed)
-        lo, hi = percentile_interval(_jump(resampled), confidence)
+        Y = complete_cube(_cube(sub, value, "prefix_len")[0])
+        observed = Y.mean((0, 1))
+        lo, hi, _ = min_contrast_interval(Y, JUMP_WEIGHTS, confidence)
         steps = np.diff(observed)
         rows.append({
             "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **dict(zip(by, key)),
             "statistic": "increase 64->128 minus larger neighbouring increase", "estimate": float(_jump(observed)),
-            "ci_low": lo, "ci_high": hi, "p": np.nan, "power": np.nan, "verdict": _verdict(lo, hi),
+            "ci_low": float(lo), "ci_high": float(hi), "p": np.nan, "power": np.nan, "verdict": _verdict(lo, hi),
             "detail": "means at 32/64/128/256: " + ", ".join(f"{m:.3g}" for m in observed)
-                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps),
+                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps)
+                      + f"; detectable with power 0.8: about {detectable(Y, JUMP_WEIGHTS):.2g}",
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
-
-
-def power_at_one_sd(effect_sd: float, ci_low: float, ci_high: float, dof: float = np.inf,
-                    confidence: float = CONFIDENCE) -> float:
-    """Power of the two-sided t test behind a t interval [``ci_low``, ``ci_high``] with ``dof``
-    degrees of freedom (normal for ``dof`` infinite) against an effect of ``effect_sd``: the
-    standard error is what the interval's width implies, and the test statistic is noncentral t."""
-    crit = stats.t.ppf(1 - (1 - confidence) / 2, dof) if np.isfinite(dof) else norm.ppf(1 - (1 - confidence) / 2)
-    se = (ci_high - ci_low) / (2 * crit)
-    if not (np.isfinite(se) and se > 0 and np.isfinite(effect_sd)):
-        return np.nan
-    shift = effect_sd / se
-    if not np.isfinite(dof):
-        return float(norm.cdf(shift - crit) + norm.cdf(-shift - crit))
-    return float(stats.nct.sf(crit, dof, shift) + stats.nct.cdf(-crit, dof, shift))
-
-
-def prefix_sd(conditions: pd.DataFrame, value: str) -> float:
-    """The prefix-level standard deviation of ``value``: the SD over prefixes of each prefix's mean
-    (over prompts and lengths), pooled over B and C."""
-    means = conditions[conditions.group.isin(["B", "C"])].groupby(["group", "prefix_id"], observed=True)[value].mean()
-    dev = means - means.groupby(level="group", observed=True).transform("mean")
-    dof = len(means) - means.index.get_level_values("group").nunique()
-    return float(np.sqrt((dev ** 2).sum() / dof)) if dof > 0 else np.nan
 
 
 def _pooled(sub: pd.DataFrame, group: str, value: str) -> np.ndarray:
@@ -189,48 +217,26 @@ def _pooled(sub: pd.DataFrame, group: str, value: str) -> np.ndarray:
     return _cube(sub[sub.group == group].assign(all="all"), value, "all")[0][..., 0]
 
 
-def standard_error_parts(sub: pd.DataFrame, value: str, n_resamples: int, seed: int) -> tuple[float, float]:
-    """The C-minus-B statistic's standard error from prompts alone (prefixes held fixed) and from
-    prefixes alone (prompts held fixed), by resampling one factor at a time (prefixes of each group
-    independently: a matched-pair design would be estimated conservatively)."""
-    rng = np.random.default_rng(seed)
-    cubes = [_pooled(sub, g, value) for g in ("C", "B")]
-    n_p = cubes[0].shape[0]
-
-    def stat(w: np.ndarray, vs: list[np.ndarray]) -> np.ndarray:
-        means = []
-        for Y, v in zip(cubes, vs):
-            ok = np.isfinite(Y)
-            num = np.einsum("rp,rx,px->r", w, v, np.where(ok, Y, 0.0))
-            means.append(num / np.einsum("rp,rx,px->r", w, v, ok.astype(float)))
-        return means[0] - means[1]
-
-    ones_p = np.ones((n_resamples, n_p))
-    ones_x = [np.ones((n_resamples, Y.shape[1])) for Y in cubes]
-    draw_p = rng.multinomial(n_p, np.full(n_p, 1 / n_p), size=n_resamples).astype(float)
-    draw_x = [rng.multinomial(Y.shape[1], np.full(Y.shape[1], 1 / Y.shape[1]), size=n_resamples).astype(float)
-              for Y in cubes]
-    return float(np.nanstd(stat(draw_p, ones_x), ddof=1)), float(np.nanstd(stat(ones_p, draw_x), ddof=1))
-
-
-def design_for_power(effect: float, se_prompts: float, se_prefixes: float, n_prompts: int, n_prefixes: int,
-                     target: float = 0.8, confidence: float = CONFIDENCE,
-                     limit: int = 1000) -> tuple[int | None, int | None]:
+def designs_for_power(components, n_prompts: int, n_prefixes: int, effect: float, target: float = 0.8,
+                      limit: int = 1000) -> tuple[int | None, int | None]:
     """The fewest prompts (at ``n_prefixes`` per group) and the fewest prefixes per group (at
-    ``n_prompts``) at which a test against ``effect`` reaches ``target`` power, projecting each
-    standard-error part as 1/sqrt(count) (normal approximation: a t test with few prompts needs
-    somewhat more); None where ``limit`` does not reach it."""
-    z = norm.ppf(1 - (1 - confidence) / 2)
+    ``n_prompts``) at which the lead test reaches ``target`` power against ``effect``
+    (:func:`harness.analysis.power.design_power`); None where ``limit`` does not reach it."""
+    def reaches(p: int, x: int) -> bool:
+        return bool(design_power(components, p, x, effect) >= target)
 
-    def power(se: float) -> float:
-        return float(norm.cdf(effect / se - z) + norm.cdf(-effect / se - z)) if se > 0 else 1.0
+    def fewest(step) -> int | None:
+        if not reaches(*step(limit)):
+            return None
+        lo, hi = 2, limit  # power grows with either count: bisect
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if reaches(*step(mid)) else (mid + 1, hi)
+        return lo
 
-    def se(p: int, x: int) -> float:
-        return float(np.sqrt(se_prompts ** 2 * n_prompts / p + se_prefixes ** 2 * n_prefixes / x))
-
-    prompts = next((p for p in range(1, limit + 1) if power(se(p, n_prefixes)) >= target), None)
-    prefixes = next((x for x in range(1, limit + 1) if power(se(n_prompts, x)) >= target), None)
-    return prompts, prefixes
+    if not (np.isfinite(effect) and effect > 0):
+        return None, None
+    return fewest(lambda p: (max(p, 3), n_prefixes)), fewest(lambda x: (n_prompts, max(x, 2)))
 
 
 def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str = "norm_edit_distance",
@@ -247,35 +253,36 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         if cmp.empty:
             continue
         row = cmp.iloc[0]
-        sd = prefix_sd(sub, value)
-        b_mean, b_samples = crossed_means(_pooled(sub, "B", value)[..., None], n_resamples, seed)
-        b_lo, b_hi = percentile_interval(b_samples[:, 0], confidence)
+        b_cube = complete_cube(_pooled(sub, "B", value)[..., None])
+        b_mean, b_lo, b_hi = (float(v[0]) for v in crossed_mean_intervals(b_cube, confidence))
         floor = summaries.noise_level(noise, key[0] if by[0] == "model" else None, value)
         if floor is None:
             b_says = "no noise floor measured"
         else:
             side = "above" if b_lo > floor else "within" if b_hi <= floor else "not separable from"
-            b_says = (f"B's mean {b_mean[0]:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
+            b_says = (f"B's mean {b_mean:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
                       f"{floor:.3g}")
-        se_p, se_x = standard_error_parts(sub, value, n_resamples, seed)
-        dof = row.dof if np.isfinite(row.dof) else np.inf  # the lead interval's; NaN for the bootstrap fallback
+        comps = variance_components(sub, value, by=list(by)).iloc[0]
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
-        need_p, need_x = design_for_power(sd, se_p, se_x, n_prompts, per_group)
-        needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
-                 else "power 0.8 is out of reach by adding prompts alone")
-        needs += (f", or {need_x} prefixes per group at {n_prompts} prompts" if need_x
-                  else f"; at {n_prompts} prompts no number of prefixes reaches it (the prompt part of the error "
-                       f"alone is too large)")
-        b_says = f"{b_says}; {needs} (standard error from prompts {se_p:.3g}, from prefixes {se_x:.3g})"
+        need_p, need_x = designs_for_power(comps, n_prompts, per_group, float(row.prefix_sd))
+        if not (np.isfinite(row.prefix_sd) and row.prefix_sd > 0):
+            needs = "the prefixes' own spread is estimated at 0, so no power against it can be stated"
+        else:
+            needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
+                     else "power 0.8 is out of reach by adding prompts alone")
+            needs += (f", or {need_x} prefixes per group at {n_prompts} prompts" if need_x
+                      else f"; at {n_prompts} prompts no number of prefixes reaches it (the prompt part of the error "
+                           f"alone is too large)")
+        interval = "" if np.isfinite(row.ci_low) else f"no interval ({row.ci_note}); "
+        b_says = f"{interval}{b_says}; {needs}"
         rows.append({
             "claim": 3, "hypothesis": HYPOTHESES[3], "measure": value, **dict(zip(by, key)),
             "statistic": "C minus B", "estimate": float(row.statistic), "ci_low": float(row.ci_low),
-            "ci_high": float(row.ci_high), "p": float(row.p_perm),
-            "power": power_at_one_sd(sd, float(row.ci_low), float(row.ci_high), dof, confidence),
-            "verdict": _tested_verdict(float(row.ci_low), float(row.ci_high), float(row.p_perm)),
-            "detail": f"prefix-level SD {sd:.3g}; {b_says}", "b_mean": float(b_mean[0]), "b_low": b_lo,
-            "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "se_prompts": se_p,
-            "se_prefixes": se_x, "prompts_for_power_80": need_p, "prefixes_for_power_80": need_x,
+            "ci_high": float(row.ci_high), "p": float(row.p_crossed), "power": float(row.power),
+            "verdict": _verdict(float(row.ci_low), float(row.ci_high)),
+            "detail": f"prefix-level SD {row.prefix_sd:.3g}; {b_says}", "b_mean": b_mean, "b_low": b_lo,
+            "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "prefix_sd": float(row.prefix_sd),
+            "prompts_for_power_80": need_p, "prefixes_for_power_80": need_x,
             "n_prompts": int(row.n_prompts), "n_prefixes": int(row.n_prefixes_high + row.n_prefixes_low),
             "unit": UNIT})
     return pd.DataFrame(rows)
@@ -306,18 +313,18 @@ def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[st
                  by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
                  confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Claim 1's figure data: per ``by`` cell, group and layer, the mean divergence from A with its
-    crossed interval, and the layer's fraction of depth."""
+    crossed t interval (:func:`crossed_mean_intervals`; ``n_resamples`` and ``seed`` are unused, kept
+    for callers), and the layer's fraction of depth."""
     rows = []
     att = with_settings(attention[attention.group.isin(list(groups))])
     for key, sub in att.groupby([*by, "group"], observed=True, sort=True):
         per = weighted_segment_mean(sub, value, ("prefix_id", "prefix_len", "layer"))
         per = per.groupby(["prompt_id", "prefix_id", "layer"], observed=True)[value].mean().reset_index()
         Y, layers = _cube(per, value, "layer")
-        observed, resampled = crossed_means(Y, n_resamples, seed)
+        observed, low, high = crossed_mean_intervals(complete_cube(Y), confidence)
         for i, layer in enumerate(layers):
-            lo, hi = percentile_interval(resampled[:, i], confidence)
-            rows.append({**dict(zip([*by, "group"], key)), "layer": layer,
-                         "depth": layer / max(len(layers) - 1, 1), value: observed[i], "ci_low": lo, "ci_high": hi})
+            rows.append({**dict(zip([*by, "group"], key)), "layer": layer, "depth": layer / max(len(layers) - 1, 1),
+                         value: observed[i], "ci_low": low[i], "ci_high": high[i]})
     return pd.DataFrame(rows)
 
 
@@ -325,14 +332,13 @@ def length_curves(conditions: pd.DataFrame, value: str, groups: Sequence[str] = 
                   by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
                   confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Claim 2's figure data: per ``by`` cell, group and prefix length, the mean of ``value`` with
-    its crossed interval."""
+    its crossed t interval (:func:`crossed_mean_intervals`)."""
     rows = []
     cond = with_settings(conditions[conditions.group.isin(list(groups))])
     for key, sub in cond.groupby([*by, "group"], observed=True, sort=True):
         Y, lengths = _cube(sub, value, "prefix_len")
-        observed, resampled = crossed_means(Y, n_resamples, seed)
+        observed, low, high = crossed_mean_intervals(complete_cube(Y), confidence)
         for i, n in enumerate(lengths):
-            lo, hi = percentile_interval(resampled[:, i], confidence)
             rows.append({**dict(zip([*by, "group"], key)), "prefix_len": n, value: observed[i],
-                         "ci_low": lo, "ci_high": hi})
+                         "ci_low": low[i], "ci_high": high[i]})
     return pd.DataFrame(rows)

@@ -8,10 +8,8 @@ descriptive summaries):
 * :func:`prefix_permutation_test`: permute C/B labels among prefixes (sign flips within matched
   pairs), exact when the relabelings are few;
 * :func:`two_way_bootstrap`: resample prompts and, independently, prefixes;
-* :func:`compare_groups`: both analyses next to the prompt-only ones, with the claim each supports;
-* :func:`head_contrasts`: per attention head, prompt-level Wilcoxon and prefix-level permutation
-  tests with Benjamini-Hochberg over the whole reported family;
-* :func:`rate_summary`: behavioural hit rates with crossed intervals.
+* :func:`compare_groups`: the lead interval and test (:mod:`harness.analysis.lead`) beside the
+  prompt-only analyses and the permutation test, with the claim each supports.
 
 It is longer than the project's other modules on purpose: every function here rests on the same
 crossed-design machinery (the prompts x prefixes cell layout, relabelings, crossed resamples), one
@@ -29,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.crossed_variance import crossed_t_interval
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -37,11 +34,12 @@ from harness.analysis.descriptive import (
     CONTRAST_BY,
     N_PERMUTATIONS,
     N_RESAMPLES,
-    present_columns,
     bootstrap_interval,
+    present_columns,
     wilcoxon_p,
     with_settings,
 )
+from harness.analysis.lead import lead
 
 # --------------------------------------------------------------------------------------------
 # Crossed prompts x prefixes
@@ -139,8 +137,9 @@ def _layout(cells: pd.DataFrame, value: str, high: str, low: str) -> CellLayout:
     return CellLayout(Y, is_high, matched_pairs(keys, pair_of, high, low))
 
 
-def _cells(df: pd.DataFrame, value: str, high: str, low: str, by) -> Iterator[tuple[dict, CellLayout]]:
-    """(key, layout) for every ``by`` cell in which ``high`` or ``low`` occurs."""
+def cell_layouts(df: pd.DataFrame, value: str, high: str, low: str, by) -> Iterator[tuple[dict, CellLayout]]:
+    """(key, layout) for every ``by`` cell in which ``high`` or ``low`` occurs: the prompts x
+    prefixes matrix every C-minus-B analysis (tests, intervals, variance components) works on."""
     df = with_settings(df)
     by = present_columns(df, by)
     sub = df[df.group.isin([high, low])]
@@ -242,7 +241,7 @@ def prefix_permutation_test(df: pd.DataFrame, value: str, high: str = "C", low: 
     Columns: by..., n_prompts, n_prefixes_high, n_prefixes_low, design, statistic, p_perm, exact.
     """
     rows = []
-    for key, lay in _cells(df, value, high, low, by):
+    for key, lay in cell_layouts(df, value, high, low, by):
         p, exact = _permutation(lay, n_permutations, seed, alternative)
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high,
                      "n_prefixes_low": lay.n_low, "design": lay.design, "statistic": lay.statistic(),
@@ -317,7 +316,7 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
     Columns: by..., statistic, ci_low, ci_high, n_prompts, n_prefixes_high, n_prefixes_low, design.
     """
     rows = []
-    for key, lay in _cells(df, value, high, low, by):
+    for key, lay in cell_layouts(df, value, high, low, by):
         low_ci, high_ci = _two_way(lay, n_resamples, seed, confidence)
         rows.append({**key, "statistic": lay.statistic(), "ci_low": low_ci, "ci_high": high_ci,
                      "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
@@ -336,39 +335,35 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       prompts of the per-prompt difference), ``ci_low_prompts``/``ci_high_prompts`` (bootstrap over
       prompts, ``ci_method_prompts`` BCa or percentile) and ``wilcoxon_p`` (two-sided).
     * Prompt x prefix (claim in ``claim``: about the content *in general*, the one a report leads
-      with): ``statistic`` (equal to ``mean_diff`` when the crossing is complete), ``ci_low``/
-      ``ci_high`` (:func:`harness.analysis.crossed_variance.crossed_t_interval`, ``ci_method``
-      "crossed t"; the :func:`two_way_bootstrap` where the crossing is incomplete, "two-way
-      bootstrap"; ``dof`` its degrees of freedom; for a rate, cut to [-1, 1]: ``rate``, or by
-      default a boolean ``value`` column),
-      ``p_perm`` and ``exact``
-      (:func:`prefix_permutation_test`), ``design``.
+      with): ``statistic`` (equal to ``mean_diff`` when the crossing is complete) and the lead
+      interval and test of :func:`harness.analysis.lead.lead`: ``ci_low``/``ci_high`` (``ci_method``
+      "crossed t", or for a rate, ``rate`` or by default a boolean ``value`` column, "MOVER, crossed
+      Wilson"; NaN with ``ci_method`` "none" where the design cannot support an interval, and
+      ``ci_note`` says why: print it, never a zero-width or an exploded interval), ``dof``, ``se``,
+      ``p_crossed`` (the test the interval inverts: the one to correct for multiplicity), and
+      ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD).
+      ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
+      and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
+      up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
     """
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
         f"{high} vs {low} content in general (prompts and prefixes resampled)"
     rows = []
     bounded = rate if rate is not None else (value in df and pd.api.types.is_bool_dtype(df[value].dtype))
-    for key, lay in _cells(df, value, high, low, by):
+    for key, lay in cell_layouts(df, value, high, low, by):
         d = lay.prompt_diffs()
         d = d[np.isfinite(d)]
         lo_p, hi_p, method = bootstrap_interval(d, confidence, n_resamples, seed)
-        lo_2, hi_2, dof = crossed_t_interval(lay.Y, lay.is_high, lay.pairs, confidence)
-        general_method = "crossed t"
-        if not np.isfinite(lo_2):  # an incomplete crossing, or a single prompt or prefix in a group
-            lo_2, hi_2 = _two_way(lay, n_resamples, seed, confidence)
-            general_method = "two-way bootstrap"
-        if bounded:  # a difference of two rates lies in [-1, 1]; the symmetric t interval need not
-            lo_2, hi_2 = max(lo_2, -1.0), min(hi_2, 1.0)
         p, exact = _permutation(lay, n_permutations, seed, alternative)
+        general_cols = lead(lay.Y, lay.is_high, lay.pairs, bool(bounded), confidence, alternative)
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
                      "mean_diff": d.mean() if len(d) else np.nan, "ci_low_prompts": lo_p, "ci_high_prompts": hi_p,
                      "ci_method_prompts": method, "wilcoxon_p": wilcoxon_p(d), "claim_prompts": CLAIM_PROMPTS,
-                     "statistic": lay.statistic(), "ci_low": lo_2, "ci_high": hi_2, "ci_method": general_method,
-                     "dof": dof if general_method == "crossed t" else np.nan,
-                     "p_perm": p, "exact": exact, "design": lay.design, "claim": general})
-    return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + [
-        "n_prompts", "n_prefixes_high", "n_prefixes_low", "mean_diff", "ci_low_prompts", "ci_high_prompts",
-        "ci_method_prompts", "wilcoxon_p", "claim_prompts", "statistic", "ci_low", "ci_high", "ci_method", "dof",
-        "p_perm", "exact", "design", "claim"])
+                     "statistic": lay.statistic(), **general_cols, "p_perm": p, "exact": exact, "design": lay.design,
+                     "claim": general})
+    return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + COMPARE_COLUMNS)
 
 
+COMPARE_COLUMNS = ["n_prompts", "n_prefixes_high", "n_prefixes_low", "mean_diff", "ci_low_prompts", "ci_high_prompts",
+                   "ci_method_prompts", "wilcoxon_p", "claim_prompts", "statistic", "ci_low", "ci_high", "ci_method",
+                   "ci_note", "dof", "se", "p_crossed", "prefix_sd", "power", "p_perm", "exact", "design", "claim"]

@@ -9,10 +9,11 @@ Two kinds of claim, and the numbers that support each (DESIGN.md section 3):
   prompt and tested with a Wilcoxon signed-rank test. :func:`drift_summary`, :func:`contrast`,
   :func:`layer_profile` and the Wilcoxon columns of :func:`head_contrasts` are of this kind.
 * **About instruction-like content in general.** Every prompt meets every prefix, so prompts and
-  prefixes are crossed random factors, and the prefixes are few. Intervals come from a two-way
-  bootstrap that resamples prompts and, independently, prefixes (:func:`two_way_bootstrap`), and
-  p-values from permuting prefix labels (:func:`prefix_permutation_test`). With five prefixes per
-  group these are necessarily much weaker than the prompt-only numbers; that is the honest answer.
+  prefixes are crossed random factors, and the prefixes are few. The lead interval and test come
+  from the crossed design's variance components (:mod:`harness.analysis.lead`); the two-way
+  bootstrap (:func:`two_way_bootstrap`) and the prefix-label permutation test
+  (:func:`prefix_permutation_test`) remain for reference. With five prefixes per group these are
+  necessarily much weaker than the prompt-only numbers; that is the honest answer.
   :func:`compare_groups` puts both analyses side by side; a report leads with the second.
 
 Attention tables are summarised with one rule (:func:`weighted_segment_mean`): per condition, the

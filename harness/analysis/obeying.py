@@ -15,9 +15,10 @@ length and placement:
 For chat models, :func:`ceiling_table` puts each placement's obey rate beside the rate when the
 user gives the same instruction in their own message (placement ``direct``, the ceiling).
 
-Intervals treat prompts and prefixes as random: rates by :func:`harness.analysis.rates.rate_summary`,
-contrasts by :func:`harness.analysis.crossed.compare_groups` (matched by ``pair`` where each pair
-has one prefix of each side). Stateless: DataFrame in, DataFrame out.
+Intervals treat prompts and prefixes as random: rates by :func:`harness.analysis.rates.rate_summary`
+(crossed Wilson), contrasts by :func:`harness.analysis.crossed.compare_groups` (MOVER for a difference
+of rates, matched by ``pair`` where each pair has one prefix of each side), with the test each
+interval inverts (``p_crossed``) and its power. Stateless: DataFrame in, DataFrame out.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
 
 def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Asked minus mentioned and forbidden minus mentioned on ``target_hit`` per setting and length
-    (``contrast`` names which), as :func:`compare_groups` gives them (rates: intervals within [-1, 1])."""
+    (``contrast`` names which), as :func:`compare_groups` gives them (rates: MOVER intervals within [-1, 1])."""
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
     out = []
@@ -124,9 +125,10 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     Columns: the :func:`rate_summary` columns of each placement's ``obeyed`` (``placement`` names it,
     ``role`` says which instructions), ``ceiling``/``ceiling_low``/``ceiling_high`` (the same cell
     under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
-    with ``minus_low``/``minus_high``/``p_perm``: the placement's rate minus the ceiling, by
-    :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself
-    (the same texts and prompts under both placements). Empty unless the conditions hold a
+    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (and ``p_perm``, for
+    reference): the placement's rate minus the ceiling, by :func:`compare_groups` with prompts and
+    prefixes random and each prefix matched with itself (the same texts and prompts under both
+    placements). Empty unless the conditions hold a
     ``direct`` run beside others (one sweep per placement, loaded together: ``harness figures RUN
     ... --out DIR``, ``harness collect`` or ``H.load_runs``)."""
     if "obeyed" not in conditions or "placement" not in conditions:
@@ -149,9 +151,10 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
         sub = paired[paired.placement.isin([placement, CEILING])].assign(group=lambda d: d.placement)
         table = compare_groups(sub.drop(columns="placement"), "obeyed", high=placement, low=CEILING, by=cells,
                                seed=seed, rate=True)
-        diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "p_perm"]].assign(placement=placement))
+        diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "ci_note", "p_crossed", "power", "p_perm"]]
+                     .assign(placement=placement))
     if diffs:
         d = pd.concat(diffs, ignore_index=True).rename(columns={
-            "statistic": "minus_ceiling", "ci_low": "minus_low", "ci_high": "minus_high"})
+            "statistic": "minus_ceiling", "ci_low": "minus_low", "ci_high": "minus_high", "ci_note": "minus_note"})
         rates = rates.merge(d, on=[*cells, "placement"], how="left")
     return rates

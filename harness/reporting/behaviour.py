@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import obeying
-from harness.reporting.markdown import ci, p_text, table
+from harness.reporting.markdown import ci, num, p_text, table
 
 ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned": "mentioned (B)",
               obeying.BASE: "A (base rate)"}
@@ -28,10 +28,11 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None) 
              "`target_hit`: the reply contains the prefix's target word (whole words, in the forms the prefix lists). "
              "Rates by what the prefix said about the word: asked for it (C), forbade it (C, where the set has "
              "prohibitions) or only mentioned it (B); A's base rate looks for the same words in A's replies, each "
-             "distinct prompt and word once. Intervals: Clopper-Pearson at n units, n the number of prompts or "
-             "prefixes (for A, words), whichever is fewer: hits within a prompt or a prefix are not independent, "
-             "and the variance of a crossed mean is at most that of n independent units. One method for no hit, "
-             "a few and many, so it never narrows as hits are added; conservative."]
+             "distinct prompt and word once. Intervals: Wilson at the effective sample size the crossing is worth "
+             "(the rate's variance with prompts and prefixes (for A, words) random, so hits within a prompt or a "
+             "prefix count as clustered); with few hits that size is pulled toward its worst case, the count of "
+             "prompts or prefixes, whichever is fewer, and with none it is that worst case (harness.analysis."
+             "rate_intervals; coverage and width in benchmarks/crossed_calibration.py)."]
     rows = [[_where(r), ROLE_NAMES.get(r.group, r.group), r.prefix_len if r.group != obeying.BASE else "-",
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
@@ -58,13 +59,13 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
                 "names has both large. " if has_forbidden else
                 "(This set has no prohibitions, so it cannot tell obeying from copying a word a directive names: "
                 "add C prefixes with `\"check\": \"absent\"` about the same words.) ")
-             + "Prompts and prefixes random: crossed t interval, cut to [-1, 1]; p from permuting the two sides' "
-               "labels (within matched sets where the set has them)."]
+             + "Prompts and prefixes random (matched sets kept together where the set has them): MOVER from the two "
+               "sides' crossed Wilson intervals, p the test it inverts, and its power against one prefix-level SD."]
     rows = [[_where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
-             ci(r.statistic, r.ci_low, r.ci_high), p_text(r.p_perm) + (" (exact)" if r.exact else ""), r.design]
+             ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed), num(r.power, 2), r.design]
             for r in table_.itertuples()]
     return lines + [""] + table(["model", "contrast", "prefix length", "prefixes", "difference [prompts x prefixes]",
-                                 "permutation p", "design"], rows)
+                                 "p", "power at 1 prefix SD", "design"], rows)
 
 
 def _obey_table(conds: pd.DataFrame) -> list[str]:
@@ -92,13 +93,13 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
              "own message, before the task, so it says how often the model does this when it is asked. Asked: "
              "instructions whose check wants the word (include it, start with it, reply with only it); forbidden: "
              "`absent` (for a model that rarely writes the word, obeying a prohibition is nearly free: read it "
-             "against the word rates above). Rates: Clopper-Pearson at n units as above. Minus the ceiling: "
-             "prompts and prefixes random, each prefix matched with itself under both placements; crossed t "
-             "interval cut to [-1, 1]; p from sign flips of the per-prefix differences."]
+             "against the word rates above). Rates: crossed Wilson as above. Minus the ceiling: prompts and prefixes "
+             "random, each prefix matched with itself under both placements; MOVER interval and the p it inverts."]
     rows = [[r.model, r.role, r.prefix_len, r.placement, f"{int(r.n_hits)}/{int(r.n_conditions)}",
              ci(r.rate, r.ci_low, r.ci_high), ci(r.ceiling, r.ceiling_low, r.ceiling_high),
-             "-" if r.placement == obeying.CEILING else ci(r.minus_ceiling, r.minus_low, r.minus_high),
-             "-" if r.placement == obeying.CEILING else p_text(r.p_perm)]
+             "-" if r.placement == obeying.CEILING else ci(r.minus_ceiling, r.minus_low, r.minus_high,
+                                                          note=r.minus_note),
+             "-" if r.placement == obeying.CEILING else p_text(r.p_crossed)]
             for r in rates.assign(injected=rates.placement != obeying.CEILING)  # the ceiling's row first
             .sort_values(["model", "role", "prefix_len", "injected", "placement"]).itertuples()]
     return lines + [""] + table(["model", "instruction", "prefix length", "placement", "obeyed", "rate",

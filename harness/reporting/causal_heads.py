@@ -62,7 +62,7 @@ def effect_rows(effects: pd.DataFrame, measure: str) -> list[list]:
     sub = effects[effects.measure == measure].copy()
     order = {"none": 0, "mask": 1, "mask_heads": 2, "only_heads": 3}
     sub = sub.assign(_o=sub["mode"].map(order).fillna(4), _k=sub.k.fillna(0)).sort_values(["_o", "_k", "head_set"])
-    return [[r.setting, ci(r.effect, r.effect_low, r.effect_high),
+    return [[r.setting, ci(r.effect, r.effect_low, r.effect_high, note=getattr(r, "effect_note", None)),
              ci(r.removed, r.removed_low, r.removed_high) if "removed" in sub and pd.notna(r.removed) else "",
              ci(r.share, r.share_low, r.share_high) if "share" in sub and pd.notna(r.share) else ""]
             for r in sub.itertuples()]
@@ -84,10 +84,27 @@ def summary_rows(effects: pd.DataFrame, measure: str, mode: str) -> list[list]:
 
 
 def detector_rows(detector: pd.DataFrame) -> list[list]:
+    """Every head set (every k), in order of k; the set chosen on the choosing half marked."""
     size = detector.head_set.map(lambda name: parse_set(name)[1] or 10**9)  # top1, top2, ..., all last
     ordered = detector.assign(_k=size).sort_values(["label", "placement", "_k"])
-    return [[r.label, r.placement, r.head_set, ci(r.auroc, r.auroc_low, r.auroc_high), num(r.tpr_at_fpr),
-             f"{r.n_positive} / {r.n_negative}"] for r in ordered.itertuples()]
+    chosen = ordered["chosen"] if "chosen" in ordered else pd.Series(False, index=ordered.index)
+    there = ordered["auroc_choosing"] if "auroc_choosing" in ordered else pd.Series(float("nan"), index=ordered.index)
+    return [[r.label, r.placement, r.head_set + (" (chosen)" if pick else ""), num(a),
+             ci(r.auroc, r.auroc_low, r.auroc_high), num(r.tpr_at_fpr), f"{r.n_positive} / {r.n_negative}"]
+            for r, pick, a in zip(ordered.itertuples(), chosen, there)]
+
+
+def detector_headline(detector: pd.DataFrame) -> list[str]:
+    """One sentence per label and placement: the set chosen on the choosing half, and its AUROC on the
+    testing half (the honest headline; the best testing-half AUROC over k would be optimistic)."""
+    if "chosen" not in detector:
+        return []
+    lines = []
+    for r in detector[detector.chosen].itertuples():
+        lines.append(f"- {r.label}, {r.placement}, {r.prefix_len} tokens: chosen on the choosing half (AUROC "
+                     f"{num(r.auroc_choosing)} there), `{r.head_set}` has AUROC {ci(r.auroc, r.auroc_low, r.auroc_high)} "
+                     "on the testing half.")
+    return lines
 
 
 def causal_page(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> str:
@@ -96,9 +113,12 @@ def causal_page(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataF
              f"Run `{about['run']}`, prefix length {about['prefix_len']}. Heads ranked by C minus B "
              f"`{about['rank_by']}` ({about['segment']} rows) on {len(about['choosing_prefixes'])} prefixes; every "
              f"number below is measured on the other {n_test} prefixes x {about['n_prompts']} prompts "
-             f"({about['n_conditions'] or 'no new'} conditions, seed {about['seed']}). `mask_heads(S)`: the prefix's keys masked "
+             f"({about['n_conditions'] or 'no new'} conditions, seed {about['seed']}). The halves split the prefixes "
+             "only, stratified by group (matched sets kept together); the prompts are the same in both, so the "
+             "testing half is new prefixes, not new prompts. `mask_heads(S)`: the prefix's keys masked "
              "for the query heads in S only; `only_heads(S)`: masked in every head but S; `mask`: in every head. "
-             "Effect: C minus B (intervals: prompts and prefixes crossed random factors, crossed t). Removed: "
+             "Effect: C minus B (intervals: prompts and prefixes crossed random factors, the report's lead interval). "
+             "Removed: "
              "the effect with no head masked minus the effect under the setting (same intervals, on the per-cell "
              "differences). Share: removed / unmasked effect (crossed bootstrap, 95%). Random-k sets draw each "
              "head from the layer of one top-k head.", "",
@@ -124,9 +144,12 @@ def causal_page(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataF
                   "Score: mean capture over the set's heads on the testing half's conditions (from the run's own "
                   "attention table). `instruction`: C (positive) against B; `obeyed`: C conditions obeyed against C "
                   "conditions not obeyed. AUROC with a crossed bootstrap interval; TPR at 1% FPR (with fewer than 100 "
-                  "negatives: above every negative).", ""]
-        lines += table(["label", "placement", "head set", "AUROC", "TPR at 1% FPR", "positives / negatives"],
-                       detector_rows(detector))
+                  "negatives: above every negative). Every k is listed; the headline set is the one with the largest "
+                  "AUROC on the choosing half (where the heads were ranked), read on the testing half.", ""]
+        headline = detector_headline(detector)
+        lines += headline + ([""] if headline else [])
+        lines += table(["label", "placement", "head set", "AUROC, choosing half", "AUROC, testing half",
+                        "TPR at 1% FPR", "positives / negatives"], detector_rows(detector))
     return "\n".join(lines) + "\n"
 
 

@@ -14,9 +14,14 @@ def num(v, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if abs(v) < 10 ** -(digits - 1) else f"{v:.{digits}f}"
 
 
-def ci(mean, low, high, digits=3) -> str:
+def ci(mean, low, high, digits=3, note: str | None = None) -> str:
+    """``mean [low, high]``; where the interval is missing, ``mean, no interval (note)`` with ``note``
+    saying why (e.g. "2 prompts"): never a made-up or zero-width interval."""
     if mean is None or pd.isna(mean):
         return "n/a"
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        why = f" ({note})" if note else ""
+        return f"{num(mean, digits)}, no interval{why}"
     return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]"
 
 

@@ -188,7 +188,7 @@ def plot_hit_rate(ax, rates: pd.DataFrame):
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel("share of replies with the target word")
     ax.set_title("Obeying or copying the prefix's word?")
-    ax.legend(title="95% CI: Clopper-Pearson at min(prompts, prefixes) units", title_fontsize=7, fontsize=7)
+    ax.legend(title="95% CI: Wilson at the crossing's effective sample size", title_fontsize=7, fontsize=7)
     return ax
 
 
@@ -209,7 +209,7 @@ def plot_ceiling(ax, table: pd.DataFrame):
     ax.set_xticks(range(len(order)), [f"{p}\n(ceiling)" if p == CEILING else p for p in order])
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of asked-for instructions obeyed")
-    ax.legend(title="prefix length (dotted: its ceiling); 95% CI: Clopper-Pearson", title_fontsize=7, fontsize=7)
+    ax.legend(title="prefix length (dotted: its ceiling); 95% CI: crossed Wilson", title_fontsize=7, fontsize=7)
     return ax
 
 

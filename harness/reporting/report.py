@@ -1,9 +1,9 @@
 """The run report (``report.md``): every finding with its number, interval and unit of replication.
 
 Each section states what was resampled. "prompts" intervals (bootstrap over prompts, BCa where it
-applies) support claims about *these* prefixes; "prompts x prefixes" intervals (two-way cluster
-bootstrap) and prefix-permutation p-values support claims about instruction-like content *in
-general*, and the report leads with those. Attention is reported as capture and redistribution.
+applies) support claims about *these* prefixes; "prompts x prefixes" intervals and tests (the crossed
+design's variance components: :mod:`harness.analysis.lead`) support claims about instruction-like
+content *in general*, and the report leads with those, each with the power its design had. Attention is reported as capture and redistribution.
 :func:`report_markdown` is pure; :func:`write_outputs` writes ``figures/`` and ``report.md``.
 """
 
@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import claims, curves, descriptive, obeying
+from harness.analysis import curves, descriptive, obeying
 from harness.analysis.crossed import compare_groups
-from harness.analysis.descriptive import with_settings
-from harness.analysis.heads import head_contrasts, smallest_permutation_p
+from harness.analysis.heads import head_contrasts
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.metrics import contrasted
@@ -45,10 +44,11 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "
              f"{x[x.group == 'C'].prefix_id.nunique()} instruction-like (C). Conditions: {len(conditions)}.", "",
              "Intervals are 95%. *prompts x prefixes*: prompts and prefixes both random (a t interval from the "
-             "crossed design's variance estimate; Clopper-Pearson for rates), and p-values from permuting the "
-             "prefixes' B/C labels: these support claims about instruction-like content in general, and lead. "
-             "*prompts*: bootstrap over prompts (BCa where it applies) and Wilcoxon tests paired by prompt: claims "
-             "about these particular prefixes only."]
+             "crossed design's variance components; for rates a Wilson interval at the effective sample size the "
+             "crossing is worth, and MOVER for a difference of rates), with the test each interval inverts: these "
+             "support claims about instruction-like content in general, and lead. *prompts*: bootstrap over prompts "
+             "(BCa where it applies) and Wilcoxon tests paired by prompt: claims about these particular prefixes "
+             "only."]
     lines += behaviour_section(conds, ceiling) + _output(conds) + _contrasts(conds)
     if attention is not None and not attention.empty:
         lines += _attention(conds, baseline(attention))
@@ -86,19 +86,21 @@ def _output(conds: pd.DataFrame) -> list[str]:
 
 
 FEW_PREFIXES = 10  # below this many prefixes per group, the report says the general interval is wide
-# The smallest design simulated (benchmarks/crossed_calibration.py: 24 x 5 covers 0.971): with fewer
-# prefixes in a group, no calibrated prompts x prefixes interval is known, and none is printed.
-CALIBRATED_PREFIXES = 5
 
 
 def _contrasts(conds: pd.DataFrame) -> list[str]:
     lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
-             "Lead: prompts x prefixes, a t interval with the crossed design's own variance estimate and "
-             "Satterthwaite degrees of freedom (harness.analysis.crossed_variance; simulated coverage 0.94-0.97). "
-             "q: the prefix permutation p corrected by Benjamini-Hochberg over this table's tests of one model "
-             "(measures x lengths). Power: of the lead interval's t test against a C - B difference of one "
-             "prefix-level standard deviation (the SD of prefix means within a group, pooled), so that an interval "
-             "holding zero says how much a real difference of that size could have been missed."]
+             "Lead: prompts x prefixes. For a measure, a t interval from the crossed design's variance components, "
+             "each kept at or above zero, with Satterthwaite degrees of freedom; for a rate, MOVER from the two "
+             "groups' crossed Wilson intervals (harness.analysis.lead; simulated coverage and widths: "
+             "benchmarks/crossed_calibration.py, README \"Statistics\"). Where the design cannot support an interval "
+             "(fewer than 3 prompts or 3 prefixes in a group, or nothing varies) the row says so. p: the test the "
+             "interval inverts; q: that p corrected by Benjamini-Hochberg over this table's tests of one model "
+             "(measures x lengths). Power: of that test at this design against a C - B difference of one prefix-level "
+             "standard deviation (the SD of a prefix's true mean, pooled over B and C, from the variance components), "
+             "so that an interval holding zero says how large a difference it could have missed. The prefix "
+             "permutation p is shown for reference only: with few prompts and a prompt-by-group interaction it "
+             "exceeds its level."]
     results, group_sizes = [], []
     mixed = bool((obeying.roles(conds) == "forbidden").any())  # C both asks for and forbids the word
     if mixed:
@@ -113,34 +115,20 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
     if not results:
         return lines
     table = pd.concat(results, ignore_index=True)
-    table["q_perm"] = descriptive.benjamini_hochberg_by(table, "p_perm", family=("model",))
-    rows, settings = [], with_settings(conds)
+    table["q_crossed"] = descriptive.benjamini_hochberg_by(table, "p_crossed", family=("model",))
+    rows = []
     for r in table.itertuples():
-        cell = settings
-        for key in ("model", "placement", "isolation", "prefix_len"):  # the row's own cell
-            if key in cell and hasattr(r, key):
-                cell = cell[cell[key].astype(str) == str(getattr(r, key))]
-        dof = r.dof if np.isfinite(r.dof) else np.inf
-        calibrated = min(r.n_prefixes_high, r.n_prefixes_low) >= CALIBRATED_PREFIXES
-        power = claims.power_at_one_sd(claims.prefix_sd(cell, r.value), r.ci_low, r.ci_high, dof) if calibrated else np.nan
-        general = _ci(r.statistic, r.ci_low, r.ci_high, 4) if calibrated else f"{_num(r.statistic, 4)} (no interval)"
         rows.append([r.measure, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
-                     general, _p(r.p_perm) + (" (exact)" if r.exact else ""),
-                     _p(r.q_perm), _num(power, 2), _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4),
-                     _p(r.wilcoxon_p)])
+                     _ci(r.statistic, r.ci_low, r.ci_high, 4, r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
+                     _num(r.power, 2), _p(r.p_perm) + (" (exact)" if r.exact else ""),
+                     _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
-    if fewest < CALIBRATED_PREFIXES:
-        lines.append(f"With {fewest} prefixes in a group, no calibrated prompts x prefixes interval is known (the "
-                     f"simulations start at {CALIBRATED_PREFIXES} per group), so rows with fewer print none: such a "
-                     "design cannot support a claim about instruction-like content in general.")
-    elif fewest < FEW_PREFIXES:
-        # The t interval is calibrated from 5 prefixes per group in simulation; below that its
-        # variance estimate rests on too few prefixes to trust.
-        lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes interval rests on very few prefixes: "
+    if fewest < FEW_PREFIXES:
+        lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes interval rests on few prefixes: "
                      "it is wide, and a general claim needs more prefixes.")
     return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
-                                  "prefix permutation p", "q (within the model)", "power at 1 prefix SD",
+                                  "p", "q (within the model)", "power at 1 prefix SD", "prefix permutation p",
                                   "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
 
 
@@ -163,50 +151,52 @@ def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:
 def _heads(att: pd.DataFrame) -> list[str]:
     tables = []
     for value in ("capture", "kl_shared"):
-        t = head_contrasts(att, value, segment=None, family="model")
+        t = head_contrasts(att, value, segment=None, family="model", tables_joined=2)
         tables.append(t.assign(quantity="capture" if value == "capture" else "redistribution"))
     heads = pd.concat(tables, ignore_index=True)
-    for col, q in (("p", "q"), ("p_perm", "q_perm")):  # BH within each model: one model's family is its own
+    for col, q in (("p", "q"), ("p_crossed", "q_crossed"), ("p_perm", "q_perm")):  # BH within each model
         heads[q] = descriptive.benjamini_hochberg_by(heads, col, family=("model",))
     per_model = heads.groupby("model", observed=True).size()
     sizes = ", ".join(f"{n} for {m}" for m, n in per_model.items())
     lines = ["", "## Heads where C moves attention more than B", "",
              f"One-sided tests per head, segment and length, for capture and for redistribution separately; "
              f"Benjamini-Hochberg within each model over all its tests ({sizes}: lengths x segments x heads x both "
-             "quantities), whatever other models share the page. This table lists heads by the prefix-label "
-             "permutation test (q prompts x prefixes), the claim about instruction-like content in general; with "
-             "k prefixes per group no p can fall below 1 / C(2k, k), so few prefixes cannot support it for one head."]
-    general = heads[heads.q_perm < 0.05].sort_values(["q_perm", "q"]).head(12)
+             "quantities), whatever other models share the page. This table lists heads by the crossed t test of "
+             "the lead interval (q prompts x prefixes: prompts and prefixes random, the claim about instruction-like "
+             "content in general; it holds its level in the calibration suite, where the prefix permutation test "
+             "did not with few prompts)."]
+    general = heads[heads.q_crossed < 0.05].sort_values(["q_crossed", "q"]).head(12)
     if general.empty:
         lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
-                      f"{heads.q_perm.min():.2g}). " + _head_power(heads)]
+                      f"{heads.q_crossed.min():.2g}). " + _head_power(heads, per_model)]
     else:
-        lines += [""] + _head_table(general, ("q_perm", "q"))
-    particular = heads[(heads.q < 0.05) & ~(heads.q_perm < 0.05)].sort_values("q").head(12)
+        lines += [""] + _head_table(general, ("q_crossed", "q"))
+    particular = heads[(heads.q < 0.05) & ~(heads.q_crossed < 0.05)].sort_values("q").head(12)
     if not particular.empty:
         lines += ["", "### Heads that differ for these particular prefixes only", "",
                   "These pass q < 0.05 with prompts random (Wilcoxon over prompts) but not with prefixes random: "
                   "a claim about the prefixes of this run, not about instruction-like text in general.", ""]
-        lines += _head_table(particular, ("q", "q_perm"))
+        lines += _head_table(particular, ("q", "q_crossed"))
     return lines
 
 
-def _head_power(heads: pd.DataFrame) -> str:
+def _head_power(heads: pd.DataFrame, per_model: pd.Series) -> str:
     """What the design could have found, per model: a lone head passes Benjamini-Hochberg only with
-    p <= 0.05 / (its model's tests), and the permutation test cannot go below one relabeling."""
+    p <= 0.05 / (its model's tests); the crossed t test's power there against one prefix-level SD of
+    each head (median over heads, and the largest)."""
     parts = []
     for model, sub in heads.groupby("model", observed=True):
         r = sub.iloc[0]
-        least = smallest_permutation_p(int(r.n_prefixes_high), int(r.n_prefixes_low), r.design)
-        needed = 0.05 / len(sub)
-        verdict = ("so this design could not name any single head (its power was 0)" if least > needed else
-                   "so a head could pass, but only one whose C - B exceeds nearly every relabeling")
-        parts.append(f"{model}: with {int(r.n_prefixes_high)}+{int(r.n_prefixes_low)} prefixes ({r.design}) the smallest "
-                     f"p is {least:.2g}, and a lone head among {len(sub)} tests needs p <= {needed:.2g}, {verdict}.")
+        m = int(per_model[model])
+        power = sub.power_lone.dropna()
+        said = (f"its power against one prefix-level SD of the head was {power.median():.2g} for the median head "
+                f"(at most {power.max():.2g})" if len(power) else "no power can be stated (no head had an interval)")
+        parts.append(f"{model}: with {int(r.n_prompts)} prompts and {int(r.n_prefixes_high)}+{int(r.n_prefixes_low)} "
+                     f"prefixes ({r.design}) a lone head among {m} tests needs p <= {0.05 / m:.2g}, and {said}.")
     return " ".join(parts)
 
 
-Q_LABELS = {"q": "q (prompts)", "q_perm": "q (prompts x prefixes)"}
+Q_LABELS = {"q": "q (prompts)", "q_crossed": "q (prompts x prefixes)", "q_perm": "q (prefix permutation)"}
 
 
 def _head_table(heads: pd.DataFrame, qs: tuple[str, str]) -> list[str]:

@@ -81,10 +81,11 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     heads_per_layer = int(tables.attention["head"].max()) + 1
     sets = ch.head_sets(ranking, ks, draws, heads_per_layer, seed)
     top_sets = {name: heads for name, heads in sets.items() if name.startswith("top")}
-    held_out = tables.attention[tables.attention.prefix_id.astype(str).isin(test)
-                                & (tables.attention.prefix_len == length)]
+    at_length = tables.attention[tables.attention.prefix_len == length]
+    held_out = at_length[at_length.prefix_id.astype(str).isin(test)]
+    chosen_on = at_length[at_length.prefix_id.astype(str).isin(choose)]  # where the detector's k is chosen
     detector = ch.detector_table(ch.detector_scores(held_out, top_sets, rank_by, segment), tables.conditions,
-                                 seed=seed)
+                                 seed=seed, choosing=ch.detector_scores(chosen_on, top_sets, rank_by, segment))
     set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
                 for name, heads in sets.items()]
     out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows),

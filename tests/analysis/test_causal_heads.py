@@ -44,6 +44,19 @@ def test_split_keeps_matched_prefixes_together_and_halves_them():
     assert ch.split_prefixes(cond, seed=1) == (choose, test)  # seeded
 
 
+@pytest.mark.parametrize("n_b, n_c", [(18, 18), (5, 7), (6, 6)])
+def test_split_is_stratified_by_group_for_every_seed(n_b, n_c):
+    """The audit: unstratified, only 26% of seeds gave 9 + 9 on each side of an 18 + 18 run and the
+    choosing half held 3 to 15 C prefixes. Now every seed halves each group (within one when odd)."""
+    cond = pd.DataFrame({"group": ["B"] * n_b + ["C"] * n_c,
+                         "prefix_id": [f"b{i}" for i in range(n_b)] + [f"c{i}" for i in range(n_c)]})
+    for seed in range(200):
+        choose, test = ch.split_prefixes(cond, seed)
+        for group, n in (("b", n_b), ("c", n_c)):
+            assert sum(x.startswith(group) for x in choose) in (n // 2, (n + 1) // 2)
+        assert abs(len(choose) - len(test)) <= 1
+
+
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 7)), min_size=1, max_size=6, unique=True),
        st.integers(0, 10**6))
 @settings(max_examples=50, deadline=None)
@@ -128,6 +141,22 @@ def test_detector_separates_instruction_prefixes_when_the_hot_head_is_chosen():
     assert table.loc[("instruction", "top1"), "tpr_at_fpr"] == 1.0
     assert table.loc[("instruction", "all"), "auroc"] >= 0.9  # one hot head in eight still moves the mean
     assert ("obeyed", "top1") in table.index
+
+
+def test_the_detectors_k_is_chosen_on_the_choosing_half():
+    """Two candidate sets; the choosing half favours top2 (its hot head separates C there), the
+    testing half top1: the chosen set is top2, whatever the testing half says, and every k is kept."""
+    rng = np.random.default_rng(4)
+    testing = _attention(rng, hot=((1, 2),))
+    choosing = _attention(rng, hot=((0, 0),))
+    sets = {"top1": [(1, 2)], "top2": [(0, 0), (0, 1)]}
+    cond = testing[["prompt_id", "group", "prefix_id", "prefix_len", "placement"]].drop_duplicates()
+    table = ch.detector_table(ch.detector_scores(testing, sets), cond, n_resamples=20,
+                              choosing=ch.detector_scores(choosing, sets)).set_index(["label", "head_set"])
+    assert set(table.index.get_level_values("head_set")) == {"top1", "top2", "all"}
+    assert table.loc[("instruction", "top2"), "chosen"] and not table.loc[("instruction", "top1"), "chosen"]
+    assert table.loc[("instruction", "top1"), "auroc"] > table.loc[("instruction", "top2"), "auroc"]
+    assert not table.loc[("instruction", "all"), "chosen"]
 
 
 def test_random_draws_are_distinct_sets_and_stable_when_other_sizes_are_added():

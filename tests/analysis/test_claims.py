@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import norm
 
 from harness.analysis import claims
 
@@ -93,28 +92,6 @@ def test_b_is_judged_against_the_noise_floor():
     assert row.noise_floor == 0.0 and "above the noise floor" in row.detail
 
 
-def test_power_matches_the_normal_formula():
-    # an effect of 2.8 standard errors has power ~0.80 in a two-sided 5% test
-    z = norm.ppf(0.975)
-    se = 0.1
-    power = claims.power_at_one_sd(2.8 * se, -z * se, z * se)
-    assert power == pytest.approx(norm.cdf(2.8 - z) + norm.cdf(-2.8 - z))
-    assert power == pytest.approx(0.80, abs=0.01)
-    # a t interval with few degrees of freedom is wider for the same standard error, and its test weaker
-    from scipy import stats
-
-    crit = stats.t.ppf(0.975, 3)
-    assert claims.power_at_one_sd(2.8 * se, -crit * se, crit * se, dof=3) < power - 0.2
-    assert claims.power_at_one_sd(2.8 * se, -z * se, z * se, dof=1e6) == pytest.approx(power, abs=1e-3)
-
-
-def test_prefix_sd_is_the_pooled_sd_of_prefix_means():
-    cond = conditions_table([0.5] * 4, [0.2] * 4, prefix_sd=0.1, n_prefixes=30, seed=3)
-    means = cond.groupby(["group", "prefix_id"]).norm_edit_distance.mean()
-    pooled = np.sqrt((means.groupby(level=0).var(ddof=1) * 29).sum() / 58)
-    assert claims.prefix_sd(cond, "norm_edit_distance") == pytest.approx(pooled)
-
-
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(0, 10_000))
 def test_crossed_means_observed_is_the_plain_mean_and_resamples_stay_in_range(n_p, n_x, k, seed):
@@ -133,11 +110,17 @@ def test_seed_claims_gathers_every_claim_with_its_unit():
     assert (out.unit == claims.UNIT).all() and out.verdict.isin(["supported", "contradicted", "not determined"]).all()
 
 
-def test_claim_3_needs_the_interval_and_the_permutation_test_to_agree():
-    assert claims._tested_verdict(0.1, 0.3, 0.01) == "supported"
-    assert claims._tested_verdict(-0.3, -0.1, 0.01) == "contradicted"
-    assert claims._tested_verdict(0.1, 0.3, 0.2) == "not determined"  # the bootstrap alone is not enough
-    assert claims._tested_verdict(-0.1, 0.3, 0.001) == "not determined"
+def test_claim_3_is_the_lead_interval_and_the_test_it_inverts_with_its_power():
+    from harness.analysis.crossed import compare_groups
+    from harness.analysis.design import design_power, variance_components
+
+    cond = conditions_table([0.45] * 4, [0.3] * 4, prefix_sd=0.1, seed=2)
+    row = claims.c_versus_b(cond, None, "norm_edit_distance").iloc[0]
+    lead = compare_groups(cond, "norm_edit_distance", by=["model", "placement"]).iloc[0]
+    assert (row.ci_low, row.ci_high, row.p) == pytest.approx((lead.ci_low, lead.ci_high, lead.p_crossed))
+    assert (row.p < 0.05) == (row.verdict != "not determined")
+    comps = variance_components(cond, "norm_edit_distance", by=["model", "placement"]).iloc[0]
+    assert row.power == pytest.approx(design_power(comps, len(PROMPTS), 10, comps.prefix_sd))
 
 
 def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_path, capsys):
@@ -157,19 +140,30 @@ def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_pa
     assert "never write into them" in capsys.readouterr().err
 
 
-def test_design_for_power_inverts_the_power_formula():
-    z = norm.ppf(0.975)
-    # prompts contribute nothing: the prefix count must bring the SE to effect / (z + 0.84)
-    prompts, prefixes = claims.design_for_power(1.0, 0.0, 0.5, 3, 10)
-    needed_se = 1.0 / (z + norm.ppf(0.8))
-    assert abs(prefixes - np.ceil(10 * 0.5 ** 2 / needed_se ** 2)) <= 1  # (the far tail adds a hair of power)
-    assert prompts is None  # more prompts cannot shrink the prefix part
-    # a prompt part larger than the effect allows cannot be fixed with prefixes
-    prompts, prefixes = claims.design_for_power(1.0, 0.5, 0.1, 3, 10)
-    assert prefixes is None and prompts is not None and prompts > 3
+def test_designs_for_power_are_the_fewest_that_reach_it():
+    from harness.analysis.design import design_power
+
+    comps = {"interaction": 0.001, "prefix_high": 0.01, "prefix_low": 0.01, "resid_high": 0.05, "resid_low": 0.05}
+    prompts, prefixes = claims.designs_for_power(comps, 3, 10, 0.2)
+    assert prompts is not None and prefixes is not None
+    assert design_power(comps, prompts, 10, 0.2) >= 0.8 > design_power(comps, prompts - 1, 10, 0.2)
+    assert design_power(comps, 3, prefixes, 0.2) >= 0.8 > design_power(comps, 3, prefixes - 1, 0.2)
+    # a prompt-by-group interaction too large for 3 prompts: no number of prefixes reaches 0.8, and
+    # prefix variance too large for 10 prefixes: no number of prompts does
+    assert claims.designs_for_power({**comps, "interaction": 1.0}, 3, 10, 0.2)[1] is None
+    assert claims.designs_for_power({**comps, "prefix_high": 0.1, "prefix_low": 0.1}, 3, 10, 0.2)[0] is None
+    assert claims.designs_for_power(comps, 3, 10, 0.0) == (None, None)
 
 
-def test_standard_error_parts_see_which_factor_varies():
-    cond = conditions_table([0.5] * 4, [0.2] * 4, prefix_sd=0.2, n_prefixes=12)
-    se_p, se_x = claims.standard_error_parts(cond, "norm_edit_distance", 400, 0)
-    assert se_x > 5 * se_p  # only prefixes carry variation here (the prompt noise is 0.01)
+@pytest.mark.parametrize("P, n, sd_b, sd_e", [(3, 18, 1.0, 0.22), (8, 12, 0.3, 1.0)])
+def test_the_min_of_two_contrasts_interval_covers_on_a_fixed_simulation(P, n, sd_b, sd_e):
+    """Claim 2's shape (four lengths), crossed prompt and prefix effects per length; truth known."""
+    rng = np.random.default_rng(7)
+    means = np.array([0.0, 0.5, 1.5, 1.8])  # steps 0.5, 1.0, 0.3: the jump statistic is min(0.5, 0.7) = 0.5
+    sets = 1000
+    a = rng.normal(0, 1, (sets, P, 1, 1)) + rng.normal(0, 0.3, (sets, P, 1, 4))
+    b = rng.normal(0, sd_b, (sets, 1, n, 1)) + rng.normal(0, 0.3 * sd_b, (sets, 1, n, 4))
+    Y = means + a + b + rng.normal(0, sd_e, (sets, P, n, 4))
+    low, high, estimate = claims.min_contrast_interval(Y, claims.JUMP_WEIGHTS)
+    assert estimate == pytest.approx(np.min(np.einsum("spxk,ck->spxc", Y, claims.JUMP_WEIGHTS).mean((1, 2)), -1))
+    assert np.mean(high < 0.5) <= 0.03 and np.mean(low > 0.5) <= 0.03

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness.analysis import crossed, curves, descriptive, heads, rates
+from harness.analysis import crossed, curves, descriptive, heads
 from harness.analysis.crossed_variance import crossed_t_interval
 
 COLUMNS = ["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "v"]
@@ -95,9 +95,8 @@ def test_prompt_only_significant_but_prefix_permutation_not():
     assert bool(out.exact) and out.design == "unpaired"
     assert out.p_perm >= 0.3
     assert out.claim == "instruction-like content in general (prompts and prefixes resampled)"
-    # the two-way interval reaches down to (about) zero: a quarter of the prefix draws hold only c_quiet
-    assert out.ci_low < 0.05 < out.ci_low_prompts
-    assert out.ci_high - out.ci_low > 3 * (out.ci_high_prompts - out.ci_low_prompts)
+    # two prefixes per group cannot support a general interval: none, and the words say why
+    assert np.isnan(out.ci_low) and out.ci_method == "none" and out.ci_note == "2 prefixes in a group"
     assert out.statistic == pytest.approx(out.mean_diff)  # complete crossing
 
 
@@ -106,14 +105,18 @@ def test_compare_groups_agrees_with_the_separate_functions():
     both = crossed.compare_groups(df, "v").iloc[0]
     prompts = descriptive.contrast(df, "v").iloc[0]
     perm = crossed.prefix_permutation_test(df, "v").iloc[0]
-    (_, lay), = crossed._cells(df, "v", "C", "B", crossed.CONTRAST_BY)
-    lead = crossed_t_interval(lay.Y, lay.is_high, lay.pairs)
     assert both.mean_diff == pytest.approx(prompts.mean_diff) and both.wilcoxon_p == pytest.approx(prompts.wilcoxon_p)
     assert (both.ci_low_prompts, both.ci_high_prompts) == (pytest.approx(prompts.ci_low), pytest.approx(prompts.ci_high))
     assert both.ci_method_prompts == prompts.ci_method == "BCa"
     assert both.p_perm == perm.p_perm and both.statistic == pytest.approx(perm.statistic)
-    assert both.ci_method == "crossed t" and (both.ci_low, both.ci_high) == pytest.approx(lead[:2])
-    assert both.ci_low < -1  # two prefixes per group: the honest interval is very wide
+    # with a third prefix per group the lead interval is the crossed t interval of the layout
+    more = pd.concat([df, df[df.prefix_id.isin(["c_quiet", "b2"])].assign(
+        prefix_id=lambda d: d.prefix_id + "_2", v=lambda d: d.v + 0.05)])
+    row = crossed.compare_groups(more, "v").iloc[0]
+    (_, lay), = crossed.cell_layouts(more, "v", "C", "B", crossed.CONTRAST_BY)
+    lead = crossed_t_interval(lay.Y, lay.is_high, lay.pairs)
+    assert row.ci_method == "crossed t" and (row.ci_low, row.ci_high, row.dof) == pytest.approx(lead)
+    assert row.ci_low < 0 < row.ci_high  # one loud prefix among three: the honest interval is wide
 
 
 # --- two-way bootstrap ----------------------------------------------------------------------
@@ -342,56 +345,3 @@ def test_weighted_segment_mean_by_hand():
     profile = descriptive.layer_profile(att, "kl").set_index("layer")["mean"]
     assert profile.to_dict() == pytest.approx({0: 5 / 3, 1: 7 / 3})
     assert descriptive.head_map(att, "C", "kl").set_index("layer").kl.to_dict() == pytest.approx({0: 5 / 3, 1: 7 / 3})
-
-
-# --- rates ----------------------------------------------------------------------------------
-
-def test_rate_summary_by_hand():
-    rows = []
-    for i in range(4):
-        rows.append(("A", None, 0, i == 0))                       # A base rate 1/4
-        rows.append(("C", "c1", 32, True))                          # c1 always obeys
-        rows.append(("C", "c2", 32, i < 2))                         # c2 half the time
-        rows.append(("B", "b1", 32, False))
-    df = pd.DataFrame([("m", "none", f"p{i // 4}", g, pre, n, hit) for i, (g, pre, n, hit) in enumerate(rows)],
-                      columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "target_hit"])
-    df["prompt_id"] = [f"p{i}" for i in range(4) for _ in range(4)]
-    out = rates.rate_summary(df).set_index("group")
-    assert out.loc["A", "rate"] == pytest.approx(0.25) and out.loc["A", "resampled"] == "prompts"
-    assert out.loc["C", "rate"] == pytest.approx(0.75) and out.loc["C", "resampled"] == "prompts x prefixes"
-    assert (out.loc["C", "n_hits"], out.loc["C", "n_conditions"], out.loc["C", "n_prefixes"]) == (6, 8, 2)
-    # Clopper-Pearson at the scarcer factor's count: A 4 prompts, C 2 prefixes, B 1 prefix
-    assert out.loc["B", "rate"] == 0 and out.loc["B", "ci_low"] == 0
-    assert out.loc["B", "ci_high"] == pytest.approx(0.975) and out.loc["B", "ci_method"] == "Clopper-Pearson, 1 units"
-    assert out.loc["C", "ci_method"] == "Clopper-Pearson, 2 units"
-    assert out.loc["A", "ci_method"] == "Clopper-Pearson, 4 units"
-    from scipy.stats import beta
-    assert out.loc["C", "ci_low"] == pytest.approx(beta.ppf(0.025, 1.5, 1.5))
-    assert out.loc["C", "ci_high"] == pytest.approx(beta.ppf(0.975, 2.5, 0.5))
-    assert out.loc["A", "ci_low"] == pytest.approx(beta.ppf(0.025, 1, 4))
-    assert out.loc["A", "ci_high"] == pytest.approx(beta.ppf(0.975, 2, 3))
-    assert rates.rate_summary(df.drop(columns="target_hit")).empty
-
-
-@pytest.mark.parametrize("n", [1, 5, 12, 144])
-def test_rate_interval_is_clopper_pearson(n):
-    from scipy.stats import beta, binomtest
-
-    assert rates.rate_interval(0.0, n) == (0.0, pytest.approx(beta.ppf(0.975, 1, n), abs=1e-9))
-    assert rates.rate_interval(1.0, n) == (pytest.approx(beta.ppf(0.025, n, 1), abs=1e-9), 1.0)
-    for k in range(1, n):  # integer counts: scipy's exact binomial interval
-        ci = binomtest(k, n).proportion_ci(0.95, method="exact")
-        assert rates.rate_interval(k / n, n) == (pytest.approx(ci.low, abs=1e-9), pytest.approx(ci.high, abs=1e-9))
-
-
-@given(st.integers(1, 40), st.integers(1, 40), st.data())
-def test_rate_interval_is_monotone_in_the_count(n_prompts, n_prefixes, data):
-    """Adding a hit to a cell never lowers either end of its interval, from zero hits on (the old
-    bootstrap gave [0, 0.042] for 1 hit in 144 and [0, 0.265] for none)."""
-    n = rates.effective_units(n_prompts, n_prefixes)
-    total = n_prompts * n_prefixes
-    k = data.draw(st.integers(0, total - 1))
-    low, high = rates.rate_interval(k / total, n)
-    low2, high2 = rates.rate_interval((k + 1) / total, n)
-    assert 0 <= low <= k / total <= high <= 1
-    assert low2 >= low and high2 >= high

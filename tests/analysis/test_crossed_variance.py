@@ -1,5 +1,7 @@
-"""The crossed-variance t interval (the report's lead interval): unbiased variance, coverage on a
-fixed simulation, matched pairs, and the fallbacks."""
+"""The lead interval's variance (harness.analysis.crossed_variance and harness.analysis.lead): mean
+squares against a loop written from the textbook expected mean squares, the bounds that keep the
+variance and its degrees of freedom sane, coverage on a fixed simulation of the cells the audit
+found failing, and the words printed where no interval is supported."""
 
 import importlib.util
 import sys
@@ -7,10 +9,13 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
+from harness.analysis import crossed_variance as cv
 from harness.analysis.crossed import compare_groups
-from harness.analysis.crossed_variance import crossed_t_interval
+from harness.analysis.lead import lead
 from tests.support import ROOT
 
 spec = importlib.util.spec_from_file_location("crossed_calibration", ROOT / "benchmarks" / "crossed_calibration.py")
@@ -19,85 +24,141 @@ sys.modules[spec.name] = sim  # its dataclasses look their module up
 spec.loader.exec_module(sim)
 
 
-def test_the_variance_estimate_is_unbiased_for_the_statistics_own_variance():
-    """Independent of the formula: over many data sets, the mean estimated variance matches the
-    empirical variance of the C-minus-B statistic."""
-    design = sim.Design("t", 12, 6)
+def mean_squares_by_loop(G):
+    """Two-way ANOVA without replication, one explicit sum at a time."""
+    P, n = len(G), len(G[0])
+    grand = sum(sum(row) for row in G) / (P * n)
+    rows = [sum(row) / n for row in G]
+    cols = [sum(G[p][x] for p in range(P)) / P for x in range(n)]
+    ss_rows = n * sum((r - grand) ** 2 for r in rows)
+    ss_cols = P * sum((c - grand) ** 2 for c in cols)
+    ss_resid = sum((G[p][x] - rows[p] - cols[x] + grand) ** 2 for p in range(P) for x in range(n))
+    return ss_rows / (P - 1), ss_cols / (n - 1), ss_resid / ((P - 1) * (n - 1))
+
+
+def test_mean_squares_and_the_variance_of_c_minus_b_by_hand():
     rng = np.random.default_rng(0)
-    stats_, variances = [], []
-    for _ in range(2000):
-        Y, is_high, pairs = sim.draw(design, 0.0, rng)
-        low, high, dof = crossed_t_interval(Y, is_high, pairs)
-        stats_.append(Y[:, is_high].mean() - Y[:, ~is_high].mean())
-        variances.append(((high - low) / 2 / stats.t.ppf(0.975, dof)) ** 2)
-    assert np.mean(variances) == pytest.approx(np.var(stats_), rel=0.1)
+    Y = rng.normal(size=(5, 8)) + np.array([0, 0, 0, 0, 3, -3, 1, 0])  # strong prefix effects in both groups
+    hi = np.arange(8) < 4
+    for cols in (hi, ~hi):
+        S = cv.group_squares(Y[:, cols])
+        assert (S.ms_rows, S.ms_cols, S.ms_resid) == pytest.approx(mean_squares_by_loop(Y[:, cols].tolist()))
+    ms_c, ms_b = (mean_squares_by_loop(Y[:, cols].tolist()) for cols in (hi, ~hi))
+    d = Y[:, hi].mean(1) - Y[:, ~hi].mean(1)
+    ms_d = float(np.var(d, ddof=1))
+    tau = max(ms_d, ms_c[2] / 4 + ms_b[2] / 4)
+    prefix = sum(max((ms[1] - ms[2]) / 5, 0) / 4 for ms in (ms_c, ms_b))
+    est = cv.difference(Y, hi)
+    assert float(est.variance) == pytest.approx(tau / 5 + prefix)
+    assert float(est.statistic) == pytest.approx(Y[:, hi].mean() - Y[:, ~hi].mean())
 
 
-@pytest.mark.parametrize("design", [sim.Design("12 x 6", 12, 6),
-                                    sim.Design("12 x 12 paired", 12, 12, paired=True, sd_pair=0.8),
-                                    sim.Design("24 x 5 unequal", 24, 5, sd_prefix_c=2.0, sd_prefix_b=0.5)])
-def test_the_lead_interval_covers_on_a_fixed_simulation(design):
+@settings(max_examples=60, deadline=None)
+@given(st.integers(3, 8), st.integers(3, 8), st.floats(0.0, 2.0), st.floats(0.0, 2.0), st.integers(0, 10**6))
+def test_the_variance_never_falls_below_the_residual_share_and_the_interval_is_sane(P, n, prefix, inter, seed):
+    """Whatever the data: V >= the residual part / P (the floor an interaction variance >= 0 implies),
+    the degrees of freedom at least min(P - 1, 1) and at most (P - 1) / (the prompt term's share),
+    the interval holds the statistic, and p < 0.05 exactly where it leaves out 0."""
+    rng = np.random.default_rng(seed)
+    g = np.repeat([0, 1], n)
+    Y = (rng.normal(0, 1, (P, 1)) + rng.normal(0, inter, (P, 2))[:, g] + rng.normal(0, prefix, 2 * n)
+         + rng.normal(0, 1, (P, 2 * n)))
+    hi = g == 0
+    est = cv.difference(Y, hi)
+    S_c, S_b = cv.group_squares(Y[:, hi]), cv.group_squares(Y[:, ~hi])
+    assert est.variance >= (S_c.ms_resid / n + S_b.ms_resid / n) / P * (1 - 1e-12)
+    assert est.dof >= min(P - 1, 1) - 1e-9
+    low, high = est.interval()
+    assert low < est.statistic < high
+    assert (est.p_value() < 0.05) == (low > 0 or high < 0)
+
+
+def test_satterthwaite_by_hand_and_the_cap_on_a_dominant_prompt_term():
+    """Prefix parts truncated to zero: V is the prompt term alone, whose degrees of freedom are P - 1."""
+    a = np.array([[0.3], [-1.2], [0.4], [2.0]])
+    Y = a * np.r_[np.ones(6), -np.ones(6)]  # only a prompt-by-group interaction: no prefix or residual part
+    est = cv.difference(Y, np.arange(12) < 6)
+    assert est.components["prefix_high"] == 0 and est.components["prefix_low"] == 0
+    assert float(est.variance) == pytest.approx(np.var(2 * a, ddof=1) / 4)
+    assert float(est.dof) == pytest.approx(3)
+    half = (np.subtract(*est.interval()[::-1])) / 2
+    assert half == pytest.approx(stats.t.ppf(0.975, 3) * np.sqrt(est.variance))
+
+
+@pytest.mark.parametrize("design, regime", [
+    (sim.Design("3 x 18", 3, 18), sim.Regime("interaction", interaction=1.0)),        # the audit: FPR 0.15-0.34
+    (sim.Design("3 x 6", 3, 6), sim.Regime("residual", prefix_c=0.3, prefix_b=0.3, resid=1.0)),  # exploded
+    (sim.Design("6 x 24 paired", 6, 24, pair=0.8), sim.Regime("prefixes")),
+    (sim.Design("12 x 6", 12, 6), sim.Regime("unequal", prefix_c=2.0, prefix_b=0.5)),
+])
+def test_the_lead_interval_covers_on_a_fixed_simulation_and_never_explodes(design, regime):
     rng = np.random.default_rng(1)
-    covered = 0
-    n = 1000
-    for _ in range(n):
-        Y, is_high, pairs = sim.draw(design, 0.0, rng)
-        low, high, _ = crossed_t_interval(Y, is_high, pairs)
-        covered += low <= 0.0 <= high
-    assert covered / n >= 0.93, covered / n
+    Y, hi, pairs, true = sim.draw(design, regime, True, 2000, rng)
+    low, high = cv.difference(Y, hi, pairs).interval()
+    cover = np.mean((low <= true) & (true <= high))
+    assert 0.93 <= cover <= 0.985, cover
+    assert np.mean(high < true) <= 0.04 and np.mean(low > true) <= 0.04
+    o_low, o_high = sim.oracle(design, regime, True, rng)(Y, hi)
+    assert np.mean((high - low) / (o_high - o_low) > 10) <= 0.01
 
 
-@pytest.mark.parametrize("design", [sim.RateDesign("12 x 12, rate 0.05", 12, 12, 0.05),
-                                    sim.RateDesign("24 x 6, rate 0.2", 24, 6, 0.2),
-                                    sim.RateDesign("12 x 12, rate 0.5, residual", 12, 12, 0.5, prefix_share=0.1)])
-def test_the_rate_interval_covers_on_a_fixed_simulation(design):
-    """The report's hit-rate interval (Clopper-Pearson at the scarcer factor's count) on binary
-    crossed data whose population rate is known exactly."""
-    from harness.analysis.rates import effective_units, rate_interval
-
-    rng = np.random.default_rng(2)
-    n_units = effective_units(design.prompts, design.prefixes)
-    covered = sum(lo <= design.rate <= hi for lo, hi in
-                  (rate_interval(float(sim.draw_rate(design, rng).mean()), n_units) for _ in range(1000)))
-    assert covered / 1000 >= 0.95, covered / 1000
+def test_group_mean_of_a_table_with_only_prefix_variation():
+    """Columns constant down the prompts: the mean's variance is the prefix means' variance / n."""
+    G = np.tile(np.array([1.0, 2.0, 4.0, 7.0]), (5, 1))
+    est = cv.group_mean(G)
+    assert float(est.variance) == pytest.approx(np.var([1, 2, 4, 7], ddof=1) / 4)
+    assert float(est.dof) == pytest.approx(3)
 
 
-def test_degenerate_and_incomplete_designs():
-    Y = np.zeros((4, 6))
-    is_high = np.array([True] * 3 + [False] * 3)
-    assert crossed_t_interval(Y, is_high)[:2] == (0.0, 0.0)  # no variation: a point
+def test_no_interval_where_the_design_cannot_support_one_and_words_saying_why():
+    hi = np.arange(12) < 6
+    assert cv.supported(np.zeros((2, 12)), hi) == "2 prompts"
+    assert cv.supported(np.zeros((5, 4)), np.arange(4) < 2) == "2 prefixes in a group"
+    Y = np.zeros((4, 12))
+    assert lead(Y, hi)["ci_note"] == "no variation" and np.isnan(lead(Y, hi)["ci_low"])  # never a zero-width one
     Y[0, 0] = np.nan
-    assert np.isnan(crossed_t_interval(Y, is_high)[0])  # incomplete: none
-    assert np.isnan(crossed_t_interval(np.ones((1, 6)), is_high)[0])  # one prompt: none
+    assert lead(Y + 1, hi)["ci_note"] == "no variation (complete crossing of 11 of 12 prefixes)"
+    assert np.isnan(cv.crossed_t_interval(np.ones((1, 12)), hi)[0])
 
 
-def test_compare_groups_leads_with_the_crossed_t_interval_and_falls_back_when_incomplete():
+def test_complete_crossing_keeps_the_larger_part_and_keeps_pairs_whole():
+    Y = np.ones((6, 8))
+    Y[0, 0] = np.nan
+    rows, cols, note = cv.complete_crossing(Y)  # dropping the prefix keeps 42 cells, the prompt 40
+    assert len(rows) == 6 and list(cols) == [1, 2, 3, 4, 5, 6, 7] and note == "complete crossing of 7 of 8 prefixes"
+    Y[0, 1:3] = np.nan
+    assert cv.complete_crossing(Y)[2] == "complete crossing of 5 of 6 prompts"  # 40 cells against 30
+    Z = np.ones((3, 8))
+    Z[0, 0] = np.nan
+    rows, cols, _ = cv.complete_crossing(Z, (np.arange(4), np.arange(4, 8)))
+    assert len(rows) == 3 and list(cols) == [1, 2, 3, 5, 6, 7]  # the incomplete prefix's pair goes too
+
+
+def table(values: np.ndarray, groups=("C", "B")) -> pd.DataFrame:
+    P, K = values.shape
+    rows = [{"model": "m", "prompt_id": f"p{p}", "group": groups[x >= K // 2], "prefix_id": f"x{x}",
+             "prefix_len": 8, "placement": "raw", "isolation": "none", "v": values[p, x]}
+            for p in range(P) for x in range(K)]
+    return pd.DataFrame(rows)
+
+
+def test_compare_groups_leads_with_the_crossed_interval_and_its_own_test():
     rng = np.random.default_rng(2)
-    rows = [{"model": "m", "prompt_id": f"p{p}", "group": g, "prefix_id": f"{g}{x}", "prefix_len": 8,
-             "placement": "raw", "isolation": "none", "beta": np.nan, "v": rng.normal()}
-            for g in ("B", "C") for x in range(5) for p in range(6)]
-    df = pd.DataFrame(rows)
-    row = compare_groups(df, "v", n_resamples=200, n_permutations=200).iloc[0]
-    assert row.ci_method == "crossed t" and row.ci_low < row.statistic < row.ci_high
-    row = compare_groups(df.iloc[1:], "v", n_resamples=200, n_permutations=200).iloc[0]
-    assert row.ci_method == "two-way bootstrap"
+    Y = rng.normal(size=(6, 10))
+    row = compare_groups(table(Y), "v", n_resamples=200, n_permutations=200).iloc[0]
+    est = cv.difference(Y, np.arange(10) < 5)
+    assert row.ci_method == "crossed t" and row.ci_note == ""
+    assert (row.ci_low, row.ci_high) == pytest.approx(tuple(float(v) for v in est.interval()))
+    assert row.p_crossed == pytest.approx(float(est.p_value())) and row.dof == pytest.approx(float(est.dof))
+    assert 0.05 <= row.power <= 1
+    short = compare_groups(table(Y[:2]), "v", n_resamples=200, n_permutations=200).iloc[0]
+    assert short.ci_method == "none" and short.ci_note == "2 prompts" and np.isnan(short.ci_low)
 
 
-def test_rate_difference_interval_stays_within_minus_one_to_one():
-    """C hits almost always, B almost never: the symmetric t interval of the difference runs past
-    1 on the same numbers as floats; for a boolean column (a rate) it is cut at 1."""
-    import pandas as pd
-
-    from harness.analysis.crossed import compare_groups
-
-    rows = []
-    for p in range(6):
-        for k in range(6):
-            rows.append(("C", f"c{k}", f"p{p}", not (k == 0 and p < 3)))
-            rows.append(("B", f"b{k}", f"p{p}", k == 1 and p < 2))
-    df = pd.DataFrame(rows, columns=["group", "prefix_id", "prompt_id", "hit"]).assign(
-        model="m", isolation="none", prefix_len=32)
-    as_float = compare_groups(df.assign(hit=df.hit.astype(float)), "hit", n_resamples=200, n_permutations=200)
-    as_rate = compare_groups(df.assign(hit=df.hit.astype("boolean")), "hit", n_resamples=200, n_permutations=200)
-    assert as_float.ci_high.iloc[0] > 1
-    assert as_rate.ci_high.iloc[0] == 1.0 and as_rate.ci_low.iloc[0] == as_float.ci_low.iloc[0]
+def test_a_rate_difference_with_no_hit_anywhere_still_gets_an_interval():
+    """The audit's 173 in 1,000 zero-width intervals: every cell 0 gives the worst case's interval."""
+    Y = np.zeros((3, 12))
+    row = compare_groups(table(Y).assign(v=False), "v", n_resamples=50, n_permutations=50).iloc[0]
+    assert row.ci_method == "MOVER, crossed Wilson"
+    assert row.ci_low < 0 < row.ci_high and row.ci_high - row.ci_low > 0.5  # 3 prompts: it knows little
+    assert row.p_crossed == 1.0

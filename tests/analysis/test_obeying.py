@@ -35,7 +35,8 @@ def test_word_rates_by_role_and_a_base_rate_counted_once():
     # A: 4 prompts x 3 words = 12 distinct checks (not 36: each word has three prefixes), 1 hit
     base = rates.loc[obeying.BASE]
     assert (base.n_hits, base.n_conditions, base.rate) == (1, 12, pytest.approx(1 / 12))
-    assert base.ci_method == "Clopper-Pearson, 3 units"  # min(4 prompts, 3 words)
+    # one hit cannot show clustering: the worst case's effective size, min(4 prompts, 3 words)
+    assert base.ci_method == "Wilson, crossed, 3 effective units" and base.effective_units == pytest.approx(3)
 
 
 def test_contrasts_tell_a_copier_from_an_obedient_model():

@@ -83,7 +83,8 @@ def test_sweep_writes_figures_and_report(tiny_run):
     assert (run_dir / "figures" / "fig1_edit_distance.pdf").is_file()
     report = (run_dir / "report.md").read_text()
     # 5 prefixes per group: the report says which interval to read
-    assert "With 5 prefixes in a group, the prompts x prefixes interval rests on very few prefixes" in report
+    assert "With 5 prefixes in a group, the prompts x prefixes interval rests on few prefixes" in report
+    assert "power at 1 prefix SD" in report
 
 
 def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
@@ -141,11 +142,11 @@ def test_hit_rate_figure_names_its_interval():
     rates = word_rates(df.assign(check=["contains"] * 4 + [None] * 4, target_hit_a=False, target="w",
                                  placement="raw"))
     assert set(rates.group) == {"asked", "mentioned", "A (base rate)"}
-    assert set(rates.ci_method) == {"Clopper-Pearson, 2 units", "Clopper-Pearson, 1 units"}
+    assert all(m.startswith("Wilson, crossed, ") for m in rates.ci_method)
     fig, ax = plt.subplots()
     F.plot_hit_rate(ax, rates)
     assert len(ax.containers) == 2  # one errorbar per role; A is a band
-    assert "Clopper-Pearson at min(prompts, prefixes) units" in ax.get_legend().get_title().get_text()
+    assert "Wilson at the crossing's effective sample size" in ax.get_legend().get_title().get_text()
     plt.close("all")
 
 

@@ -87,19 +87,25 @@ def test_every_contrast_states_its_power_and_it_grows_with_the_prefixes():
 
 
 def test_no_head_line_says_what_the_design_could_find():
-    """3 + 3 prefixes: the smallest permutation p is 1/20 (the planted head reaches it), far above
-    the 0.05/8 a lone head needs among 8 tests: the report says the design had no power."""
-    from harness.analysis.heads import smallest_permutation_p
-
-    att = attention({"small": 0.5}, n_prefixes=3)
-    tested = head_contrasts(att, "capture", segment=None)
-    assert tested.p_perm.min() == smallest_permutation_p(3, 3, "unpaired") == 1 / 20
+    """No head passes: the line gives the level a lone head needs among its model's tests and the
+    crossed test's power there against one prefix-level SD, the median head's and the largest, as
+    design_power computes it from each head's components (the permutation test's floor of 1/C(2k, k)
+    no longer sets it: the crossed test holds its level, the permutation test did not)."""
+    att = attention({"null": 0.0}, n_prefixes=4)
     text = "\n".join(report._heads(att))
     assert "No head passes" in text
-    assert "small: with 3+3 prefixes (unpaired) the smallest p is 0.05" in text
-    assert "needs p <= 0.0063, so this design could not name any single head (its power was 0)" in text
-    assert smallest_permutation_p(4, 4, "paired") == 1 / 16
-    assert smallest_permutation_p(30, 30, "unpaired", n_permutations=999) == 1 / 1000
+    tested = pd.concat([head_contrasts(att, v, segment=None, tables_joined=2) for v in ("capture", "kl_shared")])
+    assert len(tested) == 8 and tested.power_lone.notna().all()
+    assert "null: with 6 prompts and 4+4 prefixes (unpaired) a lone head among 8 tests needs p <= 0.0063" in text
+    assert (f"power against one prefix-level SD of the head was {tested.power_lone.median():.2g} for the median head "
+            f"(at most {tested.power_lone.max():.2g})") in text
+    assert (tested.power_lone >= 0.05 / 8 - 1e-12).all() and (tested.power_lone <= 1).all()
+
+
+def test_a_planted_head_is_found_with_prompts_and_prefixes_random():
+    text = "\n".join(report._heads(attention({"small": 0.5}, n_prefixes=4)))
+    general = text.split("### Heads that differ")[0]
+    assert "| small | 16 | task | 0 | 0 | capture |" in general and "No head passes" not in general
 
 
 def test_behaviour_section_reads_triples():
@@ -110,9 +116,9 @@ def test_behaviour_section_reads_triples():
     conds = triples(copier=True).assign(norm_edit_distance=0.5)
     text = "\n".join(report.behaviour_section(conds))
     assert "### Obeying or copying?" in text and "### Obey rate per check" in text
-    assert "| m | forbidden - mentioned | 32 | 3+3 | 0.750 [" in text
+    assert "| m | forbidden - mentioned | 32 | 3+3 | 0.750 [" in text and "power at 1 prefix SD" in text
     assert "| m | forbidden (C) | 32 | 12/12 | 1.000 [" in text and "| m | A (base rate) | - | 1/12 |" in text
-    assert "| m | absent | 32 | 0/12 | 0 [0, " in text
+    assert "| m | absent | 32 | 0/12 | 0 [0, " in text and "Wilson, crossed, 3 effective units" in text
     contrasts = "\n".join(report._contrasts(conds))
     assert "Target hit rate is left out" in contrasts and "| target hit rate |" not in contrasts
 
@@ -131,18 +137,26 @@ def test_behaviour_section_puts_each_placement_beside_the_direct_ceiling():
     assert rows[1].startswith("| m | asked | 32 | system | 4/12 | 0.333 [") and "| -0.667 [" in rows[1]
 
 
-def test_contrast_rows_too_small_for_a_calibrated_interval_print_none():
+def contrast_conditions(n_prefixes: int, n_prompts: int = 6) -> pd.DataFrame:
     rng = np.random.default_rng(2)
     rows = []
     for group in ("A", "B", "C"):
-        for x in (range(1) if group == "A" else range(3)):
-            for p in range(6):
+        for x in (range(1) if group == "A" else range(n_prefixes)):
+            for p in range(n_prompts):
                 rows.append({"model": "m", "prompt_id": f"p{p}", "group": group,
                              "prefix_id": None if group == "A" else f"{group}{x}",
                              "prefix_len": 0 if group == "A" else 16, "placement": "raw", "isolation": "none",
                              "beta": np.nan, "norm_edit_distance": 0.0 if group == "A" else rng.uniform(),
                              "output_kl": 0.0 if group == "A" else rng.uniform()})
-    text = "\n".join(report._contrasts(pd.DataFrame(rows)))
-    assert "With 3 prefixes in a group, no calibrated prompts x prefixes interval is known" in text
-    lines = [line for line in text.splitlines() if line.startswith("| output KL")]
-    assert lines and all("(no interval)" in line and "| n/a |" in line for line in lines)
+    return pd.DataFrame(rows)
+
+
+def test_contrast_rows_the_design_cannot_support_say_so_in_words():
+    """2 prefixes per group, or 2 prompts: no interval and why, never a zero-width or exploded one."""
+    for conds, why in ((contrast_conditions(2), "2 prefixes in a group"), (contrast_conditions(4, 2), "2 prompts")):
+        lines = [line for line in report._contrasts(conds) if line.startswith("| output KL")]
+        assert lines and all(f", no interval ({why}) |" in line for line in lines)
+        cells = [c.strip() for c in lines[0].strip("|").split("|")]
+        assert cells[5] == "n/a" and cells[7] == "n/a"  # no test, no power without the interval
+    text = "\n".join(report._contrasts(contrast_conditions(3)))
+    assert "no interval" not in text and "With 3 prefixes in a group" in text

@@ -1,0 +1,71 @@
+"""The report's lead C-minus-B interval and test for one prompts x prefixes table, with the power its
+design had: what :func:`harness.analysis.crossed.compare_groups` puts in its general-claim columns.
+
+* A measure: the t interval of :func:`harness.analysis.crossed_variance.difference` (bounded
+  variance components, Satterthwaite degrees of freedom), and its t test.
+* A rate: MOVER from the two groups' crossed Wilson intervals
+  (:func:`harness.analysis.rate_intervals.rate_difference`), and the p-value that inverts it.
+* No interval, and a note saying why in words, where the design cannot support one: fewer than 3
+  prompts or 2 prefixes in a group, or nothing varies in a measure (every cell equal). A table with
+  missing cells is cut to its larger complete crossing first (the note says how much was kept).
+* ``power``: :func:`harness.analysis.power.design_power` of that test at this design against one
+  prefix-level SD (``prefix_sd``), from the components estimated here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.analysis.crossed_variance import complete_crossing, difference, supported
+from harness.analysis.power import components_of, design_power, prefix_level_sd
+from harness.analysis.rate_intervals import rate_difference, rate_difference_p
+
+CROSSED_T = "crossed t"
+MOVER = "MOVER, crossed Wilson"
+NONE = "none"
+
+
+def remap_pairs(pairs, cols: np.ndarray):
+    """``pairs`` (high index, low index) renumbered to the kept prefix columns ``cols`` (pairs with a
+    member dropped are dropped; None when none is left)."""
+    if pairs is None:
+        return None
+    where = {int(c): i for i, c in enumerate(cols)}
+    hi, lo = pairs
+    keep = [(where[int(h)], where[int(l)]) for h, l in zip(hi, lo) if int(h) in where and int(l) in where]
+    return (np.array([h for h, _ in keep]), np.array([l for _, l in keep])) if keep else None
+
+
+def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, confidence: float = 0.95,
+         alternative: str = "two-sided", alpha: float = 0.05) -> dict:
+    """The lead interval and test of high-minus-low on ``Y`` [prompts, prefixes] (module docstring).
+
+    Keys: ``ci_low``, ``ci_high``, ``ci_method`` ("crossed t", "MOVER, crossed Wilson" or "none"),
+    ``ci_note`` (why there is no interval, or which complete part it was computed on; "" otherwise),
+    ``dof``, ``se`` (square root of the estimated variance), ``p_crossed`` (the test the interval
+    inverts, ``alternative`` as given), ``prefix_sd`` and ``power`` (at ``alpha``, two-sided)."""
+    Y = np.asarray(Y, dtype=float)
+    is_high = np.asarray(is_high, dtype=bool)
+    rows, cols, note = complete_crossing(Y, pairs)
+    Yc, hi, pc = Y[np.ix_(rows, cols)], is_high[cols], remap_pairs(pairs, cols)
+    out = {"ci_low": np.nan, "ci_high": np.nan, "ci_method": NONE, "ci_note": note, "dof": np.nan, "se": np.nan,
+           "p_crossed": np.nan, "prefix_sd": np.nan, "power": np.nan}
+    reason = supported(Yc, hi)
+    if reason is not None:
+        return {**out, "ci_note": reason if not note else f"{reason} ({note})"}
+    est = difference(Yc, hi, pc)
+    comps = components_of(Yc, hi, pc)
+    comps.update(n_prompts=Yc.shape[0], n_prefixes_high=int(hi.sum()), n_prefixes_low=int((~hi).sum()))
+    sd = float(prefix_level_sd(comps))
+    n = int(min(hi.sum(), (~hi).sum()) if pc is None else len(pc[0]))
+    out.update(se=float(np.sqrt(est.variance)), prefix_sd=sd,
+               power=design_power(comps, Yc.shape[0], n, sd, alpha) if np.isfinite(sd) else np.nan)
+    if rate:
+        _, low, high = rate_difference(Yc, hi, pc, confidence)
+        return {**out, "ci_low": float(low), "ci_high": float(high), "ci_method": MOVER,
+                "p_crossed": rate_difference_p(Yc, hi, pc, alternative)}
+    if not est.variance > 0:
+        return {**out, "ci_note": "no variation" + (f" ({note})" if note else "")}
+    low, high = est.interval(confidence)
+    return {**out, "ci_low": float(low), "ci_high": float(high), "ci_method": CROSSED_T, "dof": float(est.dof),
+            "p_crossed": float(est.p_value(alternative))}

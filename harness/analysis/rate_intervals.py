@@ -1,0 +1,153 @@
+"""Intervals for a rate (a hit rate such as ``target_hit``) with prompts and prefixes as crossed
+random factors, and for the difference of two such rates: numpy arrays in, arrays out (batched over
+leading axes; :mod:`harness.analysis.rates` puts them on tables).
+
+**One rate** (:func:`crossed_rate_interval`): the Wilson score interval at the table's *effective
+sample size* ``n_eff = rate (1 - rate) / V``, V the crossed variance of the rate
+(:func:`harness.analysis.crossed_variance.group_mean`: prompt, prefix and residual parts, each
+>= 0), with a t quantile on V's degrees of freedom. ``n_eff`` lies between the scarcer factor's
+count ``min(prompts, prefixes)`` (all the variance in that factor: the worst case, which the old
+Clopper-Pearson interval always assumed) and the number of cells (no clustering). The variance of
+a rate with few hits says little about how they cluster, so the design effect ``cells / n_eff`` is
+pulled toward its worst case on the log scale with weight ``k0 / (m + k0)``, ``m`` the count of the
+rarer outcome less one (a single hit cannot show how hits cluster) and ``k0`` = :data:`SHRINK`
+(chosen in simulation): with no hit (or every cell a hit) the interval is the worst case's, at z
+(the variance is then a bound, not an estimate), with one hit the worst case's effective size too,
+and with a handful it moves most of the way to the table's own estimate. The Wilson interval is asymmetric
+where a rate is near 0 or 1, always within [0, 1], and never empty.
+
+It is *not* monotone in every added hit, and no interval can be that is also valid at 0 hits and
+narrow where hits are spread out: every table with hits can be reached from the empty table by
+adding hits, so strict monotonicity would force every upper end above the empty table's, which
+must be wide (with 0 hits nothing tells strongly clustered rare hits from none). It is monotone in
+the rate at a given effective sample size (:func:`wilson`), one hit's interval is never narrower
+than none's, and it narrows only as hits show, by landing in different prompts and prefixes, that
+they are not clustered.
+
+**A difference of rates** (:func:`rate_difference`): MOVER (Newcombe's square-and-add, with the
+correlation of the two rates): each end of ``D = r_C - r_B`` combines the near half of one group's
+interval with the far half of the other's, ``L = D - sqrt(dC^2 + dB^2 - 2 rho dC dB)`` (both
+groups' Wilson intervals at the t quantile of D's own degrees of freedom: the prompt effect the two
+rates share, which one rate's few prompt degrees of freedom carry, cancels from D), and
+``rho`` is the rates' correlation from the crossed variances (``V_D = V_C + V_B - 2 cov``,
+:func:`harness.analysis.crossed_variance.difference`), clipped to [0, 0.99]. So a sparse rate's
+skew carries into the difference (the symmetric t interval missed on the low side 18 times in 19
+where it missed), and a table with no hit in either group still gets an interval: the worst-case
+one, never a zero-width one. :func:`rate_difference_p` inverts it into a p-value.
+Simulated coverage and widths: ``benchmarks/crossed_calibration.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from harness.analysis.crossed_variance import difference, group_mean
+
+CONFIDENCE = 0.95
+
+SHRINK = 0.5  # k0: pseudo-count of the rarer outcome at the worst-case design effect (module docstring)
+
+
+def wilson(rate, n, q) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval for a proportion ``rate`` worth ``n`` independent units, at quantile
+    ``q`` (1.96 for 95%). Within [0, 1], monotone in ``rate`` at fixed ``n`` and ``q``."""
+    rate, n, q = np.asarray(rate, dtype=float), np.asarray(n, dtype=float), np.asarray(q, dtype=float)
+    den = 1 + q ** 2 / n
+    centre = (rate + q ** 2 / (2 * n)) / den
+    half = q * np.sqrt(np.maximum(rate * (1 - rate), 0.0) / n + q ** 2 / (4 * n ** 2)) / den
+    low, high = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    return np.where(rate <= 0, 0.0, low), np.where(rate >= 1, 1.0, high)  # exact ends, not rounding residue
+
+
+def effective_units(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rate, n_eff, dof, variance)`` of complete (..., prompts, prefixes) tables of 0/1 cells (or
+    shares): the effective sample size of the module docstring, shrunk toward the worst case
+    ``min(prompts, prefixes)`` with few hits; ``dof`` NaN where ``n_eff`` is the worst case (the
+    interval then takes z). One prefix column: prompts are the units (``n_eff`` = prompts)."""
+    G = np.asarray(G, dtype=float)
+    P, n = G.shape[-2:]
+    if n == 1:
+        rate = G[..., 0].mean(-1)
+        return rate, np.full(rate.shape, float(P)), np.full(rate.shape, np.nan), rate * (1 - rate) / P
+    est = group_mean(G)
+    rate, cells, worst = est.statistic, P * n, P * n / min(P, n)
+    spread = (rate > 0) & (rate < 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        deff = np.clip(est.variance * cells / (rate * (1 - rate)), 1.0, worst)
+    deff = np.where(spread & np.isfinite(deff), deff, worst)
+    # one hit (or one miss) cannot show how hits cluster: the information starts with the second
+    rarer = np.maximum(cells * np.minimum(rate, 1 - rate) - 1, 0.0)
+    weight = rarer / (rarer + SHRINK)
+    deff = np.exp(weight * np.log(deff) + (1 - weight) * np.log(worst))
+    dof = np.where(spread, np.maximum(est.dof, min(P, n) - 1), np.nan)
+    return rate, cells / deff, dof, est.variance
+
+
+def quantile(dof, confidence: float) -> np.ndarray:
+    """The two-sided ``confidence`` quantile of t on ``dof`` degrees of freedom, z where ``dof`` is NaN."""
+    z = stats.norm.ppf(1 - (1 - confidence) / 2)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(dof), stats.t.ppf(1 - (1 - confidence) / 2, np.where(np.isfinite(dof), dof, 1)), z)
+
+
+def crossed_rate_interval(G: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rate, low, high)`` of complete (..., prompts, prefixes) tables: :func:`wilson` at the
+    :func:`effective_units` (module docstring)."""
+    rate, n_eff, dof, _ = effective_units(G)
+    low, high = wilson(rate, n_eff, quantile(dof, confidence))
+    return rate, low, high
+
+
+def rate_difference(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: float = CONFIDENCE
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(difference, low, high)``: high-minus-low rate on complete (..., prompts, prefixes) tables,
+    MOVER from each group's :func:`crossed_rate_interval` (module docstring)."""
+    Y = np.asarray(Y, dtype=float)
+    is_high = np.asarray(is_high, dtype=bool)
+    est = difference(Y, is_high, pairs)
+    v_d = est.variance
+    # each end's quantile is the difference's (its degrees of freedom), not each rate's own: the prompt
+    # effect the two share, which a single rate's few prompt degrees of freedom carry, cancels here
+    dof_d = np.where(v_d > 0, est.dof, np.nan)
+    parts = []
+    for G in (Y[..., is_high], Y[..., ~is_high]):
+        rate, n_eff, dof, var = effective_units(G)
+        parts.append((rate, *wilson(rate, n_eff, quantile(np.where(np.isfinite(dof), dof_d, np.nan), confidence)),
+                      var))
+    (rc, lc, uc, vc), (rb, lb, ub, vb) = parts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.clip((vc + vb - v_d) / (2 * np.sqrt(vc * vb)), 0.0, 0.99)
+    rho = np.where(np.isfinite(rho), rho, 0.0)
+    d = rc - rb
+    low = d - np.sqrt(np.maximum((rc - lc) ** 2 + (ub - rb) ** 2 - 2 * rho * (rc - lc) * (ub - rb), 0.0))
+    high = d + np.sqrt(np.maximum((uc - rc) ** 2 + (rb - lb) ** 2 - 2 * rho * (uc - rc) * (rb - lb), 0.0))
+    return d, np.maximum(low, -1.0), np.minimum(high, 1.0)
+
+
+def rate_difference_p(Y: np.ndarray, is_high: np.ndarray, pairs=None, alternative: str = "two-sided") -> float:
+    """The p-value of :func:`rate_difference` (one table): the smallest ``1 - confidence`` at which
+    its interval leaves out 0, by bisection (one-sided: half of it, on the side of the difference)."""
+    d = float(rate_difference(Y, is_high, pairs, 0.95)[0])
+    if d == 0 or not np.isfinite(d):
+        p = 1.0 if d == 0 else np.nan
+    else:
+        def excludes(level: float) -> bool:
+            _, low, high = rate_difference(Y, is_high, pairs, 1 - level)
+            return bool(low > 0 or high < 0)
+
+        lo, hi = -12.0, 0.0  # log10 of levels at which the interval includes 0 / excludes it
+        if excludes(10 ** lo):
+            return 0.0
+        if not excludes(1 - 1e-12):
+            return 1.0
+        for _ in range(24):  # to a relative precision of about 4e-6
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if excludes(10 ** mid) else (mid, hi)
+        p = 10 ** hi
+    if alternative == "two-sided" or not np.isfinite(p):
+        return p
+    if alternative not in ("greater", "less"):
+        raise ValueError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+    toward = (d > 0) == (alternative == "greater")
+    return p / 2 if toward else 1 - p / 2

@@ -1,0 +1,144 @@
+"""Rate intervals with prompts and prefixes crossed (harness.analysis.rate_intervals, rates): the
+Wilson interval against scipy's, the effective sample size between its bounds, the MOVER difference
+by hand, the p-value that inverts it, and coverage on a fixed simulation."""
+
+import importlib.util
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+from scipy.stats import binomtest, norm
+
+from harness.analysis import rate_intervals as ri
+from harness.analysis import rates
+from harness.analysis.crossed_variance import difference, group_mean
+from tests.support import ROOT
+
+spec = importlib.util.spec_from_file_location("crossed_calibration", ROOT / "benchmarks" / "crossed_calibration.py")
+sim = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = sim
+spec.loader.exec_module(sim)
+Z = norm.ppf(0.975)
+
+
+@pytest.mark.parametrize("n", [1, 3, 12, 144])
+def test_wilson_is_scipys_wilson_interval(n):
+    for k in range(n + 1):
+        ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
+        assert tuple(map(float, ri.wilson(k / n, n, Z))) == (pytest.approx(ci.low, abs=1e-12),
+                                                             pytest.approx(ci.high, abs=1e-12))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.data())
+def test_a_rate_interval_lies_in_0_1_holds_the_rate_and_its_units_lie_between_their_bounds(P, n, data):
+    hits = np.array(data.draw(st.lists(st.booleans(), min_size=P * n, max_size=P * n)), dtype=float).reshape(P, n)
+    rate, n_eff, dof, _ = ri.effective_units(hits)
+    low, high = ri.wilson(rate, n_eff, ri.quantile(dof, 0.95))
+    assert 0 <= low <= rate <= high <= 1 and high > low
+    if n > 1:
+        assert min(P, n) - 1e-9 <= n_eff <= P * n + 1e-9
+    if hits.sum() in (0, P * n) and n > 1:  # no information on clustering: the worst case, at z
+        assert n_eff == pytest.approx(min(P, n)) and np.isnan(dof)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1.0, 500.0), st.floats(1.0, 5.0), st.integers(0, 100), st.integers(1, 100))
+def test_wilson_is_monotone_in_the_rate_at_a_given_effective_size(n, q, k, step):
+    """The interval never narrows toward 0 as the rate grows at fixed units: the old bootstrap gave
+    [0, 0.042] for 1 hit in 144 and [0, 0.265] for none."""
+    a, b = sorted((min(k / 100, 1.0), min((k + step) / 100, 1.0)))
+    (la, ha), (lb, hb) = ri.wilson(a, n, q), ri.wilson(b, n, q)
+    assert lb >= la - 1e-12 and hb >= ha - 1e-12
+
+
+def test_one_hit_is_never_narrower_than_none_and_only_spread_hits_narrow_it():
+    """A single hit says nothing about clustering: its interval keeps the worst case's effective
+    size, so it is not narrower than no hit's (the old bootstrap gave [0, 0.265] for none and
+    [0, 0.042] for one). Hits landing in different prompts and prefixes show they are not
+    clustered and narrow it; the same hits stacked in one prefix do not."""
+    empty = np.zeros((12, 12))
+    one = empty.copy()
+    one[3, 5] = 1
+    (_, _, high0), (_, _, high1) = ri.crossed_rate_interval(empty), ri.crossed_rate_interval(one)
+    assert high0 == pytest.approx(float(ri.wilson(0.0, 12, Z)[1]))
+    assert high1 >= high0
+    spread, stacked = empty.copy(), empty.copy()
+    spread[np.arange(6), np.arange(6)] = 1
+    stacked[:6, 0] = 1
+    assert ri.crossed_rate_interval(spread)[2] < ri.crossed_rate_interval(stacked)[2]
+
+
+def test_mover_by_hand_when_one_group_never_hits():
+    """B without a hit: its variance is 0, so the correlation drops out and the ends are C's interval
+    and B's upper end combined by squares (Newcombe)."""
+    rng = np.random.default_rng(5)
+    C = (rng.random((6, 8)) < 0.3).astype(float)
+    Y = np.concatenate([C, np.zeros((6, 8))], axis=1)
+    hi = np.arange(16) < 8
+    rc, n_eff, _, _ = ri.effective_units(C)
+    q = sps.t.ppf(0.975, float(difference(Y, hi).dof))  # the difference's degrees of freedom, not C's own
+    lc, uc = ri.wilson(rc, n_eff, q)
+    _, _, ub = ri.crossed_rate_interval(np.zeros((6, 8)))  # no hit: the worst case, at z
+    d, low, high = ri.rate_difference(Y, hi)
+    assert d == pytest.approx(rc) and high == pytest.approx(uc)
+    assert low == pytest.approx(rc - np.sqrt((rc - lc) ** 2 + ub ** 2))
+
+
+def test_rate_difference_p_inverts_the_interval():
+    rng = np.random.default_rng(6)
+    hi = np.arange(20) < 10
+    for shift in (0.0, 0.15, 0.4):
+        Y = np.concatenate([rng.random((8, 10)) < 0.2 + shift, rng.random((8, 10)) < 0.2], axis=1).astype(float)
+        p = ri.rate_difference_p(Y, hi)
+        _, low, high = ri.rate_difference(Y, hi, confidence=1 - p)
+        assert min(abs(low), abs(high)) < 1e-6 or p in (0.0, 1.0)
+        d, low95, high95 = ri.rate_difference(Y, hi)
+        assert (p < 0.05) == (low95 > 0 or high95 < 0)
+        one = ri.rate_difference_p(Y, hi, alternative="greater")
+        assert one == pytest.approx(p / 2 if d > 0 else 1 - p / 2)
+
+
+@pytest.mark.parametrize("cell", [sim.RateCell("12 x 12", 12, 12, 0.05), sim.RateCell("3 x 18", 3, 18, 0.2, 0.5),
+                                  sim.RateCell("12 x 12 residual", 12, 12, 0.5, 0.1)])
+def test_the_rate_interval_covers_on_a_fixed_simulation(cell):
+    rng = np.random.default_rng(2)
+    G = sim.draw_rate(cell, 2000, rng)
+    _, low, high = ri.crossed_rate_interval(G)
+    assert np.mean((low <= cell.rate) & (cell.rate <= high)) >= 0.94
+
+
+def test_rate_summary_by_hand():
+    """A: one column, 4 prompts, 1 hit: the plain Wilson interval. C: its table's crossed interval."""
+    rows = []
+    for i in range(4):
+        rows += [("A", None, 0, i == 0), ("C", "c1", 32, True), ("C", "c2", 32, i < 2), ("C", "c3", 32, i == 3),
+                 ("B", "b1", 32, False)]
+    df = pd.DataFrame([("m", "none", f"p{i // 5}", g, pre, n, hit) for i, (g, pre, n, hit) in enumerate(rows)],
+                      columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "target_hit"])
+    out = rates.rate_summary(df).set_index("group")
+    ci = binomtest(1, 4).proportion_ci(0.95, method="wilson")
+    assert out.loc["A", "rate"] == pytest.approx(0.25) and out.loc["A", "resampled"] == "prompts"
+    assert (out.loc["A", "ci_low"], out.loc["A", "ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    C = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [1, 0, 1]], dtype=float)
+    rate, low, high = ri.crossed_rate_interval(C)
+    assert out.loc["C", "rate"] == pytest.approx(7 / 12) == pytest.approx(rate)
+    assert (out.loc["C", "ci_low"], out.loc["C", "ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert out.loc["C", "ci_method"].startswith("Wilson, crossed, ") and out.loc["C", "effective_units"] >= 3
+    assert out.loc["B", "ci_low"] == 0 and out.loc["B", "ci_high"] == pytest.approx(Z ** 2 / (4 + Z ** 2))
+    assert rates.rate_summary(df.drop(columns="target_hit")).empty
+
+
+def test_the_effective_size_follows_the_crossed_variance():
+    """Hits spread evenly (no clustering) are worth more units than hits stacked in one prefix."""
+    spread = np.zeros((12, 12))
+    spread[np.arange(12), np.arange(12)] = 1  # one hit per prompt and per prefix
+    stacked = np.zeros((12, 12))
+    stacked[:, 0] = 1  # every hit in one prefix
+    (_, n_spread, _, v_spread), (_, n_stacked, _, _) = ri.effective_units(spread), ri.effective_units(stacked)
+    assert n_spread > 5 * n_stacked and n_stacked == pytest.approx(12)
+    assert float(v_spread) == pytest.approx(float(group_mean(spread).variance))
