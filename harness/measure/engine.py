@@ -298,6 +298,7 @@ class Engine:
         """This engine with other settings (``decode_path``, ``keep_decode_logp``), sharing its model
         and prefix cache (the noise floor's alone side decodes step by step)."""
         other = copy.copy(self)
+        other.clock = PhaseClock()  # its seconds are its own
         for name, value in changes.items():
             if not hasattr(other, name):
                 raise AttributeError(f"Engine has no setting {name!r}")

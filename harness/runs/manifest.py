@@ -14,10 +14,11 @@ from harness.runs.rundir import RunDir
 
 
 def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOutcome, failed: list[str],
-                   tables: dict, rundir: RunDir) -> dict:
+                   tables: dict, rundir: RunDir, condition_seconds: dict[str, float]) -> dict:
     """``manifest.json`` of a finished sweep: the resolved config, the model as loaded (revision,
-    dtype, device, attention implementation), versions, determinism settings, counts, timing, the
-    prefix cache's use, and the sha256 of every table written."""
+    dtype, device, attention implementation), versions, determinism settings, counts, timing (the
+    B/C conditions' seconds by phase: ``condition_seconds``), the prefix cache's use, and the sha256
+    of every table written."""
     loaded, cache = exp.loaded, exp.engine.prefix_cache
     versions = package_versions()
     return {
@@ -51,6 +52,9 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "prefix_cache": {"budget_bytes": cache.budget_bytes, "kept_bytes": cache.kept_bytes,
                          "heads_computed": cache.misses, "heads_reused": cache.hits},
         "attention_analysis": exp.engine.attention,
+        "decode_path": exp.engine.decode_path,
+        # where this run's B/C conditions spent their seconds (what `harness plan` costs a design by)
+        "condition_seconds": condition_seconds,
         "result_fingerprint": exp.result_fingerprint,
         "computed_this_run": outcome.computed,
         "reused": outcome.skipped,

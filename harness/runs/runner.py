@@ -118,6 +118,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
                        fail_on=frozenset(cfg.debug.fail_conditions), progress=progress)
     outcome = DriveOutcome(computed.computed, computed.reused, computed.failures)
     clock.lap("conditions")
+    condition_seconds = exp.engine.clock.rounded()  # before the noise floor runs conditions again
     failed = [condition_label(c) for c, _ in outcome.failures]
     log.info("%d conditions computed, %d reused from earlier runs, %d failed", outcome.computed, outcome.skipped,
              len(failed))
@@ -137,7 +138,8 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
-    write_json(build_manifest(exp, config, started, outcome, failed, tables, rundir), rundir / RunDir.MANIFEST)
+    write_json(build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds),
+               rundir / RunDir.MANIFEST)
     clock.lap("tables")
     if cfg.draw_figures and tables:
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
