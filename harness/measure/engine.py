@@ -310,11 +310,13 @@ class Engine:
     def _continue_from(self, diverged: list[int], choices: tuple[torch.Tensor, torch.Tensor], y_a: Continuation,
                        cache, n_in: int, shift: int) -> list[Continuation] | None:
         """X's greedy continuations from the teacher-forced pass: Y_A up to each row's divergence,
-        then X's own token there, then decoded step by step (rows diverging at the same step as
-        one batch, from the KV the teacher-forced pass left in the cache)."""
+        then X's own token there (both read off the pass), then decoded step by step. The rows that
+        need decoding run as one batch from the KV the teacher-forced pass left in the cache at the
+        earliest divergence among them; a row that diverges later is fed its read-off tokens until
+        its own divergence. None for a cache whose rewinding keeps nothing to continue from."""
         tokens, margins = choices[0].tolist(), choices[1].tolist()
         out: list[Continuation | None] = [None] * len(diverged)
-        pending: dict[int, list[int]] = {}
+        rows = []
         for row, d in enumerate(diverged):
             margin = min(margins[row][: d + 1], default=float("inf"))
             if d == len(tokens[row]):  # never diverged: Y_X is Y_A
@@ -324,21 +326,21 @@ class Engine:
             elif d + 1 == self.max_new_tokens:  # X's own token at the last step
                 out[row] = Continuation((*y_a.ids[:d], tokens[row][d]), False, margin)
             else:
-                pending.setdefault(d, []).append(row)
-        for d, rows in sorted(pending.items()):
-            sub = select_rows(cache, rows, n_in + d, n_in + self.max_new_tokens)
-            if sub is None:
-                return None
-            first = torch.tensor([[tokens[r][d]] for r in rows], device=self.device)
-            extra = {}
-            if shift:
-                extra["position_ids"] = torch.full((len(rows), 1), n_in + d - shift, device=self.device)
-            logits, sub = forward(self.model, first, sub, **extra)
-            rest = greedy_from(self.model, logits[:, -1], sub, self.max_new_tokens - d - 1, self.eos_id,
-                               start_index=n_in + d + 1, position_shift=shift)
-            for r, y in zip(rows, rest):
-                out[r] = Continuation((*y_a.ids[:d], tokens[r][d], *y.ids), y.stopped_on_eos,
-                                      min(min(margins[r][: d + 1]), y.min_margin))
+                rows.append(row)
+        if not rows:
+            return out
+        start = min(diverged[r] for r in rows)
+        sub = select_rows(cache, rows, n_in + start, n_in + self.max_new_tokens)
+        if sub is None:
+            return None
+        forced = [list(y_a.ids[start:diverged[r]]) + [tokens[r][diverged[r]]] for r in rows]
+        # every row's token at step `start` is read off already: no logits are needed for it
+        logits = torch.zeros(len(rows), 2, device=self.device)
+        decoded = greedy_from(self.model, logits, sub, self.max_new_tokens - start, self.eos_id,
+                              start_index=n_in + start, position_shift=shift, forced=forced)
+        for r, y in zip(rows, decoded):
+            out[r] = Continuation((*y_a.ids[:start], *y.ids), y.stopped_on_eos,
+                                  min(min(margins[r][: diverged[r] + 1]), y.min_margin))
         return out
 
 

@@ -79,25 +79,36 @@ def greedy_from(
     start_index: int | None = None,
     position_shift: int = 0,
     step_logp: list[torch.Tensor] | None = None,
+    forced: list[list[int]] | None = None,
 ) -> list[Continuation]:
     """Greedy continuations from a prefilled ``cache`` (which this extends in place).
 
     With ``position_shift``, the token at sequence index ``i`` gets position id ``i - shift``
     (``start_index`` is the index of the first new token). ``step_logp``, when given, receives each
-    step's float32 log-probabilities ``[batch, vocab]`` (the noise floor compares them)."""
+    step's float32 log-probabilities ``[batch, vocab]`` (the noise floor compares them).
+    ``forced[row]``, when given, are the row's tokens at its first steps, chosen already (no stop
+    among them): they are fed instead of the argmax, and their margins are the caller's."""
     stop = stop_set(eos_id)
     batch = logits.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
     stopped = [False] * batch
     margins = [float("inf")] * batch
+    forced = forced or [[] for _ in range(batch)]
     for step in range(max_new_tokens):
         next_ids = logits.argmax(dim=-1)  # [batch]
         top2 = logits.float().topk(2, dim=-1).values
         if step_logp is not None:
             step_logp.append(torch.log_softmax(logits.float(), dim=-1))
+        chosen = [row for row in range(batch) if step < len(forced[row])]
+        if chosen:
+            next_ids = next_ids.clone()
+            next_ids[chosen] = torch.tensor([forced[row][step] for row in chosen], device=next_ids.device)
         for row, (tok, margin) in enumerate(zip(next_ids.tolist(), (top2[:, 0] - top2[:, 1]).tolist())):
             if done[row]:
+                continue
+            if step < len(forced[row]):
+                tokens[row].append(tok)
                 continue
             margins[row] = min(margins[row], margin)
             if tok in stop:
