@@ -34,13 +34,16 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
 from scipy import stats
+from scipy.stats import norm
 
 from harness.analysis import summaries
 from harness.analysis.crossed import compare_groups, percentile_interval
 from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
+from harness.analysis.power import group_design_power
 
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
@@ -74,17 +77,45 @@ def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tup
     return est.statistic, low, high
 
 
-def detectable(Y: np.ndarray, weights: np.ndarray, power: float = 0.8, confidence: float = CONFIDENCE) -> float:
-    """The smallest value of the min-of-contrasts statistic its interval would put clear of zero
-    with probability ``power``: ``(t_{1-a/2} + t_power) x SE`` of the noisier contrast (a plug-in
-    on this data's crossed variance, t on its degrees of freedom; approximate)."""
-    Z = np.einsum("pxk,ck->pxc", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
-    est = group_mean(np.moveaxis(Z, -1, 0))
-    worst = int(np.nanargmax(est.variance))
-    dof = est.dof[worst]
-    if not (np.isfinite(dof) and est.variance[worst] > 0):
+def contrast_components(Y: np.ndarray, weights: np.ndarray) -> list[dict]:
+    """The crossed variance components (``prompt``, ``prefix``, ``resid``: what
+    :func:`harness.analysis.crossed_variance.group_mean` estimates) of each contrast ``weights`` [2, k]
+    of ``Y[prompt, prefix, k]``, with the prompts and prefixes they came from (``n_prompts``,
+    ``n_prefixes``) and the two contrasts' covariance components (``cov_prompt``, ``cov_prefix``,
+    ``cov_resid``, the same on cross products, in both): what :func:`min_contrast_power` plans with."""
+    Z = np.einsum("pxk,ck->cpx", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
+    est = group_mean(Z)
+    P, n = Z.shape[1:]
+    rows, cols = Z.mean(2), Z.mean(1)  # [2, P], [2, n]
+    R = Z - rows[:, :, None] - cols[:, None, :] + Z.mean((1, 2))[:, None, None]
+    d_rows, d_cols = rows - rows.mean(1, keepdims=True), cols - cols.mean(1, keepdims=True)
+    ms_rows = n * (d_rows[0] * d_rows[1]).sum() / max(P - 1, 1)
+    ms_cols = P * (d_cols[0] * d_cols[1]).sum() / max(n - 1, 1)
+    ms_resid = (R[0] * R[1]).sum() / max((P - 1) * (n - 1), 1)
+    cov = {"cov_prompt": (ms_rows - ms_resid) / n, "cov_prefix": (ms_cols - ms_resid) / P, "cov_resid": ms_resid}
+    return [{**{k: float(v[i]) for k, v in est.components.items()}, **cov, "n_prompts": P, "n_prefixes": n}
+            for i in range(Z.shape[0])]
+
+
+def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int) -> float:
+    """Power of a min-of-contrasts claim (1 or 2) at ``n_prompts`` x ``n_prefixes``: the chance
+    that both contrasts' 95% intervals clear zero when each contrast's true value is one of its own
+    prefix-level SDs (the SD of a prefix's true contrast over prompts). Each contrast's one-sided 2.5%
+    test has the power :func:`harness.analysis.power.group_design_power` plans (median-corrected for
+    the pilot's prompts); the two are joined by a normal copula at the correlation their planned
+    covariance implies (the contrasts share terms). Calibrated in ``benchmarks/crossed_calibration.py``
+    (part claims-power)."""
+    powers = [group_design_power(c, n_prompts, n_prefixes, np.sqrt(c["prefix"]),
+                                 pilot=(c["n_prompts"], c["n_prefixes"])) for c in components]
+    if not (all(np.isfinite(powers)) and all(c["prefix"] > 0 for c in components)):
         return np.nan
-    return float((stats.t.ppf(1 - (1 - confidence) / 2, dof) + stats.t.ppf(power, dof)) * np.sqrt(est.variance[worst]))
+    P, n = n_prompts, n_prefixes
+    var = [c["prompt"] / P + c["prefix"] / n + c["resid"] / (P * n) for c in components]
+    c0 = components[0]
+    cov = c0["cov_prompt"] / P + c0["cov_prefix"] / n + c0["cov_resid"] / (P * n)
+    rho = float(np.clip(cov / np.sqrt(var[0] * var[1]), -0.999, 0.999)) if min(var) > 0 else 0.0
+    q = norm.ppf(np.clip(powers, 1e-12, 1 - 1e-12))
+    return float(stats.multivariate_normal.cdf(q, mean=[0.0, 0.0], cov=[[1.0, rho], [rho, 1.0]]))
 
 
 def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE
@@ -169,10 +200,10 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
             **dict(zip(by, key)), "statistic": "middle third minus larger outer third",
             "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
-            "power": np.nan, "verdict": _verdict(lo, hi),
+            "power": min_contrast_power(contrast_components(Y, _thirds_weights(len(layers))), *Y.shape[:2]),
+            "verdict": _verdict(lo, hi),
             "detail": f"peak at layer {layers[peak]} of {len(layers)} = {peak / depth:.2f} of depth "
-                      f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap); detectable with power 0.8: about "
-                      f"{detectable(Y, _thirds_weights(len(layers))):.2g}",
+                      f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap)",
             "peak_fraction": peak / depth, "peak_low": plo, "peak_high": phi,
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
@@ -204,10 +235,11 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
         rows.append({
             "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **dict(zip(by, key)),
             "statistic": "increase 64->128 minus larger neighbouring increase", "estimate": float(_jump(observed)),
-            "ci_low": float(lo), "ci_high": float(hi), "p": np.nan, "power": np.nan, "verdict": _verdict(lo, hi),
+            "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
+            "power": min_contrast_power(contrast_components(Y, JUMP_WEIGHTS), *Y.shape[:2]),
+            "verdict": _verdict(lo, hi),
             "detail": "means at 32/64/128/256: " + ", ".join(f"{m:.3g}" for m in observed)
-                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps)
-                      + f"; detectable with power 0.8: about {detectable(Y, JUMP_WEIGHTS):.2g}",
+                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps),
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
 

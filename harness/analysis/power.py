@@ -167,3 +167,49 @@ def minimum_detectable_effect(components, n_prompts: int, n_prefixes_per_group: 
     if gap(100 * scale) < 0:
         return np.inf
     return float(optimize.brentq(gap, 0.0, 100 * scale, xtol=1e-10 * scale))
+
+
+def group_planned_variance(components, n_prompts: int, n_prefixes: int, pilot: tuple[int, int] | None = None
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """``(variance, degrees of freedom)`` of one group's crossed mean (a contrast within C, as claims
+    1 and 2 test) at ``n_prompts`` x ``n_prefixes``, from that mean's components (``prompt``,
+    ``prefix``, ``resid``, as :func:`harness.analysis.crossed_variance.group_mean` estimates them):
+    ``prompt / P + prefix / n + resid / (P n)``, Satterthwaite over the expected mean squares with the
+    estimate's caps. With ``pilot`` (the prompts and prefixes the components came from), the prompt
+    mean square ``n0 a + e`` is made median-unbiased on its ``P0 - 1`` degrees of freedom, as
+    :func:`median_unbiased` does for C minus B."""
+    P, n = int(n_prompts), int(n_prefixes)
+    a, b, e = (_get(components, k) for k in ("prompt", "prefix", "resid"))
+    if pilot is not None:
+        P0, n0 = pilot
+        f = _median_factor(P0 - 1)
+        a = np.maximum(a * f + e * (f - 1) / n0, 0.0)
+    ms_rows, ms_cols = n * a + e, P * b + e
+    variance = a / P + b / n + e / (P * n)
+    scale = P * n
+    terms = [(np.where(a > 0, ms_rows, 0.0) / scale, P - 1), (np.where(b > 0, ms_cols, 0.0) / scale, n - 1),
+             ((1.0 - (a > 0) - (b > 0)) * e / scale, (P - 1) * (n - 1))]
+    spread = sum(np.where(np.isfinite(t), t, 0.0) ** 2 / max(df, 1) for t, df in terms)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dof = np.where(spread > 0, variance ** 2 / np.where(spread > 0, spread, 1.0), np.inf)
+        for term, df in terms[:2]:
+            share = np.where(variance > 0, term / np.where(variance > 0, variance, 1.0), 0.0)
+            dof = np.where(share > 0, np.minimum(dof, max(df, 1) / np.where(share > 0, share, 1.0)), dof)
+    return variance, dof
+
+
+def group_design_power(components, n_prompts: int, n_prefixes: int, effect, alpha: float = 0.025,
+                       pilot: tuple[int, int] | None = None) -> np.ndarray:
+    """One-sided power at level ``alpha`` of the t test of one group's crossed mean against a true
+    mean ``effect`` (> 0) at ``n_prompts`` x ``n_prefixes`` (:func:`group_planned_variance`). Claims 1
+    and 2 put both of their contrasts' 95% intervals clear of zero: each a one-sided test at 0.025."""
+    variance, dof = group_planned_variance(components, n_prompts, n_prefixes, pilot)
+    effect = np.asarray(effect, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift = np.where(variance > 0, effect / np.sqrt(np.where(variance > 0, variance, 1.0)), np.inf)
+        nu = np.where(np.isfinite(dof) & (dof > 0), dof, 1e6)
+        crit = stats.t.ppf(1 - alpha, nu)
+        power = np.nan_to_num(stats.nct.sf(crit, nu, np.where(np.isfinite(shift), shift, 0.0)))
+    power = np.where((shift > 38) | (np.isinf(shift) & (effect > 0)), 1.0, power)
+    power = np.where(np.isfinite(variance) & np.isfinite(effect), power, np.nan)
+    return float(power) if np.ndim(power) == 0 else power
