@@ -27,8 +27,8 @@ def atomic_write(path: Path, write) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from None
-    os.close(fd)
     try:
+        os.close(fd)  # inside the try: a SIGTERM handled here still removes the temporary file
         write(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)

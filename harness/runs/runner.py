@@ -79,6 +79,8 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
                 rundir.write_status("error", error=str(exc))
             raise
         except KeyboardInterrupt:
+            # a signal that arrived while a file was being created can leave its temporary file
+            store.remove_partial_writes()
             if owned or previous != "complete":
                 rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
             raise

@@ -79,8 +79,13 @@ class ResultStore:
         self.quarantine = run_dir / "quarantine"
         self.results.mkdir(parents=True, exist_ok=True)
         self.failures.mkdir(parents=True, exist_ok=True)
+        self.remove_partial_writes()
+
+    def remove_partial_writes(self) -> None:
+        """Delete temporary files of writes cut off by a crash or a signal; their conditions are
+        simply recomputed."""
         for stale in [*self.results.glob(".*.tmp"), *self.failures.glob(".*.tmp")]:
-            stale.unlink()  # a write cut off by a crash; its condition is simply recomputed
+            stale.unlink(missing_ok=True)
 
     def path(self, key: str) -> Path:
         return self.results / f"{key}.npz"
