@@ -131,8 +131,9 @@ def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float 
     return np.min(low, -1), np.min(high, -1), np.min(est.statistic, -1)
 
 
-def _cube(df: pd.DataFrame, value: str, axis: str) -> tuple[np.ndarray, list]:
-    """``Y[prompt, prefix, axis value]`` (NaN where a cell is missing) and the axis values."""
+def cube(df: pd.DataFrame, value: str, axis: str) -> tuple[np.ndarray, list]:
+    """``Y[prompt, prefix, axis value]`` (NaN where a cell is missing) and the axis values: the table
+    a claim's crossed statistic is computed on."""
     table = df.pivot_table(index=["prompt_id", "prefix_id"], columns=axis, values=value, aggfunc="mean",
                            observed=True)
     prompts = sorted(df.prompt_id.unique())
@@ -159,8 +160,9 @@ def crossed_means(Y: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarra
     return observed, resampled
 
 
-def _thirds_weights(n: int) -> np.ndarray:
-    """Weights over ``n`` layers: middle third's mean minus the first third's, and minus the last's."""
+def thirds_weights(n: int) -> np.ndarray:
+    """Claim 1's two contrasts over ``n`` layers: the middle third's mean minus the first third's,
+    and minus the last's."""
     cut = [round(n * MIDDLE[0]), round(n * MIDDLE[1])]
     part = [np.arange(n) < cut[0], (np.arange(n) >= cut[0]) & (np.arange(n) < cut[1]), np.arange(n) >= cut[1]]
     first, middle, last = (p / p.sum() for p in part)
@@ -176,31 +178,48 @@ def _thirds(profile: np.ndarray) -> np.ndarray:
     return middle - np.maximum(first, last)
 
 
+def layer_cubes(attention: pd.DataFrame, value: str = "kl", group: str = "C",
+                by: Sequence[str] = ("model", "placement")):
+    """Claim 1's tables: per ``by`` cell with at least three layers, ``(key, Y[prompt, prefix, layer],
+    layers)``, ``value`` averaged over heads, segments (by query count) and prefix lengths, cut to
+    the complete crossing."""
+    att = with_settings(attention[attention.group == group])
+    for key, sub in att.groupby(list(by), observed=True, sort=True):
+        per = weighted_segment_mean(sub, value, ("prefix_id", "prefix_len", "layer"))
+        per = per.groupby(["prompt_id", "prefix_id", "layer"], observed=True)[value].mean().reset_index()
+        Y, layers = cube(per, value, "layer")
+        if len(layers) >= 3:  # else no middle third to speak of
+            yield dict(zip(by, key)), complete_cube(Y), layers
+
+
+def length_cubes(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: str = "C",
+                 by: Sequence[str] = ("model", "placement")):
+    """Claim 2's tables: per ``by`` cell with the lengths 32, 64, 128 and 256, ``(key,
+    Y[prompt, prefix, length])`` cut to the complete crossing."""
+    cond = with_settings(conditions[(conditions.group == group) & conditions.prefix_len.isin(JUMP_LENGTHS)])
+    for key, sub in cond.groupby(list(by), observed=True, sort=True):
+        if sorted(sub.prefix_len.unique()) == list(JUMP_LENGTHS):
+            yield dict(zip(by, key)), complete_cube(cube(sub, value, "prefix_len")[0])
+
+
 def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "C",
                       by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
                       confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Claim 1 per ``by`` cell: does ``group``'s divergence from A (``value`` per layer, averaged over
     heads, segments by query count, and prefix lengths) peak in the middle third of the layers?"""
-    att = with_settings(attention[attention.group == group])
     rows = []
-    for key, sub in att.groupby(list(by), observed=True, sort=True):
-        per = weighted_segment_mean(sub, value, ("prefix_id", "prefix_len", "layer"))
-        per = per.groupby(["prompt_id", "prefix_id", "layer"], observed=True)[value].mean().reset_index()
-        Y, layers = _cube(per, value, "layer")
-        if len(layers) < 3:  # no middle third to speak of
-            continue
-        Y = complete_cube(Y)
+    for key, Y, layers in layer_cubes(attention, value, group, by):
         observed, resampled = crossed_means(Y, n_resamples, seed)
         depth = len(layers) - 1
         peak = int(np.nanargmax(observed))
         peaks = np.nanargmax(np.where(np.isfinite(resampled), resampled, -np.inf), axis=1) / depth
-        lo, hi, _ = min_contrast_interval(Y, _thirds_weights(len(layers)), confidence)
+        lo, hi, _ = min_contrast_interval(Y, thirds_weights(len(layers)), confidence)
         plo, phi = percentile_interval(peaks, confidence)
         rows.append({
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
-            **dict(zip(by, key)), "statistic": "middle third minus larger outer third",
+            **key, "statistic": "middle third minus larger outer third",
             "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
-            "power": min_contrast_power(contrast_components(Y, _thirds_weights(len(layers))), *Y.shape[:2]),
+            "power": min_contrast_power(contrast_components(Y, thirds_weights(len(layers))), *Y.shape[:2]),
             "verdict": _verdict(lo, hi),
             "detail": f"peak at layer {layers[peak]} of {len(layers)} = {peak / depth:.2f} of depth "
                       f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap)",
@@ -223,17 +242,13 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
                 confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Claim 2 per ``by`` cell: is ``group``'s increase in ``value`` from 64 to 128 prefix tokens
     larger than its neighbours'? Needs the lengths 32, 64, 128 and 256."""
-    cond = with_settings(conditions[(conditions.group == group) & conditions.prefix_len.isin(JUMP_LENGTHS)])
     rows = []
-    for key, sub in cond.groupby(list(by), observed=True, sort=True):
-        if sorted(sub.prefix_len.unique()) != list(JUMP_LENGTHS):
-            continue
-        Y = complete_cube(_cube(sub, value, "prefix_len")[0])
+    for key, Y in length_cubes(conditions, value, group, by):
         observed = Y.mean((0, 1))
         lo, hi, _ = min_contrast_interval(Y, JUMP_WEIGHTS, confidence)
         steps = np.diff(observed)
         rows.append({
-            "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **dict(zip(by, key)),
+            "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **key,
             "statistic": "increase 64->128 minus larger neighbouring increase", "estimate": float(_jump(observed)),
             "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
             "power": min_contrast_power(contrast_components(Y, JUMP_WEIGHTS), *Y.shape[:2]),
@@ -246,7 +261,7 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
 
 def _pooled(sub: pd.DataFrame, group: str, value: str) -> np.ndarray:
     """``value`` of ``group``'s cells as [prompt, prefix], each the mean over prefix lengths."""
-    return _cube(sub[sub.group == group].assign(all="all"), value, "all")[0][..., 0]
+    return cube(sub[sub.group == group].assign(all="all"), value, "all")[0][..., 0]
 
 
 def designs_for_power(components, n_prompts: int, n_prefixes: int, effect: float, target: float = 0.8,
@@ -352,7 +367,7 @@ def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[st
     for key, sub in att.groupby([*by, "group"], observed=True, sort=True):
         per = weighted_segment_mean(sub, value, ("prefix_id", "prefix_len", "layer"))
         per = per.groupby(["prompt_id", "prefix_id", "layer"], observed=True)[value].mean().reset_index()
-        Y, layers = _cube(per, value, "layer")
+        Y, layers = cube(per, value, "layer")
         observed, low, high = crossed_mean_intervals(complete_cube(Y), confidence)
         for i, layer in enumerate(layers):
             rows.append({**dict(zip([*by, "group"], key)), "layer": layer, "depth": layer / max(len(layers) - 1, 1),
@@ -368,7 +383,7 @@ def length_curves(conditions: pd.DataFrame, value: str, groups: Sequence[str] = 
     rows = []
     cond = with_settings(conditions[conditions.group.isin(list(groups))])
     for key, sub in cond.groupby([*by, "group"], observed=True, sort=True):
-        Y, lengths = _cube(sub, value, "prefix_len")
+        Y, lengths = cube(sub, value, "prefix_len")
         observed, low, high = crossed_mean_intervals(complete_cube(Y), confidence)
         for i, n in enumerate(lengths):
             rows.append({**dict(zip([*by, "group"], key)), "prefix_len": n, value: observed[i],
