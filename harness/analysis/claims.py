@@ -97,15 +97,15 @@ def contrast_components(Y: np.ndarray, weights: np.ndarray) -> list[dict]:
             for i in range(Z.shape[0])]
 
 
-def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int) -> float:
+def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float = 1.0) -> float:
     """Power of a min-of-contrasts claim (1 or 2) at ``n_prompts`` x ``n_prefixes``: the chance
-    that both contrasts' 95% intervals clear zero when each contrast's true value is one of its own
-    prefix-level SDs (the SD of a prefix's true contrast over prompts). Each contrast's one-sided 2.5%
+    that both contrasts' 95% intervals clear zero when each contrast's true value is ``effect_sds``
+    of its own prefix-level SDs (the SD of a prefix's true contrast over prompts). Each contrast's one-sided 2.5%
     test has the power :func:`harness.analysis.power.group_design_power` plans (median-corrected for
     the pilot's prompts); the two are joined by a normal copula at the correlation their planned
     covariance implies (the contrasts share terms). Calibrated in ``benchmarks/crossed_calibration.py``
     (part claims-power)."""
-    powers = [group_design_power(c, n_prompts, n_prefixes, np.sqrt(c["prefix"]),
+    powers = [group_design_power(c, n_prompts, n_prefixes, effect_sds * np.sqrt(c["prefix"]),
                                  pilot=(c["n_prompts"], c["n_prefixes"])) for c in components]
     if not (all(np.isfinite(powers)) and all(c["prefix"] > 0 for c in components)):
         return np.nan

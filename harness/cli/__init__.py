@@ -28,6 +28,7 @@ commands:
   kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
   claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
+  plan RUN [...]           the cheapest prompts x prefixes design reaching a power, from pilot runs
   causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
 
@@ -47,6 +48,7 @@ COMMANDS = {
     "check-determinism": "harness.cli.tables:check_determinism",
     "figures": "harness.cli.tables:figures",
     "claims": "harness.cli.tables:claims",
+    "plan": "harness.cli.tables:plan",
     "causal-heads": "harness.cli.tables:causal_heads",
     "kv-size": "harness.cli.tools:kv_size",
     "build-prefixes": "harness.cli.tools:build_prefixes",

@@ -1,4 +1,4 @@
-"""The commands that read run directories: ``figures``, ``claims``, ``collect``,
+"""The commands that read run directories: ``figures``, ``claims``, ``plan``, ``collect``,
 ``check-determinism`` and ``causal-heads``. Each parses its arguments, then calls its stage's
 plain function (imported only then)."""
 
@@ -69,6 +69,59 @@ def claims(args: list[str]) -> int:
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                            n_resamples=ns.resamples)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
+    return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
+    return value
+
+
+def plan(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness plan", description="From finished pilot runs, the prompts x "
+                                     "prefixes-per-group design at which every claim test reaches a target power "
+                                     "at least cost (seconds measured on the pilots), or why none does.")
+    parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")
+    parser.add_argument("--target", type=_fraction, default=0.8, help="power to reach (default 0.8)")
+    parser.add_argument("--effect-sds", type=_positive, default=1.0,
+                        help="effect to detect, in prefix-level SDs of each test (default 1)")
+    parser.add_argument("--budget-minutes", type=_positive, default=None,
+                        help="most minutes still to spend on all runs together (default: no limit)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
+                             "overrides, empty when none) here")
+    _trust_damaged(parser)
+    ns = parser.parse_args(args)
+    if ns.out is not None and any(ns.out.resolve() == r.resolve() for r in ns.runs):
+        raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
+                           "them: give another directory")
+    from harness.io import write_parquet, write_text
+    from harness.runs.plan import plan as plan_runs
+    from harness.runs.plan import plan_markdown
+
+    found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged)
+    page = plan_markdown(found, ns.runs)
+    print(page, end="")
+    if ns.out is not None:
+        write_text(page, ns.out / "plan.md")
+        write_parquet(found.grid, ns.out / "plan_grid.parquet")
+        write_text(found.overrides + "\n", ns.out / "overrides.txt")
+        print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
     return 0
 
 

@@ -1,0 +1,128 @@
+"""Planning a study from a pilot: each claim test's power at other designs, and the cheapest design
+that reaches a target power (DataFrames and callables in, DataFrames out; no files, no models).
+
+A *design* is prompts x prefixes per group, at the pilot's prefix lengths (claim 2 needs its four
+lengths, and claims 1 and 3 average over them, so the components below are those of the pilot's
+lengths). Each test's power at a design is the function the claims page prints it with at the
+pilot's own design (:mod:`harness.analysis.claims`): claims 1 and 2 by
+:func:`~harness.analysis.claims.min_contrast_power` on the contrasts' crossed components, claim 3 by
+:func:`~harness.analysis.power.design_power` on the C/B components, each against ``effect_sds``
+of the test's own prefix-level SD and median-corrected for the pilot's few prompts. How well the
+printed power matches the real one, pilot by pilot, is in ``benchmarks/crossed_calibration.py``
+(parts ``power`` and ``claims-power``).
+
+:func:`claim_tests` turns a pilot's tables into :class:`PlannedTest` s; :func:`power_grid` scores
+every design of a search range at a cost the caller supplies (the orchestrator measures seconds
+per condition on the pilot: :mod:`harness.runs.plan`); :func:`cheapest` picks from the grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.claims import (
+    JUMP_WEIGHTS,
+    contrast_components,
+    layer_cubes,
+    length_cubes,
+    min_contrast_power,
+    thirds_weights,
+)
+from harness.analysis.descriptive import with_settings
+from harness.analysis.design import design_power, variance_components
+
+ATTENTION, OUTPUT = "attention", "output"
+# the measures the claims page tests, and whether each is an attention measure or an output one
+CLAIM_MEASURES = {"attn_kl_mean": ATTENTION, "norm_edit_distance": OUTPUT}
+SCOPES = {"attention": (ATTENTION,), "all": (ATTENTION, OUTPUT)}
+_TESTS = {"attention": "attention test", "all": "test"}
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One test of the claims page whose power a design is chosen for."""
+
+    claim: int
+    measure: str
+    kind: str                           # ATTENTION or OUTPUT
+    cell: dict                          # model and placement
+    pilot: tuple[int, int]              # prompts x prefixes per group it was estimated on
+    power: Callable[[int, int], float]  # (prompts, prefixes per group) -> power
+
+    @property
+    def label(self) -> str:
+        return f"claim {self.claim}, {self.measure}, " + ", ".join(str(v) for v in self.cell.values())
+
+
+def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect_sds: float = 1.0,
+                by: Sequence[str] = ("model", "placement")) -> list[PlannedTest]:
+    """The claims page's tests on these tables (claims 1 and 2 on group C, claim 3 on C minus B),
+    each with its power as a function of the design against ``effect_sds`` prefix-level SDs."""
+    tests = []
+    if attention is not None and not attention.empty:
+        for cell, Y, layers in layer_cubes(attention, "kl", "C", by):
+            comps = contrast_components(Y, thirds_weights(len(layers)))
+            tests.append(PlannedTest(1, "attention kl", ATTENTION, cell, Y.shape[:2], _min_contrast(comps, effect_sds)))
+    present = [m for m in CLAIM_MEASURES if m in conditions and conditions[m].notna().any()]
+    for value in present:
+        for cell, Y in length_cubes(conditions, value, "C", by):
+            tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
+                                     _min_contrast(contrast_components(Y, JUMP_WEIGHTS), effect_sds)))
+    for value in present:
+        for _, row in variance_components(with_settings(conditions), value, by=list(by)).iterrows():
+            sd = float(row.prefix_sd)
+            if not (np.isfinite(sd) and sd > 0):
+                continue  # no spread between prefixes: no effect size to plan against
+            comps = row.to_dict()
+            pilot = (int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low)))
+            tests.append(PlannedTest(3, value, CLAIM_MEASURES[value], {k: row[k] for k in by}, pilot,
+                                     lambda p, n, comps=comps, e=effect_sds * sd: float(design_power(comps, p, n, e))))
+    return tests
+
+
+def _min_contrast(components: list[dict], effect_sds: float) -> Callable[[int, int], float]:
+    return lambda p, n: min_contrast_power(components, p, n, effect_sds)
+
+
+def power_grid(tests: Sequence[PlannedTest], prompts: Sequence[int], prefixes: Sequence[int],
+               cost: Callable[[int, int], float]) -> pd.DataFrame:
+    """One row per design ``(n_prompts, n_prefixes)`` of the two ranges: ``seconds`` (``cost``), each
+    test's power (a column per test, named by :attr:`PlannedTest.label`), and the smallest power
+    over the attention tests (``min_power_attention``) and over all tests (``min_power_all``)."""
+    rows = []
+    for p in prompts:
+        for n in prefixes:
+            row = {"n_prompts": int(p), "n_prefixes": int(n), "seconds": float(cost(p, n))}
+            row.update({t.label: t.power(p, n) for t in tests})
+            rows.append(row)
+    grid = pd.DataFrame(rows)
+    for scope, kinds in SCOPES.items():
+        cols = [t.label for t in tests if t.kind in kinds]
+        # a test without a power (NaN) cannot be planned for: it does not hold a design back
+        grid[f"min_power_{scope}"] = grid[cols].min(axis=1, skipna=True) if cols else np.nan
+    return grid
+
+
+def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: float | None = None
+             ) -> tuple[pd.Series | None, str]:
+    """The least costly design of ``grid`` whose every ``scope`` test reaches ``target`` (ties: fewer
+    prompts), within ``budget_seconds`` when given, and why there is none otherwise."""
+    column = f"min_power_{scope}"
+    reach = grid[grid[column] >= target]
+    if reach.empty:
+        best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() else None
+        why = (f"no design searched reaches power {target:g} on every {_TESTS[scope]}" +
+               (f"; the best reaches {best[column]:.2f} at {int(best.n_prompts)} prompts x "
+                f"{int(best.n_prefixes)} prefixes per group" if best is not None else ""))
+        return None, why
+    reach = reach.sort_values(["seconds", "n_prompts", "n_prefixes"])
+    first = reach.iloc[0]
+    if budget_seconds is not None and first.seconds > budget_seconds:
+        return None, (f"none fits the budget of {budget_seconds / 60:.0f} min: the cheapest design reaching "
+                      f"{target:g} on every {_TESTS[scope]} ({int(first.n_prompts)} prompts x {int(first.n_prefixes)} "
+                      f"prefixes per group) costs {first.seconds / 60:.0f} min")
+    return first, ""

@@ -1,0 +1,176 @@
+"""``harness plan RUN...``: from finished pilot runs, the design (prompts x prefixes per group) at
+which every claim test reaches a target power at least cost, and what extending the pilots to it
+costs: a rerun with the design's overrides and ``on_existing=resume`` reuses every pilot result the
+design keeps.
+
+Cost is measured, not assumed: each run's seconds per A condition and per B/C condition (the
+``seconds`` column of its conditions table, scaled by its status's "conditions" phase over their
+sum, which adds what the loop around them spent) and its fixed seconds (setup, noise floor, tables,
+figures). The prefix cache reuses a prefix's keys and values across prompts, so a design with more
+prompts than the pilot costs at most this. What a design reuses is exact: the first prompts (the
+prompt set's order) and the prefixes the run's seed draws at the design's ``per_group`` that the
+pilot also ran (``prefixes.per_group`` redraws group C when it grows, so a design that changes it
+recomputes most of the pilot's C conditions; the plan counts that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.planning import claim_tests, cheapest, power_grid
+from harness.errors import HarnessError
+from harness.inputs import load_prefixes, load_prompts, select_prefixes
+from harness.runs.rundir import RunDir, load_runs
+
+SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
+
+
+@dataclass
+class RunCost:
+    """What one pilot run measured about its cost, and what of it a design would reuse."""
+
+    run: Path
+    seconds_a: float        # per A condition (one per prompt)
+    seconds_bc: float       # per B or C condition
+    seconds_fixed: float    # setup, noise floor, tables, figures: once per sweep
+    per_prefix: float       # B/C conditions per prompt and prefix (lengths x isolation settings)
+    pilot_prompts: int
+    pilot_prefixes: frozenset[str]
+    prompts_available: int
+    prefixes_available: int  # per group
+    prefixes_path: str
+    seed: int
+
+    def drawn(self, per_group: int) -> frozenset[str]:
+        """The prefix ids the run's seed draws at ``per_group``."""
+        return frozenset(p.id for p in select_prefixes(load_prefixes(self.prefixes_path), per_group, self.seed))
+
+    def seconds(self, n_prompts: int, per_group: int, kept: int) -> tuple[float, float]:
+        """``(total, still to spend)`` for the design, where ``kept`` of its prefixes the pilot ran."""
+        total = self.seconds_fixed + n_prompts * (self.seconds_a + 2 * per_group * self.per_prefix * self.seconds_bc)
+        reused = min(n_prompts, self.pilot_prompts) * (self.seconds_a + kept * self.per_prefix * self.seconds_bc)
+        return total, total - reused
+
+
+def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
+    """:class:`RunCost` of the run at ``path`` from its manifest, status and conditions table."""
+    run = RunDir(path)
+    manifest, status = run.manifest() or {}, run.status() or {}
+    config = manifest.get("config")
+    if not config or "seconds" not in status:
+        raise HarnessError(f"{path}: no manifest or timing in its status.json; plan from a finished run")
+    groups = set(conditions.group.astype(str))
+    if groups != {"A", "B", "C"}:
+        raise HarnessError(f"{path}: harness plan plans the A/B/C design; this run has groups {sorted(groups)}")
+    phases = status["seconds"]
+    a, bc = conditions[conditions.group == "A"], conditions[conditions.group != "A"]
+    computed_all = manifest.get("computed_this_run") == manifest.get("counts", {}).get("conditions")
+    # the loop around the conditions (storing results, progress) is paid per condition too
+    scale = phases.get("conditions", 0.0) / conditions.seconds.sum() if computed_all else 1.0
+    pilot_prefixes = frozenset(bc.prefix_id.dropna().astype(str))
+    prefixes = load_prefixes(config["prefixes"]["path"])
+    per_kind = pd.Series([p.kind for p in prefixes]).value_counts()
+    return RunCost(
+        run=Path(path), seconds_a=float(a.seconds.mean()) * max(scale, 1.0),
+        seconds_bc=float(bc.seconds.mean()) * max(scale, 1.0),
+        seconds_fixed=float(sum(v for k, v in phases.items() if k != "conditions")),
+        per_prefix=len(bc) / (a.prompt_id.nunique() * len(pilot_prefixes)),
+        pilot_prompts=int(a.prompt_id.nunique()), pilot_prefixes=pilot_prefixes,
+        prompts_available=len(load_prompts(config["prompts"]["path"])),
+        prefixes_available=int(per_kind.min()), prefixes_path=config["prefixes"]["path"], seed=int(config["seed"]))
+
+
+@dataclass
+class Plan:
+    """What ``harness plan`` found: the power grid, the chosen design and its overrides."""
+
+    grid: pd.DataFrame
+    tests: pd.DataFrame           # one row per test: power at the pilot and at the chosen design
+    designs: pd.DataFrame         # per scope: the cheapest design reaching the target, or why none
+    costs: list[RunCost]
+    chosen: pd.Series | None
+    overrides: str
+    target: float
+    effect_sds: float
+    budget_minutes: float | None
+
+
+def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, budget_minutes: float | None = None,
+         trust_damaged: bool = False) -> Plan:
+    """Plan a design for these pilot runs (each a model and placement; one design for all)."""
+    conditions, attention = load_runs(run_dirs, trust_damaged)
+    costs = [run_cost(r, RunDir(r).conditions(trust_damaged)) for r in run_dirs]
+    tests = claim_tests(conditions, attention, effect_sds)
+    if not tests:
+        raise HarnessError("no claim test could be planned from these runs: they need groups B and C, and prefix "
+                           "lengths 32, 64, 128 and 256 for claim 2")
+    p0 = max(c.pilot_prompts for c in costs)
+    prompts = range(p0, min(c.prompts_available for c in costs) + 1)
+    prefixes = range(2, min(c.prefixes_available for c in costs) + 1)
+    drawn = {n: [c.drawn(n) for c in costs] for n in prefixes}
+
+    def still_to_spend(p: int, n: int) -> float:
+        return sum(c.seconds(p, n, len(d & c.pilot_prefixes))[1] for c, d in zip(costs, drawn[n]))
+
+    grid = power_grid(tests, prompts, prefixes, still_to_spend)
+    grid["total_seconds"] = [sum(c.seconds(p, n, 0)[0] for c in costs)
+                             for p, n in zip(grid.n_prompts, grid.n_prefixes)]
+    grid = grid.sort_values(["seconds", "total_seconds"], kind="stable")
+    budget = None if budget_minutes is None else 60.0 * budget_minutes
+    designs, chosen = [], None
+    for scope in ("all", "attention"):
+        best, why = cheapest(grid, scope, target, budget)
+        designs.append({"scope": scope, "n_prompts": None if best is None else int(best.n_prompts),
+                        "n_prefixes": None if best is None else int(best.n_prefixes),
+                        "minutes": None if best is None else best.seconds / 60,
+                        "total_minutes": None if best is None else best.total_seconds / 60, "note": why})
+        chosen = best if chosen is None else chosen
+    overrides = "" if chosen is None else f"prompts.limit={int(chosen.n_prompts)} prefixes.per_group={int(chosen.n_prefixes)}"
+    pilot = {t.label: t for t in tests}
+    rows = []
+    for label, t in pilot.items():
+        rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
+                     "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
+                     "power_chosen": np.nan if chosen is None else float(chosen[label])})
+    return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, overrides, target, effect_sds,
+                budget_minutes)
+
+
+def plan_markdown(p: Plan, run_dirs: list[Path]) -> str:
+    """The plan as a page: the cost model, the designs, and every test's power."""
+    effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
+    lines = [
+        "# Design plan", "",
+        f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: power {p.target:g} against {effect} for "
+        f"each claim test of the claims page (the power it prints), at the pilot's prefix lengths"
+        + (f"; budget {p.budget_minutes:g} min still to spend." if p.budget_minutes is not None else "."), "",
+        "## Cost, measured on the pilot", "",
+        "| run | s per A condition | s per B/C condition | fixed s per sweep | prompts in the set | prefixes per group "
+        "in the bank |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {c.run} | {c.seconds_a:.2f} | {c.seconds_bc:.3f} | {c.seconds_fixed:.0f} | {c.prompts_available} | "
+              f"{c.prefixes_available} |" for c in p.costs]
+    lines += ["", "Minutes still to spend count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
+              "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C).", "",
+              "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "
+              "spend | minutes in all | note |", "| --- | --- | --- | --- | --- | --- |"]
+    for d in p.designs.itertuples():
+        if d.n_prompts is None:
+            lines.append(f"| {SCOPE_TEXT[d.scope]} | | | | | {d.note} |")
+        else:
+            lines.append(f"| {SCOPE_TEXT[d.scope]} | {d.n_prompts} | {d.n_prefixes} | {d.minutes:.1f} | "
+                         f"{d.total_minutes:.1f} | |")
+    lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
+              f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "
+              f"per group (the bank's)."]
+    lines += ["", ("Chosen: `" + p.overrides + "` (the first design above that exists)." if p.overrides else
+                   "Chosen: none; the pilot's design stays, and the claims page states the power it has."), "",
+              "## Power per test", "", "| claim | measure | model | placement | pilot | power at the pilot | power at the "
+              "chosen design |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for t in p.tests.itertuples():
+        lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {t.power_pilot:.2f} | "
+                     + ("" if np.isnan(t.power_chosen) else f"{t.power_chosen:.2f}") + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,88 @@
+"""Planning a design (harness.analysis.planning): each test's planned power at the pilot's own
+design is the power the claims page prints, power grows with the design, and the cheapest design is
+picked (or refused, with the reason) by hand-checkable rules."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis import claims, planning
+from tests.analysis.test_claims import attention_table, conditions_table
+
+
+def pilot_tables():
+    cond = conditions_table([0.30, 0.32, 0.40, 0.43], [0.25, 0.26, 0.27, 0.30], n_prefixes=8, seed=3)
+    rng = np.random.default_rng(4)
+    # each prefix shapes the length profile its own way: claim 2's contrasts have a prefix-level SD
+    for col in ("attn_kl_mean", "norm_edit_distance"):
+        shape = {(x, n): rng.normal(0, 0.03) for x in cond.prefix_id.unique() for n in cond.prefix_len.unique()}
+        cond[col] = cond[col] + [shape[k] for k in zip(cond.prefix_id, cond.prefix_len)]
+    cond["norm_edit_distance"] = cond.norm_edit_distance + rng.normal(0, 0.05, len(cond))
+    att = attention_table([0.1, 0.2, 0.5, 0.4, 0.3, 0.2], n_prefixes=8, noise=0.05)
+    # each prefix shapes the layer profile its own way: the contrasts have a prefix-level SD
+    shape = {(x, layer): rng.normal(0, 0.05) for x in att.prefix_id.unique() for layer in att.layer.unique()}
+    att["kl"] = att.kl + [shape[k] for k in zip(att.prefix_id, att.layer)]
+    return cond, att
+
+
+def test_power_at_the_pilot_design_is_the_power_the_claims_page_prints():
+    cond, att = pilot_tables()
+    printed = claims.seed_claims(cond, att, None, n_resamples=200)
+    tests = planning.claim_tests(cond, att)
+    assert {(t.claim, t.kind) for t in tests} >= {(1, "attention"), (2, "attention"), (2, "output"), (3, "attention"),
+                                                  (3, "output")}
+    for t in tests:
+        measure = "attention kl (C vs A)" if t.claim == 1 else (t.measure if t.claim == 3 else f"{t.measure} (C vs A)")
+        row = printed[(printed.claim == t.claim) & (printed.measure == measure)]
+        assert len(row) == 1, (t.label, printed[["claim", "measure"]])
+        assert 0 < t.power(*t.pilot) < 1, t.label
+        assert t.power(*t.pilot) == pytest.approx(float(row.power.iloc[0]), rel=1e-9), t.label
+
+
+def test_power_grows_with_prompts_and_prefixes_and_a_larger_effect():
+    cond, att = pilot_tables()
+    small, large = planning.claim_tests(cond, att), planning.claim_tests(cond, att, effect_sds=2.0)
+    for t, t2 in zip(small, large):
+        assert t.power(6, 8) <= t.power(12, 8) + 1e-12 <= t.power(24, 8) + 2e-12, t.label
+        assert t.power(6, 8) <= t.power(6, 16) + 1e-12, t.label
+        assert t.power(6, 8) <= t2.power(6, 8) + 1e-12, t.label
+
+
+def hand_tests():
+    """Two tests whose power is a hand-made function of the design: attention needs 10 prompts x
+    4 prefixes-equivalent, output twice as much."""
+    def att(p, n):
+        return min(1.0, p * n / 40)
+
+    def out(p, n):
+        return min(1.0, p * n / 80)
+    return [planning.PlannedTest(3, "attn_kl_mean", planning.ATTENTION, {"model": "m"}, (4, 4), att),
+            planning.PlannedTest(3, "norm_edit_distance", planning.OUTPUT, {"model": "m"}, (4, 4), out)]
+
+
+def test_the_cheapest_design_reaching_the_target_is_chosen():
+    grid = planning.power_grid(hand_tests(), range(4, 21), range(2, 11), cost=lambda p, n: p * (1 + 2 * n))
+    best, why = planning.cheapest(grid, "attention", 0.8)
+    # by hand: p * n >= 32 at the least p * (1 + 2n); enumerate to check
+    options = [(p * (1 + 2 * n), p, n) for p in range(4, 21) for n in range(2, 11) if p * n >= 32]
+    cost, p, n = min(options)
+    assert why == "" and (best.n_prompts, best.n_prefixes, best.seconds) == (p, n, cost)
+    best_all, _ = planning.cheapest(grid, "all", 0.8)
+    assert best_all.n_prompts * best_all.n_prefixes >= 64 and best_all.seconds > best.seconds
+
+
+def test_no_design_or_no_budget_says_why():
+    grid = planning.power_grid(hand_tests(), range(4, 6), range(2, 4), cost=lambda p, n: 60.0 * p * n)
+    best, why = planning.cheapest(grid, "all", 0.8)
+    assert best is None and "no design searched reaches power 0.8" in why and "best reaches 0.19" in why
+    grid = planning.power_grid(hand_tests(), range(4, 21), range(2, 11), cost=lambda p, n: 60.0 * p * n)
+    best, why = planning.cheapest(grid, "attention", 0.8, budget_seconds=60.0 * 20)
+    assert best is None and "none fits the budget of 20 min" in why and "costs 32 min" in why
+
+
+def test_a_test_without_a_power_does_not_hold_a_design_back():
+    tests = [*hand_tests(), planning.PlannedTest(1, "attention kl", planning.ATTENTION, {}, (4, 4),
+                                                 lambda p, n: float("nan"))]
+    grid = planning.power_grid(tests, range(4, 21), range(2, 11), cost=lambda p, n: p * n)
+    assert pd.notna(grid.min_power_attention).all()
+    assert planning.cheapest(grid, "attention", 0.8)[0] is not None

@@ -1,0 +1,79 @@
+"""``harness plan`` end to end on a finished run: what it costs a design by is the run's own
+measured seconds, the power it plans with at the run's design is what ``harness claims`` prints,
+and what it writes is a page, the grid and the chosen overrides."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from harness.runs.plan import RunCost, plan, run_cost
+from harness.runs.rundir import RunDir
+from tests.support import FAST, sweep
+
+
+@pytest.fixture(scope="module")
+def pilot(tmp_path_factory):
+    """A tiny-model run with 3 prompts: the fewest a crossed variance (and so a power) needs."""
+    overrides = [o for o in FAST if not o.startswith("prompts.limit=")] + ["prompts.limit=3"]
+    return sweep(tmp_path_factory.mktemp("pilot"), *overrides)
+
+
+def test_the_cost_of_a_design_is_the_runs_own_seconds(tiny_run):
+    conditions = RunDir(tiny_run).conditions()
+    cost = run_cost(tiny_run, conditions)
+    status = json.loads((tiny_run / "status.json").read_text())
+    scale = max(status["seconds"]["conditions"] / conditions.seconds.sum(), 1.0)
+    bc = conditions[conditions.group != "A"]
+    assert cost.seconds_bc == pytest.approx(bc.seconds.mean() * scale)
+    assert cost.seconds_a == pytest.approx(conditions[conditions.group == "A"].seconds.mean() * scale)
+    n_prompts, n_prefixes = conditions.prompt_id.nunique(), bc.prefix_id.nunique()
+    assert cost.per_prefix * n_prompts * n_prefixes == len(bc)
+    # the pilot's own design, every prefix kept: only the fixed part is still to spend
+    per_group = n_prefixes // 2
+    total, still = cost.seconds(n_prompts, per_group, kept=n_prefixes)
+    assert still == pytest.approx(cost.seconds_fixed)
+    assert total == pytest.approx(cost.seconds_fixed + n_prompts * cost.seconds_a + len(bc) * cost.seconds_bc)
+
+
+def test_a_design_reuses_the_first_prompts_and_the_prefixes_drawn_again():
+    cost = RunCost(run=None, seconds_a=1.0, seconds_bc=0.5, seconds_fixed=10.0, per_prefix=4, pilot_prompts=3,
+                   pilot_prefixes=frozenset(), prompts_available=24, prefixes_available=42, prefixes_path="", seed=0)
+    total, still = cost.seconds(8, 6, kept=9)
+    assert total == 10 + 8 * (1 + 2 * 6 * 4 * 0.5)
+    assert still == total - 3 * (1 + 9 * 4 * 0.5)
+
+
+def test_plan_on_a_run_writes_its_page_grid_and_overrides(pilot, tmp_path, capsys):
+    out = tmp_path / "plan"
+    assert main(["plan", str(pilot), "--out", str(out), "--target", "0.5"]) == 0
+    printed = capsys.readouterr().out
+    page = (out / "plan.md").read_text()
+    assert page in printed and "## Cost, measured on the pilot" in page
+    grid = pd.read_parquet(out / "plan_grid.parquet")
+    found = plan([pilot], target=0.5)
+    assert len(grid) == len(found.grid) and (grid.seconds.values == found.grid.seconds.values).all()
+    overrides = (out / "overrides.txt").read_text().strip()
+    assert overrides == found.overrides
+    if found.chosen is not None:
+        p, n = int(found.chosen.n_prompts), int(found.chosen.n_prefixes)
+        assert overrides == f"prompts.limit={p} prefixes.per_group={n}"
+        assert (found.designs.dropna(subset=["n_prompts"]).n_prompts >= 1).all()
+    # the power it plans with at the run's own design is the one the claims page prints
+    assert main(["claims", str(pilot), "--out", str(tmp_path / "claims"), "--resamples", "100"]) == 0
+    printed = pd.read_parquet(tmp_path / "claims" / "claims.parquet")
+    claim3 = found.tests[found.tests.claim == 3]
+    assert not claim3.empty
+    for t in claim3.itertuples():
+        row = printed[(printed.claim == 3) & (printed.measure == t.measure)]
+        assert t.power_pilot == pytest.approx(float(row.power.iloc[0]), rel=1e-9, nan_ok=True)
+
+
+def test_plan_refuses_what_is_not_a_finished_run_in_one_line(tmp_path, capsys):
+    assert main(["plan", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "conditions.parquet" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", str(tmp_path), "--target", "1.5"])
+    assert exc.value.code == 2
