@@ -126,3 +126,23 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
                       f"{target:g} on every {_TESTS[scope]} ({int(first.n_prompts)} prompts x {int(first.n_prefixes)} "
                       f"prefixes per group) costs {first.seconds / 60:.0f} min")
     return first, ""
+
+
+def most_reached(grid: pd.DataFrame, tests: Sequence[PlannedTest], target: float,
+                 budget_seconds: float | None = None) -> pd.Series | None:
+    """Where no design reaches every test within the budget: the design within it at which the most
+    attention tests reach ``target``, then the most tests of any kind, then the highest power summed
+    over the tests that miss it, then the least cost. None when no design fits the budget."""
+    fits = grid if budget_seconds is None else grid[grid.seconds <= budget_seconds]
+    if fits.empty:
+        return None
+    cols = {kind: [t.label for t in tests if t.kind == kind] for kind in (ATTENTION, OUTPUT)}
+    powers = fits[[t.label for t in tests]].fillna(0.0)
+    score = pd.DataFrame({
+        "attention": (powers[cols[ATTENTION]] >= target).sum(axis=1),
+        "all": (powers >= target).sum(axis=1),
+        "short": powers.where(powers < target, 0.0).sum(axis=1),
+        "cost": -fits.seconds})
+    order = score.sort_values(["attention", "all", "short", "cost"], ascending=False, kind="stable")
+    return fits.loc[order.index[0]]
+

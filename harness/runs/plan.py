@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.planning import claim_tests, cheapest, power_grid
+from harness.analysis.planning import ATTENTION, OUTPUT, cheapest, claim_tests, most_reached, power_grid
 from harness.errors import HarnessError
 from harness.inputs import load_prefixes, load_prompts, select_prefixes
 from harness.runs.rundir import RunDir, load_runs
@@ -93,6 +93,7 @@ class Plan:
     designs: pd.DataFrame         # per scope: the cheapest design reaching the target, or why none
     costs: list[RunCost]
     chosen: pd.Series | None
+    why_chosen: str
     overrides: str
     target: float
     effect_sds: float
@@ -121,14 +122,25 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
                              for p, n in zip(grid.n_prompts, grid.n_prefixes)]
     grid = grid.sort_values(["seconds", "total_seconds"], kind="stable")
     budget = None if budget_minutes is None else 60.0 * budget_minutes
-    designs, chosen = [], None
+    designs, chosen, why_chosen = [], None, ""
     for scope in ("all", "attention"):
         best, why = cheapest(grid, scope, target, budget)
         designs.append({"scope": scope, "n_prompts": None if best is None else int(best.n_prompts),
                         "n_prefixes": None if best is None else int(best.n_prefixes),
                         "minutes": None if best is None else best.seconds / 60,
                         "total_minutes": None if best is None else best.total_seconds / 60, "note": why})
-        chosen = best if chosen is None else chosen
+        if chosen is None and best is not None:
+            chosen, why_chosen = best, f"the cheapest design that reaches the target on {SCOPE_TEXT[scope]}"
+    if chosen is None:
+        chosen = most_reached(grid, tests, target, budget)
+        if chosen is not None:
+            reached = {kind: sum(chosen[t.label] >= target for t in tests if t.kind in kinds)
+                       for kind, kinds in (("attention", (ATTENTION,)), ("all", (ATTENTION, OUTPUT)))}
+            n_att = sum(t.kind == ATTENTION for t in tests)
+            why_chosen = (f"no design within the budget reaches the target on every attention test; this one reaches "
+                          f"it on {reached['attention']} of {n_att} attention tests and {reached['all']} of "
+                          f"{len(tests)} tests in all (the most within the budget), and the claims page states the "
+                          f"power of the others")
     overrides = "" if chosen is None else f"prompts.limit={int(chosen.n_prompts)} prefixes.per_group={int(chosen.n_prefixes)}"
     pilot = {t.label: t for t in tests}
     rows = []
@@ -136,8 +148,8 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
         rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
                      "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
                      "power_chosen": np.nan if chosen is None else float(chosen[label])})
-    return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, overrides, target, effect_sds,
-                budget_minutes)
+    return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
+                effect_sds, budget_minutes)
 
 
 def plan_markdown(p: Plan, run_dirs: list[Path]) -> str:
@@ -166,11 +178,22 @@ def plan_markdown(p: Plan, run_dirs: list[Path]) -> str:
     lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
               f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "
               f"per group (the bank's)."]
-    lines += ["", ("Chosen: `" + p.overrides + "` (the first design above that exists)." if p.overrides else
-                   "Chosen: none; the pilot's design stays, and the claims page states the power it has."), "",
+    if p.chosen is None:
+        lines += ["", "Chosen: none; the pilot's design stays, and the claims page states the power it has."]
+    else:
+        lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {p.chosen.seconds / 60:.1f} minutes still to spend, "
+                      f"{p.chosen.total_seconds / 60:.1f} in all."]
+    lines += ["",
               "## Power per test", "", "| claim | measure | model | placement | pilot | power at the pilot | power at the "
               "chosen design |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for t in p.tests.itertuples():
-        lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {t.power_pilot:.2f} | "
-                     + ("" if np.isnan(t.power_chosen) else f"{t.power_chosen:.2f}") + " |")
+        lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {_power(t.power_pilot)} | "
+                     f"{'' if p.chosen is None else _power(t.power_chosen)} |")
+    lines += ["", "No power: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
+              "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"
+
+
+def _power(value: float) -> str:
+    return "no power" if np.isnan(value) else f"{value:.2f}"
+

@@ -86,3 +86,15 @@ def test_a_test_without_a_power_does_not_hold_a_design_back():
     grid = planning.power_grid(tests, range(4, 21), range(2, 11), cost=lambda p, n: p * n)
     assert pd.notna(grid.min_power_attention).all()
     assert planning.cheapest(grid, "attention", 0.8)[0] is not None
+
+
+def test_within_a_budget_the_design_reaching_the_most_tests_is_chosen():
+    tests = hand_tests()
+    grid = planning.power_grid(tests, range(4, 21), range(2, 11), cost=lambda p, n: float(p * n))
+    # attention reaches 0.8 at p * n >= 32, output at >= 64: a budget of 40 affords the first only
+    best = planning.most_reached(grid, tests, 0.8, budget_seconds=40)
+    assert best.seconds <= 40 and best[tests[0].label] >= 0.8 > best[tests[1].label]
+    # among designs reaching the attention test, the one with the most power on the other
+    affordable = grid[grid.seconds <= 40]
+    assert best[tests[1].label] == affordable[tests[1].label].max()
+    assert planning.most_reached(grid, tests, 0.8, budget_seconds=1) is None
