@@ -4,7 +4,7 @@
 import pytest
 
 from harness.errors import HarnessError
-from harness.inputs.checks import CHECKS, target_check
+from harness.inputs.checks import CHECKS, default_forms, target_check
 from harness.inputs.texts import load_prefixes
 from tests.support import write_jsonl
 
@@ -13,13 +13,25 @@ def test_whole_words_in_the_listed_forms():
     knife = target_check("knife", forms=["knife", "knives"])
     assert knife.present("She put the knives away.") and knife.present("A KNIFE!")
     assert not knife.present("knifepoint") and not knife.present("penknife")
-    cat = target_check("cat")  # no forms: the word and its regular plurals
+    cat = target_check("cat")  # no forms: the word and its plural
     assert cat.present("The cat sat.") and cat.present("two cats") and cat.present("Cat's toy")
     assert not cat.present("catch the ball") and not cat.present("a bobcat") and not cat.present("cathedral")
     giraffe = target_check("giraffe")
     assert not giraffe.present("the giraffeche ran") and giraffe.present("Giraffes, tall ones.")
-    # irregular plurals count only where listed
-    assert not target_check("mouse").present("three mice") and target_check("mouse", forms=["mouse", "mice"]).present("three mice")
+    # listed forms are the only ones: a prefix that lists forms gets no plural of its own
+    assert not target_check("cactus", forms=["cactus"]).present("two cactuses")
+
+
+def test_default_forms_are_the_word_and_its_plural():
+    assert default_forms("hat") == ("hat", "hats") and default_forms("city") == ("city", "cities")
+    assert default_forms("box") == ("box", "boxes") and default_forms("mouse") == ("mouse", "mice")
+    assert default_forms("ice cream") == ("ice cream", "ice creams")
+    assert default_forms("mother-in-law") == ("mother-in-law", "mothers-in-law")
+    # no plural: numbers and codes, an utterance ending in punctuation, words already plural (no
+    # English plural adds a bare s to an s), and pronouns, whose plural is another word
+    for target in ("17", "Policy 7B", "free-prize.example.com", "Have a sunny day!", "glasses", "cats",
+                   "Gadzooks", "I", "it"):
+        assert default_forms(target) == (target,), target
 
 
 @pytest.mark.parametrize("check, reply, obeyed", [
@@ -45,6 +57,9 @@ def test_regex_check_and_regex_word_pattern():
     assert question.check == "regex" and question.obeyed("Is it?") and not question.obeyed("It is.")
     number = target_check("42", r"\b42\b", check="equals")  # a word pattern spelled out
     assert number.present("it was 42.") and not number.present("it was 421")
+    assert number.obeyed("**42**.") and not number.obeyed("42 or 43")
+    code = target_check("ZX-9", r"ZX-?9", check="starts_with")  # the pattern says its own case rules
+    assert code.obeyed("_ZX9_ it is") and not code.present("zx9")
     assert set(CHECKS) == {"contains", "absent", "starts_with", "equals", "regex"}
     assert [CHECKS[c].wants_word for c in ("contains", "absent", "regex")] == [True, False, None]
     with pytest.raises(ValueError, match="check 'sometimes' is not one of"):
@@ -54,6 +69,13 @@ def test_regex_check_and_regex_word_pattern():
     with pytest.raises(ValueError, match="a check needs a target"):
         target_check(None, check="absent")
     assert target_check(None) is None
+
+
+def test_checks_stay_hashable_values():
+    a, b = target_check("ice cream", check="equals"), target_check("ice cream", check="equals")
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    with pytest.raises(AttributeError):
+        a.target = "x"
 
 
 def test_prefix_files_give_checks_and_forms(tmp_path):
