@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.io import sha256_file, write_json, write_parquet
+from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.environment import now_iso
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
@@ -142,7 +142,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         problem = run.problem()
         if problem:
             problems.append(problem)
-        manifest = run.manifest() or {}
+        manifest = run.manifest(trust_damaged) or {}
         manifests.append(manifest)
         sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
                         "tables": manifest.get("tables", {}), "model": manifest.get("model", {})})
@@ -182,7 +182,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     out.mkdir(parents=True, exist_ok=True)
     for name, df in tables.items():
         write_parquet(df, out / name)
-    write_json({
+    write_sealed_json({
         "collected": now_iso(),
         "sources": sources,
         "incomplete": problems,
