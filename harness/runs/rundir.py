@@ -44,6 +44,7 @@ from harness.io import (
     write_sealed_json,
     write_sealed_text,
 )
+from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
@@ -348,25 +349,45 @@ class RunTables(NamedTuple):
     manifest: dict | None
 
 
-def load_run(run_dir: str | Path, trust_damaged: bool = False) -> RunTables:
+def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_settings: bool = False) -> RunTables:
     """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
-    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing)."""
-    conditions, attention = load_runs([Path(run_dir)], trust_damaged)
+    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing);
+    a collected directory of runs in different settings needs ``allow_mixed_settings``."""
+    conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings)
     return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged),
                      RunDir(run_dir).manifest(trust_damaged))
 
 
-def load_runs(run_dirs: list[Path], trust_damaged: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
+              allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The conditions and attention tables of one or more run directories, concatenated, each
-    checked against its manifest's sha256.
+    checked against its manifest's sha256, and the runs checked against each other
+    (:mod:`harness.runs.compat`: runs of other settings need ``allow_mixed_settings``).
 
     Attention is None when no run has an attention table (behaviour-only sweeps)."""
+    runs = [RunDir(d) for d in run_dirs]
     conditions, attention = [], []
-    for run in map(RunDir, run_dirs):
+    for run in runs:
         conditions.append(run.conditions(trust_damaged))
         if run.has(run.ATTENTION):
             attention.append(run.table(run.ATTENTION, trust_damaged))
+    mixed = check_compatible(*compared_settings(runs, [r.manifest(trust_damaged) or {} for r in runs]),
+                             allow_mixed_settings=allow_mixed_settings)
+    if mixed:
+        log.warning("the runs differ in %s; read together (--allow-mixed-settings)", "; ".join(mixed))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
+
+
+def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[Settings], list[str]]:
+    """The settings of each run read (:func:`harness.runs.compat.run_settings`), and the runs that
+    recorded none (early versions)."""
+    settings, unrecorded = [], []
+    for run, manifest in zip(runs, manifests):
+        found = run_settings(str(run.path), manifest)
+        settings += found
+        if not found:
+            unrecorded.append(str(run.path))
+    return settings, unrecorded
 
 
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
