@@ -1,12 +1,13 @@
-"""Files at the edge: atomic writes of parquet, JSON and text, checksums, and reading a table
-with an error that names the file. Every stage that writes a file goes through here, so a
-crash never leaves a half-written file behind."""
+"""Files at the edge: atomic writes of parquet, JSON and text, checksums, files that check
+themselves (sealed JSON and text), and reading a table with an error that names the file. Every
+stage that writes a file goes through here, so a crash never leaves a half-written file behind."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -56,6 +57,70 @@ def write_json(obj, path: Path) -> None:
 
 def write_text(text: str, path: Path) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+# -- files that check themselves -----------------------------------------------------------------
+# A sealed JSON object carries two keys besides its contents: ``checksum`` (the sha256 of the
+# contents' canonical form) and ``checksum_of`` (what that is). An object with neither was written
+# before seals existed and is read as it is; one bit flip cannot remove both, so a damaged seal is
+# never mistaken for an old file. A sealed text file starts with one comment line holding the
+# sha256 of the rest (YAML and most config formats read it as a comment).
+CHECKSUM, CHECKSUM_OF = "checksum", "checksum_of"
+CANONICAL = "sha256 of the other keys as JSON: keys sorted, no spaces, ASCII"
+TEXT_SEAL = re.compile(r"# prefix-harness sha256:([0-9a-f]{64})\n")
+TEXT_MARK = "prefix-harness sha256:"
+
+
+class BrokenSeal(ValueError):
+    """A sealed file whose contents no longer match its checksum; the message says what is wrong."""
+
+
+def _canonical_sha256(body: dict) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal_json(obj: dict) -> dict:
+    """``obj`` as JSON reads it back, with its checksum."""
+    body = json.loads(json.dumps(obj, default=str))
+    return {**body, CHECKSUM_OF: CANONICAL, CHECKSUM: _canonical_sha256(body)}
+
+
+def open_json_seal(value: dict) -> tuple[dict, bool]:
+    """``(contents, sealed)`` of a JSON object read from a file; raises :class:`BrokenSeal` when
+    its checksum does not match (or one of the two seal keys is missing or changed)."""
+    if CHECKSUM not in value and CHECKSUM_OF not in value:
+        return value, False
+    body = {k: v for k, v in value.items() if k not in (CHECKSUM, CHECKSUM_OF)}
+    if value.get(CHECKSUM_OF) != CANONICAL or value.get(CHECKSUM) != _canonical_sha256(body):
+        raise BrokenSeal("its contents do not match its checksum")
+    return body, True
+
+
+def write_sealed_json(obj: dict, path: Path) -> None:
+    write_json(seal_json(obj), path)
+
+
+def seal_text(text: str) -> str:
+    return f"# {TEXT_MARK}{hashlib.sha256(text.encode()).hexdigest()}\n{text}"
+
+
+def open_text_seal(text: str) -> tuple[str, bool]:
+    """``(contents, sealed)`` of a text file :func:`seal_text` may have written; raises
+    :class:`BrokenSeal` when the seal line is damaged or does not match the rest."""
+    if not text.startswith("#") and TEXT_MARK not in text:
+        return text, False
+    match = TEXT_SEAL.match(text)
+    if match is None:
+        raise BrokenSeal("its checksum line is damaged")
+    body = text[match.end():]
+    if hashlib.sha256(body.encode()).hexdigest() != match.group(1):
+        raise BrokenSeal("its contents do not match its checksum")
+    return body, True
+
+
+def write_sealed_text(text: str, path: Path) -> None:
+    write_text(seal_text(text), path)
 
 
 def sha256_file(path: Path) -> str:

@@ -17,6 +17,13 @@ def _trust_damaged(parser: argparse.ArgumentParser) -> None:
                         help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
 
 
+def _allow_mixed_settings(parser: argparse.ArgumentParser) -> None:
+    """The ``--allow-mixed-settings`` option of every command that reads several runs together."""
+    parser.add_argument("--allow-mixed-settings", action="store_true",
+                        help="read runs that differ in max_new_tokens, decode path, dtype, weights, ... together "
+                             "(refused otherwise: one table would mix them)")
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -34,6 +41,7 @@ def figures(args: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
     _trust_damaged(parser)
+    _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
@@ -41,7 +49,7 @@ def figures(args: list[str]) -> int:
     from harness.runs.rundir import load_noise, load_runs
 
     out = ns.out or ns.runs[0]
-    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
+    conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_outputs(conditions, attention, out, noise=noise)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
@@ -57,6 +65,7 @@ def claims(args: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
     parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
     _trust_damaged(parser)
+    _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
     if any(ns.out.resolve() == r.resolve() for r in ns.runs):
         raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
@@ -64,7 +73,7 @@ def claims(args: list[str]) -> int:
     from harness.reporting.claims import write_claims
     from harness.runs.rundir import load_noise, load_runs
 
-    conditions, attention = load_runs(ns.runs, ns.trust_damaged)
+    conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                            n_resamples=ns.resamples)
@@ -134,8 +143,7 @@ def collect(args: list[str]) -> int:
     parser.add_argument("--allow-disagreement", action="store_true",
                         help="keep the first copy of a key whose copies differ (reported), instead of refusing")
     _trust_damaged(parser)
-    parser.add_argument("--allow-mixed-settings", action="store_true",
-                        help="merge runs that differ in max_new_tokens, dtype, weights, ... (recorded in the manifest)")
+    _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
     from harness.runs.collect import collect as run_collect
 
@@ -182,6 +190,8 @@ def causal_heads(args: list[str]) -> int:
     parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
     parser.add_argument("--detector-only", action="store_true", help="the head ranking and the detector table "
                         "only, from the run's tables (no model is loaded)")
+    _trust_damaged(parser)
+    _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
     if ns.out.resolve() == ns.run.resolve():
         raise HarnessError(f"--out {ns.out} is the run read; commands that read runs never write into them: give "
@@ -192,6 +202,7 @@ def causal_heads(args: list[str]) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
-                     ns.device, causal=not ns.detector_only)
+                     ns.device, causal=not ns.detector_only, trust_damaged=ns.trust_damaged,
+                     allow_mixed_settings=ns.allow_mixed_settings)
     print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
     return 0

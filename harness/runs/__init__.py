@@ -1,7 +1,7 @@
 """Run orchestration: an experiment made concrete (``experiment``), the one loop from conditions to
 table rows (``compute``), a sweep start to finish (``runner``), run directories and their
-self-verifying results (``rundir``, ``store``, ``tables``, ``schema``, ``manifest``), and the
-commands built on them (``collect``, ``locate``, ``check_determinism``, ``causal_heads``).
+self-verifying results (``rundir``, ``store``, ``tables``, ``schema``, ``manifest``), which runs may
+be read together (``compat``), and the commands built on them (``collect``, ``locate``, ``check_determinism``, ``causal_heads``).
 
 Public here (each imported on first use):
 

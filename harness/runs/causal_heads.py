@@ -56,17 +56,18 @@ def _length(conditions: pd.DataFrame, prefix_len: int | None) -> int:
 
 def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, draws: int = 3,
                  rank_by: str = "capture", segment: str = "task", prefix_len: int | None = None, seed: int = 0,
-                 converse: bool = True, device: str | None = None, progress: bool = True, causal: bool = True
-                 ) -> dict[str, pd.DataFrame]:
+                 converse: bool = True, device: str | None = None, progress: bool = True, causal: bool = True,
+                 trust_damaged: bool = False, allow_mixed_settings: bool = False) -> dict[str, pd.DataFrame]:
     """Run the causal test described in the module docstring (``causal=False``: the ranking, head
     sets and detector table only, from the run's tables, without loading the model); returns the
-    tables it wrote."""
+    tables it wrote. The run is read as every reader reads it (``trust_damaged``,
+    ``allow_mixed_settings``: :func:`harness.runs.rundir.load_runs`)."""
     run = RunDir(run_dir)
-    manifest = run.manifest()
+    manifest = run.manifest(trust_damaged)
     if manifest is None or "config" not in manifest:
         raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
                            f"directory")
-    tables = load_run(run_dir)
+    tables = load_run(run_dir, trust_damaged, allow_mixed_settings)
     if tables.attention is None or tables.attention.empty:
         raise HarnessError(f"{run_dir} has no attention table to name heads from: run the sweep with "
                            f"analysis.attention=true")

@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.io import sha256_file, write_json, write_parquet
+from harness.io import sha256_file, write_parquet, write_sealed_json
+from harness.runs.compat import check_compatible, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
-from harness.runs.rundir import RunDir, job_dirs
+from harness.runs.rundir import RunDir, compared_settings, job_dirs
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 
@@ -103,32 +104,6 @@ def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
-# Result settings that make two runs' numbers incomparable in one table: for every run, and, within
-# one model, also the weights, tokenizer, dtype and device type (other models may need other dtypes).
-SHARED_SETTINGS = ("max_new_tokens", "special_tokens", "metrics")
-PER_MODEL_SETTINGS = ("resolved_revision", "tokenizer", "dtype", "device")
-
-
-def mixed_settings(runs: list[RunDir], manifests: list[dict]) -> list[str]:
-    """Each setting in which two runs differ that one table cannot hold silently, as
-    ``setting (a in RUN vs b in RUN)``; runs without a result fingerprint are not compared."""
-    found, first = [], {}
-    for run, manifest in zip(runs, manifests):
-        fp = manifest.get("result_fingerprint")
-        if not fp:
-            continue
-        for setting in SHARED_SETTINGS + PER_MODEL_SETTINGS:
-            scope = (setting,) if setting in SHARED_SETTINGS else (setting, fp.get("model"))
-            if scope not in first:
-                first[scope] = (fp.get(setting), run)
-            elif first[scope][0] != fp.get(setting):
-                value, other = first[scope]
-                where = "" if setting in SHARED_SETTINGS else f" for model {fp.get('model')}"
-                found.append(f"{setting}{where} ({str(value)[:24]} in {other.path} vs {str(fp.get(setting))[:24]} "
-                             f"in {run.path})")
-    return found
-
-
 def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False,
             trust_damaged: bool = False, allow_mixed_settings: bool = False) -> int:
     if out.exists() and not out.is_dir():
@@ -142,10 +117,11 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         problem = run.problem()
         if problem:
             problems.append(problem)
-        manifest = run.manifest() or {}
+        manifest = run.manifest(trust_damaged) or {}
         manifests.append(manifest)
         sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
-                        "tables": manifest.get("tables", {}), "model": manifest.get("model", {})})
+                        "tables": manifest.get("tables", {}), "model": manifest.get("model", {}),
+                        "settings": [s._asdict() for s in run_settings(str(run.path.resolve()), manifest)]})
         if run.has(run.CONDITIONS):
             conditions.append(run.conditions(trust_damaged).assign(_source=i))
             if run.has(run.ATTENTION):
@@ -154,11 +130,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                 no_attention.add(i)
     if not conditions:
         raise HarnessError("no tables found in " + ", ".join(map(str, paths)))
-    schemas = {(manifests[i].get("result_fingerprint") or {}).get("schema") for i in {int(c._source.iloc[0]) for c in conditions}}
-    if len(schemas) > 1:
-        raise HarnessError(f"the runs hold results of different result schemas ({sorted(map(str, schemas))}); "
-                           f"rerun the older runs with `harness resume RUN on_existing=resume` (it recomputes "
-                           f"them) and collect again")
+    read = sorted({int(c._source.iloc[0]) for c in conditions})
+    settings, unrecorded = compared_settings([runs[i] for i in read], [manifests[i] for i in read])
+    refuse_other_schemas(settings, unrecorded)
     merged = concat_tables([_aligned(c, CONDITION_COLUMNS) for c in conditions])
     merged, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
     if disagree and not allow_disagreement:
@@ -169,11 +143,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
             + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy")
-    mixed = mixed_settings(runs, manifests)
-    if mixed and not allow_mixed_settings:
-        raise HarnessError(f"the runs differ in {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}: one table "
-                           f"would mix them without a column saying which is which; collect runs of one setting, "
-                           f"or pass --allow-mixed-settings")
+    mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:
         att = concat_tables([_aligned(a, list(a.columns)) for a in attention])
@@ -182,7 +152,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     out.mkdir(parents=True, exist_ok=True)
     for name, df in tables.items():
         write_parquet(df, out / name)
-    write_json({
+    write_sealed_json({
         "collected": now_iso(),
         "sources": sources,
         "incomplete": problems,

@@ -32,7 +32,19 @@ from typing import NamedTuple
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.io import figure_files_in, read_table, sha256_file, write_json, write_text
+from harness.io import (
+    CHECKSUM,
+    CHECKSUM_OF,
+    BrokenSeal,
+    figure_files_in,
+    open_json_seal,
+    open_text_seal,
+    read_table,
+    sha256_file,
+    write_sealed_json,
+    write_sealed_text,
+)
+from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
@@ -73,25 +85,55 @@ class RunDir:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _json(self, name: str) -> dict | None:
-        """A JSON file of the run, None when absent; a damaged one is a one-line error naming it."""
+    def _json(self, name: str, advice: str) -> tuple[dict | None, bool]:
+        """``(contents, sealed)`` of a JSON file of the run, checked against its checksum (files of
+        earlier versions have none: ``sealed`` False); ``(None, False)`` when absent. A damaged one
+        is a one-line error naming it, with ``advice``."""
         path = self / name
         if not path.is_file():
-            return None
+            return None, False
         try:
             value = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(value, dict):
+                raise BrokenSeal("expected a JSON object")
+            return open_json_seal(value)
+        except BrokenSeal as exc:
+            raise HarnessError(f"{path} is damaged ({exc}): {advice}") from None
         except (OSError, ValueError) as exc:
             raise HarnessError(f"{path} is unreadable ({type(exc).__name__}); the run directory is damaged: "
-                               f"restore the file, or rerun with on_existing=fresh") from None
-        if not isinstance(value, dict):
-            raise HarnessError(f"{path} is damaged (expected a JSON object)")
-        return value
+                               f"{advice}") from None
 
     def status(self) -> dict | None:
-        return self._json(self.STATUS)
+        return self._json(self.STATUS, f"`harness resume {self}` rewrites it")[0]
 
-    def manifest(self) -> dict | None:
-        return self._json(self.MANIFEST)
+    def previous_status(self) -> str | None:
+        """The status an earlier sweep left, for the sweep that now owns the directory: a damaged
+        ``status.json`` is said in a warning (the sweep rewrites it) and reads as ``damaged``."""
+        try:
+            return (self.status() or {}).get("status")
+        except HarnessError as exc:
+            log.warning("%s", exc)
+            return "damaged"
+
+    def manifest(self, trust_damaged: bool = False) -> dict | None:
+        """The contents of ``manifest.json`` (None when absent), checked against its checksum; a
+        damaged one is refused, or with ``trust_damaged`` read as far as it parses, with a warning."""
+        try:
+            return self._json(self.MANIFEST, self._manifest_advice())[0]
+        except HarnessError as exc:
+            if not trust_damaged:
+                raise
+            log.warning("%s; read anyway (--trust-damaged)", exc)
+            try:
+                value = json.loads((self / self.MANIFEST).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            return {k: v for k, v in value.items() if k not in (CHECKSUM, CHECKSUM_OF)} if isinstance(value, dict) \
+                else None
+
+    def _manifest_advice(self) -> str:
+        return (f"rebuild it with `harness resume {self}` (collected tables: run `harness collect` again), or pass "
+                f"--trust-damaged to read the tables unchecked")
 
     def problem(self) -> str | None:
         """Why this is not a complete run, or None when it is."""
@@ -102,7 +144,7 @@ class RunDir:
         if info is None:
             return f"{self.path}: did not finish (no {self.STATUS})"
         if info.get("status") != "complete":
-            detail = info.get("error") or ", ".join(info.get("failed", []))
+            detail = info.get("error") or ", ".join(map(str, info.get("failed", [])))
             return f"{self.path}: {info.get('status')} ({detail})"
         return None
 
@@ -119,21 +161,39 @@ class RunDir:
         return table
 
     def check_table(self, name: str, trust_damaged: bool = False) -> None:
-        """Refuse a table that is not the one the run wrote: its sha256 differs from the manifest's
-        (a flipped bit changes a value silently otherwise). ``trust_damaged`` turns the refusal into a
-        warning. Tables the manifest does not list (runs of harness 0.1) are read unchecked."""
-        recorded = ((self.manifest() or {}).get("tables") or {}).get(name)
-        if not recorded or not self.has(name):
+        """Refuse a table that is not the one the run wrote: the run has no manifest, its manifest is
+        damaged or does not list the table, or the table's sha256 differs from the manifest's (a
+        flipped bit changes a value silently otherwise). ``trust_damaged`` turns the refusal into a
+        warning. Tables that a manifest of an earlier version (without a checksum of its own) does
+        not list are read unchecked, as that version read them."""
+        if not self.has(name):
             return
+        try:
+            self._check_table(name)
+        except HarnessError as exc:
+            if not trust_damaged:
+                raise
+            log.warning("%s; read anyway (--trust-damaged)", str(exc).split("; ")[0])
+
+    def _check_table(self, name: str) -> None:
+        manifest, sealed = self._json(self.MANIFEST, self._manifest_advice())
+        if manifest is None:
+            raise HarnessError(f"{self.path} has no {self.MANIFEST}: nothing records the tables this run wrote (its "
+                               f"sweep did not finish writing them, or the file was deleted); "
+                               + self._manifest_advice())
+        tables = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
+        recorded = tables.get(name)
+        if not recorded:
+            if not sealed:
+                return
+            raise HarnessError(f"{self / name} is not a table this run wrote ({self.MANIFEST} does not list it); "
+                               f"rebuild the tables with `harness resume {self}`, or pass --trust-damaged to read it")
         actual = sha256_file(self / name)
-        if actual == recorded:
-            return
-        why = (f"{self / name} is not the table this run wrote (sha256 {actual[:12]}..., manifest.json recorded "
-               f"{recorded[:12]}...): it was changed or damaged since")
-        if not trust_damaged:
-            raise HarnessError(f"{why}; rebuild the tables from results/ with `harness resume {self}`, or pass "
-                               f"--trust-damaged to read it as it is")
-        log.warning("%s; read anyway (--trust-damaged)", why)
+        if actual != recorded:
+            raise HarnessError(f"{self / name} is not the table this run wrote (sha256 {actual[:12]}..., manifest.json "
+                               f"recorded {str(recorded)[:12]}...): it was changed or damaged since; rebuild the "
+                               f"tables from results/ with `harness resume {self}`, or pass --trust-damaged to read it "
+                               f"as it is")
 
     def conditions(self, trust_damaged: bool = False):
         """``conditions.parquet``; a missing one, or one with no rows, is a one-line error."""
@@ -155,27 +215,55 @@ class RunDir:
 
     def write_status(self, status: str, **info) -> None:
         assert status in STATUSES, status
-        write_json({"status": status, **info, "updated": now_iso()}, self / self.STATUS)
+        write_sealed_json({"status": status, **info, "updated": now_iso()}, self / self.STATUS)
 
     def write_hydra(self, config: dict, overrides: list[str] | None) -> None:
         """The config and command that own the run (what ``harness resume`` reruns)."""
         import yaml
 
         (self / self.HYDRA).mkdir(exist_ok=True)
-        write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), self / self.HYDRA / "config.yaml")
+        write_sealed_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), self / self.HYDRA / "config.yaml")
         if overrides is not None:
-            write_text(yaml.safe_dump(list(overrides), allow_unicode=True), self / self.HYDRA / "overrides.yaml")
+            write_sealed_text(yaml.safe_dump(list(overrides), allow_unicode=True), self / self.HYDRA / "overrides.yaml")
 
     def overrides(self) -> list[str]:
+        """The command line of the sweep that owns the run (``.hydra/overrides.yaml``)."""
+        overrides = self._hydra_yaml("overrides.yaml", list)
+        if overrides is None:
+            raise HarnessError(f"{self.path}: no {self.HYDRA}/overrides.yaml; is this a harness run directory?")
+        if not all(isinstance(o, str) for o in overrides):
+            raise HarnessError(f"{self / self.HYDRA / 'overrides.yaml'} is damaged (not a list of overrides): "
+                               + self._hydra_advice())
+        return overrides
+
+    def saved_config(self) -> dict | None:
+        """The config the run was made with (``.hydra/config.yaml``), None when it has none."""
+        return self._hydra_yaml("config.yaml", dict)
+
+    def _hydra_yaml(self, name: str, kind: type):
+        """A YAML file of ``.hydra/``, checked against its checksum (files of earlier versions have
+        none) and for its kind; None when absent. Damage is one line naming the file."""
         import yaml
 
-        path = self / self.HYDRA / "overrides.yaml"
+        path = self / self.HYDRA / name
         if not path.is_file():
-            raise HarnessError(f"{self.path}: no {self.HYDRA}/overrides.yaml; is this a harness run directory?")
+            return None
         try:
-            return [str(o) for o in (yaml.safe_load(path.read_text(encoding="utf-8")) or [])]
-        except (OSError, yaml.YAMLError) as exc:
-            raise HarnessError(f"{path} is unreadable ({type(exc).__name__})") from None
+            text, _ = open_text_seal(path.read_text(encoding="utf-8"))
+            value = yaml.safe_load(text)
+        except OSError as exc:
+            raise HarnessError(f"{path} is unreadable ({exc.strerror or exc})") from None
+        except (BrokenSeal, UnicodeError, yaml.YAMLError) as exc:
+            why = str(exc) if isinstance(exc, BrokenSeal) else f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            raise HarnessError(f"{path} is damaged ({why}): " + self._hydra_advice()) from None
+        value = kind() if value is None else value
+        if not isinstance(value, kind):
+            raise HarnessError(f"{path} is damaged (not a YAML {kind.__name__}): " + self._hydra_advice())
+        return value
+
+    def _hydra_advice(self) -> str:
+        return (f"restore it, or run the sweep's command again with hydra.run.dir={self} on_existing=resume (stored "
+                f"results that still apply are reused)")
 
     def table_hashes(self) -> dict[str, str]:
         return {name: sha256_file(self / name) for name in self.TABLES if self.has(name)}
@@ -222,7 +310,7 @@ class RunDir:
                 (self / name).unlink(missing_ok=True)
             for figure in figure_files_in(self / self.FIGURES):  # a figure this run may not draw again
                 figure.unlink()
-        write_json({"config": config_fingerprint}, self / self.FINGERPRINT)
+        write_sealed_json({"config": config_fingerprint}, self / self.FINGERPRINT)
 
     def _holder(self) -> str:
         try:
@@ -234,7 +322,8 @@ class RunDir:
     def _refuse_other_config(self, config_fingerprint: str, on_existing: str) -> None:
         if on_existing != "auto" or not self.path.is_dir():
             return
-        marker = self._json(self.FINGERPRINT)
+        marker, _ = self._json(self.FINGERPRINT, "restore it, or pass on_existing=resume to keep the results that still "
+                               "apply (they are keyed by content, so nothing stale is reused)")
         has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json"))
         if has_results and (marker or {}).get("config") != config_fingerprint:
             raise HarnessError(
@@ -260,24 +349,45 @@ class RunTables(NamedTuple):
     manifest: dict | None
 
 
-def load_run(run_dir: str | Path, trust_damaged: bool = False) -> RunTables:
+def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_settings: bool = False) -> RunTables:
     """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
-    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing)."""
-    conditions, attention = load_runs([Path(run_dir)], trust_damaged)
-    return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged), RunDir(run_dir).manifest())
+    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing);
+    a collected directory of runs in different settings needs ``allow_mixed_settings``."""
+    conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings)
+    return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged),
+                     RunDir(run_dir).manifest(trust_damaged))
 
 
-def load_runs(run_dirs: list[Path], trust_damaged: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
+              allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The conditions and attention tables of one or more run directories, concatenated, each
-    checked against its manifest's sha256.
+    checked against its manifest's sha256, and the runs checked against each other
+    (:mod:`harness.runs.compat`: runs of other settings need ``allow_mixed_settings``).
 
     Attention is None when no run has an attention table (behaviour-only sweeps)."""
+    runs = [RunDir(d) for d in run_dirs]
     conditions, attention = [], []
-    for run in map(RunDir, run_dirs):
+    for run in runs:
         conditions.append(run.conditions(trust_damaged))
         if run.has(run.ATTENTION):
             attention.append(run.table(run.ATTENTION, trust_damaged))
+    mixed = check_compatible(*compared_settings(runs, [r.manifest(trust_damaged) or {} for r in runs]),
+                             allow_mixed_settings=allow_mixed_settings)
+    if mixed:
+        log.warning("the runs differ in %s; read together (--allow-mixed-settings)", "; ".join(mixed))
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
+
+
+def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[Settings], list[str]]:
+    """The settings of each run read (:func:`harness.runs.compat.run_settings`), and the runs that
+    recorded none (early versions)."""
+    settings, unrecorded = [], []
+    for run, manifest in zip(runs, manifests):
+        found = run_settings(str(run.path), manifest)
+        settings += found
+        if not found:
+            unrecorded.append(str(run.path))
+    return settings, unrecorded
 
 
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from harness.config import NOT_RESULT_KEYS, as_plain, validate
 from harness.errors import HarnessError
-from harness.io import write_json, write_parquet
+from harness.io import write_parquet, write_sealed_json
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.driver import DriveOutcome
 from harness.measure.engine import PhaseClock
@@ -60,7 +60,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     rundir, config = RunDir(run_dir), as_plain(cfg)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
-        previous = (rundir.status() or {}).get("status")
+        previous = rundir.previous_status()
         new_run = previous is None and not rundir.has(RunDir.FINGERPRINT)
         started, clock, owned = now_iso(), PhaseClock(), False
         try:
@@ -140,8 +140,8 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
-    write_json(build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds),
-               rundir / RunDir.MANIFEST)
+    write_sealed_json(build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds),
+                      rundir / RunDir.MANIFEST)
     clock.lap("tables")
     if cfg.draw_figures and tables:
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
@@ -165,7 +165,8 @@ def earlier_noise_floor(rundir: RunDir, sample, model_label: str, batch_size: in
         return None
     try:
         table = rundir.table(RunDir.NOISE)
-    except HarnessError:  # damaged or of another version: measure again
+    except HarnessError as exc:  # damaged: measure again
+        log.warning("%s: measuring the noise floor again", str(exc).split("; ")[0])
         return None
     want = {row_key(*condition_keys(model_label, c).values()) for c in sample if c.group != "A"}
     have = {row_key(*row) for row in table[list(condition_keys(model_label, sample[0]))].itertuples(index=False)}

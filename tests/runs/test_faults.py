@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.io import sha256_file
+from harness.io import sha256_file, write_sealed_json
+from harness.runs.rundir import RunDir
 from harness.runs.schema import TIMING_COLUMNS
 from tests.forked import Harness, run_forked
 from tests.support import FAST, SMALL_PREFIXES, run_harness, sweep
@@ -172,9 +173,9 @@ def test_figures_and_collect_on_a_run_with_no_conditions_are_one_line(tiny_run, 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     pd.read_parquet(run / "conditions.parquet").iloc[:0].to_parquet(run / "conditions.parquet")
-    manifest = json.loads((run / "manifest.json").read_text())  # a valid table the run itself wrote
+    manifest = RunDir(run).manifest()  # a valid table the run itself wrote
     manifest["tables"]["conditions.parquet"] = sha256_file(run / "conditions.parquet")
-    (run / "manifest.json").write_text(json.dumps(manifest))
+    write_sealed_json(manifest, run / "manifest.json")
     for args in (["figures", str(run)], ["collect", str(run), "--out", str(tmp_path / "out")]):
         assert main(args) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -1,0 +1,76 @@
+"""One rule for every command that reads several runs together (issue #48): ``collect``, ``claims``,
+``figures`` and ``causal-heads`` refuse runs whose numbers one table cannot hold silently (another
+max_new_tokens, decode path, special-token handling or metric set; for one model other weights,
+tokenizer, dtype or device) with the same line, and ``--allow-mixed-settings`` lets each of them
+through."""
+
+import pytest
+
+from harness.cli import main
+from harness.errors import HarnessError
+from harness.runs.rundir import load_runs
+from tests.support import SMALL_PREFIXES, sweep
+
+BASE = ["model=tiny", "prefix.lengths=[8]", "prompts.limit=1", f"prefixes.path={SMALL_PREFIXES}",
+        "draw_figures=false", "analysis.noise_floor=false"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Runs of the same prompts and prefixes that differ in one result setting each."""
+    root = tmp_path_factory.mktemp("compat")
+    made = {}
+    for name, setting in {"n4": ["decode.max_new_tokens=4"], "n6": ["decode.max_new_tokens=6"],
+                          "stepwise": ["decode.max_new_tokens=4", "decode.path=stepwise"],
+                          "none": ["decode.max_new_tokens=4", "decode.path=none"]}.items():
+        made[name] = sweep(root / name, *BASE, *setting)
+    return made
+
+
+def one_line_error(capsys, argv) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+def commands(a, b, out):
+    return {"collect": ["collect", str(a), str(b), "--out", str(out / "collected"), "--allow-disagreement"],
+            "claims": ["claims", str(a), str(b), "--out", str(out / "claims"), "--resamples", "20"],
+            "figures": ["figures", str(a), str(b), "--out", str(out / "figures")]}
+
+
+@pytest.mark.parametrize("pair, setting", [(("n4", "n6"), "max_new_tokens"), (("n4", "stepwise"), "decode_path"),
+                                           (("n4", "none"), "decode_path"), (("stepwise", "none"), "decode_path")])
+def test_every_reader_of_several_runs_refuses_mixed_settings_alike(runs, pair, setting, tmp_path, capsys):
+    a, b = (runs[p] for p in pair)
+    lines = {}
+    for name, argv in commands(a, b, tmp_path).items():
+        lines[name] = one_line_error(capsys, argv)
+        assert f"the runs differ in {setting} (" in lines[name] and "--allow-mixed-settings" in lines[name], lines[name]
+    with pytest.raises(HarnessError, match=f"the runs differ in {setting}"):
+        load_runs([a, b])
+
+
+def test_allow_mixed_settings_lets_every_reader_through(runs, tmp_path):
+    a, b = runs["n4"], runs["n6"]
+    conditions, _ = load_runs([a, b], allow_mixed_settings=True)
+    assert len(conditions) == len(load_runs([a])[0]) + len(load_runs([b])[0])
+    argv = commands(a, b, tmp_path)
+    assert main([*argv["collect"], "--allow-mixed-settings"]) == 0
+    assert main([*argv["claims"], "--allow-mixed-settings"]) == 0
+    # a collected directory keeps the settings of its sources: reading it is the same mix
+    collected = tmp_path / "collected"
+    with pytest.raises(HarnessError, match="the runs differ in max_new_tokens"):
+        load_runs([collected])
+    with pytest.raises(HarnessError, match="the runs differ in max_new_tokens"):
+        load_runs([collected, runs["stepwise"]], allow_mixed_settings=False)
+    # the keys do not hold max_new_tokens: collect kept the first run's copy of each (it said so)
+    assert len(load_runs([collected], allow_mixed_settings=True)[0]) == len(load_runs([a])[0])
+
+
+def test_runs_of_one_setting_read_together_without_a_flag(runs, tmp_path):
+    conditions, _ = load_runs([runs["n4"], runs["n4"]])
+    assert len(conditions) == 2 * len(load_runs([runs["n4"]])[0])
