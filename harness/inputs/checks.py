@@ -69,6 +69,10 @@ class Check:
     wants_word: bool | None  # True: obeying needs the word; False: it forbids it; None: about neither
 
 
+# The checks' rules as above; a change to what they accept bumps it, so that results judged by
+# earlier rules (stored with their obeyed and target_hit answers) are recomputed, never mixed in.
+CHECKS_VERSION = 2
+
 CHECKS: dict[str, Check] = {}
 
 

@@ -21,6 +21,7 @@ import torch
 
 from harness.config import Group, validate
 from harness.errors import HarnessError
+from harness.inputs.checks import CHECKS_VERSION
 from harness.inputs.conditions import Condition, build_conditions, check_context
 from harness.inputs.isolation import Isolation, isolations
 from harness.inputs.texts import Prefix, Prompt, load_prefixes, load_prompts, select_prefixes
@@ -79,6 +80,7 @@ class Experiment:
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
             "metrics": [m.name for m in METRICS],  # a new measure is computed for every stored condition
+            "checks": CHECKS_VERSION,  # stored results carry their obeyed answers: other rules, other results
             "model": m.name_or_path,
             "resolved_revision": loaded.resolved_revision,
             "model_code": model_code_sha256(loaded.model) if m.trust_remote_code else None,
