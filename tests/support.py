@@ -75,3 +75,15 @@ def engine_rig(model, tok, prompts, prefixes, *, lengths, max_new: int, batch_si
     engine = Engine(model, tok.eos_token_id, max_new, attention=True, prefix_cache_bytes=prefix_cache_bytes)
     results, references = run_all(engine, conds, batch_size)
     return results, references, engine
+
+
+def one_line_error(capsys, argv) -> str:
+    """The one ``error:`` line of a harness command refused with exit status 2 (no traceback)."""
+    from harness.cli import main
+
+    capsys.readouterr()
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]

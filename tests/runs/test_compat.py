@@ -9,7 +9,7 @@ import pytest
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.runs.rundir import load_runs
-from tests.support import SMALL_PREFIXES, sweep
+from tests.support import SMALL_PREFIXES, one_line_error, sweep
 
 BASE = ["model=tiny", "prefix.lengths=[8]", "prompts.limit=1", f"prefixes.path={SMALL_PREFIXES}",
         "draw_figures=false", "analysis.noise_floor=false"]
@@ -25,15 +25,6 @@ def runs(tmp_path_factory):
                           "none": ["decode.max_new_tokens=4", "decode.path=none"]}.items():
         made[name] = sweep(root / name, *BASE, *setting)
     return made
-
-
-def one_line_error(capsys, argv) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "Traceback" not in err, err
-    return errors[0]
 
 
 def commands(a, b, out):

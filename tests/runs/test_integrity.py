@@ -13,7 +13,7 @@ import harness as H
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.runs.rundir import RunDir
-from tests.support import sweep
+from tests.support import one_line_error, sweep
 
 
 @pytest.fixture
@@ -21,15 +21,6 @@ def run_copy(tiny_run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(tiny_run, copy)
     return copy
-
-
-def one_line_error(capsys, argv) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "Traceback" not in err, err
-    return errors[0]
 
 
 def edit_json(path, change) -> None:
