@@ -202,6 +202,24 @@ class RunConfig:
 NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "prefix_cache_mb")
 
 
+GROUPS = ("model", "prompts", "prefixes", "experiment")  # config groups: `model=NAME` picks a file of conf/model/
+
+
+def config_keys(schema: type = None, prefix: str = "") -> list[str]:
+    """Every dotted key of the run config (``model``, ``model.name_or_path``, ``prefix.lengths``,
+    ...), from the typed schema: what an override's key may be."""
+    import dataclasses
+    import typing
+
+    schema = RunConfig if schema is None else schema
+    keys = []
+    for name, kind in typing.get_type_hints(schema).items():
+        keys.append(prefix + name)
+        if dataclasses.is_dataclass(kind):
+            keys += config_keys(kind, f"{prefix}{name}.")
+    return keys
+
+
 def register_configs() -> None:
     """Register the schema with Hydra and the ``harness_data`` path resolver (idempotent)."""
     from hydra.core.config_store import ConfigStore

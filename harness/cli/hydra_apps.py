@@ -152,6 +152,59 @@ def _check_run_dir(run_dir: str) -> None:
                            f"hydra.run.dir")
 
 
+def _group_options(group: str, config_dir: str | None) -> set[str]:
+    """The names ``group=NAME`` can take: the shipped configs and those of ``--config-dir``."""
+    from harness.paths import PACKAGE_DIR
+
+    dirs = [PACKAGE_DIR / "conf" / group] + ([Path(config_dir) / group] if config_dir else [])
+    return {p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")}
+
+
+def _check_overrides(args: list[str], config_dir: str | None) -> None:
+    """Refuse, in one line and before Hydra creates anything, an override whose key the config
+    does not have (with the closest key it does have) and a config group given something that is
+    not one of its configs (a model path or hub id goes in ``model.name_or_path``). Hydra's own
+    answers are longer, suggest adding the key with ``+``, and leave a run directory behind."""
+    import difflib
+
+    from harness.config import GROUPS, config_keys
+
+    keys = config_keys()
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+~")
+        if key.startswith("hydra") or "/" in key:  # Hydra's own settings and group paths (hydra/launcher=...)
+            continue
+        if key in GROUPS:
+            options = _group_options(key, config_dir)
+            for choice in (v.strip() for v in _unquoted(value).split(",")):
+                if choice and choice not in options and not choice.startswith(("${", "glob(", "choice(", "range(")):
+                    raise HarnessError(_not_an_option(key, choice, options))
+            continue
+        if key in keys:
+            continue
+        near = [k for k in keys if k.endswith("." + key)] or difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}={value}?" if near else "; `harness sweep --cfg job` prints every key"
+        raise HarnessError(f"{key} is not a config key{hint}")
+
+
+def _not_an_option(group: str, choice: str, options: set[str]) -> str:
+    """Why ``group=choice`` names no config, and what to write instead."""
+    import difflib
+
+    instead = {"model": "model.name_or_path", "prompts": "prompts.path", "prefixes": "prefixes.path"}.get(group)
+    looks_like_path = "/" in choice or choice.endswith((".jsonl", ".gguf")) or Path(choice).exists()
+    if instead and looks_like_path:
+        what = "a hub id or a local directory" if group == "model" else "a JSONL file"
+        return (f"{group}={choice} is not one of the shipped {group} configs; for {what} write "
+                f"{instead}={choice}")
+    near = difflib.get_close_matches(choice, sorted(options), n=1, cutoff=0.6)
+    return (f"{group}={choice}: no such {group} config" + (f"; did you mean {group}={near[0]}?" if near else "")
+            + f" (the configs: {', '.join(sorted(options))})")
+
+
 def _run_hydra_app(name: str, task, args: list[str]) -> int:
     """Run ``task(cfg)`` as a Hydra application with ``args`` as its command line; returns the exit
     status. Hydra reports its own errors (a misspelt key, a value not among a choice's) and exits
@@ -165,6 +218,7 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     config_dir = _option(args, "--config-dir", "-cd")
     if config_dir is not None:
         _check_config_dir(config_dir)
+    _check_overrides(args, config_dir)
     run_dirs = [_unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
     if run_dirs and "-m" not in args and "--multirun" not in args:
         _check_run_dir(run_dirs[-1])
@@ -196,6 +250,8 @@ def sweep(args: list[str]) -> int:
 def locate(args: list[str]) -> int:
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S}", *args]
+    if any(a in ("--help", "-h", "--hydra-help") for a in args):  # Hydra's help takes no overrides
+        return _run_hydra_app("locate", _locate_task, args)
     return _run_hydra_app("locate", _locate_task, [*args, "hydra.job.name=locate"])
 
 
