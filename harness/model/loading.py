@@ -50,12 +50,28 @@ def resolve_device(device: str) -> str:
             return "mps"
         return "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise HarnessError(f"model.device={device}, but CUDA is not available here; use device=cpu or auto")
+        raise HarnessError(f"model.device={device}, but CUDA is not available here; use model.device=cpu or model.device=auto")
     return device
 
 
 def max_positions_of(config) -> int | None:
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub (``HF_ENDPOINT``, else huggingface.co) accepts a connection
+    within ``timeout`` seconds; False when ``HF_HUB_OFFLINE`` is set."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _why_unavailable(name_or_path: str, source: str, exc: BaseException, gated: bool) -> str:
@@ -122,7 +138,8 @@ def load_model(
         raise HarnessError("model.adapter cannot be merged into a model spread with model.device_map; "
                            "load it on one device")
     device = resolve_device(device)
-    opened = source_for(name_or_path, gguf).open(name_or_path, gguf)
+    source_kind = source_for(name_or_path, gguf)
+    opened = source_kind.open(name_or_path, gguf)
     if opened.built is not None:
         model, tokenizer = opened.built
         model = model.to(DTYPES[dtype])
@@ -140,10 +157,14 @@ def load_model(
         if importlib.util.find_spec("accelerate") is None:
             raise HarnessError("model.device_map needs the accelerate package: pip install accelerate")
         placement = {"device_map": device_map}
+    # an unreachable hub costs a minute of retries before the cache is tried: look once, quickly
+    local_only = {"local_files_only": True} if source_kind.name == "hub" and not hub_reachable() else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code,
+                                                  **local_only)
         model = AutoModelForCausalLM.from_pretrained(
             source,
+            **local_only,
             revision=revision,
             dtype=DTYPES[dtype],
             use_safetensors=True,

@@ -35,6 +35,31 @@ def test_pickle_weights_are_refused_and_said_so(tmp_path):
         load_model(str(tmp_path), device="cpu")
 
 
+def test_an_unreachable_hub_is_asked_once_then_only_the_cache(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    from harness.model import loading
+
+    asked = []
+
+    def refuse(address, timeout=None):
+        asked.append((address, timeout))
+        raise OSError("unreachable")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example:8443")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    assert loading.hub_reachable() is False and asked == [(("hub.example", 8443), 3.0)]
+    start = time.monotonic()
+    with pytest.raises(HarnessError, match="not in the local hub cache with the hub unreachable"):
+        load_model("no-such-org/no-such-model", device="cpu")
+    assert time.monotonic() - start < 10  # no retries against the hub
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loading.hub_reachable() is False and len(asked) == 2  # offline: not even asked
+
+
 def test_unavailable_model_names_the_real_cause(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(HarnessError) as info:
