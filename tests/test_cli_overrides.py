@@ -36,3 +36,11 @@ def test_every_schema_key_and_shipped_group_option_passes_the_check(tmp_path, ca
 def test_locate_help_works(capsys):
     assert main(["locate", "--help"]) == 0
     assert "locate" in capsys.readouterr().out
+
+
+def test_sweep_help_leads_with_the_common_overrides(capsys):
+    assert main(["sweep", "--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "Common overrides:" and any("model.name_or_path=ORG/NAME" in line for line in lines[:8])
+    assert any(line.startswith("model: ") and "smollm2-135m-instruct-q4_1" in line for line in lines)
+    assert len(lines) < 40
