@@ -247,11 +247,20 @@ def sweep(args: list[str]) -> int:
     return _run_hydra_app("sweep", _sweep_task, args)
 
 
+LOCATE_HELP = """harness locate [overrides]: find the prefix-length interval where drift rises fastest.
+
+Evaluates the lengths locate.coarse=[8,16,32,64,128,256], then bisects the interval with the
+steepest rise of locate.metric (norm_edit_distance by default; pooled over locate.groups=[B,C])
+down to locate.resolution=8 tokens, and prints it with its 95% interval. Every other override is
+a sweep's (model, prompts, prefixes, placement, ...: harness sweep --help)."""
+
+
 def locate(args: list[str]) -> int:
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S}", *args]
-    if any(a in ("--help", "-h", "--hydra-help") for a in args):  # Hydra's help takes no overrides
-        return _run_hydra_app("locate", _locate_task, args)
+    if any(a in ("--help", "-h") for a in args):
+        print(LOCATE_HELP)
+        return 0
     return _run_hydra_app("locate", _locate_task, [*args, "hydra.job.name=locate"])
 
 
