@@ -22,6 +22,8 @@ def ci(mean, low, high, digits=3, note: str | None = None) -> str:
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         why = f" ({note})" if note else ""
         return f"{num(mean, digits)}, no interval{why}"
+    if low == high:  # one unit, or every unit alike: a resampled interval has nothing to show
+        return f"{num(mean, digits)}, no interval ({note or 'every resample gives the same value'})"
     return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]"
 
 

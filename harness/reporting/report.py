@@ -49,7 +49,14 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              "support claims about instruction-like content in general, and lead. *prompts*: bootstrap over prompts "
              "(BCa where it applies) and Wilcoxon tests paired by prompt: claims about these particular prefixes "
              "only."]
-    lines += behaviour_section(conds, ceiling) + _output(conds) + _contrasts(conds)
+    contrasts = contrast_table(conds)
+    lines += _summary(contrasts) + _examples(conds)
+    behaviour = behaviour_section(conds, ceiling)
+    if not behaviour:
+        behaviour = ["", "## Behaviour", "", "No prefix of this run names a target or a check, so there is no obey "
+                     "(or word-in-reply) measure: the bank's prefixes say nothing a reply could do. A bank with "
+                     "`target` and `check` fields (prefixes=assistant_triples, stories_directives) measures it."]
+    lines += behaviour + _output(conds) + _contrasts(conds, contrasts)
     if attention is not None and not attention.empty:
         lines += _attention(conds, baseline(attention))
     lines += _noise(conditions, noise) + _isolation(conditions, noise)
@@ -88,7 +95,98 @@ def _output(conds: pd.DataFrame) -> list[str]:
 FEW_PREFIXES = 10  # below this many prefixes per group, the report says the general interval is wide
 
 
-def _contrasts(conds: pd.DataFrame) -> list[str]:
+# the measures the summary leads with: output (the first present) and attention
+SUMMARY_OUTPUT = ("output_kl", "norm_edit_distance")
+SUMMARY_ATTENTION = ("attn_capture_mean",)
+
+
+def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
+    """C - B of every contrasted measure (:func:`harness.measure.metrics.contrasted`) per model and
+    length (:func:`harness.analysis.crossed.compare_groups`), with ``q_crossed`` within each model;
+    the target hit rate is left out where C both asks for and forbids the word."""
+    results = []
+    mixed = bool((obeying.roles(conds) == "forbidden").any())
+    for value, label in contrasted():
+        if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
+            continue
+        data = conds.assign(**{value: conds[value].astype(float)})
+        rate = pd.api.types.is_bool_dtype(conds[value].dtype)
+        results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
+    if not results:
+        return pd.DataFrame()
+    table = pd.concat(results, ignore_index=True)
+    table["q_crossed"] = descriptive.benjamini_hochberg_by(table, "p_crossed", family=("model",))
+    return table
+
+
+def _finding(r) -> str:
+    """One sentence on a C - B row: what its prompts x prefixes interval says, with its power."""
+    shown = _ci(r.statistic, r.ci_low, r.ci_high, 3, r.ci_note)
+    if not (np.isfinite(r.ci_low) and np.isfinite(r.ci_high)):
+        return f"{r.measure}: C - B = {shown}, so nothing can be said in general"
+    if r.ci_low > 0:
+        return f"{r.measure}: C moves it more than B, C - B = {shown} (p {_p(r.p_crossed)})"
+    if r.ci_high < 0:
+        return f"{r.measure}: C moves it less than B, C - B = {shown} (p {_p(r.p_crossed)})"
+    power = f"power {_num(r.power, 2)} against one prefix-level SD"
+    return (f"{r.measure}: no difference established, C - B = {shown} holds zero ({power}" +
+            ("; a difference that large would likely have been found)" if r.power >= 0.8 else
+             "; too little to call it no difference)"))
+
+
+def _summary(table: pd.DataFrame) -> list[str]:
+    """The answer first: per model and prefix length, does C move the model more than B?"""
+    if table.empty:
+        return []
+    lead = [next((v for v in SUMMARY_OUTPUT if v in set(table.value)), None),
+            next((v for v in SUMMARY_ATTENTION if v in set(table.value)), None)]
+    rows = table[table.value.isin([v for v in lead if v])]
+    lines = ["", "## Summary", "",
+             "Does the instruction-like prefix (C) move the model more than the neutral one (B)? Per model and prefix "
+             "length, with prompts and prefixes random (95% intervals; the C - B table below has every measure):", ""]
+    for (model, length), cell in rows.groupby(["model", "prefix_len"], observed=True, sort=True):
+        findings = "; ".join(_finding(r) for r in cell.itertuples())
+        lines.append(f"- **{model}, {length} tokens**: {findings}.")
+    return lines
+
+
+EXAMPLE_CHARS = 160  # of each continuation shown
+
+
+def _examples(conds: pd.DataFrame) -> list[str]:
+    """What the model said: per model and length, A's continuation beside the B and the C
+    continuation that moved furthest from it (largest edit distance), with the prefix's id."""
+    x = conds[(conds.group != "A") & conds.continuation_text.notna()] if "continuation_text" in conds else conds[:0]
+    if x.empty or "norm_edit_distance" not in x:
+        return []
+    a_text = conds[conds.group == "A"].set_index(["model", "prompt_id"]).continuation_text
+    lines = ["", "## Examples: what the prefixes made the model say", "",
+             "Per model and prefix length, the B and the C condition whose continuation moved furthest from A's "
+             "(largest normalized edit distance), beside A's continuation of the same prompt."]
+    for (model, length), cell in x.groupby(["model", "prefix_len"], observed=True, sort=True):
+        lines += ["", f"**{model}, {length} tokens**", ""]
+        for group in ("B", "C"):
+            g = cell[cell.group == group].dropna(subset=["norm_edit_distance"])
+            if g.empty:
+                continue
+            r = g.loc[g.norm_edit_distance.idxmax()]
+            lines += [f"- {group}, prefix `{r.prefix_id}`, prompt `{r.prompt_id}` (edit distance "
+                      f"{_num(r.norm_edit_distance)}):",
+                      f"  - A: {_quoted(a_text.get((model, r.prompt_id)))}",
+                      f"  - {group}: {_quoted(r.continuation_text)}"]
+    return lines
+
+
+def _quoted(text) -> str:
+    """A continuation as one line of inline code, cut to :data:`EXAMPLE_CHARS`."""
+    if text is None or (isinstance(text, float) and np.isnan(text)):
+        return "(none)"
+    flat = " ".join(str(text).split())
+    flat = flat if len(flat) <= EXAMPLE_CHARS else flat[:EXAMPLE_CHARS] + "..."
+    return "`" + flat.replace("`", "'") + "`" if flat else "(empty)"
+
+
+def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
     lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
              "Lead: prompts x prefixes. For a measure, a t interval from the crossed design's variance components, "
              "each kept at or above zero, with Satterthwaite degrees of freedom; for a rate, MOVER from the two "
@@ -101,21 +199,13 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
              "so that an interval holding zero says how large a difference it could have missed. The prefix "
              "permutation p is shown for reference only: with few prompts and a prompt-by-group interaction it "
              "exceeds its level."]
-    results, group_sizes = [], []
-    mixed = bool((obeying.roles(conds) == "forbidden").any())  # C both asks for and forbids the word
-    if mixed:
+    group_sizes = []
+    if bool((obeying.roles(conds) == "forbidden").any()):  # C both asks for and forbids the word
         lines.append("Target hit rate is left out: C holds prefixes that ask for the word and prefixes that forbid "
                      "it, so C - B would mix them; see \"Obeying or copying?\" above.")
-    for value, label in contrasted():
-        if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
-            continue
-        data = conds.assign(**{value: conds[value].astype(float)})
-        rate = pd.api.types.is_bool_dtype(conds[value].dtype)
-        results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
-    if not results:
+    table = contrast_table(conds) if table is None else table
+    if table.empty:
         return lines
-    table = pd.concat(results, ignore_index=True)
-    table["q_crossed"] = descriptive.benjamini_hochberg_by(table, "p_crossed", family=("model",))
     rows = []
     for r in table.itertuples():
         rows.append([r.measure, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
@@ -127,6 +217,13 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
     if fewest < FEW_PREFIXES:
         lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes interval rests on few prefixes: "
                      "it is wide, and a general claim needs more prefixes.")
+    holds_zero = (table.ci_low <= 0) & (table.ci_high >= 0)
+    disagree = int((holds_zero & (table.wilcoxon_p < 0.05)).sum())
+    if disagree:
+        lines.append(f"In {disagree} of these rows the prompts-only test finds a difference (Wilcoxon p < 0.05) that "
+                     "the prompts x prefixes interval does not: these particular prefixes differ, but the prefixes "
+                     "vary so much among themselves that a difference between instruction-like and neutral text "
+                     "in general is not established.")
     return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
                                   "p", "q (within the model)", "power at 1 prefix SD", "prefix permutation p",
                                   "C - B [prompts]", "Wilcoxon p (prompts)"], rows)

@@ -1,0 +1,52 @@
+"""The report answers first: a summary per model and length, then what the model said, then the
+tables; no zero-width interval; a prompts-only test that disagrees with the general interval is
+said to."""
+
+import numpy as np
+import pandas as pd
+
+from harness.reporting import report
+from harness.reporting.markdown import ci
+from harness.runs.rundir import load_runs
+
+
+def test_the_report_opens_with_the_summary_and_what_the_model_said(tiny_run):
+    conditions, attention = load_runs([tiny_run])
+    text = report.report_markdown(conditions, attention, [])
+    order = [text.index(h) for h in ("## Summary", "## Examples", "## Output drift", "## Instruction-like minus")]
+    assert order == sorted(order)
+    table = report.contrast_table(report.baseline(conditions))
+    for (model, length), _ in table.groupby(["model", "prefix_len"]):
+        assert f"- **{model}, {length} tokens**: " in text
+    # the C example shown at the first length is the C condition furthest from A, with A's own text
+    length = int(conditions[conditions.group == "C"].prefix_len.min())
+    c = conditions[(conditions.group == "C") & (conditions.prefix_len == length)]
+    far = c.loc[c.norm_edit_distance.idxmax()]
+    a = conditions[(conditions.group == "A") & (conditions.prompt_id == far.prompt_id)].continuation_text.iloc[0]
+    assert f"- C, prefix `{far.prefix_id}`, prompt `{far.prompt_id}`" in text
+    assert " ".join(a.split())[:40].replace("`", "'") in text
+
+
+def test_a_run_without_targets_says_there_is_no_obey_measure(tiny_run):
+    conditions, attention = load_runs([tiny_run])
+    bare = conditions.assign(target=None, check=None, target_hit=pd.NA, obeyed=pd.NA)
+    text = report.report_markdown(bare, attention, [])
+    assert "there is no obey" in text
+
+
+def test_no_zero_width_interval_is_printed():
+    assert ci(1.0, 1.0, 1.0) == "1.000, no interval (every resample gives the same value)"
+    assert ci(0.0, 0.0, 0.0, note="1 prompts") == "0, no interval (1 prompts)"
+    assert ci(0.5, 0.4, 0.6) == "0.500 [0.400, 0.600]"
+
+
+def test_a_prompts_only_test_the_general_interval_does_not_back_is_said_to_disagree():
+    row = {"measure": "output KL (nats)", "model": "m", "prefix_len": 32, "n_prefixes_high": 10, "n_prefixes_low": 10,
+           "statistic": 0.1, "ci_low": -0.05, "ci_high": 0.25, "ci_note": None, "p_crossed": 0.2, "q_crossed": 0.2,
+           "power": 0.5, "p_perm": 0.01, "exact": False, "mean_diff": 0.1, "ci_low_prompts": 0.05,
+           "ci_high_prompts": 0.15, "wilcoxon_p": 0.001, "value": "output_kl"}
+    conds = pd.DataFrame({"group": ["B"], "model": ["m"]})
+    lines = report._contrasts(conds.assign(target=np.nan), pd.DataFrame([row]))
+    assert any(line.startswith("In 1 of these rows the prompts-only test finds a difference") for line in lines)
+    agreed = report._contrasts(conds.assign(target=np.nan), pd.DataFrame([{**row, "wilcoxon_p": 0.3}]))
+    assert not any("prompts-only test finds" in line for line in agreed)
