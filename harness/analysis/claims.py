@@ -3,7 +3,7 @@
 The seed study reported, from a handful of runs, that (1) the attention divergence between A and C
 peaks in the middle layers, (2) it jumps between 64 and 128 prefix tokens, and (3) C drifts
 systematically while B drifts only slightly. Here each is a statistic with an interval in which
-prompts and prefixes are both resampled (crossed random factors: DESIGN.md section 3) and a verdict:
+prompts and prefixes are both resampled (crossed random factors: docs/statistics.md) and a verdict:
 
 * **supported**: the interval lies on the claim's side of its null;
 * **contradicted**: the interval lies on the other side;

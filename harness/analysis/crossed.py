@@ -1,7 +1,7 @@
 """Inference with prompts and prefixes as crossed random factors: DataFrame in, DataFrame out.
 
 Every prompt meets every prefix, so a claim about instruction-like content *in general* must
-treat the prefixes as a random sample too, not only the prompts (DESIGN.md section 3). This module
+treat the prefixes as a random sample too, not only the prompts (docs/statistics.md). This module
 holds that half of the statistics (:mod:`harness.analysis.descriptive` holds the prompt-only intervals and the
 descriptive summaries):
 

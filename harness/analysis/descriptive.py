@@ -1,6 +1,6 @@
 """Statistics over prompts and prefixes: DataFrame in, DataFrame out, no I/O.
 
-Two kinds of claim, and the numbers that support each (DESIGN.md section 3):
+Two kinds of claim, and the numbers that support each (docs/statistics.md):
 
 * **About these prefixes** ("these five instruction-like texts drift more than those five neutral
   ones"). Prompts are the only random factor: within a prompt, a group's drift at one length is the

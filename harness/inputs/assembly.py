@@ -1,4 +1,4 @@
-"""Token-level assembly of the three groups (DESIGN.md section 2).
+"""Token-level assembly of the three groups (docs/concepts.md, "Token-level assembly").
 
 Prompt and prefix are tokenized separately and their ids concatenated, so the task tokens are
 identical in every group (tokenizing the joined string could merge across the boundary). A prefix

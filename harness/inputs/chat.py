@@ -1,4 +1,4 @@
-"""Placements (DESIGN.md section 2, "Chat models"): where the prefix sits, raw before the task or
+"""Placements (docs/chat.md): where the prefix sits, raw before the task or
 in a chat template. Each placement is one entry of :data:`PLACEMENTS` (a new one is one
 :func:`_placement` call; the run config's ``prefix.placement`` choices are read from here):
 

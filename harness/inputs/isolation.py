@@ -1,4 +1,4 @@
-"""Isolation interventions (DESIGN.md section 5): a prefix that is present but kept away.
+"""Isolation interventions (docs/isolation.md): a prefix that is present but kept away.
 
 Each mode is one entry of :data:`MODES` (its name, what it does, and the few facts the rest of the
 harness reads: the bias on the block's keys, whether it applies in chosen heads, whether positions

@@ -1,4 +1,4 @@
-"""Attention-drift metrics (DESIGN.md section 3): pure functions on attention rows.
+"""Attention-drift metrics (docs/concepts.md): pure functions on attention rows.
 
 Inputs are float32 log-probabilities and pre-softmax scores of the same query tokens in run A and
 in run X, shaped ``[..., rows, keys]`` (leading dims: batch, heads). X's keys are A's keys with

@@ -57,7 +57,7 @@ def _headline(name: str, row: str, doc: str, aggregate: str = "mean", **kw) -> M
 
 
 METRICS: tuple[Metric, ...] = (
-    # attention drift per query row, in attention.parquet's column order (DESIGN.md section 3)
+    # attention drift per query row, in attention.parquet's column order (docs/concepts.md)
     _row("kl", "KL(P_A || P_X), P_A extended by zeros on the block: redistribution + capture"),
     _row("kl_shared", "redistribution: KL(P_A || P_X renormalized over the shared keys)"),
     _row("capture", "capture: -log(1 - prefix_mass), X's attention taken by the block"),

@@ -1,4 +1,4 @@
-"""Output-drift metrics (DESIGN.md section 3): small pure functions on token id sequences.
+"""Output-drift metrics (docs/concepts.md): small pure functions on token id sequences.
 
 Each is registered in :mod:`harness.measure.metrics`, which computes them all for a condition
 (:func:`harness.measure.metrics.output_drift`)."""

@@ -1,4 +1,4 @@
-"""The standard figure set of a run (DESIGN.md section 7), built from the tables alone.
+"""The standard figure set of a run (docs/report.md), built from the tables alone.
 
 :func:`make_figures` is pure: tables in, matplotlib figures out (one row of panels per model and
 placement); :func:`harness.reporting.report.write_outputs` writes them. Attention figures lead with the two

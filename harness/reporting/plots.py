@@ -1,4 +1,4 @@
-"""The paper figures (DESIGN.md section 7). Each ``plot_*`` draws on an Axes it is given and returns
+"""The paper figures (docs/report.md). Each ``plot_*`` draws on an Axes it is given and returns
 it; :func:`save_figure` is the only place that writes files, and writes them deterministically
 (no dates or hash salts in the output), so the same tables give byte-identical PDF and PNG files.
 """

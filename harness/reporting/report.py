@@ -191,7 +191,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
              "Lead: prompts x prefixes. For a measure, a t interval from the crossed design's variance components, "
              "each kept at or above zero, with Satterthwaite degrees of freedom; for a rate, MOVER from the two "
              "groups' crossed Wilson intervals (harness.analysis.lead; simulated coverage and widths: "
-             "benchmarks/crossed_calibration.py, README \"Statistics\"). Where the design cannot support an interval "
+             "benchmarks/crossed_calibration.py, docs/statistics.md). Where the design cannot support an interval "
              "(fewer than 3 prompts or 3 prefixes in a group, or nothing varies) the row says so. p: the test the "
              "interval inverts; q: that p corrected by Benjamini-Hochberg over this table's tests of one model "
              "(measures x lengths). Power: of that test at this design against a C - B difference of one prefix-level "

@@ -1,4 +1,4 @@
-"""What a run says about itself: the contents of its ``manifest.json`` (DESIGN.md section 6).
+"""What a run says about itself: the contents of its ``manifest.json`` (docs/run-directory.md and docs/concepts.md).
 
 The values come from the experiment as built (:class:`harness.runs.experiment.Experiment`) and
 the environment (:mod:`harness.runs.environment`); the runner writes the file once the tables are

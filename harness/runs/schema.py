@@ -1,4 +1,4 @@
-"""The column schema of the run's tables (DESIGN.md section 6), written down once.
+"""The column schema of the run's tables (docs/run-directory.md and docs/concepts.md), written down once.
 
 Metric columns come from the metric registry (:mod:`harness.measure.metrics`); this module adds
 the keys and the columns that describe a condition (its continuation, input spans and timing).
