@@ -99,8 +99,11 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                         image = None
                         for ax, length in zip(axes[2 * i + j], lengths):
                             image = F.plot_head_heatmap(ax, grid, length, value=metric, vmax=vmax)
-                        fig.colorbar(image, ax=list(axes[2 * i + j]), label=f"C: {label}")
-                fig.suptitle("Layer x head attention drift under C: capture (top) and redistribution (bottom)")
+                        # a short colour-bar label (two long ones ran together); the row names its model
+                        fig.colorbar(image, ax=list(axes[2 * i + j]), label=f"{label.split(':')[0]} (nats)")
+                        axes[2 * i + j][0].set_ylabel(f"{title(model, placement)}\nlayer")
+                fig.suptitle("Layer x head attention drift under C\ncapture (top row of each model), redistribution "
+                             "(bottom row)")
                 out["fig3_heads_C"] = fig
 
             mass = descriptive.drift_summary(conds, "attn_prefix_mass_mean")
@@ -108,6 +111,8 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             for row, (model, placement) in zip(axes, combos):
                 F.plot_prefix_mass(row[0], select(mass, model, placement))
                 F.plot_mass_sources(row[1], mass_sources(select(att, model, placement)))
+                for ax in row:  # every row names its model
+                    ax.set_title(f"{ax.get_title()}\n{title(model, placement)}")
             out["fig4_prefix_mass"] = fig
 
         if "isolation" in conditions and conditions.isolation.nunique() > 1:
@@ -118,6 +123,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
         for row, (model, placement) in zip(axes, combos):
             for ax, group in zip(row, ("B", "C")):
                 F.plot_survival(ax, select(surv, model, placement), group)
+                ax.set_title(f"{F.GROUP_NAMES[group]}\n{title(model, placement)}")
         out["fig6_survival"] = fig
 
         if "output_kl_steps" in conds and conds.output_kl_steps.notna().any():
@@ -126,6 +132,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             for row, (model, placement) in zip(axes, combos):
                 for ax, group in zip(row, ("B", "C")):
                     F.plot_step_profile(ax, select(steps, model, placement), group)
+                    ax.set_title(f"{F.GROUP_NAMES[group]}\n{title(model, placement)}")
             out["fig7_output_kl_steps"] = fig
 
         rates = word_rates(conds)
@@ -133,7 +140,8 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             fig, axes = _grid(len(combos), 1)
             for row, (model, placement) in zip(axes, combos):
                 F.plot_hit_rate(row[0], select(rates, model, placement))
-                row[0].set_title(f"Does the model do what the prefix asks?\n{title(model, placement)}")
+                row[0].set_title(f"Is the prefix's word in the reply? (asked, forbidden, mentioned)\n"
+                                 f"{title(model, placement)}")
             out["fig8_hit_rate"] = fig
 
         ceiling = ceiling_table(conds) if ceiling is None else ceiling

@@ -71,7 +71,8 @@ def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized ed
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(title=f"shaded: {band}", title_fontsize=7)
+    # below the axes, not over them: the ceiling line runs along the top
+    ax.legend(title=f"shaded: {band}", title_fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     return ax
 
 
@@ -88,7 +89,8 @@ def _by_length(ax, cell: pd.DataFrame, x: str, y: str, band: bool = False, step:
             ax.fill_between(line[x], line.ci_low, line.ci_high, color=colour, alpha=0.15, linewidth=0,
                             **({"step": "post"} if step else {}))
     if lengths:
-        ax.legend(title="prefix length", fontsize=7)
+        ax.legend(title="prefix length" + ("\nshaded: 95% CI over prompts" if band else ""), fontsize=7,
+                  title_fontsize=7)
 
 
 def plot_layer_profile(ax, profile: pd.DataFrame, group: str, ylabel: str = "mean attention KL(A‖X) (nats)",
@@ -113,8 +115,9 @@ def plot_head_heatmap(ax, heads: pd.DataFrame, length: int, value: str = "kl", v
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     ax.set_title(f"prefix {length} tokens")
-    ax.set_xticks(range(grid.shape[1]))
-    ax.set_yticks(range(grid.shape[0]))
+    # every index up to 16 of them; beyond, evenly thinned so that labels never overprint
+    for axis, n in ((ax.xaxis, grid.shape[1]), (ax.yaxis, grid.shape[0])):
+        axis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=min(n, 16), integer=True))
     ax.grid(False)
     return image
 
@@ -181,13 +184,13 @@ def plot_hit_rate(ax, rates: pd.DataFrame):
     base = rates[~rates.group.isin(list(ROLE_STYLES))]
     if not base.empty:
         row = base.iloc[0]
-        ax.axhspan(row.ci_low, row.ci_high, color="grey", alpha=0.2, linewidth=0)
+        ax.axhspan(row.ci_low, row.ci_high, color="grey", alpha=0.2, linewidth=0, label="A's 95% CI")
         ax.axhline(row.rate, color="grey", linestyle="--", linewidth=1, label="A: same words, no prefix")
     _length_axis(ax, rates[rates.group.isin(list(ROLE_STYLES))].prefix_len)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel("share of replies with the target word")
-    ax.set_title("Obeying or copying the prefix's word?")
+    ax.set_title("Is the prefix's word in the reply?")
     ax.legend(title="95% CI: Wilson at the crossing's effective sample size", title_fontsize=7, fontsize=7)
     return ax
 

@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import nbformat
+import pandas as pd
 from nbclient import NotebookClient
 
 from harness.analysis import curves, descriptive
@@ -147,6 +148,27 @@ def test_hit_rate_figure_names_its_interval():
     F.plot_hit_rate(ax, rates)
     assert len(ax.containers) == 2  # one errorbar per role; A is a band
     assert "Wilson at the crossing's effective sample size" in ax.get_legend().get_title().get_text()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "A's 95% CI" in legend  # the grey band says what it is
+    assert ax.get_title() == "Is the prefix's word in the reply?"  # what it plots, not "obeyed"
+    plt.close("all")
+
+
+def test_side_by_side_figures_name_the_model_on_every_row(tiny_run):
+    from harness.reporting.figure_set import make_figures
+
+    conditions, attention = load_runs([tiny_run])
+    twin = lambda df: pd.concat([df, df.assign(model="other-model")], ignore_index=True)  # noqa: E731
+    figures = make_figures(twin(conditions), twin(attention))
+    for name in ("fig1_edit_distance", "fig2_layer_drift", "fig4_prefix_mass", "fig6_survival",
+                 "fig7_output_kl_steps"):
+        axes = figures[name].axes
+        rows = [ax for ax in axes if ax.get_title()]
+        for model in ("builtin:tiny-llama", "other-model"):
+            assert any(model in ax.get_title() for ax in rows), (name, model)
+        assert all(("builtin:tiny-llama" in ax.get_title()) != ("other-model" in ax.get_title()) for ax in rows), name
+    heads = figures["fig3_heads_C"].axes
+    assert {"builtin:tiny-llama", "other-model"} <= {ax.get_ylabel().split("\n")[0] for ax in heads}
     plt.close("all")
 
 
