@@ -94,8 +94,28 @@ def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+    images = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 4
+    assert len(set(images)) == len(images)  # each figure once
+    displayed = sum(c.source.count('display(figs["') for c in nb.cells if c.cell_type == "code" and c.get("outputs"))
+    assert len(images) <= displayed
     assert any(str(tiny_run) in o.get("text", "") for o in outputs)
+
+
+def test_notebook_finds_a_demo_run_without_being_told(tiny_run, tmp_path):
+    """With no RUN_DIR, the newest run under outputs/ (where `make demo` writes) is the one read."""
+    import shutil
+    import subprocess
+    import sys
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    setup = nb.cells[2].source.split("runs = [")[0]  # the imports and latest_run(), nothing run yet
+    shutil.copytree(tiny_run, tmp_path / "outputs" / "demo" / "default")
+    (tmp_path / "notebooks").mkdir()
+    probe = setup.replace("%matplotlib inline", "") + "\nprint(latest_run())"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path / "notebooks", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("outputs/demo/default"), out.stdout
 
 
 def test_notebook_uses_the_public_api_only():
