@@ -144,7 +144,18 @@ def read_table(path: Path) -> pd.DataFrame:
                            f"`harness resume` on its run directory") from None
 
 
-def figure_files_in(folder: Path) -> list[Path]:
-    """The files a figure writer leaves in ``folder``: drawn figures, and temporary files a kill cut off."""
-    return sorted([p for p in Path(folder).glob("fig*") if p.suffix in (".pdf", ".png")]
-                  + list(Path(folder).glob(".fig*.tmp")))
+FIGURE_SUFFIXES = (".pdf", ".png")
+
+
+def figure_files_in(folder: Path, names) -> list[Path]:
+    """The files a figure writer of the figures ``names`` (stems, e.g. ``fig1_edit_distance``) leaves
+    in ``folder``, by exact name: the drawn figures, and the temporary files a kill cut off
+    (:func:`atomic_write`'s ``.NAME.SUFFIX.*.tmp``). A user's own ``figure_for_paper.png`` or
+    ``fig1_annotated.pdf`` beside them is never among them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    own = {f"{n}{s}" for n in names for s in FIGURE_SUFFIXES}
+    found = [p for p in folder.iterdir() if p.name in own]
+    found += [p for p in folder.glob(".*.tmp") if p.name[1:].split(".tmp")[0].rsplit(".", 1)[0] in own]
+    return sorted(found)

@@ -5,6 +5,7 @@
 Public here (each imported on first use):
 
 - ``figure_set``: ``make_figures``, ``hit_rates``, ``mass_sources``
+- ``figure_names``: ``FIGURE_NAMES`` (the standard figures' file stems; no plotting imports)
 - ``report``: ``report_markdown``, ``write_outputs``
 - ``claims``: ``write_claims``
 - ``causal_heads``: ``write_causal_report``
@@ -16,6 +17,7 @@ _API = {
     "make_figures": "harness.reporting.figure_set",
     "hit_rates": "harness.reporting.figure_set",
     "mass_sources": "harness.reporting.figure_set",
+    "FIGURE_NAMES": "harness.reporting.figure_names",
     "report_markdown": "harness.reporting.report",
     "write_outputs": "harness.reporting.report",
     "write_claims": "harness.reporting.claims",

@@ -22,6 +22,7 @@ from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.metrics import contrasted
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section
+from harness.reporting.figure_names import FIGURE_NAMES
 from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
@@ -366,7 +367,7 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     written = []
     for name, fig in make_figures(conditions, attention, noise, ceiling).items():
         written += F.save_figure(fig, out_dir / "figures" / name)
-    for stale in set(figure_files_in(out_dir / "figures")) - set(written):  # an earlier draw's, or a killed one's
+    for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's, or a killed one's
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"

@@ -44,6 +44,7 @@ from harness.io import (
     write_sealed_json,
     write_sealed_text,
 )
+from harness.reporting.figure_names import FIGURE_NAMES
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.schema import KEY_COLUMNS
@@ -308,7 +309,7 @@ class RunDir:
             store.clear()
             for name in (*self.TABLES, self.MANIFEST, self.STATUS, self.REPORT):
                 (self / name).unlink(missing_ok=True)
-            for figure in figure_files_in(self / self.FIGURES):  # a figure this run may not draw again
+            for figure in figure_files_in(self / self.FIGURES, FIGURE_NAMES):  # one this run may not draw again
                 figure.unlink()
         write_sealed_json({"config": config_fingerprint}, self / self.FINGERPRINT)
 
