@@ -34,6 +34,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _check_out(out: Path, allowed: Path | None = None) -> None:
+    """``--out`` is never a run directory nor inside one (a run read, or any other sweep's):
+    commands that read runs write elsewhere. ``allowed``: the one run a command writes into by
+    design (``harness figures RUN`` redraws into RUN)."""
+    from harness.runs.rundir import RunDir
+
+    target = out.resolve()
+    if allowed is not None and target == allowed.resolve():
+        return
+    for place in (target, *target.parents):
+        if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
+            where = "is the run directory" if place == target else "is inside the run directory"
+            raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
+                               "give a directory outside it")
+
+
 def figures(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
@@ -49,6 +65,7 @@ def figures(args: list[str]) -> int:
     from harness.runs.rundir import load_noise, load_runs
 
     out = ns.out or ns.runs[0]
+    _check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_outputs(conditions, attention, out, noise=noise)
@@ -67,9 +84,7 @@ def claims(args: list[str]) -> int:
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
-    if any(ns.out.resolve() == r.resolve() for r in ns.runs):
-        raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
-                           "them: give another directory")
+    _check_out(ns.out)
     from harness.reporting.claims import write_claims
     from harness.runs.rundir import load_noise, load_runs
 
@@ -116,9 +131,8 @@ def plan(args: list[str]) -> int:
                              "overrides, empty when none) here")
     _trust_damaged(parser)
     ns = parser.parse_args(args)
-    if ns.out is not None and any(ns.out.resolve() == r.resolve() for r in ns.runs):
-        raise HarnessError(f"--out {ns.out} is one of the runs read; commands that read runs never write into "
-                           "them: give another directory")
+    if ns.out is not None:
+        _check_out(ns.out)
     from harness.io import write_parquet, write_text
     from harness.runs.plan import plan as plan_runs
     from harness.runs.plan import plan_markdown
@@ -145,6 +159,7 @@ def collect(args: list[str]) -> int:
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
+    _check_out(ns.out)
     from harness.runs.collect import collect as run_collect
 
     return run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
@@ -193,9 +208,7 @@ def causal_heads(args: list[str]) -> int:
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
-    if ns.out.resolve() == ns.run.resolve():
-        raise HarnessError(f"--out {ns.out} is the run read; commands that read runs never write into them: give "
-                           "another directory")
+    _check_out(ns.out)
     if ns.draws < 0 or any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive and --draws non-negative")
     from harness.runs.causal_heads import causal_heads as run_causal_heads

@@ -44,3 +44,20 @@ def test_a_fresh_rerun_keeps_the_users_files(tiny_run, tmp_path):
     sweep(run, *overrides, "on_existing=fresh", "draw_figures=false")
     assert all((figures / name).read_text() == "mine" for name in USER_FILES)
     assert not cut_off.exists() and not (figures / "fig1_edit_distance.png").exists()
+
+
+def test_no_out_is_a_run_or_inside_one(tiny_run, tmp_path, capsys):
+    from tests.support import one_line_error
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run, other)
+    run = str(tiny_run)
+    for argv in (["claims", run, "--out", str(other)], ["claims", run, "--out", str(tiny_run / "claims")],
+                 ["collect", run, "--out", str(tiny_run / "figures")], ["collect", run, "--out", str(other / "x")],
+                 ["figures", run, "--out", str(other)], ["plan", run, "--out", str(tiny_run / "results" / "x")],
+                 ["causal-heads", run, "--out", str(other / "heads"), "--detector-only"]):
+        error = one_line_error(capsys, argv)
+        assert "commands that read runs never write into a run" in error, argv
+    assert not (tiny_run / "claims").exists() and not (other / "x").exists()
+    # redrawing into the run read is what `harness figures RUN` does
+    assert main(["figures", str(other)]) == 0
