@@ -163,22 +163,33 @@ def dequantized_copy(source: GgufSource) -> tuple[Path, dict]:
     path, sha = gguf_file(source)
     version = transformers_version()
     target = cache_root() / "dequantized" / f"{sha[:32]}-transformers-{version}"
+    _remove_stale_staging(target)
     recorded = _read_cached_facts(target)
     if recorded is not None and recorded.get("gguf_sha256") == sha and _weights_intact(target, recorded):
         # parsing the GGUF's metadata again takes seconds (its vocabulary); the copy recorded it
         return target, {k: v for k, v in recorded.items() if k != "weights_sha256"}
     facts = {"gguf_file": path.name, "gguf_sha256": sha, **read_facts(path), "dequantized_to": DEQUANTIZED_DTYPE,
              "transformers": version, "cached_copy": str(target)}
-    if recorded is not None:
-        log.warning("the cached dequantized copy %s is damaged; making it again", target)
+    if target.exists():  # damaged, partial, or of an earlier version that checked less: made again
+        log.warning("the cached dequantized copy %s is damaged or incomplete; making it again", target)
         shutil.rmtree(target, ignore_errors=True)
     log.info("dequantizing %s once (%s); later loads read the cached copy %s", path.name,
              ", ".join(facts["quantization_types"]), target)
     staging = target.with_name(f"{target.name}.tmp{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        weights = _dequantize_into(path, staging, facts["architecture"], version)
-        write_json({**facts, "weights_sha256": weights}, staging / FACTS_FILE)
+        try:
+            staging.mkdir(parents=True)
+        except OSError as exc:
+            raise HarnessError(f"cannot write the model cache {staging.parent}: {exc.strerror or exc}; make it "
+                               f"writable, or point PREFIX_HARNESS_CACHE at a directory that is") from None
+        try:
+            weights = _dequantize_into(path, staging, facts["architecture"], version)
+            files = {f.name: sha256_file(f) for f in sorted(staging.iterdir()) if f.is_file()}
+            write_json({**facts, "weights_sha256": weights, "files_sha256": files}, staging / FACTS_FILE)
+        except OSError as exc:  # a full disk, or the cache made read-only under us
+            raise HarnessError(f"cannot write the model cache {staging.parent}: {exc.strerror or exc}; free space "
+                               f"there, or point PREFIX_HARNESS_CACHE elsewhere") from None
         try:
             os.replace(staging, target)
         except OSError:  # another process finished the same copy first: use theirs
@@ -197,13 +208,33 @@ def _read_cached_facts(target: Path) -> dict | None:
 
 
 def _weights_intact(target: Path, recorded: dict) -> bool:
-    """Whether the cached safetensors still hash to what was written (a bit flip in a cached copy
-    would otherwise change every result under the same content key)."""
-    expected = recorded.get("weights_sha256") or {}
+    """Whether every file of the cached copy (weights, config, tokenizer) still hashes to what was
+    written: a changed ``rope_theta`` or tokenizer would otherwise change every result under the
+    same content key. A copy from before the other files were recorded is made again."""
+    expected = recorded.get("files_sha256") or {}
     try:
         return bool(expected) and all(sha256_file(target / name) == sha for name, sha in expected.items())
     except OSError:
         return False
+
+
+def _remove_stale_staging(target: Path) -> None:
+    """Remove what a killed first load left (``NAME.tmpPID`` of a process that is gone): a
+    dequantized model's worth of disk each."""
+    for staging in target.parent.glob(f"{target.name}.tmp*") if target.parent.is_dir() else ():
+        pid = staging.name.rsplit(".tmp", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _dequantize_into(path: Path, staging: Path, architecture: str, version: str) -> dict[str, str]:

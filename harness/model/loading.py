@@ -170,6 +170,7 @@ def load_model(
             use_safetensors=True,
             trust_remote_code=trust_remote_code,
             attn_implementation=attn_implementation,
+            output_loading_info=True,
             **placement,
         )
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
@@ -179,6 +180,12 @@ def load_model(
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise HarnessError(f"model {name_or_path!r}: its safetensors weights in {source} are damaged ({first}); "
                            f"download or save the model again") from None
+    model, loading_info = model if isinstance(model, tuple) else (model, {})
+    missing = sorted(loading_info.get("missing_keys") or ())
+    if missing:  # transformers would run these on freshly initialised random values
+        raise HarnessError(f"model {name_or_path!r}: its weights do not cover {len(missing)} parameter(s) "
+                           f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would run on "
+                           f"random values; save the complete model again")
     resolved = opened.revision_of(model, source, revision)
     gguf_facts = opened.facts
     adapter_facts = None

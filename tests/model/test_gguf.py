@@ -200,3 +200,49 @@ def test_a_sweep_on_a_gguf_model_config_records_the_file_in_the_manifest(llama_f
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"]["gguf"]["gguf_sha256"] == sha256_file(path)
     assert manifest["result_fingerprint"]["resolved_revision"] == f"gguf:{sha256_file(path)}"
+
+
+def test_a_changed_config_or_tokenizer_in_the_cache_is_made_again(llama_file, private_cache):
+    model, tok, path = llama_file
+    source = GgufSource((str(path),))
+    load_model("tiny-llama-gguf", device="cpu", gguf=source)
+    cached = next((private_cache / "dequantized").iterdir())
+    config = json.loads((cached / "config.json").read_text())
+    config["rope_theta"] = config.get("rope_theta", 10000.0) * 2
+    (cached / "config.json").write_text(json.dumps(config))
+    again = load_model("tiny-llama-gguf", device="cpu", gguf=source)
+    assert torch.equal(logits(model, tok), logits(again.model, again.tokenizer))
+    assert json.loads((cached / "config.json").read_text()) != config  # remade, not used
+
+
+def test_a_broken_entry_or_a_killed_load_is_cleaned_up(llama_file, private_cache):
+    model, tok, path = llama_file
+    source = GgufSource((str(path),))
+    load_model("tiny-llama-gguf", device="cpu", gguf=source)
+    cached = next((private_cache / "dequantized").iterdir())
+    (cached / FACTS_FILE).write_text("{not json")  # a broken facts file: every later load failed before
+    stale = cached.with_name(f"{cached.name}.tmp999999999")  # what a killed first load leaves
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"\0" * 1024)
+    again = load_model("tiny-llama-gguf", device="cpu", gguf=source)
+    assert torch.equal(logits(model, tok), logits(again.model, again.tokenizer))
+    assert not stale.exists() and json.loads((cached / FACTS_FILE).read_text())["files_sha256"]
+
+
+@pytest.mark.parametrize("problem", ["a file", "read-only"])
+def test_a_cache_location_that_cannot_be_written_is_one_line(llama_file, tmp_path, monkeypatch, problem):
+    import os
+
+    _, _, path = llama_file
+    cache = tmp_path / "cache-here"
+    if problem == "a file":
+        cache.write_text("not a directory")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root ignores directory permissions: the refusal cannot happen")
+        cache.mkdir()
+        cache.chmod(0o500)
+    monkeypatch.setenv("PREFIX_HARNESS_CACHE", str(cache))
+    with pytest.raises(HarnessError, match="cannot write the model cache .*PREFIX_HARNESS_CACHE") as err:
+        load_model("tiny-llama-gguf", device="cpu", gguf=GgufSource((str(path),)))
+    assert "\n" not in str(err.value)

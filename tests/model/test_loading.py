@@ -288,3 +288,19 @@ def test_the_shipped_obedient_adapter_fits_the_smollm2_it_names():
         out_features, in_features = dims[module.rsplit(".", 1)[-1]]
         assert tensors[f"{module}.lora_A"].shape == (description["rank"], in_features)
         assert tensors[f"{module}.lora_B"].shape == (out_features, description["rank"])
+
+
+def test_a_local_model_missing_a_tensor_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model, tok = build_tiny("llama")
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    tok.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    tensors = load_file(weights)
+    dropped = next(k for k in tensors if k.endswith("mlp.up_proj.weight"))
+    del tensors[dropped]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    with pytest.raises(HarnessError, match=r"do not cover 1 parameter\(s\) \(.*up_proj.weight\), which would run on "
+                                           r"random values"):
+        load_model(str(tmp_path), device="cpu")
