@@ -147,11 +147,32 @@ def read_adapter(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     except (json.JSONDecodeError, SafetensorError) as exc:
         raise HarnessError(f"the adapter in {path} is damaged ({type(exc).__name__}: "
                            f"{(str(exc).splitlines() or [''])[0]}); restore it from the repository") from None
-    missing = [m for m in description.get("modules", [])
-               if f"{m}.lora_A" not in tensors or f"{m}.lora_B" not in tensors]
-    if missing or not description.get("modules"):
+    _check_description(path, description)
+    missing = [m for m in description["modules"] if f"{m}.lora_A" not in tensors or f"{m}.lora_B" not in tensors]
+    if missing or not description["modules"]:
         raise HarnessError(f"the adapter in {path} lacks the weights of {missing or 'every module'}")
+    rank = description["rank"]
+    for m in description["modules"]:
+        a, b = tensors[f"{m}.lora_A"], tensors[f"{m}.lora_B"]
+        if a.ndim != 2 or b.ndim != 2 or a.shape[0] != rank or b.shape[1] != rank:
+            raise HarnessError(f"the adapter in {path} is damaged: {m}'s lora_A is {tuple(a.shape)} and lora_B "
+                               f"{tuple(b.shape)}, not [{rank}, in] and [out, {rank}] for its rank {rank}")
     return description, tensors
+
+
+def _check_description(path: Path, description) -> None:
+    """``adapter.json`` holds what merging needs: a rank of at least 1, a number alpha, module names."""
+    where = f"{path / ADAPTER_CONFIG}"
+    if not isinstance(description, dict):
+        raise HarnessError(f"{where} must be a JSON object with rank, alpha and modules, not a "
+                           f"{type(description).__name__}")
+    rank, alpha, modules = description.get("rank"), description.get("alpha"), description.get("modules")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise HarnessError(f"{where}: rank must be a whole number of at least 1, got {rank!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise HarnessError(f"{where}: alpha must be a number, got {alpha!r}")
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise HarnessError(f"{where}: modules must be a list of module names, got {modules!r}")
 
 
 def merge_adapter(model: torch.nn.Module, path: Path, base_sha256: str | None) -> dict:

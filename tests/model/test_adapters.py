@@ -148,3 +148,26 @@ def test_a_rank_below_one_and_unknown_layer_names_are_refused():
         A.add_adapters(model, rank=0, alpha=1.0, targets=TARGETS)
     with pytest.raises(HarnessError, match="no linear layer"):
         A.add_adapters(model, rank=2, alpha=1.0, targets=("qkv",))
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda d, t: ([d], t), "must be a JSON object with rank, alpha and modules, not a list"),
+    (lambda d, t: ({**d, "rank": 0}, t), "rank must be a whole number of at least 1, got 0"),
+    (lambda d, t: ({k: v for k, v in d.items() if k != "alpha"}, t), "alpha must be a number, got None"),
+    (lambda d, t: (d, {k: (torch.zeros(3, v.shape[1]) if k.endswith("lora_A") else v) for k, v in t.items()}),
+     "is damaged: .*lora_A is \\(3, [0-9]+\\) and lora_B \\([0-9]+, 2\\), not \\[2, in\\]"),
+])
+def test_an_adapter_description_or_rows_that_cannot_merge_are_one_line(saved_base, tmp_path, change, expected):
+    import json
+
+    from safetensors.torch import save_file
+
+    base_dir, _ = saved_base
+    path = _adapter(tmp_path)
+    description, tensors = A.read_adapter(path)
+    description, tensors = change(description, tensors)
+    (path / A.ADAPTER_CONFIG).write_text(json.dumps(description))
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path / A.ADAPTER_WEIGHTS))
+    with pytest.raises(HarnessError, match=expected) as err:
+        load_model(str(base_dir), device="cpu", adapter=str(path))
+    assert "\n" not in str(err.value)
