@@ -128,6 +128,9 @@ def training_split(corpus: Path, settings: TrainSettings, valid_text: Path | Non
     stories = split_stories(corpus.read_text(encoding="utf-8"))
     # The held-out split of the original training (seed 0 by default, 3%): never trained on.
     train, held = heldout_split(stories, settings.heldout_fraction, settings.seed)
+    if not train:
+        raise HarnessError(f"{corpus} holds {len(stories)} stories: none is left to train on once the held-out "
+                           f"share is drawn; give a corpus of many <|endoftext|>-separated stories")
     if not held:
         raise HarnessError(f"{corpus} has no held-out story left: every story drawn for it also occurs "
                          f"in the training split ({len(set(stories))} distinct stories in all); use a larger corpus")

@@ -105,6 +105,13 @@ def run(argv: list[str] | None = None) -> int:
         torch.set_num_threads(command.threads)
     if not 0.0 <= opts.train.ema_decay < 1.0:
         raise HarnessError(f"--ema-decay must be in [0, 1), got {opts.train.ema_decay}")
+    for name in ("seq_len", "batch_size", "steps", "eval_every"):  # 0 or less trains nothing, or divides by it
+        if getattr(opts.train, name) < 1:
+            raise HarnessError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(opts.train, name)}")
+    if opts.train.warmup_steps < 0:
+        raise HarnessError(f"--warmup-steps must be 0 or more, got {opts.train.warmup_steps}")
+    if command.out.exists() and not command.out.is_dir():
+        raise HarnessError(f"--out {command.out} is a file; give a directory for the model")
     return train(opts, invocation, parser.error)
 
 

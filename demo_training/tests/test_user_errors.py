@@ -45,3 +45,22 @@ def test_re_evaluating_a_damaged_model_directory_is_one_line(tmp_path, capsys, d
         corpus, expected = CORPUS, "cannot be loaded .* weights are damaged"
     err = one_line_error(capsys, ["--re-evaluate", str(model), "--corpus", str(corpus)])
     assert re.search(expected, err), err
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--steps", "-5"], "--steps must be at least 1, got -5"),
+    (["--seq-len", "0"], "--seq-len must be at least 1, got 0"),
+    (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+    (["--out-is-a-file"], "is a file; give a directory"),
+    (["--one-story"], "holds 1 stories: none is left to train on"),
+])
+def test_training_options_that_would_train_nothing_or_crash_are_one_line(tmp_path, capsys, options, expected):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Once upon a time there was a cat.\n<|endoftext|>\n" * (1 if options == ["--one-story"] else 50))
+    out = tmp_path / "model"
+    if options == ["--out-is-a-file"]:
+        out.write_text("a file")
+    argv = ["--corpus", str(corpus), "--out", str(out), "--threads", "1"]
+    argv += [] if options[0].startswith(("--out-is", "--one-story")) else options
+    assert expected in one_line_error(capsys, argv)
+    assert not (out / "README.md").exists()  # no model, no card
