@@ -146,3 +146,20 @@ def most_reached(grid: pd.DataFrame, tests: Sequence[PlannedTest], target: float
     order = score.sort_values(["attention", "all", "short", "cost"], ascending=False, kind="stable")
     return fits.loc[order.index[0]]
 
+
+def prompts_needed(test: PlannedTest, n_prefixes: int, target: float, start: int, limit: int = 1000) -> int | None:
+    """The fewest prompts (from ``start``, at most ``limit``) at which ``test`` reaches ``target``
+    with ``n_prefixes`` per group: what a design beyond the prompt set would need (power grows with
+    the prompts, so bisect). None where ``limit`` does not reach it or the test has no power."""
+    def reaches(p: int) -> bool:
+        power = test.power(p, n_prefixes)
+        return bool(np.isfinite(power) and power >= target)
+
+    if not reaches(limit):
+        return None
+    lo, hi = start, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid + 1, hi)
+    return lo
+

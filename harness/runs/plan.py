@@ -21,7 +21,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.planning import ATTENTION, OUTPUT, cheapest, claim_tests, most_reached, power_grid
+from harness.analysis.planning import (
+    ATTENTION,
+    OUTPUT,
+    cheapest,
+    claim_tests,
+    most_reached,
+    power_grid,
+    prompts_needed,
+)
 from harness.errors import HarnessError
 from harness.inputs import load_prefixes, load_prompts, select_prefixes
 from harness.runs.rundir import RunDir, load_runs
@@ -142,12 +150,13 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
                           f"{len(tests)} tests in all (the most within the budget), and the claims page states the "
                           f"power of the others")
     overrides = "" if chosen is None else f"prompts.limit={int(chosen.n_prompts)} prefixes.per_group={int(chosen.n_prefixes)}"
-    pilot = {t.label: t for t in tests}
+    per_group = int(chosen.n_prefixes) if chosen is not None else max(t.pilot[1] for t in tests)
     rows = []
-    for label, t in pilot.items():
+    for t in tests:
         rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
                      "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
-                     "power_chosen": np.nan if chosen is None else float(chosen[label])})
+                     "power_chosen": np.nan if chosen is None else float(chosen[t.label]),
+                     "prompts_needed": prompts_needed(t, per_group, target, p0), "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
                 effect_sds, budget_minutes)
 
@@ -184,11 +193,16 @@ def plan_markdown(p: Plan, run_dirs: list[Path]) -> str:
         lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {p.chosen.seconds / 60:.1f} minutes still to spend, "
                       f"{p.chosen.total_seconds / 60:.1f} in all."]
     lines += ["",
-              "## Power per test", "", "| claim | measure | model | placement | pilot | power at the pilot | power at the "
-              "chosen design |", "| --- | --- | --- | --- | --- | --- | --- |"]
+              "## Power per test", "", "The last column is what the target would take beyond the prompt set: the "
+              f"fewest prompts (up to 1,000) at which the test reaches power {p.target:g} with "
+              f"{int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
+              "| claim | measure | model | placement | pilot | power at the pilot | power at the chosen design | "
+              "prompts for the target |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in p.tests.itertuples():
+        needed = "no power" if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
+                                                              pd.isna(t.prompts_needed) else f"{int(t.prompts_needed)}")
         lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {_power(t.power_pilot)} | "
-                     f"{'' if p.chosen is None else _power(t.power_chosen)} |")
+                     f"{'' if p.chosen is None else _power(t.power_chosen)} | {needed} |")
     lines += ["", "No power: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
               "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"

@@ -98,3 +98,11 @@ def test_within_a_budget_the_design_reaching_the_most_tests_is_chosen():
     affordable = grid[grid.seconds <= 40]
     assert best[tests[1].label] == affordable[tests[1].label].max()
     assert planning.most_reached(grid, tests, 0.8, budget_seconds=1) is None
+
+
+def test_prompts_needed_is_the_fewest_that_reach_the_target():
+    att, out = hand_tests()
+    # attention: p * n / 40 >= 0.8 at n = 4 needs p >= 8; output (p * n / 80) needs 16
+    assert planning.prompts_needed(att, 4, 0.8, start=4) == 8
+    assert planning.prompts_needed(out, 4, 0.8, start=4) == 16
+    assert planning.prompts_needed(out, 4, 0.8, start=4, limit=10) is None
