@@ -9,7 +9,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install install-trainer demo test test-fast docs benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -126,6 +126,11 @@ docs-causal:
 TESTS = tests demo_training/tests
 test: install-trainer
 	$(BIN)/python -m pytest -q -n 2 $(TESTS)
+
+# The documentation site (docs/, mkdocs.yml) into site/: warnings are errors, links and anchors checked.
+docs-site: install
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Skips the tests that start real processes (CLI, kills, launchers, wheel install); CI runs them all.
 test-fast: install-trainer
