@@ -67,7 +67,8 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
         else:
             _, n_eff, dof, _ = effective_units(complete)
             low, high = (float(v) for v in wilson(rate, n_eff, quantile(dof, confidence)))
-            method = f"{WILSON}, {float(n_eff):.3g} effective units" + (f"; {note}" if note else "")
+            units = "effective unit" if float(n_eff) == 1 else "effective units"
+            method = f"{WILSON}, {float(n_eff):.3g} {units}" + (f"; {note}" if note else "")
         rows.append({**dict(zip(by, key)), "rate": rate, "ci_low": low, "ci_high": high,
                      "n_hits": int(n_hits), "n_conditions": int(n_conditions), "n_prompts": len(prompts),
                      "n_prefixes": int(cell["prefix_id"].nunique()),

@@ -216,7 +216,8 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
     if fewest < FEW_PREFIXES:
-        lines.append(f"With {fewest} prefixes in a group, the prompts x prefixes interval rests on few prefixes: "
+        lines.append(f"With {fewest} prefix{'es' if fewest != 1 else ''} in a group, the prompts x prefixes interval "
+                     "rests on few prefixes: "
                      "it is wide, and a general claim needs more prefixes.")
     holds_zero = (table.ci_low <= 0) & (table.ci_high >= 0)
     disagree = int((holds_zero & (table.wilcoxon_p < 0.05)).sum())
