@@ -140,8 +140,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             fig, axes = _grid(len(combos), 1)
             for row, (model, placement) in zip(axes, combos):
                 F.plot_hit_rate(row[0], select(rates, model, placement))
-                row[0].set_title(f"Is the prefix's word in the reply? (asked, forbidden, mentioned)\n"
-                                 f"{title(model, placement)}")
+                row[0].set_title(f"Is the prefix's word in the reply?\n{title(model, placement)}")
             out["fig8_hit_rate"] = fig
 
         ceiling = ceiling_table(conds) if ceiling is None else ceiling

@@ -4,7 +4,7 @@ For each tiny model of ``tests/zoo.py`` (windows of 8 tokens on ~40-token sequen
 sinks that bite), the harness either reproduces every attention metric of every segment against
 the eager ``output_attentions`` oracle (``tests/oracle.py``) to 1e-5, with the same greedy
 continuations as a plain ``generate``, or refuses the family with a one-line reason before any
-condition runs. The README's family table is generated from these outcomes and checked here.
+condition runs. The docs' family table (docs/concepts.md) is generated from these outcomes and checked here.
 """
 
 import re
@@ -21,7 +21,7 @@ from tests import oracle
 from tests.support import ROOT, engine_rig, sweep, write_jsonl
 from tests.zoo import ADDS_BOS, BYPASSES_INTERFACE, FAMILIES, WINDOWED, tiny_model
 
-README = ROOT / "README.md"
+FAMILY_PAGE = ROOT / "docs" / "concepts.md"
 PROMPT = Prompt("p", "The little robot opened the door and")
 PREFIXES = [
     Prefix("news", "neutral", "The council met on Tuesday to discuss the new harbour plan for the city."),
@@ -108,14 +108,14 @@ def conformance_table(outcomes: dict) -> str:
     return "\n".join(lines)
 
 
-def test_readme_table_is_generated_from_these_outcomes(outcomes):
-    text = README.read_text(encoding="utf-8")
+def test_the_docs_family_table_is_generated_from_these_outcomes(outcomes):
+    text = FAMILY_PAGE.read_text(encoding="utf-8")
     found = re.search(r"<!-- families:start -->\n(.*?)\n<!-- families:end -->", text, re.S)
     expected = conformance_table(outcomes)
-    assert found, "README.md needs the family table between <!-- families:start --> and <!-- families:end -->"
+    assert found, "docs/concepts.md needs the family table between <!-- families:start --> and <!-- families:end -->"
     # the error magnitudes are rounded to one significant digit; anything else must match exactly
     normalise = lambda t: re.sub(r"within \d+e-\d+", "within <err>", t)  # noqa: E731
-    assert normalise(found.group(1)) == normalise(expected), "update README.md:\n" + expected
+    assert normalise(found.group(1)) == normalise(expected), "update docs/concepts.md:\n" + expected
 
 
 # -- whole sweeps on saved models ----------------------------------------------------------------
