@@ -43,7 +43,7 @@ from harness.analysis.crossed import compare_groups, percentile_interval
 from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
-from harness.analysis.power import group_design_power
+from harness.analysis.power import fewest_reaching, group_design_power
 
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
@@ -272,18 +272,10 @@ def designs_for_power(components, n_prompts: int, n_prefixes: int, effect: float
     def reaches(p: int, x: int) -> bool:
         return bool(design_power(components, p, x, effect) >= target)
 
-    def fewest(step) -> int | None:
-        if not reaches(*step(limit)):
-            return None
-        lo, hi = 2, limit  # power grows with either count: bisect
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if reaches(*step(mid)) else (mid + 1, hi)
-        return lo
-
     if not (np.isfinite(effect) and effect > 0):
         return None, None
-    return fewest(lambda p: (max(p, 3), n_prefixes)), fewest(lambda x: (n_prompts, max(x, 2)))
+    return (fewest_reaching(lambda p: reaches(max(p, 3), n_prefixes), 2, limit),
+            fewest_reaching(lambda x: reaches(n_prompts, max(x, 2)), 2, limit))
 
 
 def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str = "norm_edit_distance",

@@ -34,6 +34,7 @@ from harness.analysis.claims import (
 )
 from harness.analysis.descriptive import with_settings
 from harness.analysis.design import design_power, variance_components
+from harness.analysis.power import fewest_reaching
 
 ATTENTION, OUTPUT = "attention", "output"
 # the measures the claims page tests, and whether each is an attention measure or an output one
@@ -155,11 +156,5 @@ def prompts_needed(test: PlannedTest, n_prefixes: int, target: float, start: int
         power = test.power(p, n_prefixes)
         return bool(np.isfinite(power) and power >= target)
 
-    if not reaches(limit):
-        return None
-    lo, hi = start, limit
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reaches(mid) else (mid + 1, hi)
-    return lo
+    return fewest_reaching(reaches, start, limit)
 

@@ -213,3 +213,17 @@ def group_design_power(components, n_prompts: int, n_prefixes: int, effect, alph
     power = np.where((shift > 38) | (np.isinf(shift) & (effect > 0)), 1.0, power)
     power = np.where(np.isfinite(variance) & np.isfinite(effect), power, np.nan)
     return float(power) if np.ndim(power) == 0 else power
+
+
+def fewest_reaching(reaches, start: int, limit: int) -> int | None:
+    """The smallest count in ``[start, limit]`` at which ``reaches(count)`` holds, for a test whose
+    power only grows with the count (prompts or prefixes): bisection. None where ``limit`` does
+    not reach it."""
+    if not reaches(limit):
+        return None
+    lo, hi = start, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid + 1, hi)
+    return lo
+
