@@ -31,8 +31,9 @@ from harness.analysis.planning import (
     prompts_needed,
 )
 from harness.errors import HarnessError
-from harness.inputs import load_prefixes, load_prompts, select_prefixes
-from harness.runs.rundir import RunDir, load_runs
+from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
+from harness.runs.rundir import RunDir, run_tables
+from harness.runs.tables import concat_tables
 
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
@@ -50,12 +51,12 @@ class RunCost:
     pilot_prefixes: frozenset[str]
     prompts_available: int
     prefixes_available: int  # per group
-    prefixes_path: str
+    bank: tuple[Prefix, ...]  # the run's prefix bank, read once
     seed: int
 
     def drawn(self, per_group: int) -> frozenset[str]:
         """The prefix ids the run's seed draws at ``per_group``."""
-        return frozenset(p.id for p in select_prefixes(load_prefixes(self.prefixes_path), per_group, self.seed))
+        return frozenset(p.id for p in select_prefixes(list(self.bank), per_group, self.seed))
 
     def seconds(self, n_prompts: int, per_group: int, kept: int) -> tuple[float, float]:
         """``(total, still to spend)`` for the design, where ``kept`` of its prefixes the pilot ran."""
@@ -89,7 +90,7 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         per_prefix=len(bc) / (a.prompt_id.nunique() * len(pilot_prefixes)),
         pilot_prompts=int(a.prompt_id.nunique()), pilot_prefixes=pilot_prefixes,
         prompts_available=len(load_prompts(config["prompts"]["path"])),
-        prefixes_available=int(per_kind.min()), prefixes_path=config["prefixes"]["path"], seed=int(config["seed"]))
+        prefixes_available=int(per_kind.min()), bank=tuple(prefixes), seed=int(config["seed"]))
 
 
 @dataclass
@@ -111,9 +112,9 @@ class Plan:
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, budget_minutes: float | None = None,
          trust_damaged: bool = False) -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all)."""
-    conditions, attention = load_runs(run_dirs, trust_damaged)
-    costs = [run_cost(r, RunDir(r).conditions(trust_damaged)) for r in run_dirs]
-    tests = claim_tests(conditions, attention, effect_sds)
+    per_run, attention = run_tables(run_dirs, trust_damaged)  # each table read once
+    costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
+    tests = claim_tests(concat_tables(per_run), concat_tables(attention) if attention else None, effect_sds)
     if not tests:
         raise HarnessError("no claim test could be planned from these runs: they need groups B and C, and prefix "
                            "lengths 32, 64, 128 and 256 for claim 2")

@@ -39,7 +39,7 @@ def test_the_cost_of_a_design_is_the_runs_own_seconds(tiny_run):
 
 def test_a_design_reuses_the_first_prompts_and_the_prefixes_drawn_again():
     cost = RunCost(run=None, seconds_a=1.0, seconds_bc=0.5, seconds_fixed=10.0, per_prefix=4, pilot_prompts=3,
-                   pilot_prefixes=frozenset(), prompts_available=24, prefixes_available=42, prefixes_path="", seed=0)
+                   pilot_prefixes=frozenset(), prompts_available=24, prefixes_available=42, bank=(), seed=0)
     total, still = cost.seconds(8, 6, kept=9)
     assert total == 10 + 8 * (1 + 2 * 6 * 4 * 0.5)
     assert still == total - 3 * (1 + 9 * 4 * 0.5)
