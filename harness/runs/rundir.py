@@ -359,11 +359,9 @@ def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_setti
                      RunDir(run_dir).manifest(trust_damaged))
 
 
-def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False
-               ) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
-    """Each run directory's conditions table, and the attention tables of those that have one,
-    each checked against its manifest's sha256, and the runs checked against each other
-    (:mod:`harness.runs.compat`: runs of other settings need ``allow_mixed_settings``)."""
+def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False) -> tuple:
+    """``([conditions per run], [attention of the runs with one])``, each table checked against
+    its manifest's sha256, the runs checked against each other (:mod:`harness.runs.compat`)."""
     runs = [RunDir(d) for d in run_dirs]
     conditions, attention = [], []
     for run in runs:
@@ -379,8 +377,7 @@ def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_se
 
 def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
               allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """The conditions and attention tables of one or more run directories (:func:`run_tables`),
-    concatenated. Attention is None when no run has an attention table (behaviour-only sweeps)."""
+    """:func:`run_tables` concatenated; attention None where no run has one (behaviour-only sweeps)."""
     conditions, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
 
