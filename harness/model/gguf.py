@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 MAGIC = b"GGUF"
 DEQUANTIZED_DTYPE = "float32"
 FACTS_FILE = "harness-gguf.json"  # written last: a cached copy without it is incomplete
+# what the facts file records to check the copy with, not facts about the GGUF (kept out of the manifest;
+# weights_sha256: what earlier versions recorded)
+CHECKSUM_KEYS = ("files_sha256", "weights_sha256")
 INSTALL_GGUF = "pip install gguf  (or: pip install 'prefix-harness[gguf]')"
 
 
@@ -167,7 +170,7 @@ def dequantized_copy(source: GgufSource) -> tuple[Path, dict]:
     recorded = _read_cached_facts(target)
     if recorded is not None and recorded.get("gguf_sha256") == sha and _weights_intact(target, recorded):
         # parsing the GGUF's metadata again takes seconds (its vocabulary); the copy recorded it
-        return target, {k: v for k, v in recorded.items() if k != "weights_sha256"}
+        return target, {k: v for k, v in recorded.items() if k not in CHECKSUM_KEYS}
     facts = {"gguf_file": path.name, "gguf_sha256": sha, **read_facts(path), "dequantized_to": DEQUANTIZED_DTYPE,
              "transformers": version, "cached_copy": str(target)}
     if target.exists():  # damaged, partial, or of an earlier version that checked less: made again
@@ -184,9 +187,9 @@ def dequantized_copy(source: GgufSource) -> tuple[Path, dict]:
             raise HarnessError(f"cannot write the model cache {staging.parent}: {exc.strerror or exc}; make it "
                                f"writable, or point PREFIX_HARNESS_CACHE at a directory that is") from None
         try:
-            weights = _dequantize_into(path, staging, facts["architecture"], version)
+            _dequantize_into(path, staging, facts["architecture"], version)
             files = {f.name: sha256_file(f) for f in sorted(staging.iterdir()) if f.is_file()}
-            write_json({**facts, "weights_sha256": weights, "files_sha256": files}, staging / FACTS_FILE)
+            write_json({**facts, "files_sha256": files}, staging / FACTS_FILE)
         except OSError as exc:  # a full disk, or the cache made read-only under us
             raise HarnessError(f"cannot write the model cache {staging.parent}: {exc.strerror or exc}; free space "
                                f"there, or point PREFIX_HARNESS_CACHE elsewhere") from None
@@ -237,9 +240,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _dequantize_into(path: Path, staging: Path, architecture: str, version: str) -> dict[str, str]:
+def _dequantize_into(path: Path, staging: Path, architecture: str, version: str) -> None:
     """Load ``path`` through transformers (dequantized to float32) and save it to ``staging`` as a
-    plain model directory; returns the sha256 of each weights file written."""
+    plain model directory."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -259,7 +262,6 @@ def _dequantize_into(path: Path, staging: Path, architecture: str, version: str)
     model.save_pretrained(staging, safe_serialization=True)
     tokenizer.save_pretrained(staging)
     _keep_tokenizer_as_read(tokenizer, staging, path.name)
-    return {f.name: sha256_file(f) for f in sorted(staging.glob("*.safetensors"))}
 
 
 PROBE_TEXTS = ("Once upon a time,  there was\na dog.", " leading space and trailing ", "naïve café — 東京 🙂",

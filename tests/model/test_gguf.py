@@ -59,6 +59,7 @@ def test_a_gguf_file_loads_as_the_model_it_was_written_from_and_is_cached(llama_
     monkeypatch.setattr(gguf_source, "_dequantize_into", lambda *a: pytest.fail("dequantized twice"))
     again = load_model("tiny-llama-gguf", device="cpu", gguf=GgufSource((str(path),)))
     assert torch.equal(logits(model, tok), logits(again.model, again.tokenizer))
+    assert again.source == loaded.source  # the manifest says the same of a cached load as of the first
 
 
 def test_a_damaged_cached_copy_is_made_again_not_used(llama_file, private_cache):
