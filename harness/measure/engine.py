@@ -44,6 +44,7 @@ from harness.measure.attention_metrics import row_metrics, token_kl
 from harness.measure.metrics import ROW_METRICS, check_row_metrics
 from harness.model.decoding import Continuation, forward, greedy_from, stop_set
 from harness.model.kv_buffers import buffered_cache, rewound, select_rows
+from harness.model.linear_precision import exact_linears
 from harness.model.prefix_cache import PrefixCache
 from harness.model.probe import capture_rows, key_bias
 
@@ -151,10 +152,14 @@ def _comparer(ref: Reference, block: tuple[int, int], out: dict[str, dict[int, d
 
 class Engine:
     """Runs conditions on one loaded model. ``attention=False`` skips the probe (behaviour only);
-    up to ``prefix_cache_bytes`` of prefix KV is kept for reuse across prompts (speed only)."""
+    up to ``prefix_cache_bytes`` of prefix KV is kept for reuse across prompts (speed only).
+    ``linear_dtype`` names the precision the model's linear layers were lowered to
+    (:mod:`harness.model.linear_precision`), if any; ``exact`` runs them at full precision anyway
+    (the noise floor's reference side)."""
 
     def __init__(self, model: torch.nn.Module, eos_id, max_new_tokens: int, attention: bool,
-                 prefix_cache_bytes: int = 0, decode_path: str = "stepwise", keep_decode_logp: bool = False):
+                 prefix_cache_bytes: int = 0, decode_path: str = "stepwise", keep_decode_logp: bool = False,
+                 linear_dtype: str | None = None, exact: bool = False):
         if decode_path not in DECODE_PATHS:
             raise ValueError(f"decode path {decode_path!r} is not one of {DECODE_PATHS}")
         self.model = model
@@ -164,6 +169,11 @@ class Engine:
         self.attention = attention
         self.decode_path = decode_path
         self.keep_decode_logp = keep_decode_logp
+        self.linear_dtype = linear_dtype
+        self.exact = exact
+        # the B/C conditions whose results keep their [steps, vocab] log-probs (None: all); the sweep
+        # keeps only its noise sample's: a batch's are hundreds of MB at a large vocabulary
+        self.keep_step_logp: frozenset[Condition] | None = None
         self.clock = PhaseClock()  # where B/C conditions spend their time (benchmarks/real_models.py)
         self.device = next(model.parameters()).device
         self.prefix_cache = PrefixCache(model, prefix_cache_bytes)
@@ -171,9 +181,21 @@ class Engine:
     def _capture(self, rows: slice, on_layer):
         return capture_rows(rows, on_layer) if self.attention else contextlib.nullcontext()
 
-    @torch.no_grad()
+    def _keeps(self, cond: Condition) -> bool:
+        """Whether ``cond``'s result keeps its step log-probabilities (the noise floor's sample)."""
+        return self.keep_step_logp is None or cond in self.keep_step_logp
+
+    def _precision(self):
+        """The linear layers' precision for this engine's passes (the lowered one unless ``exact``)."""
+        return exact_linears() if self.exact and self.linear_dtype else contextlib.nullcontext()
+
     def reference(self, cond: Condition) -> tuple[Reference, Result]:
         """Run group A for one prompt; returns the reference and A's own result row."""
+        with self._precision():
+            return self._reference(cond)
+
+    @torch.no_grad()
+    def _reference(self, cond: Condition) -> tuple[Reference, Result]:
         t0 = time.perf_counter()
         a = cond.assembled
         rows: dict[str, dict[int, tuple]] = {s: {} for s in SEGMENTS}
@@ -224,7 +246,7 @@ class Engine:
             "a batch needs one prompt and conditions that batchable() allows together"
         bias = KeyBias.of(iso, first.block_start, first.block_end)
         self.clock.start()
-        with key_bias(bias):
+        with key_bias(bias), self._precision():
             return self._conditions(ref, batch, t0)
 
     def _conditions(self, ref: Reference, batch: list[Condition], t0: float) -> list[Result]:
@@ -265,9 +287,16 @@ class Engine:
                 tf_logits, _ = forward(self.model, y, cache, **positions(n_in, len(y_a.ids)))
         clock.lap("teacher forcing")
         steps = _n_steps(y_a)
-        step_logp = _step_logp(last, tf_logits, steps)
-        step_kl = token_kl(ref.step_logp[None], step_logp) if steps else None  # [batch, steps]
-        choices = _choices(last, tf_logits, steps)  # [batch, steps] X's argmax and margin along Y_A
+        if self.decode_path == "stepwise":  # the arithmetic of every earlier version, bit for bit
+            step_logp = _step_logp(last, tf_logits, steps)
+            step_kl = token_kl(ref.step_logp[None], step_logp) if steps else None  # [batch, steps]
+            choices = _choices(last, tf_logits, steps)  # [batch, steps] X's argmax and margin along Y_A
+            kept_logp = ([step_logp[i] for i in range(len(batch))] if self.keep_step_logp is None else
+                         [step_logp[i].clone() if self._keeps(c) else None for i, c in enumerate(batch)])
+        else:  # the same quantities without [batch, steps, vocab] temporaries (one rounding apart)
+            step_kl, choices = _read_off(ref.step_logp, last, tf_logits, steps)
+            kept_logp = [_step_logp(last[i:i + 1], None if tf_logits is None else tf_logits[i:i + 1], steps)[0]
+                         if self._keeps(c) else None for i, c in enumerate(batch)]
         diverged = [_divergence(ids, y_a, self.stop) for ids in choices[0].tolist()]
         decode_logp: list[torch.Tensor] | None = [] if self.keep_decode_logp else None
         if self.decode_path == "stepwise":
@@ -289,20 +318,25 @@ class Engine:
         clock.lap("metrics")
         return [
             Result(c, y, float(step_kl[i].mean()) if steps else None, {s: per_row[s][i] for s in per_row}, n_queries,
-                   seconds, step_kl[i].tolist() if steps else None, step_logp[i], diverged[i],
+                   seconds, step_kl[i].tolist() if steps else None, kept_logp[i], diverged[i],
                    None if decoded is None else decoded[i])
             for i, (c, y) in enumerate(zip(batch, ys))
         ]
 
     def variant(self, **changes) -> Engine:
-        """This engine with other settings (``decode_path``, ``keep_decode_logp``), sharing its model
-        and prefix cache (the noise floor's alone side decodes step by step)."""
+        """This engine with other settings (``decode_path``, ``keep_decode_logp``, ``exact``), sharing
+        its model, and its prefix cache where the heads it holds are the variant's too (the noise
+        floor's alone side decodes step by step, with full-precision products)."""
         other = copy.copy(self)
         other.clock = PhaseClock()  # its seconds are its own
         for name, value in changes.items():
             if not hasattr(other, name):
                 raise AttributeError(f"Engine has no setting {name!r}")
             setattr(other, name, value)
+        if other.linear_dtype and other.exact != self.exact:
+            # the kept heads were computed at the other precision; the variant computes its own
+            # (keeping none: it runs a small sample, and memory goes to the sweep's cache)
+            other.prefix_cache = PrefixCache(self.model, 0)
         if other.decode_path not in DECODE_PATHS:
             raise ValueError(f"decode path {other.decode_path!r} is not one of {DECODE_PATHS}")
         return other
@@ -342,6 +376,33 @@ class Engine:
             out[r] = Continuation((*y_a.ids[:start], *y.ids), y.stopped_on_eos,
                                   min(min(margins[r][: diverged[r] + 1]), y.min_margin))
         return out
+
+
+def _read_off(ref_logp: torch.Tensor, last: torch.Tensor, tf_logits: torch.Tensor | None,
+              steps: int) -> tuple[torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
+    """What :func:`token_kl` and :func:`_choices` give along Y_A, ``[batch, steps]`` each, read
+    straight off the logits (the prefill's last, then the teacher-forced pass's): KL(A || X) as
+    sum p_A log p_A - sum p_A z + logsumexp(z) per step, with no log-softmax, concatenation or
+    product of the whole ``[batch, steps, vocab]`` ever materialized (at a 262k vocabulary each
+    was most of a batch's time). Rounds differently from the stepwise path's arithmetic; a KL that
+    rounding takes below zero is zero."""
+    parts = [last[:, None]] + ([tf_logits[:, : steps - 1]] if tf_logits is not None and steps > 1 else [])
+    if steps == 0:
+        empty = torch.zeros(last.shape[0], 0)
+        return None, (empty.long(), empty)
+    p_a = ref_logp.exp()  # [steps, vocab]
+    own = (p_a * torch.where(p_a > 0, ref_logp, torch.zeros_like(ref_logp))).sum(-1)  # sum p_A log p_A
+    kl, ids, margins, t = [], [], [], 0
+    for z in parts:  # [batch, s, vocab]
+        z = z.float()
+        s = z.shape[1]
+        cross = torch.einsum("sv,bsv->bs", p_a[t:t + s], z)
+        kl.append((own[t:t + s] - cross + torch.logsumexp(z, dim=-1)).clamp_min(0.0))
+        top2 = z.topk(2, dim=-1).values
+        ids.append(z.argmax(dim=-1))
+        margins.append(top2[..., 0] - top2[..., 1])
+        t += s
+    return torch.cat(kl, dim=1), (torch.cat(ids, dim=1), torch.cat(margins, dim=1))
 
 
 def _choices(last: torch.Tensor, tf_logits: torch.Tensor | None, steps: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,8 +9,10 @@ largest log-probability difference), and the attention statistics the tables rep
 larger than this cannot be told apart from numerical noise. Only the alone side costs extra: the
 batched side is what the sweep computed anyway.
 
-The alone side is always the step-by-step path (``decode.path=stepwise``, batch size 1): the
-reference computation. When the sweep read its continuations off the teacher-forced pass
+The alone side is always the step-by-step path (``decode.path=stepwise``, batch size 1) with the
+linear layers at their weights' full precision: the reference computation. When the sweep lowered
+the linear layers' products (``model.linear_dtype``, :mod:`harness.model.linear_precision`), the
+floor therefore measures that rounding too, with every prompt's A computed again at full precision. When the sweep read its continuations off the teacher-forced pass
 (``decode.path=teacher_forced``), the noise floor also compares the step-by-step decode's
 log-probabilities with the sweep's teacher-forced ones at every step where both follow A's
 continuation (``logp_max_diff_decode``): the rounding between one multi-token pass and one pass
@@ -81,9 +83,10 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
               progress=progress, desc=f"noise floor (batch {batch_size})")
     alone: dict[Condition, Result] = {}
     # A prompt whose A the sweep computed this run reuses it; the others' A is computed again.
-    references = references or {}
+    # the sweep's A is the reference's too, unless the sweep's products were lowered
+    references = references if references and not engine.linear_dtype else {}
     read_off = engine.decode_path == "teacher_forced"
-    reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off)
+    reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off, exact=True)
     a_ids: dict[str, tuple[int, ...]] = {}  # each prompt's A continuation
 
     def keep(result: Result, ref: Reference, _) -> None:
@@ -93,6 +96,7 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     drive(reference, sample, batch_size=1, on_result=keep,
           done=lambda c: c.group == "A" and c.prompt_id in references, references=references, progress=progress,
           desc="noise floor (alone)")
+    comparison = f"batch_{engine.linear_dtype}_products_vs_alone_exact" if engine.linear_dtype else "batch_vs_alone"
     rows = []
     for cond in sample:
         if cond.group == "A" or cond not in batched or cond not in alone:
@@ -103,7 +107,7 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
         has_steps = together.step_logp is not None and len(together.step_logp)
         rows.append({
             **condition_keys(model_label, cond),
-            "comparison": "batch_vs_alone",  # what the two computations compared were
+            "comparison": comparison,  # what the two computations compared were
             "batch_size": batch_size,
             **(output_drift(together.continuation.ids, single.continuation.ids) if together.continuation is not None
                else {name: None for name in output_metric_functions()}),

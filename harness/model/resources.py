@@ -1,10 +1,15 @@
-"""How much memory the harness may use: the automatic batch size and the prefix-cache budget.
+"""How much memory the harness may use, and how it gets it: the automatic batch size, the
+prefix-cache budget, and the CPU allocator's settings.
 
-Both read the free memory of the device once, when an experiment is built: the GPU's on CUDA,
-the machine's (``/proc/meminfo``) otherwise.
+The first two read the free memory of the device once, when an experiment is built: the GPU's on
+CUDA, the machine's (``/proc/meminfo``) otherwise.
 """
 
 from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
 
 import torch
 
@@ -40,3 +45,30 @@ def auto_batch_size(model: torch.nn.Module, dtype: str, device: str, longest: in
     per_row = 2 * kv_cache_bytes(seq_len=longest, batch=1, dtype=dtype, **shape_of(config))
     per_row += 4 * longest * (getattr(config, "vocab_size", 0) + 4 * getattr(config, "hidden_size", 1024))
     return int(max(1, min(cap, (free_bytes(device) // 2) // per_row)))
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
+
+
+def keep_freed_memory() -> dict | None:
+    """Have glibc's allocator keep freed memory for reuse instead of handing it back to the system.
+
+    By default glibc serves every allocation above a threshold (at most 32 MiB) with a fresh
+    ``mmap`` and unmaps it when freed, so each of a forward pass's large temporaries (a batch's
+    logits, its attention rows, a layer's activations) is page-faulted in anew, zero-filled by the
+    kernel: on a 2-core CPU that was a fifth of a SmolLM2 sweep's time (``benchmarks/real_models.py``).
+    Served from the heap and kept, the same buffers are reused. The arithmetic is unchanged (the
+    numbers are identical bit for bit); the process keeps its peak memory until it exits. Linux
+    with glibc only; returns the settings made (for the manifest), or None where there is no glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    settings = {"M_MMAP_MAX": (_M_MMAP_MAX, 0), "M_TRIM_THRESHOLD": (_M_TRIM_THRESHOLD, 2**31 - 1),
+                "M_TOP_PAD": (_M_TOP_PAD, 256 * 2**20)}
+    made = {name: value for name, (param, value) in settings.items() if mallopt(param, value) == 1}
+    return made or None

@@ -312,8 +312,12 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
     floor = margin_floor(noise)
     n = len(noise)
     detectable = 1 - 0.05 ** (1 / n)  # a share of conditions that n draws miss with probability 5%
+    lowered = sorted({str(c).split("_")[1] for c in noise.get("comparison", pd.Series(dtype=str)).astype(str)
+                      if str(c).endswith("_products_vs_alone_exact")})
+    how = (f"computed again alone, step by step and with the linear layers at full precision (the sweep multiplied "
+           f"them in {', '.join(lowered)}: model.linear_dtype)," if lowered else "computed again alone")
     lines = ["", "## Numerical noise floor", "",
-             f"{n} of {int((conditions.group != 'A').sum())} B/C conditions, spread over the run, computed again alone "
+             f"{n} of {int((conditions.group != 'A').sum())} B/C conditions, spread over the run, {how} "
              f"and compared with the sweep's own results of them (batch size {int(noise.batch_size.iloc[0])}); the "
              "differences are what rounding alone does to each number (mean [95% CI over conditions] and largest). "
              f"A numerical effect that touches at least {detectable:.0%} of conditions shows in {n} of them with "

@@ -29,9 +29,10 @@ from harness.measure.driver import DriveOutcome, drive
 from harness.measure.engine import Engine
 from harness.measure.metrics import METRICS
 from harness.model.decoding import stop_ids
+from harness.model.linear_precision import lower_linears
 from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe
-from harness.model.resources import auto_batch_size, prefix_cache_bytes
+from harness.model.resources import auto_batch_size, keep_freed_memory, prefix_cache_bytes
 from harness.runs.environment import set_determinism
 from harness.runs.store import RESULT_SCHEMA_VERSION, fingerprint
 
@@ -50,6 +51,8 @@ class Experiment:
     determinism: dict
     result_fingerprint: dict  # everything besides the condition itself that determines a result
     attn_base: str = ""  # the attention implementation the model computes with (the probe wraps it)
+    allocator: dict | None = None  # the CPU allocator's settings (speed only: harness.model.resources)
+    lowered_linears: int = 0  # linear layers multiplying in model.linear_dtype (harness.model.linear_precision)
 
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
@@ -59,6 +62,7 @@ class Experiment:
         (``harness locate`` evaluates its own lengths)."""
         cfg = validate(cfg)
         m = cfg.model
+        allocator = keep_freed_memory()  # before the model's tensors are allocated
         attention = bool(cfg.analysis.attention) if attention is None else attention
         prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
         prefixes = select_prefixes(load_prefixes(cfg.prefixes.path), cfg.prefixes.per_group, cfg.seed)
@@ -67,16 +71,21 @@ class Experiment:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
         exp = cls(cfg, loaded, prompts, prefixes, [], None, 0, determinism, {})  # type: ignore[arg-type]
+        exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
         exp.attn_base = loaded.model.config._attn_implementation
         if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
             # masks and biases are applied inside the harness's attention function
             exp.attn_base = install_probe(loaded.model)
+        # after the probe's check against eager attention (it checks the attention function; lowered
+        # products would make its two passes round apart before attention is reached)
+        linear_dtype, exp.lowered_linears = lower_linears(loaded.model, m.linear_dtype and m.linear_dtype.value)
         longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         stops = stop_ids(loaded.model, loaded.tokenizer)
         exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
-                            prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value)
+                            prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value,
+                            linear_dtype=linear_dtype)
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
             "metrics": [m.name for m in METRICS],  # a new measure is computed for every stored condition
@@ -86,13 +95,16 @@ class Experiment:
             "model_code": model_code_sha256(loaded.model) if m.trust_remote_code else None,
             "tokenizer": tokenizer_fingerprint(loaded.tokenizer),
             "dtype": loaded.dtype,
+            # results from before linear precisions existed multiplied at the weights' own
+            **({"linear_dtype": linear_dtype} if linear_dtype else {}),
             "device": torch.device(loaded.device).type,
             # CPU reductions are split over threads: another thread count rounds differently
             "cpu_threads": torch.get_num_threads() if loaded.device == "cpu" else None,
             "attn_implementation": exp.attn_base,
             "max_new_tokens": cfg.decode.max_new_tokens,
-            # results from before decode paths existed were stepwise: their keys stay valid for it
-            **({"decode_path": cfg.decode.path.value} if cfg.decode.path.value != "stepwise" else {}),
+            # results from before decode paths existed were stepwise: their keys stay valid for it;
+            # the other paths' KL and choices are read straight off the logits since read-off v2
+            **({"decode_path": cfg.decode.path.value, "read_off": 2} if cfg.decode.path.value != "stepwise" else {}),
             "eos": sorted(stops),
             "attention_analysis": attention,
             "batch_size": exp.batch_size,

@@ -30,6 +30,9 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
             "revision_requested": loaded.revision,
             "resolved_revision": loaded.resolved_revision,
             "dtype": loaded.dtype,
+            # the linear layers' products in another precision (null: the weights' own)
+            "linear_dtype": exp.engine.linear_dtype,
+            "linear_layers_lowered": exp.lowered_linears,
             "device": loaded.device,
             "class": type(loaded.model).__name__,
             "attn_implementation": exp.attn_base,
@@ -42,6 +45,7 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         },
         "seed": exp.cfg.seed,
         "determinism": exp.determinism,
+        "allocator": exp.allocator,
         "special_tokens_in_data": exp.cfg.special_tokens.value,
         "versions": versions,
         "counts": {"prompts": len(exp.prompts), "prefixes": len(exp.prefixes), "conditions": len(exp.conditions),

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.inputs.conditions import build_conditions
 from harness.inputs.isolation import isolations
 from harness.inputs.texts import Prefix, Prompt
 from harness.measure.driver import drive
-from harness.measure.engine import Engine, _divergence
+from harness.measure.attention_metrics import token_kl
+from harness.measure.engine import Engine, _choices, _divergence, _read_off, _step_logp
 from harness.measure.output_metrics import first_divergence
 from harness.model.decoding import Continuation
 from harness.model.probe import install_probe
@@ -126,3 +130,48 @@ def test_the_engine_refuses_an_unknown_decode_path():
     with pytest.raises(ValueError, match="decode path"):
         engine.variant(decode_path="fast")
     assert engine.variant(decode_path="none").decode_path == "none" and engine.decode_path == "stepwise"
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 4), steps=st.integers(0, 5), vocab=st.integers(2, 40), seed=st.integers(0, 2**31 - 1),
+       masked=st.booleans(), scale=st.sampled_from([0.1, 3.0, 30.0]))
+def test_reading_off_the_logits_gives_the_stepwise_paths_kl_and_choices(batch, steps, vocab, seed, masked, scale):
+    """The read-off arithmetic (no [batch, steps, vocab] temporaries) against the stepwise path's
+    log-softmax, token_kl and argmax, on random logits: A's distribution with tokens it gives no
+    mass to included, and logits from flat to peaked."""
+    g = torch.Generator().manual_seed(seed)
+    last = torch.randn(batch, vocab, generator=g) * scale
+    tf_logits = torch.randn(batch, max(steps - 1, 0) + 1, vocab, generator=g) * scale if steps > 1 else None
+    ref = torch.randn(steps, vocab, generator=g) * scale
+    if masked:
+        ref[:, : vocab // 2] = float("-inf")
+    ref_logp = torch.log_softmax(ref, dim=-1)
+    kl, (ids, margins) = _read_off(ref_logp, last, tf_logits, steps)
+    want_ids, want_margins = _choices(last, tf_logits, steps)
+    assert torch.equal(ids, want_ids)
+    torch.testing.assert_close(margins, want_margins, rtol=0, atol=1e-5)
+    if steps == 0:
+        assert kl is None
+        return
+    want_kl = token_kl(ref_logp[None], _step_logp(last, tf_logits, steps))
+    assert (kl >= 0).all()
+    torch.testing.assert_close(kl, want_kl, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_a_result_keeps_its_step_log_probs_only_when_asked():
+    model, tok = tiny_model("llama", seed=0)
+    install_probe(model)
+    conditions = build_conditions(tok, PROMPTS[:1], PREFIXES, groups=["A", "B", "C"], lengths=[6], separator="\n\n",
+                                  bos_policy="auto")
+    kept = next(c for c in conditions if c.group == "C")
+    for path in ("stepwise", "teacher_forced"):
+        engine = Engine(model, tok.eos_token_id, MAX_NEW, attention=True, decode_path=path)
+        engine.keep_step_logp = frozenset({kept})
+        found = {}
+        drive(engine, conditions, batch_size=4, progress=False,
+              on_result=lambda r, ref, alone: found.__setitem__(r.condition, r))
+        others = [r for c, r in found.items() if c.group != "A" and c != kept]
+        assert others and all(r.step_logp is None for r in others)
+        assert found[kept].step_logp is not None and found[kept].step_logp.shape[0] == len(found[kept].output_kl_steps)
+        # what it keeps is its own row, not a view holding the whole batch's
+        assert found[kept].step_logp.untyped_storage().nbytes() == found[kept].step_logp.nbytes

@@ -1,6 +1,8 @@
 """The noise floor: its size and spread, and that reusing the sweep's batched results is exactly
 what computing them again would give."""
 
+import json
+
 import pandas as pd
 
 from harness.paths import DATA_DIR
@@ -10,6 +12,7 @@ from harness.measure.driver import drive
 from harness.measure.engine import Engine
 from harness.measure.noise import measure_noise_floor, noise_sample, noise_size
 from harness.model.builtin import build_tiny
+from harness.model.linear_precision import lower_linears
 from harness.model.probe import install_probe
 from tests.support import SMALL_PREFIXES, sweep
 
@@ -70,3 +73,41 @@ def test_a_resumed_sweep_measures_the_same_noise_floor(tmp_path):
     (tmp_path / "run" / "noise.parquet").unlink()
     again = pd.read_parquet(sweep(tmp_path / "run", *args) / "noise.parquet")  # every result reused from disk
     pd.testing.assert_frame_equal(first, again, check_exact=True)
+
+
+def test_with_lowered_products_the_floors_alone_side_is_the_full_precision_computation():
+    """A sweep whose linear layers multiply in bfloat16: the noise floor's alone side runs them at
+    full precision, A included, so what it compares against is bit for bit an unlowered model's
+    step-by-step, one-at-a-time results; the difference it measures is the lowering's too."""
+    model, tok, conds = conditions()
+    install_probe(model)
+    plain = Engine(model, tok.eos_token_id, 6, attention=True)
+    sample = noise_sample(conds, 6)
+    exact = {}
+    drive(plain, sample, batch_size=1, progress=False, on_result=lambda r, ref, alone: exact.__setitem__(r.condition, r))
+    lower_linears(model, "bfloat16")
+    lowered = Engine(model, tok.eos_token_id, 6, attention=True, decode_path="teacher_forced", linear_dtype="bfloat16")
+    alone = lowered.variant(decode_path="stepwise", exact=True)
+    assert alone.prefix_cache is not lowered.prefix_cache  # heads computed at full precision
+    again = {}
+    drive(alone, sample, batch_size=1, progress=False, on_result=lambda r, ref, a: again.__setitem__(r.condition, r))
+    for cond, want in exact.items():
+        got = again[cond]
+        assert got.continuation == want.continuation and got.output_kl == want.output_kl
+        for segment in want.attention:
+            for metric, values in want.attention[segment].items():
+                assert (got.attention[segment][metric] == values).all(), (cond, segment, metric)
+    floor = measure_noise_floor(lowered, conds, sample, 4, "m", {}, progress=False, references={})
+    assert set(floor.comparison) == {"batch_bfloat16_products_vs_alone_exact"}
+    assert (floor.logp_max_diff > 0).all()  # the lowering moved every sampled condition's log-probs
+
+
+def test_a_sweep_with_lowered_products_says_so_and_keys_its_results_apart(tmp_path):
+    fast = ["model=tiny", "prompts.limit=1", "prefixes.per_group=2", "prefix.lengths=[8]", "decode.max_new_tokens=4"]
+    run = sweep(tmp_path / "run", *fast, "model.linear_dtype=bfloat16")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["model"]["linear_dtype"] == "bfloat16" and manifest["model"]["linear_layers_lowered"] > 0
+    assert manifest["result_fingerprint"]["linear_dtype"] == "bfloat16"
+    plain = json.loads((sweep(tmp_path / "plain", *fast, "draw_figures=false") / "manifest.json").read_text())
+    assert plain["model"]["linear_dtype"] is None and "linear_dtype" not in plain["result_fingerprint"]
+    assert "full precision" in (run / "report.md").read_text()
