@@ -174,6 +174,9 @@ class Engine:
         # the B/C conditions whose results keep their [steps, vocab] log-probs (None: all); the sweep
         # keeps only its noise sample's: a batch's are hundreds of MB at a large vocabulary
         self.keep_step_logp: frozenset[Condition] | None = None
+        # A continuations (by prompt id) to teacher-force instead of decoding: the noise floor's
+        # full-precision side measures along the sweep's own A, so that it compares like with like
+        self.forced_a: dict[str, Continuation] = {}
         self.clock = PhaseClock()  # where B/C conditions spend their time (benchmarks/real_models.py)
         self.device = next(model.parameters()).device
         self.prefix_cache = PrefixCache(model, prefix_cache_bytes)
@@ -210,8 +213,10 @@ class Engine:
         with self._capture(slice(a.task_start, a.task_end), keep("task")):
             logits, cache = forward(self.model, ids, cache, last_only=True)
         last = logits[:, -1]
-        with rewound(cache):  # decoding Y_A first: the teacher-forced pass below needs it
-            (y_a,) = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
+        y_a = self.forced_a.get(cond.prompt_id)
+        if y_a is None:
+            with rewound(cache):  # decoding Y_A first: the teacher-forced pass below needs it
+                (y_a,) = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id)
         tf_logits = None
         if y_a.ids:
             y = torch.tensor([y_a.ids], device=self.device)
@@ -324,7 +329,8 @@ class Engine:
         ]
 
     def variant(self, **changes) -> Engine:
-        """This engine with other settings (``decode_path``, ``keep_decode_logp``, ``exact``), sharing
+        """This engine with other settings (``decode_path``, ``keep_decode_logp``, ``exact``,
+        ``forced_a``), sharing
         its model, and its prefix cache where the heads it holds are the variant's too (the noise
         floor's alone side decodes step by step, with full-precision products)."""
         other = copy.copy(self)

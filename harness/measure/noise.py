@@ -12,7 +12,9 @@ batched side is what the sweep computed anyway.
 The alone side is always the step-by-step path (``decode.path=stepwise``, batch size 1) with the
 linear layers at their weights' full precision: the reference computation. When the sweep lowered
 the linear layers' products (``model.linear_dtype``, :mod:`harness.model.linear_precision`), the
-floor therefore measures that rounding too, with every prompt's A computed again at full precision. When the sweep read its continuations off the teacher-forced pass
+floor therefore measures that rounding too, with every prompt's A computed again at full precision
+along the sweep's own A continuation (teacher-forced, not decoded again: its step log-probabilities
+and attention rows are then compared at the same tokens). When the sweep read its continuations off the teacher-forced pass
 (``decode.path=teacher_forced``), the noise floor also compares the step-by-step decode's
 log-probabilities with the sweep's teacher-forced ones at every step where both follow A's
 continuation (``logp_max_diff_decode``): the rounding between one multi-token pass and one pass
@@ -73,20 +75,28 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     alone after its batch failed) is computed again in its whole planned batch, so its rounding
     is the sweep's. Only the alone side is always computed here, against the prompt's A from
     ``references`` (the sweep's own, by prompt id) where it has one."""
-    batched = dict(batched or {})
+    batched, sweeps_a = dict(batched or {}), dict(references or {})
     missing = {c for c in sample if c.group != "A" and c not in batched}
+
+    def keep_batched(result: Result, ref: Reference, _) -> None:
+        sweeps_a[ref.condition.prompt_id] = ref
+        if result.condition in missing:
+            batched[result.condition] = result
+
     if missing:
         prompts = {c.prompt_id for c in missing}
         drive(engine, [c for c in conditions if c.prompt_id in prompts], batch_size=batch_size,
-              done=lambda c: c not in missing and c.group != "A",
-              on_result=lambda r, ref, alone: batched.__setitem__(r.condition, r) if r.condition in missing else None,
+              done=lambda c: c not in missing and c.group != "A", on_result=keep_batched,
               progress=progress, desc=f"noise floor (batch {batch_size})")
     alone: dict[Condition, Result] = {}
-    # A prompt whose A the sweep computed this run reuses it; the others' A is computed again.
-    # the sweep's A is the reference's too, unless the sweep's products were lowered
-    references = references if references and not engine.linear_dtype else {}
     read_off = engine.decode_path == "teacher_forced"
-    reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off, exact=True)
+    if engine.linear_dtype:  # every A again at full precision, along the sweep's own A continuation
+        references = {}
+        reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off, exact=True,
+                                   forced_a={p: ref.continuation for p, ref in sweeps_a.items()})
+    else:  # a prompt whose A the sweep computed this run reuses it; the others' A is computed again
+        references = references or {}
+        reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off)
     a_ids: dict[str, tuple[int, ...]] = {}  # each prompt's A continuation
 
     def keep(result: Result, ref: Reference, _) -> None:
