@@ -1,18 +1,23 @@
 """The two real models the harness can load offline (GGUF, `make real-models`), measured side by side:
 load time cold (dequantizing the GGUF into an empty cache) and cached (the next process), and a
-small sweep's conditions per second with the full attention analysis under each decode path
-(``stepwise``: every version before this one; ``teacher_forced``: the default; ``none``: the
-attention-only measurement) against plain HF ``generate`` on the same conditions (one at a time,
-outputs only), with each method's peak resident memory and where the harness's B/C conditions
-spent their seconds (prefix cache, prefill, teacher forcing, decode, metrics: the engine's clock).
+study-shaped sweep's conditions per second (prompts x 24 prefixes per group, every B/C prefix of a
+length in one batch) under each way of computing them, against plain HF ``generate`` on the same
+conditions (one at a time, outputs only), with each method's peak resident memory and where the
+harness's B/C conditions spent their seconds (prefix cache, prefill, teacher forcing, decode,
+metrics: the engine's clock).
+
+The methods: ``previous`` is the previous version's computation, bit for bit (``decode.path=stepwise``,
+batch 16, glibc's allocator left at its defaults); the others are this version's with the full
+analysis (``teacher_forced``) or the attention-only measurement (``none``), with the linear layers'
+products at full precision (``float32``) or lowered (``bfloat16``: ``model.linear_dtype``), batch 48.
 
     python benchmarks/real_models.py            # both models (needs `make real-models` first)
     python benchmarks/real_models.py --quick    # fewer conditions
 
 Every measurement runs in a child process of its own, so load times include what a new process
 pays (imports excluded) and peak memory (``ru_maxrss``) is that method's alone. Targets (issue
-#49): the default path at least 2x the stepwise path's conditions per second, the attention-only
-measurement at least 4x.
+#49): the full analysis at least 2x the previous version's conditions per second, the
+attention-only measurement at least 4x.
 """
 
 from __future__ import annotations
@@ -31,13 +36,20 @@ MODELS = ("smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m")
 NEW_TOKENS = 16
 
 
-PATHS = ("stepwise", "teacher_forced", "none")
+# name: (decode path, linear products, batch size, allocator tuned)
+METHODS = {"previous": ("stepwise", None, 16, False),
+           "teacher_forced float32": ("teacher_forced", None, 48, True),
+           "teacher_forced bfloat16": ("teacher_forced", "bfloat16", 48, True),
+           "none float32": ("none", None, 48, True),
+           "none bfloat16": ("none", "bfloat16", 48, True)}
 
 
-def overrides(model: str, quick: bool, path: str = "teacher_forced") -> list[str]:
+def overrides(model: str, quick: bool, method: str = "previous") -> list[str]:
+    path, products, batch, _ = METHODS[method]
     return [f"model={model}", "prompts=en", f"prompts.limit={1 if quick else 2}", "prefixes=default",
-            f"prefixes.per_group={2 if quick else 4}", "prefix.lengths=[32,128]", f"decode.max_new_tokens={NEW_TOKENS}",
-            "analysis.noise_floor=false", "draw_figures=false", f"decode.path={path}"]
+            f"prefixes.per_group={8 if quick else 24}", f"prefix.lengths={'[32]' if quick else '[32,128]'}",
+            f"decode.max_new_tokens={NEW_TOKENS}", "analysis.noise_floor=false", "draw_figures=false",
+            f"decode.path={path}", f"batch_size={batch}"] + ([f"model.linear_dtype={products}"] if products else [])
 
 
 def peak_mb() -> float:
@@ -56,11 +68,15 @@ def child_load(model: str, quick: bool) -> dict:
     return {"seconds": time.perf_counter() - t0, "peak_mb": peak_mb()}
 
 
-def child_harness(model: str, quick: bool, path: str) -> dict:
+def child_harness(model: str, quick: bool, method: str) -> dict:
     import harness as H
 
+    if not METHODS[method][3]:  # the previous version left glibc's allocator as it was
+        import harness.runs.experiment as experiment
+
+        experiment.keep_freed_memory = lambda: None
     with tempfile.TemporaryDirectory() as tmp:
-        H.run(H.compose(overrides(model, quick, path)), Path(tmp) / "run", progress=False)
+        H.run(H.compose(overrides(model, quick, method)), Path(tmp) / "run", progress=False)
         status = json.loads((Path(tmp) / "run" / "status.json").read_text())
         manifest = json.loads((Path(tmp) / "run" / "manifest.json").read_text())
     return {"seconds": status["seconds"]["conditions"], "conditions": status["conditions"], "peak_mb": peak_mb(),
@@ -83,7 +99,7 @@ def child_generate(model: str, quick: bool) -> dict:
 
 
 CHILDREN = {"load": child_load, "generate": child_generate,
-            **{f"harness:{path}": (lambda model, quick, path=path: child_harness(model, quick, path)) for path in PATHS}}
+            **{f"harness:{m}": (lambda model, quick, m=m: child_harness(model, quick, m)) for m in METHODS}}
 
 
 def in_child(what: str, model: str, quick: bool, env: dict) -> dict:
@@ -103,8 +119,8 @@ def main() -> None:
     if ns.child:
         print(json.dumps(CHILDREN[ns.child[0]](ns.child[1], ns.quick)))
         return
-    print(f"{'model':<28} {'method':<24} {'conds':>6} {'cond/s':>7} {'x stepwise':>10} {'peak MB':>8}  "
-          f"B/C condition seconds by phase")
+    print(f"{'model':<28} {'method':<32} {'conds':>6} {'cond/s':>7} {'x previous':>10} {'x generate':>10} "
+          f"{'peak MB':>8}  B/C condition seconds by phase")
     with tempfile.TemporaryDirectory() as cache:
         env = {"PREFIX_HARNESS_CACHE": cache, "HF_HUB_OFFLINE": "1"}
         for model in ns.models:
@@ -112,13 +128,13 @@ def main() -> None:
             cached = in_child("load", model, ns.quick, env)
             print(f"{model:<28} load: {cold['seconds']:.1f} s cold (dequantizing), {cached['seconds']:.1f} s cached",
                   flush=True)
-            rows = {f"harness, {path}": in_child(f"harness:{path}", model, ns.quick, env) for path in PATHS}
+            rows = {f"harness, {m}": in_child(f"harness:{m}", model, ns.quick, env) for m in METHODS}
             rows["plain generate"] = in_child("generate", model, ns.quick, env)
-            base = rows["harness, stepwise"]["conditions"] / rows["harness, stepwise"]["seconds"]
+            rate = {m: r["conditions"] / r["seconds"] for m, r in rows.items()}
             for method, r in rows.items():
-                rate = r["conditions"] / r["seconds"]
                 phases = ", ".join(f"{k} {v:.1f}" for k, v in r.get("phases", {}).items())
-                print(f"{model:<28} {method:<24} {r['conditions']:>6} {rate:>7.2f} {rate / base:>10.2f} "
+                print(f"{model:<28} {method:<32} {r['conditions']:>6} {rate[method]:>7.2f} "
+                      f"{rate[method] / rate['harness, previous']:>10.2f} {rate[method] / rate['plain generate']:>10.2f} "
                       f"{r['peak_mb']:>8.0f}  {phases}", flush=True)
 
 
