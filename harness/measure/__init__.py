@@ -1,4 +1,5 @@
-"""Measurement: the metric registry (``metrics``, ``output_metrics``, ``attention_metrics``), one
+"""Measurement: the metric registry (``metrics``, ``output_metrics``, ``attention_metrics``), X's
+choices and output KL along A's continuation (``continuation_steps``), one
 prompt's conditions through the model (``engine``), the loop over prompts and batches
 (``driver``), a condition's table row (``records``), and the run's own numerical noise
 (``noise``).

@@ -41,6 +41,7 @@ import torch
 from harness.inputs.conditions import Condition, batchable
 from harness.model.masks import KeyBias
 from harness.measure.attention_metrics import row_metrics, token_kl
+from harness.measure import continuation_steps as along
 from harness.measure.metrics import ROW_METRICS, check_row_metrics
 from harness.model.decoding import Continuation, forward, greedy_from, stop_set
 from harness.model.kv_buffers import buffered_cache, rewound, select_rows
@@ -104,17 +105,6 @@ class PhaseClock:
 
     def rounded(self) -> dict[str, float]:
         return {k: round(v, 2) for k, v in self.seconds.items()}
-
-
-def _n_steps(y: Continuation) -> int:
-    """Continuation steps compared by output_kl: each token of Y_A, and the EOS if A stopped on it."""
-    return len(y.ids) + int(y.stopped_on_eos)
-
-
-def _step_logp(last_logits: torch.Tensor, tf_logits: torch.Tensor | None, steps: int) -> torch.Tensor:
-    """Log-probs ``[batch, steps, vocab]`` predicting Y_A[0], Y_A[1], ... (and EOS)."""
-    parts = [last_logits[:, None]] + ([tf_logits] if tf_logits is not None else [])
-    return torch.log_softmax(torch.cat(parts, dim=1)[:, :steps].float(), dim=-1)
 
 
 def _metrics_to_numpy(per_layer: dict[int, dict[str, torch.Tensor]], batch: int) -> list[dict[str, np.ndarray]]:
@@ -222,7 +212,7 @@ class Engine:
             y = torch.tensor([y_a.ids], device=self.device)
             with self._capture(slice(0, len(y_a.ids)), keep("continuation")):
                 tf_logits, _ = forward(self.model, y, cache)
-        step_logp = _step_logp(last, tf_logits, _n_steps(y_a))[0]
+        step_logp = along.step_logp(last, tf_logits, along.n_steps(y_a))[0]
         ref = Reference(cond, y_a, step_logp, rows, time.perf_counter() - t0)
 
         attention, n_queries = {}, {}
@@ -239,7 +229,7 @@ class Engine:
         own = token_kl(step_logp, step_logp)
         own_kl = float(own.mean()) if len(step_logp) else None
         return ref, Result(cond, y_a, own_kl, attention, n_queries, ref.seconds, own.tolist(), step_logp,
-                           _n_steps(y_a))
+                           along.n_steps(y_a))
 
     @torch.no_grad()
     def conditions(self, ref: Reference, batch: list[Condition]) -> list[Result]:
@@ -291,18 +281,18 @@ class Engine:
             with rewound(cache), self._capture(slice(0, len(y_a.ids)), compare("continuation")):
                 tf_logits, _ = forward(self.model, y, cache, **positions(n_in, len(y_a.ids)))
         clock.lap("teacher forcing")
-        steps = _n_steps(y_a)
+        steps = along.n_steps(y_a)
         if self.decode_path == "stepwise":  # the arithmetic of every earlier version, bit for bit
-            step_logp = _step_logp(last, tf_logits, steps)
+            step_logp = along.step_logp(last, tf_logits, steps)
             step_kl = token_kl(ref.step_logp[None], step_logp) if steps else None  # [batch, steps]
-            choices = _choices(last, tf_logits, steps)  # [batch, steps] X's argmax and margin along Y_A
+            choices = along.choices(last, tf_logits, steps)  # [batch, steps] X's argmax and margin along Y_A
             kept_logp = ([step_logp[i] for i in range(len(batch))] if self.keep_step_logp is None else
                          [step_logp[i].clone() if self._keeps(c) else None for i, c in enumerate(batch)])
         else:  # the same quantities without [batch, steps, vocab] temporaries (one rounding apart)
-            step_kl, choices = _read_off(ref.step_logp, last, tf_logits, steps)
-            kept_logp = [_step_logp(last[i:i + 1], None if tf_logits is None else tf_logits[i:i + 1], steps)[0]
+            step_kl, choices = along.read_off(ref.step_logp, last, tf_logits, steps)
+            kept_logp = [along.step_logp(last[i:i + 1], None if tf_logits is None else tf_logits[i:i + 1], steps)[0]
                          if self._keeps(c) else None for i, c in enumerate(batch)]
-        diverged = [_divergence(ids, y_a, self.stop) for ids in choices[0].tolist()]
+        diverged = [along.divergence(ids, y_a, self.stop) for ids in choices[0].tolist()]
         decode_logp: list[torch.Tensor] | None = [] if self.keep_decode_logp else None
         if self.decode_path == "stepwise":
             ys = greedy_from(self.model, last, cache, self.max_new_tokens, self.eos_id, start_index=n_in,
@@ -384,53 +374,3 @@ class Engine:
         return out
 
 
-def _read_off(ref_logp: torch.Tensor, last: torch.Tensor, tf_logits: torch.Tensor | None,
-              steps: int) -> tuple[torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
-    """What :func:`token_kl` and :func:`_choices` give along Y_A, ``[batch, steps]`` each, read
-    straight off the logits (the prefill's last, then the teacher-forced pass's): KL(A || X) as
-    sum p_A log p_A - sum p_A z + logsumexp(z) per step, with no log-softmax, concatenation or
-    product of the whole ``[batch, steps, vocab]`` ever materialized (at a 262k vocabulary each
-    was most of a batch's time). Rounds differently from the stepwise path's arithmetic; a KL that
-    rounding takes below zero is zero."""
-    parts = [last[:, None]] + ([tf_logits[:, : steps - 1]] if tf_logits is not None and steps > 1 else [])
-    if steps == 0:
-        empty = torch.zeros(last.shape[0], 0)
-        return None, (empty.long(), empty)
-    p_a = ref_logp.exp()  # [steps, vocab]
-    own = (p_a * torch.where(p_a > 0, ref_logp, torch.zeros_like(ref_logp))).sum(-1)  # sum p_A log p_A
-    kl, ids, margins, t = [], [], [], 0
-    for z in parts:  # [batch, s, vocab]
-        z = z.float()
-        s = z.shape[1]
-        cross = torch.einsum("sv,bsv->bs", p_a[t:t + s], z)
-        kl.append((own[t:t + s] - cross + torch.logsumexp(z, dim=-1)).clamp_min(0.0))
-        top2 = z.topk(2, dim=-1).values
-        ids.append(z.argmax(dim=-1))
-        margins.append(top2[..., 0] - top2[..., 1])
-        t += s
-    return torch.cat(kl, dim=1), (torch.cat(ids, dim=1), torch.cat(margins, dim=1))
-
-
-def _choices(last: torch.Tensor, tf_logits: torch.Tensor | None, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """X's greedy choice ``[batch, steps]`` at each step along Y_A (the argmax of the logits
-    predicting Y_A[t]: the prefill's last for t = 0, the teacher-forced pass's after), and that
-    step's top-1 minus top-2 logit margin (how close it came to a tie)."""
-    parts = [last[:, None]] + ([tf_logits] if tf_logits is not None else [])
-    logits = torch.cat(parts, dim=1)[:, :steps].float()
-    if logits.shape[1] == 0:
-        empty = torch.zeros(logits.shape[0], 0)
-        return empty.long(), empty
-    top2 = logits.topk(2, dim=-1).values
-    return logits.argmax(dim=-1), top2[..., 0] - top2[..., 1]
-
-
-def _divergence(choices: list[int], y_a: Continuation, stop) -> int:
-    """The first step at which X's choice is not A's: another token (or a stop) where A continued,
-    or a token where A stopped; ``len(choices)`` when X chooses A's path throughout."""
-    for t, token in enumerate(choices):
-        if t < len(y_a.ids):
-            if token != y_a.ids[t]:
-                return t
-        elif token not in stop:  # the step A stopped at
-            return t
-    return len(choices)

@@ -1,7 +1,8 @@
 """Model access: where a model comes from (``sources``, ``builtin``, ``gguf``) and loading it
 (``loading``, ``adapters``), the attention probe that captures rows and applies isolation masks
 (``probe``, ``masks``), greedy decoding and rewindable KV caches (``decoding``, ``kv_buffers``,
-``prefix_cache``), and sizing to the machine (``resources``, ``kv_size``).
+``prefix_cache``), the linear layers' precision (``linear_precision``), and sizing to the machine
+and its allocator (``resources``, ``kv_size``).
 
 Public here (each imported on first use):
 
@@ -14,6 +15,7 @@ Public here (each imported on first use):
 - ``masks``: ``KeyBias``
 - ``decoding``: ``Continuation``, ``greedy_decode``, ``stop_ids``
 - ``kv_size``: ``kv_cache_bytes``
+- ``linear_precision``: ``lower_linears``, ``exact_linears``
 """
 
 from harness.exports import lazy_exports
@@ -37,6 +39,8 @@ _API = {
     "greedy_decode": "harness.model.decoding",
     "stop_ids": "harness.model.decoding",
     "kv_cache_bytes": "harness.model.kv_size",
+    "lower_linears": "harness.model.linear_precision",
+    "exact_linears": "harness.model.linear_precision",
 }
 __all__ = sorted(_API)
 __getattr__, __dir__ = lazy_exports(__name__, _API, globals())

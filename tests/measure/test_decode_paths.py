@@ -16,7 +16,8 @@ from harness.inputs.isolation import isolations
 from harness.inputs.texts import Prefix, Prompt
 from harness.measure.driver import drive
 from harness.measure.attention_metrics import token_kl
-from harness.measure.engine import Engine, _choices, _divergence, _read_off, _step_logp
+from harness.measure.continuation_steps import choices, divergence, read_off, step_logp
+from harness.measure.engine import Engine
 from harness.measure.output_metrics import first_divergence
 from harness.model.decoding import Continuation
 from harness.model.probe import install_probe
@@ -82,7 +83,7 @@ STOP = frozenset({0})
     ([4, 6, 7, 0], 0),
 ])
 def test_divergence_is_the_first_step_x_leaves_a(choices, expected):
-    assert _divergence(choices, Y_A, STOP) == expected
+    assert divergence(choices, Y_A, STOP) == expected
 
 
 def test_attention_only_sweep_leaves_output_measures_null_not_zero(tmp_path):
@@ -135,7 +136,7 @@ def test_the_engine_refuses_an_unknown_decode_path():
 @settings(max_examples=60, deadline=None)
 @given(batch=st.integers(1, 4), steps=st.integers(0, 5), vocab=st.integers(2, 40), seed=st.integers(0, 2**31 - 1),
        masked=st.booleans(), scale=st.sampled_from([0.1, 3.0, 30.0]))
-def test_reading_off_the_logits_gives_the_stepwise_paths_kl_and_choices(batch, steps, vocab, seed, masked, scale):
+def test_reading_off_the_logits_gives_the_stepwise_paths_kl_andchoices(batch, steps, vocab, seed, masked, scale):
     """The read-off arithmetic (no [batch, steps, vocab] temporaries) against the stepwise path's
     log-softmax, token_kl and argmax, on random logits: A's distribution with tokens it gives no
     mass to included, and logits from flat to peaked."""
@@ -146,14 +147,14 @@ def test_reading_off_the_logits_gives_the_stepwise_paths_kl_and_choices(batch, s
     if masked:
         ref[:, : vocab // 2] = float("-inf")
     ref_logp = torch.log_softmax(ref, dim=-1)
-    kl, (ids, margins) = _read_off(ref_logp, last, tf_logits, steps)
-    want_ids, want_margins = _choices(last, tf_logits, steps)
+    kl, (ids, margins) = read_off(ref_logp, last, tf_logits, steps)
+    want_ids, want_margins = choices(last, tf_logits, steps)
     assert torch.equal(ids, want_ids)
     torch.testing.assert_close(margins, want_margins, rtol=0, atol=1e-5)
     if steps == 0:
         assert kl is None
         return
-    want_kl = token_kl(ref_logp[None], _step_logp(last, tf_logits, steps))
+    want_kl = token_kl(ref_logp[None], step_logp(last, tf_logits, steps))
     assert (kl >= 0).all()
     torch.testing.assert_close(kl, want_kl, rtol=1e-4, atol=1e-4 * scale)
 
