@@ -274,9 +274,54 @@ def resume(args: list[str]) -> int:
                                      "failed run: computes only the conditions without a stored result.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("overrides", nargs="*", help="extra overrides (e.g. on_existing=resume)")
-    ns = parser.parse_args(args)
-    overrides = [o for o in RunDir(ns.run_dir).overrides() if not o.startswith("hydra.run.dir=")]
+    parser.add_argument("--accept-changes", action="store_true",
+                        help="resume even where the run's own command now composes another design (the changes "
+                             "are listed without it)")
+    ns = parser.parse_intermixed_args(args)  # the flag may come after the overrides
+    run = RunDir(ns.run_dir)
+    overrides = [o for o in run.overrides() if not o.startswith("hydra.run.dir=")]
+    if not ns.accept_changes:
+        changed = _design_changes(run, overrides, ns.overrides)
+        if changed:
+            command = " ".join(overrides) or "no overrides"
+            raise HarnessError(f"resuming {run} would change its design: its command ({command}) composes to other "
+                               f"settings under this version than the run was made with: {'; '.join(changed)}. Give "
+                               f"the old values as overrides (harness resume {run} KEY=OLD ...) to keep the design, "
+                               f"or pass --accept-changes to resume with the new one")
     return sweep([*overrides, *ns.overrides, f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
+
+
+def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6) -> list[str]:
+    """``KEY: saved -> now`` for each result-determining setting whose value the run's saved command
+    (``overrides``) composes to under this version differs from the run's saved config, leaving
+    out keys the user's ``extra`` overrides set on purpose. Empty where the run has no saved config
+    (an earlier version's: nothing to compare) or the command does not compose (the sweep says why)."""
+    from harness.config import NOT_RESULT_KEYS, as_plain, compose
+
+    saved = run.saved_config()
+    if saved is None:
+        return []
+    try:
+        now = as_plain(compose([*overrides, *extra]))
+    except Exception:  # noqa: BLE001 - the sweep itself reports a command that does not compose
+        return []
+    asked = {o.split("=", 1)[0].lstrip("+~") for o in extra}
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out.update(flat(v, f"{prefix}{k}."))
+            else:
+                out[f"{prefix}{k}"] = v
+        return out
+
+    before, after = flat({k: v for k, v in saved.items() if k not in NOT_RESULT_KEYS and k != "hydra"}), \
+        flat({k: v for k, v in now.items() if k not in NOT_RESULT_KEYS and k != "hydra"})
+    changed = [f"{k}: {before.get(k, '(absent)')!r} -> {after.get(k, '(absent)')!r}"
+               for k in sorted(set(before) | set(after))
+               if before.get(k) != after.get(k) and not any(k == a or k.startswith(a + ".") for a in asked)]
+    return changed[:shown] + ([f"and {len(changed) - shown} more"] if len(changed) > shown else [])
 
 
 def hydra_quoted(value: str) -> str:

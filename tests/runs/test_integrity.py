@@ -149,3 +149,28 @@ def test_overrides_of_an_earlier_version_without_a_checksum_still_resume(run_cop
     path.write_text("just a string\n")
     with pytest.raises(HarnessError, match="overrides.yaml is damaged"):
         RunDir(run_copy).overrides()
+
+
+def test_resuming_a_run_whose_command_now_composes_another_design_says_what_changes(run_copy, capsys):
+    """A run made when a default was different (here: prefixes.per_group) resumes, by its own saved
+    command, into another design: that is said, with the way to keep the old one, and needs a flag."""
+    from harness.io import open_text_seal, write_sealed_text
+
+    config = run_copy / ".hydra" / "config.yaml"
+    text, _ = open_text_seal(config.read_text())
+    saved = RunDir(run_copy).saved_config()
+    assert saved["seed"] == 0 and "seed=" not in " ".join(RunDir(run_copy).overrides())
+    write_sealed_text(text.replace("seed: 0", "seed: 3"), config)  # as if seed's default had been 3 then
+    before = {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()}
+    error = one_line_error(capsys, ["resume", str(run_copy)])
+    assert "would change its design" in error and "seed: 3 -> 0" in error and "--accept-changes" in error
+    assert before == {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()}  # nothing written
+    # the old value given explicitly keeps the design (and is no change of the command's own)
+    assert "seed" not in " ".join(_changes(run_copy, ["seed=3"]))
+    assert main(["resume", str(run_copy), "--accept-changes", "on_existing=resume"]) == 0
+
+
+def _changes(run, extra):
+    from harness.cli.hydra_apps import _design_changes
+
+    return _design_changes(RunDir(run), [o for o in RunDir(run).overrides() if not o.startswith("hydra.")], extra)
