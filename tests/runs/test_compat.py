@@ -1,7 +1,7 @@
 """One rule for every command that reads several runs together (issue #48): ``collect``, ``claims``,
 ``figures`` and ``causal-heads`` refuse runs whose numbers one table cannot hold silently (another
 max_new_tokens, decode path, special-token handling or metric set; for one model other weights,
-tokenizer, dtype or device) with the same line, and ``--allow-mixed-settings`` lets each of them
+tokenizer, dtype, linear precision or device) with the same line, and ``--allow-mixed-settings`` lets each of them
 through."""
 
 import pytest
@@ -22,7 +22,8 @@ def runs(tmp_path_factory):
     made = {}
     for name, setting in {"n4": ["decode.max_new_tokens=4"], "n6": ["decode.max_new_tokens=6"],
                           "stepwise": ["decode.max_new_tokens=4", "decode.path=stepwise"],
-                          "none": ["decode.max_new_tokens=4", "decode.path=none"]}.items():
+                          "none": ["decode.max_new_tokens=4", "decode.path=none"],
+                          "bf16": ["decode.max_new_tokens=4", "model.linear_dtype=bfloat16"]}.items():
         made[name] = sweep(root / name, *BASE, *setting)
     return made
 
@@ -34,7 +35,8 @@ def commands(a, b, out):
 
 
 @pytest.mark.parametrize("pair, setting", [(("n4", "n6"), "max_new_tokens"), (("n4", "stepwise"), "decode_path"),
-                                           (("n4", "none"), "decode_path"), (("stepwise", "none"), "decode_path")])
+                                           (("n4", "none"), "decode_path"), (("stepwise", "none"), "decode_path"),
+                                           (("n4", "bf16"), "linear_dtype for model builtin:tiny-llama")])
 def test_every_reader_of_several_runs_refuses_mixed_settings_alike(runs, pair, setting, tmp_path, capsys):
     a, b = (runs[p] for p in pair)
     lines = {}
