@@ -256,6 +256,17 @@ def as_plain(cfg) -> dict:
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 
 
+def recorded_config(cfg, overrides: list[str] | None) -> dict:
+    """The config as a run records it (``.hydra/config.yaml``, the manifest): plain, and without the
+    model config's ``notes`` where the command pointed it at another model (``model.name_or_path=``
+    given, ``model.notes=`` not): those notes describe the config's own model, not the user's."""
+    config = as_plain(cfg)
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides or ()}
+    if "model.name_or_path" in keys and "model.notes" not in keys and isinstance(config.get("model"), dict):
+        config["model"]["notes"] = ""
+    return config
+
+
 # The configs validate() returned (by identity): validated once, a config is not checked again.
 _VALIDATED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 

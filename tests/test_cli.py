@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from harness.cli import COMMANDS
 from tests.forked import run_forked as harness
 from tests.support import FAST, run_harness
 
@@ -55,3 +56,12 @@ def test_a_config_mistake_is_reported_before_torch_loads(tmp_path):
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.stdout.split() == ["2", "False"], (result.stdout, result.stderr)
     assert "max_new_tokenz" in result.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_commands_help_works_in_a_fresh_process(command, tmp_path):
+    done = run_harness(command, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage" in done.stdout.lower() or command in done.stdout
+    assert "Traceback" not in done.stderr

@@ -158,3 +158,17 @@ def test_a_sweep_validates_its_config_once(tmp_path, monkeypatch):
     assert validate(typed) is typed and len(calls) == 2  # a validated config is not checked again
     with pytest.raises(Exception, match="read-only"):
         typed.seed = 3  # what was checked is what runs
+
+
+def test_a_run_pointed_at_another_model_does_not_record_the_config_models_notes():
+    """model.name_or_path=... keeps the model group's other settings; its notes describe that
+    group's own model, so the run records none (unless model.notes= is given too)."""
+    from harness.config import recorded_config
+
+    cfg = compose(["model=demo"])
+    assert cfg.model.notes
+    assert recorded_config(cfg, ["model=demo"])["model"]["notes"] == cfg.model.notes
+    other = compose(["model.name_or_path=builtin:tiny-llama"])
+    assert recorded_config(other, ["model.name_or_path=builtin:tiny-llama"])["model"]["notes"] == ""
+    mine = ["model.name_or_path=builtin:tiny-llama", "model.notes=my model"]
+    assert recorded_config(compose(mine), mine)["model"]["notes"] == "my model"

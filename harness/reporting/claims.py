@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.analysis import claims as analysis
 from harness.io import write_parquet, write_text
+from harness.reporting.markdown import num
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
 
@@ -23,6 +24,24 @@ def caveat(models: list[str]) -> str:
             "they ran at (a quantized model's manifest records its GGUF and quantization types), not about the "
             "1-3B full-precision models the seed's claims were made for; the shipped hub configs (qwen2.5-1.5b, "
             "llama-3.2-1b, gemma-2-2b, ...) run the same study on a GPU.")
+
+
+def precision_note(noise: pd.DataFrame | None) -> str:
+    """Where the runs' linear products were lowered (model.linear_dtype), what their noise floors
+    measured of it against full precision; empty otherwise."""
+    if noise is None or noise.empty or "comparison" not in noise:
+        return ""
+    lowered = noise[noise.comparison.astype(str).str.endswith("_products_vs_alone_exact")]
+    if lowered.empty:
+        return ""
+    dtypes = sorted({str(c).split("_")[1] for c in lowered.comparison.astype(str)})
+    changed = int((lowered.norm_edit_distance.fillna(0) > 0).sum()) if "norm_edit_distance" in lowered else 0
+    models = ", ".join(sorted(lowered.model.astype(str).unique()))
+    return (f" The linear layers multiplied in {', '.join(dtypes)} (model.linear_dtype) in the runs of {models}; "
+            f"their noise floors measured that against full "
+            f"precision on {len(lowered)} sampled conditions: attention KL moved by at most "
+            f"{num(lowered.attn_kl_mean.max())} nats, output KL by at most {num(lowered.output_kl.max())}, and "
+            f"{changed} of {len(lowered)} greedy continuations changed (`noise.parquet` of each run).")
 
 
 def _cells(df: pd.DataFrame) -> list[tuple[str, str]]:
@@ -108,11 +127,11 @@ def claim_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None, tabl
 
 
 def _fmt(v, digits: int = 3) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{digits}g}"
+    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else num(v, digits)
 
 
 def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], models: list[str],
-                    n_resamples: int) -> str:
+                    n_resamples: int, precision: str = "") -> str:
     lines = ["# The seed's claims, tested", "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "
@@ -124,7 +143,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "benchmarks/crossed_calibration.py). A claim is *supported* when its interval lies on the claim's side "
              "of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
              "design cannot support an interval: the row says why). The numbers are in `claims.parquet`.", "",
-             caveat(models), ""]
+             caveat(models) + precision, ""]
     for claim, text in analysis.HYPOTHESES.items():
         rows = table[table.claim == claim]
         lines += [f"## Claim {claim}: {text}", ""]
@@ -166,5 +185,6 @@ def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise
         written += save_figure(fig, out_dir / "figures" / name)
         plt.close(fig)
     models = sorted(conditions.model.astype(str).unique())
-    write_text(claims_markdown(table, list(figures), runs, models, n_resamples), out_dir / "claims.md")
+    write_text(claims_markdown(table, list(figures), runs, models, n_resamples, precision_note(noise)),
+               out_dir / "claims.md")
     return [*written, out_dir / "claims.md"]

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 
 def num(v, digits: int = 3) -> str:
-    """Fixed decimals for ordinary values, significant digits for small ones (never "-0.000")."""
+    """``digits`` significant digits, in one style for every number of a report: positional from
+    1e-6 up (trailing zeros kept, they are significant: 0.0100, 0.500, 0.00000725), whole numbers
+    from ``10 ** digits`` up, and scientific only below 1e-6, where a number is rounding-sized
+    (4.66e-09); never "-0"."""
     if v is None or pd.isna(v):
         return "n/a"
     if v == 0:
         return "0"
-    return f"{v:.{digits}g}" if abs(v) < 10 ** -(digits - 1) else f"{v:.{digits}f}"
+    size = abs(v)
+    if size >= 10 ** digits:
+        return f"{v:.0f}"
+    if size < 1e-6:
+        return f"{v:.{digits - 1}e}"
+    decimals = max(digits - 1 - math.floor(math.log10(size)), 0)
+    text = f"{v:.{decimals}f}"
+    if len(text.lstrip("-").replace(".", "").lstrip("0")) > digits:  # rounding carried it up a digit
+        text = f"{v:.{max(decimals - 1, 0)}f}"
+    return text
 
 
 def ci(mean, low, high, digits=3, note: str | None = None) -> str:

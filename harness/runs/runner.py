@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.config import NOT_RESULT_KEYS, as_plain, validate
+from harness.config import NOT_RESULT_KEYS, recorded_config, validate
 from harness.errors import HarnessError
 from harness.io import write_parquet, write_sealed_json
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
@@ -57,7 +57,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     ``error``), :class:`SweepFailed` after writing the tables of the rest if a condition failed,
     and lets KeyboardInterrupt through after marking the run interrupted."""
     cfg = validate(cfg)
-    rundir, config = RunDir(run_dir), as_plain(cfg)
+    rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
         previous = rundir.previous_status()

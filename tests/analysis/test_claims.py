@@ -167,3 +167,15 @@ def test_the_min_of_two_contrasts_interval_covers_on_a_fixed_simulation(P, n, sd
     low, high, estimate = claims.min_contrast_interval(Y, claims.JUMP_WEIGHTS)
     assert estimate == pytest.approx(np.min(np.einsum("spxk,ck->spxc", Y, claims.JUMP_WEIGHTS).mean((1, 2)), -1))
     assert np.mean(high < 0.5) <= 0.03 and np.mean(low > 0.5) <= 0.03
+
+
+def test_the_claims_page_says_where_the_linear_products_were_lowered_and_what_the_floor_measured():
+    from harness.reporting.claims import precision_note
+
+    noise = pd.DataFrame({"model": ["m", "m", "n"], "comparison": ["batch_bfloat16_products_vs_alone_exact"] * 2
+                          + ["batch_vs_alone"], "norm_edit_distance": [0.0, 0.25, 0.5],
+                          "attn_kl_mean": [0.001, 0.003, 0.2], "output_kl": [0.0004, 0.0007, 0.1]})
+    note = precision_note(noise)
+    assert "bfloat16" in note and "runs of m;" in note and "2 sampled conditions" in note
+    assert "at most 0.00300 nats" in note and "1 of 2 greedy continuations changed" in note
+    assert precision_note(noise[noise.comparison == "batch_vs_alone"]) == "" and precision_note(None) == ""

@@ -2,11 +2,15 @@
 tables; no zero-width interval; a prompts-only test that disagrees with the general interval is
 said to."""
 
+import math
+
 import numpy as np
 import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.reporting import report
-from harness.reporting.markdown import ci
+from harness.reporting.markdown import ci, num
 from harness.runs.rundir import load_runs
 
 
@@ -35,7 +39,7 @@ def test_a_run_without_targets_says_there_is_no_obey_measure(tiny_run):
 
 
 def test_no_zero_width_interval_is_printed():
-    assert ci(1.0, 1.0, 1.0) == "1.000, no interval (every resample gives the same value)"
+    assert ci(1.0, 1.0, 1.0) == "1.00, no interval (every resample gives the same value)"
     assert ci(0.0, 0.0, 0.0, note="1 prompts") == "0, no interval (1 prompts)"
     assert ci(0.5, 0.4, 0.6) == "0.500 [0.400, 0.600]"
 
@@ -50,3 +54,21 @@ def test_a_prompts_only_test_the_general_interval_does_not_back_is_said_to_disag
     assert any(line.startswith("In 1 of these rows the prompts-only test finds a difference") for line in lines)
     agreed = report._contrasts(conds.assign(target=np.nan), pd.DataFrame([{**row, "wilcoxon_p": 0.3}]))
     assert not any("prompts-only test finds" in line for line in agreed)
+
+
+def test_numbers_print_in_one_style_of_significant_digits():
+    """The style the issue asked for: significant digits everywhere, no 7.248e-06 beside 0.0034."""
+    assert ci(0.010, 0.000151, 0.424) == "0.0100 [0.000151, 0.424]"
+    cases = {0.0034: "0.00340", 7.248e-06: "0.00000725", 0.5: "0.500", 181.68: "182", 999.7: "1000", 0.09996: "0.100",
+             -0.1626: "-0.163", 56092.27: "56092", 4.66e-09: "4.66e-09", 0.0: "0", 12.0: "12.0"}
+    assert {v: num(v) for v in cases} == cases
+
+
+@given(st.floats(1e-6, 999.4, allow_nan=False), st.booleans())
+def test_a_printed_number_keeps_three_significant_digits_and_rounds_to_the_nearest(v, negative):
+    v = -v if negative else v
+    text = num(v)
+    assert "e" not in text
+    step = 10 ** (math.floor(math.log10(abs(v))) - 2)
+    assert abs(float(text) - v) <= 0.5 * step * (1 + 1e-9)
+    assert len(text.lstrip("-").replace(".", "").lstrip("0")) == 3
