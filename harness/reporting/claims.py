@@ -137,11 +137,11 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "
              "kept at or above zero) with Satterthwaite degrees of freedom. Claims 1 and 2 compare one part of a "
              "profile with the larger of two others: the interval of the smaller of two contrasts, each side missing "
-             "at most 2.5% (conservative when the two are about equal); the detail gives the smallest difference the "
-             "design would detect with power 0.8. Claim 3 is the report's lead interval and the test it inverts (p), "
-             "with the test's power at this design against one prefix-level SD (calibrated in simulation: "
-             "benchmarks/crossed_calibration.py). A claim is *supported* when its interval lies on the claim's side "
-             "of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
+             "at most 2.5% (conservative when the two are about equal); the detail gives where the profile peaks "
+             "(claim 1) or its means and steps (claim 2). Claim 3 is the report's lead interval and the test it "
+             "inverts (p). Every row states its test's power at this design against one prefix-level SD (calibrated "
+             "in simulation: benchmarks/crossed_calibration.py). A claim is *supported* when its interval lies on the "
+             "claim's side of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
              "design cannot support an interval: the row says why). The numbers are in `claims.parquet`.", "",
              caveat(models) + precision, ""]
     for claim, text in analysis.HYPOTHESES.items():
@@ -153,17 +153,14 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
             continue
         statistic = rows.statistic.iloc[0]
         header = ["model", "placement", "measure", f"{statistic}", "interval", "verdict"]
-        if claim == 3:
-            header += ["p (lead test)", "power at 1 prefix SD"]
-        header += ["prompts x prefixes", "detail"]
+        header += (["p (lead test)"] if claim == 3 else []) + ["power at 1 prefix SD", "prompts x prefixes", "detail"]
         lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for r in rows.itertuples():
             interval = (f"{_fmt(r.ci_low)} to {_fmt(r.ci_high)}" if np.isfinite(r.ci_low) and np.isfinite(r.ci_high)
                         else "none")
             cells = [r.model, r.placement, r.measure, _fmt(r.estimate), interval, f"**{r.verdict}**"]
-            if claim == 3:
-                cells += [_fmt(r.p, 2), _fmt(r.power, 2)]
-            cells += [f"{r.n_prompts} x {r.n_prefixes}", r.detail]
+            cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [_fmt(r.power, 2), f"{r.n_prompts} x {r.n_prefixes}",
+                                                               r.detail]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         name = {1: "claim1_layers", 2: "claim2_lengths", 3: "claim3_c_minus_b"}[claim]
         if name in figure_names:
