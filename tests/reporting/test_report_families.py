@@ -117,7 +117,7 @@ def test_behaviour_section_reads_triples():
     text = "\n".join(report.behaviour_section(conds))
     assert "### Obeying or copying?" in text and "### Obey rate per check" in text
     assert "| m | forbidden - mentioned | 32 | 3+3 | 0.750 [" in text and "power at 1 prefix SD" in text
-    assert "| m | forbidden (C) | 32 | 12/12 | 1.000 [" in text and "| m | A (base rate) | - | 1/12 |" in text
+    assert "| m | forbidden (C) | 32 | 12/12 | 1.00 [" in text and "| m | A (base rate) | - | 1/12 |" in text
     assert "| m | absent | 32 | 0/12 | 0 [0, " in text and "Wilson, crossed, 3 effective units" in text
     contrasts = "\n".join(report._contrasts(conds))
     assert "Target hit rate is left out" in contrasts and "| target hit rate |" not in contrasts
@@ -133,7 +133,7 @@ def test_behaviour_section_puts_each_placement_beside_the_direct_ceiling():
     text = "\n".join(report.behaviour_section(pd.concat([direct, system]).assign(norm_edit_distance=0.5)))
     assert "### Injected, against asked directly" in text
     rows = [line for line in text.splitlines() if line.startswith("| m | asked | 32 |")]
-    assert rows[0].startswith("| m | asked | 32 | direct | 12/12 | 1.000 [") and rows[0].endswith("| - | - |")
+    assert rows[0].startswith("| m | asked | 32 | direct | 12/12 | 1.00 [") and rows[0].endswith("| - | - |")
     assert rows[1].startswith("| m | asked | 32 | system | 4/12 | 0.333 [") and "| -0.667 [" in rows[1]
 
 
