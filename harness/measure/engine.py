@@ -182,6 +182,10 @@ class Engine:
         """The linear layers' precision for this engine's passes (the lowered one unless ``exact``)."""
         return exact_linears() if self.exact and self.linear_dtype else contextlib.nullcontext()
 
+    def prepare(self, conditions: list[Condition]) -> None:
+        """Hear which conditions the driver will compute (the vLLM engine batches across prompts
+        from it); this engine computes one batch at a time and needs nothing ahead."""
+
     def reference(self, cond: Condition) -> tuple[Reference, Result]:
         """Run group A for one prompt; returns the reference and A's own result row."""
         with self._precision():

@@ -40,6 +40,7 @@ class LoadedModel:
     max_positions: int | None
     source: dict | None = None  # what the manifest records about a GGUF source (harness.model.gguf)
     adapter: dict | None = None  # a merged adapter: its directory, sha256 and description
+    location: str | None = None  # where the weights were read (a directory or hub id); None: built in memory
 
 
 def resolve_device(device: str) -> str:
@@ -199,7 +200,7 @@ def load_model(
     else:
         device = str(next(model.parameters()).device)
     return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
-                       max_positions_of(model.config), gguf_facts, adapter_facts)
+                       max_positions_of(model.config), gguf_facts, adapter_facts, str(source))
 
 
 def load_from_config(m, *, device: str | None = None, dtype: str | None = None) -> LoadedModel:

@@ -53,6 +53,7 @@ class Experiment:
     attn_base: str = ""  # the attention implementation the model computes with (the probe wraps it)
     allocator: dict | None = None  # the CPU allocator's settings (speed only: harness.model.resources)
     lowered_linears: int = 0  # linear layers multiplying in model.linear_dtype (harness.model.linear_precision)
+    backend: dict | None = None  # what continues the conditions: {"name": "harness"} or vLLM's facts
 
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
@@ -83,9 +84,17 @@ class Experiment:
         longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         stops = stop_ids(loaded.model, loaded.tokenizer)
-        exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
-                            prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value,
-                            linear_dtype=linear_dtype)
+        if cfg.backend.name.value == "vllm":
+            exp.engine, exp.backend = _vllm_engine(cfg, loaded, stops, longest)
+        else:
+            exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
+                                prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value,
+                                linear_dtype=linear_dtype)
+            exp.backend = {"name": "harness"}
+        # which engine and precision continued the conditions (vLLM: its version and dtype); results
+        # of the harness's engine keep the keys they had before backends existed
+        backend_key = ({"backend": f"vllm {exp.backend['vllm']} {exp.backend['dtype']}", "decode_path": "vllm"}
+                       if exp.backend["name"] == "vllm" else {})
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
             "metrics": [m.name for m in METRICS],  # a new measure is computed for every stored condition
@@ -110,6 +119,7 @@ class Experiment:
             "batch_size": exp.batch_size,
             "special_tokens": cfg.special_tokens.value,
             "versions": {name: _version(name) for name in ("torch", "transformers")},
+            **backend_key,
         }
         log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s), batch size %d%s",
                  len(prompts), [g.name for g in cfg.groups], list(cfg.prefix.lengths), len(exp.conditions),
@@ -164,10 +174,35 @@ class Experiment:
         return {c: fingerprint({**self.result_fingerprint, **c.identity(reference_of[c.prompt_id])})
                 for c in conditions}
 
+    def close(self) -> None:
+        """Stop what the experiment started besides the model (the vLLM engine's process)."""
+        worker = getattr(self.engine, "worker", None)
+        if worker is not None:
+            worker.close()
+
     def drive(self, conditions: list[Condition] | None = None, **kwargs) -> DriveOutcome:
         """Run ``conditions`` (default: all) through the engine (:func:`harness.measure.driver.drive`)."""
         kwargs.setdefault("batch_size", self.batch_size)
         return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
+
+
+def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int):
+    """The output-only vLLM engine for ``backend=vllm`` (:mod:`harness.measure.vllm_engine`),
+    serving the weights the harness loaded, and the facts the manifest records of it."""
+    from harness.measure.vllm_engine import VllmEngine
+    from harness.model.vllm_backend import VllmWorker
+
+    if loaded.location is None:
+        raise HarnessError(f"backend=vllm needs a model stored on disk or on the hub; {loaded.name_or_path} is built "
+                           f"in memory")
+    dtype = (cfg.backend.dtype or cfg.model.dtype).value
+    worker = VllmWorker(loaded.location, dtype=dtype, max_model_len=longest, seed=cfg.seed,
+                        python=cfg.backend.python)
+    log.info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version, worker.start_seconds, worker.dtype,
+             worker.python)
+    facts = {"name": "vllm", "vllm": worker.vllm_version, "dtype": worker.dtype, "python": str(worker.python),
+             "start_seconds": round(worker.start_seconds, 1), "log": str(worker.log_path)}
+    return VllmEngine(worker, stops, cfg.decode.max_new_tokens, cfg.backend.chunk), facts
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -53,8 +53,10 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "started": started,
         "finished": now_iso(),
         "batch_size": exp.batch_size,
-        "prefix_cache": {"budget_bytes": cache.budget_bytes, "kept_bytes": cache.kept_bytes,
-                         "heads_computed": cache.misses, "heads_reused": cache.hits},
+        "prefix_cache": None if cache is None else {"budget_bytes": cache.budget_bytes, "kept_bytes": cache.kept_bytes,
+                                                    "heads_computed": cache.misses, "heads_reused": cache.hits},
+        # what continued the conditions: the harness's engine, or vLLM (its version, dtype, start seconds)
+        "backend": exp.backend,
         "attention_analysis": exp.engine.attention,
         "decode_path": exp.engine.decode_path,
         # where this run's B/C conditions spent their seconds (what `harness plan` costs a design by)

@@ -67,11 +67,14 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
             # the model loads before anything of the run changes: a sweep that cannot start (model
             # missing, offline) leaves an existing run, its .hydra/ and its fingerprint as they were
             exp = Experiment.build(cfg)
-            clock.lap("setup")
-            rundir.take_over(store, result_config, cfg.on_existing.value)
-            rundir.write_hydra(config, overrides)
-            owned = True
-            return _sweep(cfg, config, rundir, store, exp, clock, started, progress)
+            try:
+                clock.lap("setup")
+                rundir.take_over(store, result_config, cfg.on_existing.value)
+                rundir.write_hydra(config, overrides)
+                owned = True
+                return _sweep(cfg, config, rundir, store, exp, clock, started, progress)
+            finally:
+                exp.close()  # the vLLM engine's process, where there is one
         except HarnessError as exc:
             if new_run and not owned:  # keep the command, so that `harness resume` can retry it
                 rundir.write_hydra(config, overrides)

@@ -1,0 +1,121 @@
+"""The vLLM backend beside the harness's engine and plain ``generate``, on one output-only sweep.
+
+Runs one sweep three ways, in this process's order and on the same machine: the harness's engine
+(``decode.path=stepwise``, the model's dtype: the reference), the vLLM backend (``backend=vllm``, at
+each ``--dtypes``), and Hugging Face ``generate`` one condition at a time on the same token ids
+(greedy, the same stop tokens). It prints conditions per second of each (vLLM's engine start apart),
+and per vLLM dtype the share of conditions whose continuation equals the reference's, each
+difference explained: the first differing step, the two tokens, and the reference model's own
+top-1 minus top-2 logit margin there (float32, teacher-forced along the common start), so a
+difference between the two nearest candidates at a small margin reads as rounding, anything else
+as a disagreement to look at.
+
+    python benchmarks/vllm_backend.py                                  # the demo sweep
+    python benchmarks/vllm_backend.py --sweep experiment=study model=smollm2-135m-instruct-q4_1 \\
+        prefix.placement=document prompts.limit=20 prefixes.per_group=8 model.linear_dtype=null
+
+Needs the vLLM environment (``make vllm``, or ``PREFIX_HARNESS_VLLM_PYTHON``). Targets (issue #52):
+the vLLM sweep at 10x or more the conditions/s of one-at-a-time ``generate``; 95% or more identical
+continuations at the recommended dtype, every difference explained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+KEYS = ["prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation"]
+DEMO = ["experiment=demo", "prompts.limit=8", "prefixes.per_group=6"]
+OUTPUT_ONLY = ["analysis.attention=false", "analysis.noise_floor=false", "draw_figures=false"]
+
+
+def sweep(overrides: list[str], where: Path) -> tuple[pd.DataFrame, dict]:
+    cmd = [sys.executable, "-m", "harness", "sweep", *overrides, f"hydra.run.dir={where}"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    manifest = json.loads((where / "manifest.json").read_text())
+    return pd.read_parquet(where / "conditions.parquet"), manifest
+
+
+def generate_one_at_a_time(cfg_overrides: list[str], inputs: list[list[int]], max_new_tokens: int) -> float:
+    """Seconds for plain ``generate`` over ``inputs``, one at a time (greedy, the harness's stops)."""
+    from harness.config import compose, validate
+    from harness.model.decoding import stop_ids
+    from harness.model.loading import load_from_config
+
+    cfg = validate(compose(cfg_overrides))
+    loaded = load_from_config(cfg.model)
+    stops = sorted(stop_ids(loaded.model, loaded.tokenizer))
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for ids in inputs:
+            loaded.model.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False,
+                                  eos_token_id=stops, pad_token_id=stops[0])
+    return time.perf_counter() - t0
+
+
+def explain(model, ref_ids: list[int], other_ids: list[int], input_ids: list[int]) -> dict:
+    """Where two continuations part, and the reference model's margin there (see the docstring)."""
+    k = next((i for i, (a, b) in enumerate(zip(ref_ids, other_ids)) if a != b), min(len(ref_ids), len(other_ids)))
+    with torch.no_grad():
+        logits = model(torch.tensor([input_ids + ref_ids[:k]])).logits[0, -1].float()
+    top2 = logits.topk(2)
+    ref_tok = ref_ids[k] if k < len(ref_ids) else None  # None: the reference stopped here
+    other_tok = other_ids[k] if k < len(other_ids) else None
+    return {"step": k, "reference_token": ref_tok, "vllm_token": other_tok,
+            "margin": float(top2.values[0] - top2.values[1]),
+            "nearest_two": {ref_tok, other_tok} <= set(top2.indices.tolist()) | {None}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", nargs="+", default=DEMO, help="the sweep's overrides (default: the demo's)")
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ns = parser.parse_args()
+    base = [*ns.sweep, *OUTPUT_ONLY]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ref, ref_manifest = sweep([*base, "decode.path=stepwise"], tmp / "harness")
+        others = {d: sweep([*base, "backend.name=vllm", f"backend.dtype={d}"], tmp / f"vllm-{d}") for d in ns.dtypes}
+    n = len(ref)
+    max_new = ref_manifest["config"]["decode"]["max_new_tokens"]
+    gen_s = generate_one_at_a_time(ns.sweep, [list(i) for i in ref.input_ids], max_new)
+    ref_s = ref_manifest["condition_seconds"]
+    ref_total = sum(v for k, v in ref_s.items())
+    print(f"sweep: {' '.join(ns.sweep)}; {n} conditions (A, B and C), {max_new} new tokens at most\n")
+    print(f"{'engine':<26} {'conditions/s':>13} {'x generate':>11} {'engine start s':>15}")
+    print(f"{'generate, one at a time':<26} {n / gen_s:>13.2f} {1.0:>11.2f} {'-':>15}")
+    print(f"{'harness, stepwise':<26} {n / ref_total:>13.2f} {gen_s / ref_total:>11.2f} {'-':>15}")
+    for d, (_, manifest) in others.items():
+        s = manifest["condition_seconds"]["vllm"]
+        print(f"{'vLLM ' + manifest['backend']['dtype']:<26} {n / s:>13.2f} {gen_s / s:>11.2f} "
+              f"{manifest['backend']['start_seconds']:>15.1f}")
+
+    from harness.config import compose, validate
+    from harness.model.loading import load_from_config
+
+    model = load_from_config(validate(compose(ns.sweep)).model, dtype="float32").model
+    print(f"\n{'vLLM dtype':<11} {'identical':>10} {'share':>7} {'differ':>7} {'nearest two':>12} {'largest margin':>15}")
+    for d, (table, manifest) in others.items():
+        both = ref.merge(table, on=KEYS, suffixes=("_ref", "_vllm"))
+        same = both.continuation_ids_ref.map(list) == both.continuation_ids_vllm.map(list)
+        why = [explain(model, list(r.continuation_ids_ref), list(r.continuation_ids_vllm), list(r.input_ids_ref))
+               for r in both[~same].itertuples()]
+        nearest = sum(w["nearest_two"] for w in why)
+        largest = max((w["margin"] for w in why), default=float("nan"))
+        print(f"{manifest['backend']['dtype']:<11} {int(same.sum()):>10} {same.mean():>7.3f} {len(why):>7} "
+              f"{nearest:>12} {largest:>15.3f}")
+        for w in why:
+            if not w["nearest_two"]:
+                print("   not between the nearest two:", w)
+
+
+if __name__ == "__main__":
+    main()

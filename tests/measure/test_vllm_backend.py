@@ -1,0 +1,196 @@
+"""The vLLM backend: the engine adapter and the configuration rules on a stand-in worker (always),
+and a real vLLM engine serving the shipped demo model (where the vLLM environment exists: ``make
+vllm``; CI builds it and sets PREFIX_HARNESS_REQUIRE_VLLM=1, so there they run or fail, never skip).
+One engine serves the module's tests (they share an xdist group): each start costs a minute."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.config import compose, validate
+from harness.errors import HarnessError
+from harness.inputs.conditions import build_conditions
+from harness.measure.driver import drive
+from harness.measure.engine import Engine
+from harness.measure.vllm_engine import VllmEngine
+from harness.model.decoding import stop_ids
+from harness.model.loading import load_model
+from harness.model.vllm_backend import Generated, VllmWorker, vllm_python
+from harness.paths import ASSETS_DIR
+from tests.measure.test_decode_paths import PREFIXES, PROMPTS
+from tests.support import sweep
+from tests.zoo import tiny_model
+
+MAX_NEW = 8
+
+
+class StandInWorker:
+    """Continues token ids as a function of the input alone (its last ids reversed), recording each call."""
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def generate(self, prompts, max_tokens, stops):
+        self.calls.append(len(prompts))
+        return [Generated(tuple(reversed(p[-max_tokens:])), False, (0.5, 0.25)) for p in prompts], 0.1 * len(prompts)
+
+
+def conditions_of(tok):
+    return build_conditions(tok, PROMPTS, PREFIXES, groups=["A", "B", "C"], lengths=[6, 14], separator="\n\n",
+                            bos_policy="auto")
+
+
+def test_the_engine_batches_across_prompts_and_answers_every_condition_once():
+    _, tok = tiny_model("llama", seed=0)
+    conditions = conditions_of(tok)
+    worker = StandInWorker()
+    engine = VllmEngine(worker, {0}, MAX_NEW, chunk=100)
+    seen = []
+    outcome = drive(engine, conditions, batch_size=4, on_result=lambda r, ref, alone: seen.append((r, ref)))
+    assert outcome.computed == len(conditions) and not outcome.failures
+    assert worker.calls == [len(conditions)]  # both prompts in one call: the chunk holds them all
+    assert sorted(map(id, (r.condition for r, _ in seen))) == sorted(map(id, conditions))
+    for result, ref in seen:
+        assert result.continuation.ids == tuple(reversed(result.condition.assembled.input_ids[-MAX_NEW:]))
+        assert result.continuation.min_margin == 0.25
+        assert result.attention == {} and result.output_kl is None and result.tf_divergence is None
+        assert ref.condition.prompt_id == result.condition.prompt_id and ref.condition.group == "A"
+        assert result.seconds == pytest.approx(0.1)
+    assert engine.clock.seconds["vllm"] == pytest.approx(0.1 * len(conditions))
+
+
+def test_a_small_chunk_sends_whole_prompts_per_call():
+    _, tok = tiny_model("llama", seed=0)
+    conditions = conditions_of(tok)
+    per_prompt = len(conditions) // len(PROMPTS)
+    worker = StandInWorker()
+    drive(VllmEngine(worker, {0}, MAX_NEW, chunk=per_prompt + 1), conditions, batch_size=4,
+          on_result=lambda *a: None)
+    assert worker.calls == [per_prompt, per_prompt]
+
+
+def test_a_failed_engine_call_fails_its_conditions_not_the_sweep():
+    _, tok = tiny_model("llama", seed=0)
+    conditions = conditions_of(tok)
+
+    class Failing(StandInWorker):
+        def generate(self, prompts, max_tokens, stops):
+            if not self.calls:
+                self.calls.append(len(prompts))
+                raise HarnessError("the vLLM engine stopped")
+            return super().generate(prompts, max_tokens, stops)
+
+    per_prompt = len(conditions) // len(PROMPTS)
+    outcome = drive(VllmEngine(Failing(), {0}, MAX_NEW, chunk=per_prompt), conditions, batch_size=4,
+                    on_result=lambda *a: None)
+    assert {c.prompt_id for c, _ in outcome.failures} == {PROMPTS[0].id}
+    assert outcome.computed == per_prompt
+
+
+@pytest.mark.parametrize("override, says", [
+    ([], "analysis.attention=false"),
+    (["analysis.attention=false"], "analysis.noise_floor=false"),
+    (["analysis.attention=false", "analysis.noise_floor=false", "isolation=[mask]"], "isolation=[none]"),
+    (["analysis.attention=false", "analysis.noise_floor=false", "model.linear_dtype=bfloat16"],
+     "model.linear_dtype=null"),
+    (["analysis.attention=false", "analysis.noise_floor=false", "model.adapter=x"], "model.adapter"),
+    (["experiment=vllm-outputs", "backend.chunk=0"], "backend.chunk"),
+])
+def test_what_vllm_cannot_do_is_refused_before_anything_loads(override, says):
+    with pytest.raises(HarnessError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        validate(compose(["backend.name=vllm", *override]))
+
+
+def test_a_missing_vllm_environment_says_how_to_make_one(tmp_path):
+    with pytest.raises(HarnessError, match="make vllm"):
+        vllm_python(str(tmp_path / "nothing" / "python"))
+
+
+# -- a real engine --------------------------------------------------------------------------------
+def _vllm_python() -> str | None:
+    try:
+        return str(vllm_python())
+    except HarnessError:
+        if os.environ.get("PREFIX_HARNESS_REQUIRE_VLLM"):
+            raise
+        return None
+
+
+needs_vllm = pytest.mark.skipif(_vllm_python() is None and not os.environ.get("PREFIX_HARNESS_REQUIRE_VLLM"),
+                                reason="no vLLM environment (make vllm, or PREFIX_HARNESS_VLLM_PYTHON)")
+DEMO = ASSETS_DIR / "demo-model"
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with VllmWorker(str(DEMO), dtype="float32", max_model_len=512, seed=0, python=_vllm_python()) as w:
+        yield w
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.xdist_group("vllm")
+def test_vllm_continues_as_the_harness_engine_does_in_float32(worker):
+    """Every greedy continuation of a small sweep on the demo model, vLLM's against the harness
+    engine's step-by-step decode at the same dtype: identical (392 of 392 in benchmarks/vllm_backend.py)."""
+    loaded = load_model("demo", dtype="float32", device="cpu")
+    stops = stop_ids(loaded.model, loaded.tokenizer)
+    conditions = conditions_of(loaded.tokenizer)
+    harness, vllm = {}, {}
+    drive(Engine(loaded.model, stops, MAX_NEW, False, 0, "stepwise"), conditions, batch_size=4,
+          on_result=lambda r, ref, alone: harness.__setitem__(r.condition, r.continuation))
+    drive(VllmEngine(worker, stops, MAX_NEW), conditions, batch_size=4,
+          on_result=lambda r, ref, alone: vllm.__setitem__(r.condition, r.continuation))
+    assert len(harness) == len(vllm) == len(conditions)
+    for cond in conditions:
+        assert vllm[cond].ids == harness[cond].ids and vllm[cond].stopped_on_eos == harness[cond].stopped_on_eos
+        # the margins are the same quantity (top-1 minus top-2 over the same steps), up to rounding
+        assert vllm[cond].min_margin == pytest.approx(harness[cond].min_margin, abs=1e-3)
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.xdist_group("vllm")
+def test_the_prefix_cache_is_shared_unless_salted(worker):
+    ids = [int(i) for i in torch.randint(5, 1000, (300,), generator=torch.Generator().manual_seed(3))]
+    worker.reset_cache()
+    _, first = worker.probe(ids)
+    _, again = worker.probe(ids)
+    _, salted = worker.probe(ids, salt="tenant-2")
+    _, salted_again = worker.probe(ids, salt="tenant-2")
+    assert first == 0 and again >= 256 and salted == 0 and salted_again >= 256
+    worker.reset_cache()
+    assert worker.probe(ids)[1] == 0
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.xdist_group("vllm")
+def test_a_vllm_sweep_end_to_end(tmp_path, monkeypatch):
+    """``harness sweep experiment=vllm-outputs``: the tables hold the output measures and null
+    attention ones, the manifest says which engine and dtype, and the continuations are the
+    harness engine's own (float32 both)."""
+    design = ["prompts.limit=2", "prefixes.per_group=2", "prefix.lengths=[16]", "decode.max_new_tokens=8",
+              "draw_figures=false", "model.dtype=float32"]
+    monkeypatch.setenv("PREFIX_HARNESS_VLLM_PYTHON", _vllm_python())
+    run = sweep(tmp_path / "vllm", "experiment=vllm-outputs", *design)
+    ref = sweep(tmp_path / "harness", "analysis.attention=false", "analysis.noise_floor=false", "decode.path=stepwise",
+                *design)
+    import pandas as pd
+
+    got, want = pd.read_parquet(run / "conditions.parquet"), pd.read_parquet(ref / "conditions.parquet")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["backend"]["name"] == "vllm" and manifest["backend"]["dtype"] == "float32"
+    assert manifest["result_fingerprint"]["decode_path"] == "vllm"
+    keys = ["prompt_id", "group", "prefix_id", "prefix_len"]
+    both = want.merge(got, on=keys, suffixes=("_h", "_v"))
+    assert len(both) == len(want) == len(got) == 2 * (1 + 4)
+    assert (both.continuation_text_h == both.continuation_text_v).all()
+    assert (both.edit_distance_h == both.edit_distance_v).all()
+    assert got.output_kl.isna().all() and got.attn_kl_mean.isna().all()
+    assert not Path(run / "attention.parquet").exists() or pd.read_parquet(run / "attention.parquet").empty
