@@ -31,6 +31,7 @@ commands:
   plan RUN [...]           the cheapest prompts x prefixes design reaching a power, from pilot runs
   causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
+  cache-timing --out DIR   what a shared prefix cache tells another tenant (vLLM; make vllm)
 
 sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
 --cfg job prints the composed config, --help lists the config groups.
@@ -52,6 +53,7 @@ COMMANDS = {
     "causal-heads": "harness.cli.tables:causal_heads",
     "kv-size": "harness.cli.tools:kv_size",
     "build-prefixes": "harness.cli.tools:build_prefixes",
+    "cache-timing": "harness.cli.tools:cache_timing",
 }
 # Commands that left the harness: where they went, in one line (exit 2).
 MOVED = {

@@ -1,4 +1,4 @@
-"""The commands that need no run directory: ``kv-size`` and ``build-prefixes``."""
+"""The commands that need no run directory: ``kv-size``, ``build-prefixes`` and ``cache-timing``."""
 
 from __future__ import annotations
 
@@ -45,4 +45,59 @@ def build_prefixes(args: list[str]) -> int:
                    templates=getattr(ns, "templates", None), fillers=getattr(ns, "fillers", None),
                    payloads=getattr(ns, "payloads", None))
     print(f"wrote {n} {ns.what} prefixes to {ns.out}")
+    return 0
+
+
+def cache_timing(args: list[str]) -> int:
+    """``harness cache-timing``: the prefix-cache side channel and isolation on a vLLM engine
+    (:mod:`harness.runs.cache_timing`)."""
+    parser = argparse.ArgumentParser(prog="harness cache-timing", description="What a shared prefix cache tells "
+                                     "another tenant: time to first token of cached and fresh prefixes on a vLLM "
+                                     "engine, per prefix length and isolation setting (no salt, one salt, a salt "
+                                     "per tenant), and whether a request served from another tenant's cache "
+                                     "continues as when computed afresh. Needs the vLLM environment (make vllm).")
+    parser.add_argument("--model", default="demo", help="a model config name (conf/model): demo, "
+                        "smollm2-135m-instruct-q4_1, ... (default demo)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 1024],
+                        help="prefix lengths in tokens (the engine caches whole blocks: 128 tokens on a CPU)")
+    parser.add_argument("--trials", type=int, default=100, help="trials per setting and length (default 100)")
+    parser.add_argument("--settings", nargs="+", default=["none", "same_salt", "different_salts"],
+                        choices=["none", "same_salt", "different_salts"])
+    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--python", default=None, help="the vLLM environment's Python (default: "
+                        "$PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True, help="a new directory for the tables, report and figure")
+    ns = parser.parse_args(args)
+    from harness.errors import HarnessError
+
+    if ns.trials < 2 or any(n < 1 for n in ns.lengths):
+        raise HarnessError("--trials must be at least 2 and every --lengths value positive")
+    if ns.out.exists() and any(ns.out.iterdir()):
+        raise HarnessError(f"--out {ns.out} already holds files; give a new directory (nothing is overwritten)")
+    from tqdm.auto import tqdm
+
+    from harness.config import compose, validate
+    from harness.model.decoding import stop_ids
+    from harness.model.loading import load_from_config
+    from harness.model.vllm_backend import VllmWorker
+    from harness.runs.cache_timing import run_trials, write_outputs
+
+    cfg = validate(compose([f"model={ns.model}"]))
+    loaded = load_from_config(cfg.model, device="cpu")
+    if loaded.location is None:
+        raise HarnessError(f"model {ns.model} is built in memory; vLLM needs one stored on disk or the hub")
+    vocab = len(loaded.tokenizer)
+    stops = stop_ids(loaded.model, loaded.tokenizer)
+    longest = max(ns.lengths) + 8 + 8
+    with VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=max(longest, 256), seed=ns.seed,
+                    python=ns.python) as worker, tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings),
+                                                      desc="trials", unit="trial") as bar:
+        trials, invariant = run_trials(worker, vocab, ns.lengths, ns.trials, ns.settings, seed=ns.seed, stops=stops,
+                                       progress=lambda done, total: bar.update(done - bar.n))
+        facts = {"vllm": worker.vllm_version, "dtype": worker.dtype, "model": cfg.model.name_or_path,
+                 "trials": ns.trials}
+    leak = write_outputs(ns.out, trials, invariant, facts)
+    print((ns.out / "leak.md").read_text(encoding="utf-8"))
+    print(f"wrote {ns.out}/trials.parquet, leak.parquet, leak.md, fig_leak.png ({len(leak)} cells)")
     return 0

@@ -1,0 +1,129 @@
+"""The prefix-cache experiments on a vLLM engine: ``harness cache-timing``.
+
+Serving engines share cached prefix blocks between requests; this measures what that tells
+another tenant and what isolation leaves of it. One engine (prefix caching on) serves two tenants.
+A trial, at one prefix length and one isolation setting: a fresh random prefix of that many tokens
+is sent by the victim (so the engine caches it); the attacker then probes two candidates, each one
+new token, timed as time to first token: the victim's prefix (``cached``) and another fresh random
+prefix of the same length (``fresh``), each followed by the attacker's own question, in random
+order. Settings: ``none`` (no salt), ``same_salt`` (both tenants give one ``cache_salt``),
+``different_salts`` (each tenant its own). Trials of every cell are interleaved in one random
+order, so drift in the machine's speed falls on all cells alike.
+
+The invariant (``invariant``): in the ``none`` setting, where the attacker's request is served from
+the victim's cache, its greedy continuation is compared with the same request computed after the
+cache is emptied; a shared cache must add no contamination of its own (agreement rate).
+
+Outputs under ``--out``: ``trials.parquet`` (every probe), ``leak.parquet`` (per setting and length:
+AUROC with its interval and power, :mod:`harness.analysis.leak`), ``leak.md``, and
+``fig_leak.png`` (AUROC against prefix length, one line per setting).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.leak import leak_table
+from harness.io import atomic_write, write_parquet
+from harness.model.vllm_backend import VllmWorker
+
+log = logging.getLogger(__name__)
+
+SETTINGS = {"none": (None, None), "same_salt": ("shared", "shared"), "different_salts": ("tenant-a", "tenant-b")}
+
+
+def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, settings: list[str], seed: int = 0,
+               question_len: int = 8, invariant_tokens: int = 8, stops=(), progress=None) -> tuple[pd.DataFrame, dict]:
+    """Every trial (module docstring), in one random order: the probes' table and the invariant's
+    counts. Token ids are drawn uniformly from ``[10, vocab)`` (special tokens sit low)."""
+    rng = random.Random(seed)
+    order = [(s, length, t) for s in settings for length in lengths for t in range(trials)]
+    rng.shuffle(order)
+    rows, same, compared = [], 0, 0
+
+    def tokens(n: int) -> list[int]:
+        return [rng.randrange(10, vocab) for _ in range(n)]
+
+    for k, (setting, length, trial) in enumerate(order):
+        victim_salt, attacker_salt = SETTINGS[setting]
+        victim = tokens(length)
+        worker.probe(victim + tokens(question_len), salt=victim_salt)  # the victim's request caches its prefix
+        question = tokens(question_len)
+        candidates = [("cached", victim), ("fresh", tokens(length))]
+        rng.shuffle(candidates)
+        for kind, prefix in candidates:
+            seconds, cached = worker.probe(prefix + question, salt=attacker_salt)
+            rows.append({"setting": setting, "prefix_len": length, "trial": trial, "candidate": kind,
+                         "seconds": seconds, "cached_tokens": cached,
+                         "cached_share": cached / (length + question_len), "order": k})
+        if setting == "none" and invariant_tokens:
+            # the attacker's request as served (its prefix from the victim's cache), then computed afresh
+            (served,), _ = worker.generate([victim + question], invariant_tokens, stops)
+            worker.reset_cache()
+            (fresh,), _ = worker.generate([victim + question], invariant_tokens, stops)
+            compared += 1
+            same += served.ids == fresh.ids
+        if progress is not None:
+            progress(k + 1, len(order))
+    return pd.DataFrame(rows), {"compared": compared, "identical": same}
+
+
+def report(leak: pd.DataFrame, invariant: dict, facts: dict) -> str:
+    """``leak.md``: what the cache tells another tenant, per setting and length, with intervals."""
+    lines = ["# What a shared prefix cache tells another tenant", "",
+             f"Engine: vLLM {facts['vllm']} ({facts['dtype']}) serving {facts['model']}, prefix caching on; "
+             f"{facts['trials']} trials per cell in one random order (`harness cache-timing`). AUROC: P(a fresh "
+             "candidate's time to first token exceeds a cached one's), 0.5 when the time says nothing; 95% "
+             "interval: Newcombe's score interval; power: of the test of 0.5 against a true AUROC of 0.6.", "",
+             "| setting | prefix tokens | trials | median s, cached | median s, fresh | served from cache (cached / fresh) "
+             "| AUROC [95% CI] | power at 0.6 |", "| --- | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
+    for r in leak.itertuples():
+        lines.append(f"| {r.setting} | {r.prefix_len} | {r.trials} | {r.median_s_cached:.4f} | {r.median_s_fresh:.4f} "
+                     f"| {r.cached_share_cached:.2f} / {r.cached_share_fresh:.2f} | {r.auroc:.3f} "
+                     f"[{r.auroc_lo:.3f}, {r.auroc_hi:.3f}] | {r.power_at_0_6:.2f} |")
+    if invariant["compared"]:
+        lines += ["", f"Invariant: a request served with its prefix from another tenant's cache continued exactly as "
+                      f"when computed afresh in {invariant['identical']} of {invariant['compared']} trials."]
+    return "\n".join(lines) + "\n"
+
+
+def draw(leak: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    for setting, cell in leak.groupby("setting", sort=False):
+        cell = cell.sort_values("prefix_len")
+        line, = ax.plot(cell.prefix_len, cell.auroc, marker="o", label=setting)
+        ax.fill_between(cell.prefix_len, cell.auroc_lo, cell.auroc_hi, color=line.get_color(), alpha=0.2)
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--", label="no leak (0.5)")
+    ax.set_xscale("log", base=2)
+    lengths = sorted(leak.prefix_len.unique())
+    ax.set_xticks(lengths, labels=[str(v) for v in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel("AUROC, fresh slower than cached")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Timing side channel of a shared prefix cache\n(bands: 95% score intervals)", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+
+
+def write_outputs(out: Path, trials: pd.DataFrame, invariant: dict, facts: dict) -> pd.DataFrame:
+    out.mkdir(parents=True, exist_ok=True)
+    order = {name: k for k, name in enumerate(SETTINGS)}
+    leak = leak_table(trials).sort_values(["setting", "prefix_len"], key=lambda col: col.map(order)
+                                          if col.name == "setting" else col, ignore_index=True)
+    write_parquet(trials, out / "trials.parquet")
+    write_parquet(leak, out / "leak.parquet")
+    text = report(leak, invariant, facts)
+    atomic_write(out / "leak.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    draw(leak, out / "fig_leak.png")
+    return leak
