@@ -20,8 +20,8 @@ from harness.measure.engine import Engine
 from harness.measure.vllm_engine import VllmEngine
 from harness.model.decoding import stop_ids
 from harness.model.loading import load_model
+from harness.model.sources import SHIPPED_MODELS
 from harness.model.vllm_backend import Generated, VllmWorker, vllm_python
-from harness.paths import ASSETS_DIR
 from tests.measure.test_decode_paths import PREFIXES, PROMPTS
 from tests.support import sweep
 from tests.zoo import tiny_model
@@ -123,7 +123,7 @@ def _vllm_python() -> str | None:
 
 needs_vllm = pytest.mark.skipif(_vllm_python() is None and not os.environ.get("PREFIX_HARNESS_REQUIRE_VLLM"),
                                 reason="no vLLM environment (make vllm, or PREFIX_HARNESS_VLLM_PYTHON)")
-DEMO = ASSETS_DIR / "demo-model"
+DEMO = SHIPPED_MODELS["demo"]  # the directory model=demo loads (the obedient demo model)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,8 @@ def worker():
 @pytest.mark.xdist_group("vllm")
 def test_vllm_continues_as_the_harness_engine_does_in_float32(worker):
     """Every greedy continuation of a small sweep on the demo model, vLLM's against the harness
-    engine's step-by-step decode at the same dtype: identical (392 of 392 in benchmarks/vllm_backend.py)."""
+    engine's step-by-step decode at the same dtype: identical (392 of 392 on the demo sweep in
+    benchmarks/vllm_backend.py)."""
     loaded = load_model("demo", dtype="float32", device="cpu")
     stops = stop_ids(loaded.model, loaded.tokenizer)
     conditions = conditions_of(loaded.tokenizer)
