@@ -160,6 +160,9 @@ class BackendConfig:
     dtype: Dtype | None = None
     # conditions sent to the engine in one call: more keeps it busier, fewer loses less to an interruption
     chunk: int = 512
+    # vLLM's own parallelism (GPUs): the model split over this many GPUs of a node / stages of a pipeline
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
 
 
 @dataclass
@@ -379,8 +382,9 @@ def validate(cfg) -> DictConfig:
             problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
     if typed.backend.name == Backend.vllm:
         problems.extend(_vllm_problems(typed))
-    if typed.backend.chunk < 1:
-        problems.append(f"backend.chunk must be at least 1, got {typed.backend.chunk}")
+    for key in ("chunk", "tensor_parallel_size", "pipeline_parallel_size"):
+        if getattr(typed.backend, key) < 1:
+            problems.append(f"backend.{key} must be at least 1, got {getattr(typed.backend, key)}")
     if len(set(typed.locate.coarse)) < 2:
         problems.append(f"locate.coarse needs at least two distinct lengths, got {list(typed.locate.coarse)}")
     positive("locate.coarse", typed.locate.coarse)

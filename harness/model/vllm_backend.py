@@ -68,7 +68,8 @@ class VllmWorker:
     call :meth:`close`. ``log_path`` receives everything vLLM prints."""
 
     def __init__(self, model: str, *, dtype: str, max_model_len: int, seed: int = 0, python: str | None = None,
-                 prefix_caching: bool = True, block_size: int | None = None, log_path: Path | None = None,
+                 prefix_caching: bool = True, block_size: int | None = None, tensor_parallel_size: int = 1,
+                 pipeline_parallel_size: int = 1, log_path: Path | None = None,
                  start_timeout_s: float = START_TIMEOUT_S):
         self.python = vllm_python(python)
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
@@ -81,7 +82,8 @@ class VllmWorker:
                                       stderr=self._log, text=True, env=env,
                                       start_new_session=True)  # its engine processes go with it
         self._send({"model": model, "dtype": dtype, "max_model_len": int(max_model_len), "seed": int(seed),
-                    "prefix_caching": prefix_caching, "block_size": block_size})
+                    "prefix_caching": prefix_caching, "block_size": block_size,
+                    "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size})
         ready = self._receive(start_timeout_s, "starting")
         self.vllm_version: str = ready["vllm"]
         self.dtype: str = ready["dtype"]

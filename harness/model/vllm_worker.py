@@ -5,7 +5,8 @@ lives in an environment of its own (``make vllm``: ``.venv-vllm``) and the harne
 script over a pipe (:mod:`harness.model.vllm_backend`). It imports nothing of the harness.
 
 Protocol: one JSON object per line. The first line on stdin is the engine's settings
-(``model``, ``dtype``, ``max_model_len``, ``seed``, ``prefix_caching``, ``block_size``); the script
+(``model``, ``dtype``, ``max_model_len``, ``seed``, ``prefix_caching``, ``block_size``,
+``tensor_parallel_size``, ``pipeline_parallel_size``); the script
 answers ``{"ready": ...}`` once the engine has started (with vLLM's version and the dtype it
 runs), then answers each request line with one line:
 
@@ -66,6 +67,9 @@ def main() -> None:
               "max_model_len": settings["max_model_len"], "seed": settings.get("seed", 0),
               "enable_prefix_caching": bool(settings.get("prefix_caching", True)),
               "enforce_eager": settings.get("enforce_eager", True)}
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):  # vLLM's own parallelism (GPUs)
+        if int(settings.get(key) or 1) > 1:
+            kwargs[key] = int(settings[key])
     if settings.get("block_size"):
         kwargs["block_size"] = int(settings["block_size"])
     llm = LLM(**kwargs)

@@ -197,7 +197,8 @@ def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int):
                            f"in memory")
     dtype = (cfg.backend.dtype or cfg.model.dtype).value
     worker = VllmWorker(loaded.location, dtype=dtype, max_model_len=longest, seed=cfg.seed,
-                        python=cfg.backend.python)
+                        python=cfg.backend.python, tensor_parallel_size=cfg.backend.tensor_parallel_size,
+                        pipeline_parallel_size=cfg.backend.pipeline_parallel_size)
     log.info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version, worker.start_seconds, worker.dtype,
              worker.python)
     facts = {"name": "vllm", "vllm": worker.vllm_version, "dtype": worker.dtype, "python": str(worker.python),

@@ -100,6 +100,7 @@ def test_a_failed_engine_call_fails_its_conditions_not_the_sweep():
      "model.linear_dtype=null"),
     (["analysis.attention=false", "analysis.noise_floor=false", "model.adapter=x"], "model.adapter"),
     (["experiment=vllm-outputs", "backend.chunk=0"], "backend.chunk"),
+    (["experiment=vllm-outputs", "backend.tensor_parallel_size=0"], "backend.tensor_parallel_size"),
 ])
 def test_what_vllm_cannot_do_is_refused_before_anything_loads(override, says):
     with pytest.raises(HarnessError, match=says.replace("[", r"\[").replace("]", r"\]")):
