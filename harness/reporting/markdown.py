@@ -42,7 +42,9 @@ def ci(mean, low, high, digits=3, note: str | None = None) -> str:
 
 
 def p_text(p) -> str:
-    return "n/a" if p is None or pd.isna(p) else f"{p:.2g}"
+    """A p- or q-value: two significant digits in :func:`num`'s style (0.0019, 0.000036; never
+    3.6e-05 beside 0.0019)."""
+    return "n/a" if p is None or pd.isna(p) else num(p, 2)
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:

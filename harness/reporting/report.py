@@ -267,7 +267,7 @@ def _heads(att: pd.DataFrame) -> list[str]:
     general = heads[heads.q_crossed < 0.05].sort_values(["q_crossed", "q"]).head(12)
     if general.empty:
         lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
-                      f"{heads.q_crossed.min():.2g}). " + _head_power(heads, per_model)]
+                      f"{_num(heads.q_crossed.min(), 2)}). " + _head_power(heads, per_model)]
     else:
         lines += [""] + _head_table(general, ("q_crossed", "q"))
     particular = heads[(heads.q < 0.05) & ~(heads.q_crossed < 0.05)].sort_values("q").head(12)
@@ -288,10 +288,10 @@ def _head_power(heads: pd.DataFrame, per_model: pd.Series) -> str:
         r = sub.iloc[0]
         m = int(per_model[model])
         power = sub.power_lone.dropna()
-        said = (f"its power against one prefix-level SD of the head was {power.median():.2g} for the median head "
-                f"(at most {power.max():.2g})" if len(power) else "no power can be stated (no head had an interval)")
+        said = (f"its power against one prefix-level SD of the head was {_num(power.median(), 2)} for the median head "
+                f"(at most {_num(power.max(), 2)})" if len(power) else "no power can be stated (no head had an interval)")
         parts.append(f"{model}: with {int(r.n_prompts)} prompts and {int(r.n_prefixes_high)}+{int(r.n_prefixes_low)} "
-                     f"prefixes ({r.design}) a lone head among {m} tests needs p <= {0.05 / m:.2g}, and {said}.")
+                     f"prefixes ({r.design}) a lone head among {m} tests needs p <= {_num(0.05 / m, 2)}, and {said}.")
     return " ".join(parts)
 
 
@@ -332,7 +332,7 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
     lines += [""] + _table(["measure", "mean", "largest"], rows)
     if floor is not None and "near_tie" in conditions:
         ties = conditions[conditions.group != "A"].near_tie.astype("boolean")
-        lines += ["", f"A greedy step whose top-1 minus top-2 logit margin is below {floor:.3g} (twice the largest "
+        lines += ["", f"A greedy step whose top-1 minus top-2 logit margin is below {_num(floor)} (twice the largest "
                       f"log-prob difference) could flip under this noise: {int(ties.sum())} of {int(ties.notna().sum())} "
                       f"B/C conditions (column `near_tie`) came that close to a tie on A's or their own path."]
     return lines

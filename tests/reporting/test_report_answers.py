@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.reporting import report
-from harness.reporting.markdown import ci, num
+from harness.reporting.markdown import ci, num, p_text
 from harness.runs.rundir import load_runs
 
 
@@ -62,6 +62,7 @@ def test_numbers_print_in_one_style_of_significant_digits():
     cases = {0.0034: "0.00340", 7.248e-06: "0.00000725", 0.5: "0.500", 181.68: "182", 999.7: "1000", 0.09996: "0.100",
              -0.1626: "-0.163", 56092.27: "56092", 4.66e-09: "4.66e-09", 0.0: "0", 12.0: "12.0"}
     assert {v: num(v) for v in cases} == cases
+    assert [p_text(p) for p in (3.6e-05, 0.0019, 0.5, 1.0)] == ["0.000036", "0.0019", "0.50", "1.0"]
 
 
 @given(st.floats(1e-6, 999.4, allow_nan=False), st.booleans())
