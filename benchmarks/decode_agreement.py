@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.inputs.conditions import KEY_FIELDS
+
 STUDY = ["experiment=study", "model=smollm2-135m-instruct-q4_1", "prompts.limit=2", "prefixes.per_group=8",
          "prefix.placement=document", "model.linear_dtype=null"]
 # name: (the sweep, what the fast run changes besides decode.path=teacher_forced)
@@ -36,7 +38,7 @@ SWEEPS = {
     "smollm2": (STUDY, []),
     "smollm2-bfloat16": (STUDY, ["model.linear_dtype=bfloat16"]),
 }
-KEYS = ["prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation"]
+KEYS = list(KEY_FIELDS)  # what names a condition
 
 
 def run(overrides: list[str], path: str, where: Path) -> tuple[pd.DataFrame, dict]:

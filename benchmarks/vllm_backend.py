@@ -6,7 +6,7 @@ each ``--dtypes``), and Hugging Face ``generate`` one condition at a time on the
 (greedy, the same stop tokens). It prints conditions per second of each (vLLM's engine start apart),
 and per vLLM dtype the share of conditions whose continuation equals the reference's, each
 difference explained: the first differing step, the two tokens, and the reference model's own
-top-1 minus top-2 logit margin there (float32, teacher-forced along the common start), so a
+top-1 minus top-2 logit margin there (at the sweep's dtype, teacher-forced along the common start), so a
 difference between the two nearest candidates at a small margin reads as rounding, anything else
 as a disagreement to look at.
 
@@ -32,7 +32,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-KEYS = ["prompt_id", "group", "prefix_id", "prefix_len", "placement", "isolation"]
+from harness.inputs.conditions import KEY_FIELDS
+
 DEMO = ["experiment=demo", "prompts.limit=8", "prefixes.per_group=6"]
 OUTPUT_ONLY = ["analysis.attention=false", "analysis.noise_floor=false", "draw_figures=false"]
 
@@ -44,14 +45,10 @@ def sweep(overrides: list[str], where: Path) -> tuple[pd.DataFrame, dict]:
     return pd.read_parquet(where / "conditions.parquet"), manifest
 
 
-def generate_one_at_a_time(cfg_overrides: list[str], inputs: list[list[int]], max_new_tokens: int) -> float:
+def generate_one_at_a_time(loaded, inputs: list[list[int]], max_new_tokens: int) -> float:
     """Seconds for plain ``generate`` over ``inputs``, one at a time (greedy, the harness's stops)."""
-    from harness.config import compose, validate
     from harness.model.decoding import stop_ids
-    from harness.model.loading import load_from_config
 
-    cfg = validate(compose(cfg_overrides))
-    loaded = load_from_config(cfg.model)
     stops = sorted(stop_ids(loaded.model, loaded.tokenizer))
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -86,9 +83,12 @@ def main() -> None:
         others = {d: sweep([*base, "backend.name=vllm", f"backend.dtype={d}"], tmp / f"vllm-{d}") for d in ns.dtypes}
     n = len(ref)
     max_new = ref_manifest["config"]["decode"]["max_new_tokens"]
-    gen_s = generate_one_at_a_time(ns.sweep, [list(i) for i in ref.input_ids], max_new)
-    ref_s = ref_manifest["condition_seconds"]
-    ref_total = sum(v for k, v in ref_s.items())
+    from harness.config import compose, validate
+    from harness.model.loading import load_from_config
+
+    loaded = load_from_config(validate(compose(ns.sweep)).model)  # as the reference sweep loaded it
+    gen_s = generate_one_at_a_time(loaded, [list(i) for i in ref.input_ids], max_new)
+    ref_total = sum(ref_manifest["condition_seconds"].values())
     print(f"sweep: {' '.join(ns.sweep)}; {n} conditions (A, B and C), {max_new} new tokens at most\n")
     print(f"{'engine':<26} {'conditions/s':>13} {'x generate':>11} {'engine start s':>15}")
     print(f"{'generate, one at a time':<26} {n / gen_s:>13.2f} {1.0:>11.2f} {'-':>15}")
@@ -98,15 +98,11 @@ def main() -> None:
         print(f"{'vLLM ' + manifest['backend']['dtype']:<26} {n / s:>13.2f} {gen_s / s:>11.2f} "
               f"{manifest['backend']['start_seconds']:>15.1f}")
 
-    from harness.config import compose, validate
-    from harness.model.loading import load_from_config
-
-    model = load_from_config(validate(compose(ns.sweep)).model, dtype="float32").model
     print(f"\n{'vLLM dtype':<11} {'identical':>10} {'share':>7} {'differ':>7} {'nearest two':>12} {'largest margin':>15}")
     for d, (table, manifest) in others.items():
-        both = ref.merge(table, on=KEYS, suffixes=("_ref", "_vllm"))
+        both = ref.merge(table, on=list(KEY_FIELDS), suffixes=("_ref", "_vllm"))
         same = both.continuation_ids_ref.map(list) == both.continuation_ids_vllm.map(list)
-        why = [explain(model, list(r.continuation_ids_ref), list(r.continuation_ids_vllm), list(r.input_ids_ref))
+        why = [explain(loaded.model, list(r.continuation_ids_ref), list(r.continuation_ids_vllm), list(r.input_ids_ref))
                for r in both[~same].itertuples()]
         nearest = sum(w["nearest_two"] for w in why)
         largest = max((w["margin"] for w in why), default=float("nan"))

@@ -16,15 +16,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+# P(a fresh probe is slower than a cached one), ties counted half: the detectors' AUROC, fresh as positives
+from harness.analysis.causal_heads import auroc
+
 Z95 = float(stats.norm.ppf(0.975))
-
-
-def auroc(fresh: np.ndarray, cached: np.ndarray) -> float:
-    """P(a fresh probe is slower than a cached one), ties counted half."""
-    fresh, cached = np.asarray(fresh, float), np.asarray(cached, float)
-    if not len(fresh) or not len(cached):
-        return float("nan")
-    return float(stats.mannwhitneyu(fresh, cached).statistic / (len(fresh) * len(cached)))
 
 
 def _score_variance(theta: float, m: int, n: int) -> float:
@@ -60,7 +55,7 @@ def power_against(effect: float, m: int, n: int, z: float = Z95) -> float:
 
 def leak_table(trials: pd.DataFrame) -> pd.DataFrame:
     """One row per setting and prefix length of ``trials`` (columns ``setting``, ``prefix_len``,
-    ``candidate`` in {cached, fresh}, ``seconds``, ``cached_tokens``): the probes' median seconds,
+    ``candidate`` in {cached, fresh}, ``seconds``, ``cached_share``): the probes' median seconds,
     the mean share of the prompt served from the cache, the AUROC with its interval, whether the
     interval holds 0.5, and the power against an AUROC of 0.6."""
     rows = []

@@ -48,6 +48,10 @@ def build_prefixes(args: list[str]) -> int:
     return 0
 
 
+# harness.runs.cache_timing.SETTINGS' names, here so that --help needs no heavy import (a test keeps them equal)
+CACHE_SETTINGS = ("none", "same_salt", "different_salts")
+
+
 def cache_timing(args: list[str]) -> int:
     """``harness cache-timing``: the prefix-cache side channel and isolation on a vLLM engine
     (:mod:`harness.runs.cache_timing`)."""
@@ -61,8 +65,7 @@ def cache_timing(args: list[str]) -> int:
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 1024],
                         help="prefix lengths in tokens (the engine caches whole blocks: 128 tokens on a CPU)")
     parser.add_argument("--trials", type=int, default=100, help="trials per setting and length (default 100)")
-    parser.add_argument("--settings", nargs="+", default=["none", "same_salt", "different_salts"],
-                        choices=["none", "same_salt", "different_salts"])
+    parser.add_argument("--settings", nargs="+", default=list(CACHE_SETTINGS), choices=CACHE_SETTINGS)
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--python", default=None, help="the vLLM environment's Python (default: "
                         "$PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)")
@@ -81,7 +84,7 @@ def cache_timing(args: list[str]) -> int:
     from harness.model.decoding import stop_ids
     from harness.model.loading import load_from_config
     from harness.model.vllm_backend import VllmWorker
-    from harness.runs.cache_timing import run_trials, write_outputs
+    from harness.runs.cache_timing import max_model_len, run_trials, write_outputs
 
     cfg = validate(compose([f"model={ns.model}"]))
     loaded = load_from_config(cfg.model, device="cpu")
@@ -89,8 +92,8 @@ def cache_timing(args: list[str]) -> int:
         raise HarnessError(f"model {ns.model} is built in memory; vLLM needs one stored on disk or the hub")
     vocab = len(loaded.tokenizer)
     stops = stop_ids(loaded.model, loaded.tokenizer)
-    longest = max(ns.lengths) + 8 + 8
-    with VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=max(longest, 256), seed=ns.seed,
+    context = max(max_model_len(ns.lengths), 256)
+    with VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=context, seed=ns.seed,
                     python=ns.python) as worker, tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings),
                                                       desc="trials", unit="trial") as bar:
         trials, invariant = run_trials(worker, vocab, ns.lengths, ns.trials, ns.settings, seed=ns.seed, stops=stops,

@@ -57,17 +57,17 @@ class VllmEngine:
             self._pending.setdefault(cond.prompt_id, []).append(cond)
 
     def _continue(self, prompt_id: str, needed: list[Condition]) -> None:
-        if prompt_id not in self._pending:  # asked without prepare: this prompt's conditions alone
-            self._pending[prompt_id] = list(needed)
-            self._pending.move_to_end(prompt_id, last=False)
+        """Continue ``prompt_id``'s conditions (``needed`` among them, prepared or not) and, in the
+        same engine call, the next prompts' up to ``chunk`` conditions."""
+        queued = self._pending.setdefault(prompt_id, [])
+        queued.extend(c for c in needed if c not in queued and c not in self._done)
+        self._pending.move_to_end(prompt_id, last=False)
         batch: list[Condition] = []
-        order = [prompt_id, *(p for p in self._pending if p != prompt_id)]
-        for p in order:
-            if batch and len(batch) + len(self._pending[p]) > self.chunk:
+        while self._pending:
+            first = next(iter(self._pending))
+            if batch and len(batch) + len(self._pending[first]) > self.chunk:
                 break
-            batch.extend(self._pending.pop(p))
-        extra = [c for c in needed if c not in batch and c not in self._done]
-        batch.extend(extra)
+            batch.extend(self._pending.pop(first))
         generated, seconds = self.worker.generate([list(c.assembled.input_ids) for c in batch], self.max_new_tokens,
                                                   self.stops)
         self.clock.seconds["vllm"] = self.clock.seconds.get("vllm", 0.0) + seconds

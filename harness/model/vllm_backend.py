@@ -102,9 +102,7 @@ class VllmWorker:
         if timeout_s is not None:
             ready, _, _ = select.select([out], [], [], timeout_s)
             if not ready:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
+                self._kill()
                 self._log.close()
                 raise HarnessError(f"the vLLM engine did not answer within {timeout_s:.0f} s while {doing}; "
                                    f"its log: {self.log_path}")
@@ -156,10 +154,14 @@ class VllmWorker:
                 self._proc.stdin.flush()
                 self._proc.wait(timeout=60)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
+                self._kill()
         self._log.close()
+
+    def _kill(self) -> None:
+        """Kill the worker and the engine processes it started (one process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
 
     def __enter__(self) -> VllmWorker:
         return self

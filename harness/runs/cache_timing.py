@@ -21,7 +21,6 @@ AUROC with its interval and power, :mod:`harness.analysis.leak`), ``leak.md``, a
 
 from __future__ import annotations
 
-import logging
 import random
 from pathlib import Path
 
@@ -31,13 +30,21 @@ from harness.analysis.leak import leak_table
 from harness.io import atomic_write, write_parquet
 from harness.model.vllm_backend import VllmWorker
 
-log = logging.getLogger(__name__)
-
+# each isolation setting's (victim's, attacker's) cache salt
 SETTINGS = {"none": (None, None), "same_salt": ("shared", "shared"), "different_salts": ("tenant-a", "tenant-b")}
+QUESTION_LEN = 8  # tokens of the attacker's own question after each candidate
+INVARIANT_TOKENS = 8  # greedy tokens the invariant compares
+
+
+def max_model_len(lengths: list[int]) -> int:
+    """The engine's context a run at these prefix lengths needs: the longest prefix, the question
+    and the invariant's continuation."""
+    return max(lengths) + QUESTION_LEN + INVARIANT_TOKENS
 
 
 def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, settings: list[str], seed: int = 0,
-               question_len: int = 8, invariant_tokens: int = 8, stops=(), progress=None) -> tuple[pd.DataFrame, dict]:
+               question_len: int = QUESTION_LEN, invariant_tokens: int = INVARIANT_TOKENS, stops=(),
+               progress=None) -> tuple[pd.DataFrame, dict]:
     """Every trial (module docstring), in one random order: the probes' table and the invariant's
     counts. Token ids are drawn uniformly from ``[10, vocab)`` (special tokens sit low)."""
     rng = random.Random(seed)

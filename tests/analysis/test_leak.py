@@ -113,6 +113,13 @@ def test_trials_interleave_cells_in_random_order():
     assert len(first_cells.drop_duplicates()) > 1
 
 
+def test_the_command_offers_the_experiment_s_settings():
+    from harness.cli.tools import CACHE_SETTINGS
+    from harness.runs.cache_timing import SETTINGS
+
+    assert CACHE_SETTINGS == tuple(SETTINGS)
+
+
 def test_cache_timing_refuses_bad_arguments_in_one_line(capsys, tmp_path):
     from tests.support import one_line_error
 
