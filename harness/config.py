@@ -156,8 +156,16 @@ class BackendConfig:
     name: Backend = Backend.harness
     # the vLLM environment's Python (null: $PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)
     python: str | None = None
-    # the dtype vLLM computes in (null: model.dtype); a CPU runs bfloat16 about as fast as float32
+    # the dtype vLLM computes in (null: model.dtype); on a CPU bfloat16 is faster but agrees less
+    # often with the harness's float32 continuations (docs/vllm.md)
     dtype: Dtype | None = None
+    # the prefix cache's granularity in tokens: conditions that share a prefix reuse its keys and
+    # values in whole blocks of this many tokens (vLLM's CPU default, 128, shares nothing of a
+    # 64-token prefix; 32 ran SmolLM2's conditions 1.5x faster: docs/vllm.md). A multiple of 32 on a CPU
+    block_size: int = 32
+    # compile the model (torch.compile) instead of running it eagerly: a longer engine start (about
+    # 75 s more for a small model on a CPU), faster calls; worth it for sweeps of thousands of conditions
+    compile: bool = False
     # conditions sent to the engine in one call: more keeps it busier, fewer loses less to an interruption
     chunk: int = 512
     # vLLM's own parallelism (GPUs): the model split over this many GPUs of a node / stages of a pipeline
@@ -382,6 +390,9 @@ def validate(cfg) -> DictConfig:
             problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
     if typed.backend.name == Backend.vllm:
         problems.extend(_vllm_problems(typed))
+    if typed.backend.block_size < 16 or typed.backend.block_size % 16:
+        problems.append(f"backend.block_size must be a positive multiple of 16 (of 32 on a CPU), got "
+                        f"{typed.backend.block_size}")
     for key in ("chunk", "tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(typed.backend, key) < 1:
             problems.append(f"backend.{key} must be at least 1, got {getattr(typed.backend, key)}")

@@ -80,6 +80,7 @@ def condition_record(model_label: str, result: Result, y_a: Continuation, tokeni
         **drift,
         "continuation_text": text_x,
         "continuation_ids": None if y_x is None else list(y_x.ids),
+        "continuation_logprobs": None if y_x is None or y_x.token_logprobs is None else list(y_x.token_logprobs),
         "n_continuation_tokens": None if y_x is None else len(y_x.ids),
         "stopped_on_eos": None if y_x is None else y_x.stopped_on_eos,
         "input_ids": list(a.input_ids),

@@ -8,8 +8,9 @@ conditions are to be computed, and each time the driver reaches a prompt not yet
 next ``chunk`` conditions (whole prompts, in the driver's order) go to the engine in one call, so
 vLLM batches across prompts. A's continuation is vLLM's too, so drift compares like with like.
 
-A result holds the continuation (token ids, whether a stop token ended it, the smallest top-1
-minus top-2 log-probability over its steps as the near-tie margin); output KL, the first
+A result holds the continuation (token ids, whether a stop token ended it, each token's
+log-probability, the smallest top-1 minus top-2 log-probability over its steps as the near-tie
+margin); output KL, the first
 teacher-forced divergence and every attention measure are null (``attention`` empty), never zero.
 A condition's ``seconds`` is its share of the engine call it was part of.
 """
@@ -27,7 +28,7 @@ from harness.model.vllm_backend import Generated, VllmWorker
 
 
 def as_continuation(g: Generated) -> Continuation:
-    return Continuation(g.ids, g.stopped, min(g.margins) if g.margins else None)
+    return Continuation(g.ids, g.stopped, min(g.margins) if g.margins else None, g.logprobs)
 
 
 class VllmEngine:

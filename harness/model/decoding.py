@@ -24,6 +24,9 @@ class Continuation:
     # The smallest top-1 minus top-2 logit margin over the greedy steps: how close the path came to
     # a tie (a near-tie can flip under numerical noise alone). Not part of equality.
     min_margin: float | None = field(default=None, compare=False)
+    # The log-probability of each token of ``ids``, where the engine gives it (the vLLM backend);
+    # None where it does not. Not part of equality.
+    token_logprobs: tuple[float, ...] | None = field(default=None, compare=False)
 
 
 def stop_set(eos_id: int | Collection[int] | None) -> frozenset[int]:

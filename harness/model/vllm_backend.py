@@ -56,11 +56,13 @@ def _cpu_threads() -> dict[str, str]:
 @dataclass
 class Generated:
     """One greedy continuation from vLLM: its token ids (no stop token), whether a stop token
-    ended it, and the top-1 minus top-2 log-probability at each step (the stop step included)."""
+    ended it, the top-1 minus top-2 log-probability at each step (the stop step included), and the
+    log-probability of each of its tokens."""
 
     ids: tuple[int, ...]
     stopped: bool
     margins: tuple[float, ...]
+    logprobs: tuple[float, ...] = ()
 
 
 class VllmWorker:
@@ -68,7 +70,8 @@ class VllmWorker:
     call :meth:`close`. ``log_path`` receives everything vLLM prints."""
 
     def __init__(self, model: str, *, dtype: str, max_model_len: int, seed: int = 0, python: str | None = None,
-                 prefix_caching: bool = True, block_size: int | None = None, tensor_parallel_size: int = 1,
+                 prefix_caching: bool = True, block_size: int | None = None, compile: bool = False,
+                 tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, log_path: Path | None = None,
                  start_timeout_s: float = START_TIMEOUT_S):
         self.python = vllm_python(python)
@@ -82,7 +85,7 @@ class VllmWorker:
                                       stderr=self._log, text=True, env=env,
                                       start_new_session=True)  # its engine processes go with it
         self._send({"model": model, "dtype": dtype, "max_model_len": int(max_model_len), "seed": int(seed),
-                    "prefix_caching": prefix_caching, "block_size": block_size,
+                    "prefix_caching": prefix_caching, "block_size": block_size, "compile": compile,
                     "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size})
         ready = self._receive(start_timeout_s, "starting")
         self.vllm_version: str = ready["vllm"]
@@ -134,8 +137,8 @@ class VllmWorker:
                                                           for p, s in zip(prompts, salts)],
                             "max_tokens": int(max_tokens), "stop_ids": sorted(int(i) for i in stop_ids)},
                            "generating")
-        return [Generated(tuple(o["ids"]), o["stopped"], tuple(o["margins"])) for o in answer["outputs"]], \
-            answer["seconds"]
+        return [Generated(tuple(o["ids"]), o["stopped"], tuple(o["margins"]), tuple(o.get("logprobs", ())))
+                for o in answer["outputs"]], answer["seconds"]
 
     def probe(self, ids: list[int], salt: str | None = None) -> tuple[float, int]:
         """One request of one new token, alone: its seconds (time to first token, as a tenant

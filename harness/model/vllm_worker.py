@@ -5,15 +5,16 @@ lives in an environment of its own (``make vllm``: ``.venv-vllm``) and the harne
 script over a pipe (:mod:`harness.model.vllm_backend`). It imports nothing of the harness.
 
 Protocol: one JSON object per line. The first line on stdin is the engine's settings
-(``model``, ``dtype``, ``max_model_len``, ``seed``, ``prefix_caching``, ``block_size``,
+(``model``, ``dtype``, ``max_model_len``, ``seed``, ``prefix_caching``, ``block_size``, ``compile``,
 ``tensor_parallel_size``, ``pipeline_parallel_size``); the script
 answers ``{"ready": ...}`` once the engine has started (with vLLM's version and the dtype it
 runs), then answers each request line with one line:
 
 * ``{"op": "generate", "prompts": [{"ids": [...], "salt": null}], "max_tokens": N, "stop_ids": [...]}``:
   greedy continuations of every prompt in one engine call, each with its token ids (the stop
-  token, where one ended it, dropped and said by ``stopped``), the top-1 minus top-2
-  log-probability at each step (``margins``: the near-tie margin), and the wall seconds of the call;
+  token, where one ended it, dropped and said by ``stopped``), the log-probability of each of those
+  tokens (``logprobs``), the top-1 minus top-2 log-probability at each step, the stop step included
+  (``margins``: the near-tie margin), and the wall seconds of the call;
 * ``{"op": "probe", "ids": [...], "salt": null}``: one request of one new token, alone, timed
   (``seconds``: what a tenant measures as time to first token) with the number of its prompt tokens
   the engine served from its prefix cache (``cached_tokens``);
@@ -47,6 +48,11 @@ def _prompt(ids, salt):
     return prompt
 
 
+def _chosen(ids, logprobs) -> list[float]:
+    """The log-probability of each chosen token (vLLM returns the sampled token beside the top 2)."""
+    return [float(step[i].logprob) for i, step in zip(ids, logprobs or [])]
+
+
 def _margins(logprobs) -> list[float]:
     out = []
     for step in logprobs or []:
@@ -66,7 +72,8 @@ def main() -> None:
     kwargs = {"model": settings["model"], "dtype": settings.get("dtype") or "auto",
               "max_model_len": settings["max_model_len"], "seed": settings.get("seed", 0),
               "enable_prefix_caching": bool(settings.get("prefix_caching", True)),
-              "enforce_eager": settings.get("enforce_eager", True)}
+              # compiled: a longer start (about 75 s more for a small model on a CPU), faster calls
+              "enforce_eager": not settings.get("compile", False)}
     for key in ("tensor_parallel_size", "pipeline_parallel_size"):  # vLLM's own parallelism (GPUs)
         if int(settings.get(key) or 1) > 1:
             kwargs[key] = int(settings[key])
@@ -98,7 +105,8 @@ def main() -> None:
                     o = r.outputs[0]
                     ids = list(o.token_ids)
                     stopped = bool(ids) and ids[-1] in stops
-                    answers.append({"ids": ids[:-1] if stopped else ids, "stopped": stopped,
+                    kept = ids[:-1] if stopped else ids
+                    answers.append({"ids": kept, "stopped": stopped, "logprobs": _chosen(kept, o.logprobs),
                                     "margins": _margins(o.logprobs)})
                 answer = {"outputs": answers, "seconds": seconds}
             elif op == "probe":

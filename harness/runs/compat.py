@@ -4,7 +4,8 @@
 Runs of different result schemas are refused outright (their tables mean different things). Runs
 that differ in a setting that changes every number (``max_new_tokens``, the decode path,
 special-token handling, the metric set; for one model also its weights, tokenizer, dtype, the
-precision of its linear products or its device) are refused unless the command was given ``--allow-mixed-settings``: one table would mix
+precision of its linear products, its device, or the engine that continued it: vLLM's version,
+dtype and settings) are refused unless the command was given ``--allow-mixed-settings``: one table would mix
 them without a column saying which is which. A collected directory carries the settings of each
 run it was made from, so reading it, alone or beside other runs, is judged on those.
 """
@@ -17,9 +18,10 @@ from harness.errors import HarnessError
 
 # compared between every two runs, and within one model (other models may need other dtypes)
 SHARED_SETTINGS = ("max_new_tokens", "decode_path", "special_tokens", "metrics")
-PER_MODEL_SETTINGS = ("resolved_revision", "tokenizer", "dtype", "linear_dtype", "device")
+PER_MODEL_SETTINGS = ("resolved_revision", "tokenizer", "dtype", "linear_dtype", "device", "backend")
 # what a result fingerprint without the setting meant: runs from before decode paths decoded step by
-# step; runs without a linear_dtype multiplied at their weights' own precision (None)
+# step; runs without a linear_dtype multiplied at their weights' own precision (None), runs
+# without a backend ran on the harness's own engine (None)
 DEFAULTS = {"decode_path": "stepwise"}
 
 

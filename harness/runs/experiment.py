@@ -93,7 +93,9 @@ class Experiment:
             exp.backend = {"name": "harness"}
         # which engine and precision continued the conditions (vLLM: its version and dtype); results
         # of the harness's engine keep the keys they had before backends existed
-        backend_key = ({"backend": f"vllm {exp.backend['vllm']} {exp.backend['dtype']}", "decode_path": "vllm"}
+        # (the prefix cache's block size and compilation change how vLLM splits its products)
+        backend_key = ({"backend": f"vllm {exp.backend['vllm']} {exp.backend['dtype']} block {exp.backend['block_size']}"
+                                   f"{' compiled' if exp.backend['compile'] else ''}", "decode_path": "vllm"}
                        if exp.backend["name"] == "vllm" else {})
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
@@ -197,11 +199,13 @@ def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int):
                            f"in memory")
     dtype = (cfg.backend.dtype or cfg.model.dtype).value
     worker = VllmWorker(loaded.location, dtype=dtype, max_model_len=longest, seed=cfg.seed,
-                        python=cfg.backend.python, tensor_parallel_size=cfg.backend.tensor_parallel_size,
+                        python=cfg.backend.python, block_size=cfg.backend.block_size, compile=cfg.backend.compile,
+                        tensor_parallel_size=cfg.backend.tensor_parallel_size,
                         pipeline_parallel_size=cfg.backend.pipeline_parallel_size)
     log.info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version, worker.start_seconds, worker.dtype,
              worker.python)
     facts = {"name": "vllm", "vllm": worker.vllm_version, "dtype": worker.dtype, "python": str(worker.python),
+             "block_size": cfg.backend.block_size, "compile": cfg.backend.compile,
              "start_seconds": round(worker.start_seconds, 1), "log": str(worker.log_path)}
     return VllmEngine(worker, stops, cfg.decode.max_new_tokens, cfg.backend.chunk), facts
 

@@ -26,6 +26,7 @@ CONDITION_COLUMNS = KEY_COLUMNS + [
     # the continuation
     "continuation_text",
     "continuation_ids",
+    "continuation_logprobs",  # each token's log-probability where the backend gives it (vLLM), else null
     "n_continuation_tokens",
     "stopped_on_eos",
     # the input and its segment spans (half-open token offsets)

@@ -101,6 +101,8 @@ def test_a_failed_engine_call_fails_its_conditions_not_the_sweep():
     (["analysis.attention=false", "analysis.noise_floor=false", "model.adapter=x"], "model.adapter"),
     (["experiment=vllm-outputs", "backend.chunk=0"], "backend.chunk"),
     (["experiment=vllm-outputs", "backend.tensor_parallel_size=0"], "backend.tensor_parallel_size"),
+    (["experiment=vllm-outputs", "backend.block_size=40"], "backend.block_size must be a positive multiple of 16"),
+    (["experiment=vllm-outputs", "backend.block_size=0"], "backend.block_size must be a positive multiple of 16"),
 ])
 def test_what_vllm_cannot_do_is_refused_before_anything_loads(override, says):
     with pytest.raises(HarnessError, match=says.replace("[", r"\[").replace("]", r"\]")):
@@ -129,7 +131,9 @@ DEMO = SHIPPED_MODELS["demo"]  # the directory model=demo loads (the obedient de
 
 @pytest.fixture(scope="module")
 def worker():
-    with VllmWorker(str(DEMO), dtype="float32", max_model_len=512, seed=0, python=_vllm_python()) as w:
+    # the backend's default block size (backend.block_size): the tests see the prefix cache a sweep uses
+    with VllmWorker(str(DEMO), dtype="float32", max_model_len=512, seed=0, python=_vllm_python(),
+                    block_size=32) as w:
         yield w
 
 
@@ -153,6 +157,20 @@ def test_vllm_continues_as_the_harness_engine_does_in_float32(worker):
         assert vllm[cond].ids == harness[cond].ids and vllm[cond].stopped_on_eos == harness[cond].stopped_on_eos
         # the margins are the same quantity (top-1 minus top-2 over the same steps), up to rounding
         assert vllm[cond].min_margin == pytest.approx(harness[cond].min_margin, abs=1e-3)
+    # each token's log-probability, against the model's own log-softmax along the continuation
+    # (computed here by a plain forward pass over the input and the continuation, no engine)
+    for cond in conditions:
+        ids, got = list(vllm[cond].ids), vllm[cond].token_logprobs
+        assert got is not None and len(got) == len(ids)
+        if not ids:
+            continue
+        full = torch.tensor([list(cond.assembled.input_ids) + ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(loaded.model(full).logits[0].float(), -1)
+        start = len(cond.assembled.input_ids)
+        want = logp[start - 1:start - 1 + len(ids)].gather(1, torch.tensor(ids)[:, None])[:, 0]
+        assert got == pytest.approx(want.tolist(), abs=1e-3)
+        assert max(got) <= 0
 
 
 @needs_vllm
@@ -195,4 +213,9 @@ def test_a_vllm_sweep_end_to_end(tmp_path, monkeypatch):
     assert (both.continuation_text_h == both.continuation_text_v).all()
     assert (both.edit_distance_h == both.edit_distance_v).all()
     assert got.output_kl.isna().all() and got.attn_kl_mean.isna().all()
+    # vLLM gives each token's log-probability; the harness engine's rows say none (null, not zero)
+    assert (got.continuation_logprobs.map(len) == got.n_continuation_tokens).all()
+    assert want.continuation_logprobs.isna().all()
+    assert manifest["backend"]["block_size"] == 32 and manifest["backend"]["compile"] is False
+    assert "block 32" in manifest["result_fingerprint"]["backend"]
     assert not Path(run / "attention.parquet").exists() or pd.read_parquet(run / "attention.parquet").empty

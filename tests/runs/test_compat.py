@@ -67,3 +67,20 @@ def test_allow_mixed_settings_lets_every_reader_through(runs, tmp_path):
 def test_runs_of_one_setting_read_together_without_a_flag(runs, tmp_path):
     conditions, _ = load_runs([runs["n4"], runs["n4"]])
     assert len(conditions) == 2 * len(load_runs([runs["n4"]])[0])
+
+
+def test_runs_continued_by_other_engines_or_engine_settings_are_mixed_settings():
+    """Two vLLM runs of one model at other dtypes or prefix-cache block sizes round apart, and a
+    harness run is not a vLLM run: the rule names the engine (``backend``) for that model."""
+    from harness.runs.compat import Settings, mixed_settings, settings_of
+
+    base = {"schema": 3, "model": "m", "max_new_tokens": 8, "decode_path": "vllm", "dtype": "float32"}
+    fp32 = settings_of({**base, "backend": "vllm 0.32.0 float32 block 32"})
+    bf16 = settings_of({**base, "backend": "vllm 0.32.0 bfloat16 block 32"})
+    block = settings_of({**base, "backend": "vllm 0.32.0 float32 block 128"})
+    assert mixed_settings([Settings("a", fp32), Settings("b", fp32)]) == []
+    for other in (bf16, block):
+        (found,) = mixed_settings([Settings("a", fp32), Settings("b", other)])
+        assert found.startswith("backend for model m (")
+    harness = settings_of({**base, "decode_path": "stepwise"})
+    assert "backend" in " ".join(mixed_settings([Settings("a", fp32), Settings("b", harness)]))
