@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 
@@ -49,7 +50,7 @@ def build_prefixes(args: list[str]) -> int:
 
 
 # harness.runs.cache_timing.SETTINGS' names, here so that --help needs no heavy import (a test keeps them equal)
-CACHE_SETTINGS = ("none", "same_salt", "different_salts")
+CACHE_SETTINGS = ("none", "same_salt", "different_salts", "per_tenant_cache")
 
 
 def cache_timing(args: list[str]) -> int:
@@ -64,6 +65,8 @@ def cache_timing(args: list[str]) -> int:
                         "smollm2-135m-instruct-q4_1, ... (default demo)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 1024],
                         help="prefix lengths in tokens (the engine caches whole blocks: 128 tokens on a CPU)")
+    parser.add_argument("--block-size", type=int, default=None, help="the prefix cache's block in tokens "
+                        "(default: vLLM's own, 128 on a CPU): nothing shorter than one block is ever shared")
     parser.add_argument("--trials", type=int, default=100, help="trials per setting and length (default 100)")
     parser.add_argument("--settings", nargs="+", default=list(CACHE_SETTINGS), choices=CACHE_SETTINGS)
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
@@ -76,6 +79,8 @@ def cache_timing(args: list[str]) -> int:
 
     if ns.trials < 2 or any(n < 1 for n in ns.lengths):
         raise HarnessError("--trials must be at least 2 and every --lengths value positive")
+    if ns.block_size is not None and (ns.block_size < 16 or ns.block_size % 16):
+        raise HarnessError(f"--block-size must be a positive multiple of 16 (of 32 on a CPU), got {ns.block_size}")
     if ns.out.exists() and any(ns.out.iterdir()):
         raise HarnessError(f"--out {ns.out} already holds files; give a new directory (nothing is overwritten)")
     from tqdm.auto import tqdm
@@ -93,13 +98,19 @@ def cache_timing(args: list[str]) -> int:
     vocab = len(loaded.tokenizer)
     stops = stop_ids(loaded.model, loaded.tokenizer)
     context = max(max_model_len(ns.lengths), 256)
-    with VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=context, seed=ns.seed,
-                    python=ns.python) as worker, tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings),
-                                                      desc="trials", unit="trial") as bar:
+    engine = {"dtype": ns.dtype, "max_model_len": context, "seed": ns.seed, "python": ns.python,
+              "block_size": ns.block_size}
+    with contextlib.ExitStack() as stack:
+        worker = stack.enter_context(VllmWorker(loaded.location, **engine))
+        # per_tenant_cache: the attacker's own engine (a second start, and its own KV cache memory)
+        own = (stack.enter_context(VllmWorker(loaded.location, **engine)) if "per_tenant_cache" in ns.settings
+               else None)
+        bar = stack.enter_context(tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings), desc="trials",
+                                       unit="trial"))
         trials, invariant = run_trials(worker, vocab, ns.lengths, ns.trials, ns.settings, seed=ns.seed, stops=stops,
-                                       progress=lambda done, total: bar.update(done - bar.n))
+                                       progress=lambda done, total: bar.update(done - bar.n), own_engine=own)
         facts = {"vllm": worker.vllm_version, "dtype": worker.dtype, "model": cfg.model.name_or_path,
-                 "trials": ns.trials}
+                 "trials": ns.trials, "block_size": ns.block_size}
     leak = write_outputs(ns.out, trials, invariant, facts)
     print((ns.out / "leak.md").read_text(encoding="utf-8"))
     print(f"wrote {ns.out}/trials.parquet, leak.parquet, leak.md, fig_leak.png ({len(leak)} cells)")

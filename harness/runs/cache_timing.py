@@ -7,8 +7,9 @@ is sent by the victim (so the engine caches it); the attacker then probes two ca
 new token, timed as time to first token: the victim's prefix (``cached``) and another fresh random
 prefix of the same length (``fresh``), each followed by the attacker's own question, in random
 order. Settings: ``none`` (no salt), ``same_salt`` (both tenants give one ``cache_salt``),
-``different_salts`` (each tenant its own). Trials of every cell are interleaved in one random
-order, so drift in the machine's speed falls on all cells alike.
+``different_salts`` (each tenant its own), ``per_tenant_cache`` (each tenant its own engine, so its
+own prefix cache: the attacker probes an engine the victim never used). Trials of every cell are
+interleaved in one random order, so drift in the machine's speed falls on all cells alike.
 
 The invariant (``invariant``): in the ``none`` setting, where the attacker's request is served from
 the victim's cache, its greedy continuation is compared with the same request computed after the
@@ -30,8 +31,10 @@ from harness.analysis.leak import leak_table
 from harness.io import atomic_write, write_parquet
 from harness.model.vllm_backend import VllmWorker
 
-# each isolation setting's (victim's, attacker's) cache salt
-SETTINGS = {"none": (None, None), "same_salt": ("shared", "shared"), "different_salts": ("tenant-a", "tenant-b")}
+# each isolation setting's (victim's, attacker's) cache salt, and whether the attacker has an engine
+# (and so a prefix cache) of its own
+SETTINGS = {"none": (None, None, False), "same_salt": ("shared", "shared", False),
+            "different_salts": ("tenant-a", "tenant-b", False), "per_tenant_cache": (None, None, True)}
 QUESTION_LEN = 8  # tokens of the attacker's own question after each candidate
 INVARIANT_TOKENS = 8  # greedy tokens the invariant compares
 
@@ -44,9 +47,12 @@ def max_model_len(lengths: list[int]) -> int:
 
 def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, settings: list[str], seed: int = 0,
                question_len: int = QUESTION_LEN, invariant_tokens: int = INVARIANT_TOKENS, stops=(),
-               progress=None) -> tuple[pd.DataFrame, dict]:
+               progress=None, own_engine: VllmWorker | None = None) -> tuple[pd.DataFrame, dict]:
     """Every trial (module docstring), in one random order: the probes' table and the invariant's
-    counts. Token ids are drawn uniformly from ``[10, vocab)`` (special tokens sit low)."""
+    counts. Token ids are drawn uniformly from ``[10, vocab)`` (special tokens sit low).
+    ``own_engine`` is the attacker's own engine, which ``per_tenant_cache`` needs."""
+    if own_engine is None and any(SETTINGS[s][2] for s in settings):
+        raise ValueError("per_tenant_cache needs the attacker's own engine (own_engine)")
     rng = random.Random(seed)
     order = [(s, length, t) for s in settings for length in lengths for t in range(trials)]
     rng.shuffle(order)
@@ -56,14 +62,15 @@ def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, 
         return [rng.randrange(10, vocab) for _ in range(n)]
 
     for k, (setting, length, trial) in enumerate(order):
-        victim_salt, attacker_salt = SETTINGS[setting]
+        victim_salt, attacker_salt, separate = SETTINGS[setting]
+        attacker = own_engine if separate else worker
         victim = tokens(length)
         worker.probe(victim + tokens(question_len), salt=victim_salt)  # the victim's request caches its prefix
         question = tokens(question_len)
         candidates = [("cached", victim), ("fresh", tokens(length))]
         rng.shuffle(candidates)
         for kind, prefix in candidates:
-            seconds, cached = worker.probe(prefix + question, salt=attacker_salt)
+            seconds, cached = attacker.probe(prefix + question, salt=attacker_salt)
             rows.append({"setting": setting, "prefix_len": length, "trial": trial, "candidate": kind,
                          "seconds": seconds, "cached_tokens": cached,
                          "cached_share": cached / (length + question_len), "order": k})
@@ -82,7 +89,9 @@ def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, 
 def report(leak: pd.DataFrame, invariant: dict, facts: dict) -> str:
     """``leak.md``: what the cache tells another tenant, per setting and length, with intervals."""
     lines = ["# What a shared prefix cache tells another tenant", "",
-             f"Engine: vLLM {facts['vllm']} ({facts['dtype']}) serving {facts['model']}, prefix caching on; "
+             f"Engine: vLLM {facts['vllm']} ({facts['dtype']}) serving {facts['model']}, prefix caching on "
+             f"({'blocks of ' + str(facts['block_size']) + ' tokens' if facts.get('block_size') else 'its own block size'}"
+             f"; per_tenant_cache: a second engine for the attacker); "
              f"{facts['trials']} trials per cell in one random order (`harness cache-timing`). AUROC: P(a fresh "
              "candidate's time to first token exceeds a cached one's), 0.5 when the time says nothing; 95% "
              "interval: Newcombe's score interval; power: of the test of 0.5 against a true AUROC of 0.6.", "",

@@ -106,6 +106,19 @@ def test_the_experiment_finds_the_leak_and_that_salts_close_it(tmp_path):
     assert pd.read_parquet(tmp_path / "leak.parquet").shape[0] == 6
 
 
+def test_a_tenant_with_its_own_engine_learns_nothing_from_another_s_cache(tmp_path):
+    trials, invariant = run_trials(StandInEngine(seed=1), vocab=5000, lengths=[64, 256], trials=60,
+                                   settings=["none", "per_tenant_cache"], own_engine=StandInEngine(seed=2))
+    leak = write_outputs(tmp_path, trials, invariant, {"vllm": "stand-in", "dtype": "float32", "model": "m",
+                                                       "trials": 60}).set_index(["setting", "prefix_len"])
+    for length in (64, 256):
+        assert leak.loc[("none", length), "auroc_lo"] > 0.95
+        assert leak.loc[("per_tenant_cache", length), "holds_half"]
+        assert leak.loc[("per_tenant_cache", length), "cached_share_cached"] == 0
+    with pytest.raises(ValueError, match="own engine"):
+        run_trials(StandInEngine(), vocab=5000, lengths=[16], trials=2, settings=["per_tenant_cache"])
+
+
 def test_trials_interleave_cells_in_random_order():
     trials, _ = run_trials(StandInEngine(), vocab=5000, lengths=[16, 32], trials=5, settings=["none", "same_salt"],
                            invariant_tokens=0)
@@ -124,6 +137,7 @@ def test_cache_timing_refuses_bad_arguments_in_one_line(capsys, tmp_path):
     from tests.support import one_line_error
 
     assert "--trials" in one_line_error(capsys, ["cache-timing", "--trials", "1", "--out", str(tmp_path / "new")])
+    assert "--block-size" in one_line_error(capsys, ["cache-timing", "--block-size", "24", "--out", str(tmp_path / "new")])
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "leak.md").write_text("earlier")
     assert "already holds files" in one_line_error(capsys, ["cache-timing", "--out", str(tmp_path / "used")])
