@@ -75,12 +75,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", nargs="+", default=DEMO, help="the sweep's overrides (default: the demo's)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--compile", action="store_true", help="also run each dtype compiled (backend.compile=true)")
     ns = parser.parse_args()
     base = [*ns.sweep, *OUTPUT_ONLY]
+    variants = [(d, c) for d in ns.dtypes for c in ((False, True) if ns.compile else (False,))]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         ref, ref_manifest = sweep([*base, "decode.path=stepwise"], tmp / "harness")
-        others = {d: sweep([*base, "backend.name=vllm", f"backend.dtype={d}"], tmp / f"vllm-{d}") for d in ns.dtypes}
+        others = {(d, c): sweep([*base, "backend.name=vllm", f"backend.dtype={d}", f"backend.compile={c}"],
+                                tmp / f"vllm-{d}-{c}") for d, c in variants}
     n = len(ref)
     max_new = ref_manifest["config"]["decode"]["max_new_tokens"]
     from harness.config import compose, validate
@@ -90,23 +93,28 @@ def main() -> None:
     gen_s = generate_one_at_a_time(loaded, [list(i) for i in ref.input_ids], max_new)
     ref_total = sum(ref_manifest["condition_seconds"].values())
     print(f"sweep: {' '.join(ns.sweep)}; {n} conditions (A, B and C), {max_new} new tokens at most\n")
-    print(f"{'engine':<26} {'conditions/s':>13} {'x generate':>11} {'engine start s':>15}")
-    print(f"{'generate, one at a time':<26} {n / gen_s:>13.2f} {1.0:>11.2f} {'-':>15}")
-    print(f"{'harness, stepwise':<26} {n / ref_total:>13.2f} {gen_s / ref_total:>11.2f} {'-':>15}")
-    for d, (_, manifest) in others.items():
+    print(f"{'engine':<32} {'conditions/s':>13} {'x generate':>11} {'engine start s':>15}")
+    print(f"{'generate, one at a time':<32} {n / gen_s:>13.2f} {1.0:>11.2f} {'-':>15}")
+    print(f"{'harness, stepwise':<32} {n / ref_total:>13.2f} {gen_s / ref_total:>11.2f} {'-':>15}")
+
+    def label(manifest: dict) -> str:
+        b = manifest["backend"]
+        return f"{b['dtype']}{', compiled' if b['compile'] else ''}, block {b['block_size']}"
+
+    for _, manifest in others.values():
         s = manifest["condition_seconds"]["vllm"]
-        print(f"{'vLLM ' + manifest['backend']['dtype']:<26} {n / s:>13.2f} {gen_s / s:>11.2f} "
+        print(f"{'vLLM ' + label(manifest):<32} {n / s:>13.2f} {gen_s / s:>11.2f} "
               f"{manifest['backend']['start_seconds']:>15.1f}")
 
-    print(f"\n{'vLLM dtype':<11} {'identical':>10} {'share':>7} {'differ':>7} {'nearest two':>12} {'largest margin':>15}")
-    for d, (table, manifest) in others.items():
+    print(f"\n{'vLLM':<26} {'identical':>10} {'share':>7} {'differ':>7} {'nearest two':>12} {'largest margin':>15}")
+    for table, manifest in others.values():
         both = ref.merge(table, on=list(KEY_FIELDS), suffixes=("_ref", "_vllm"))
         same = both.continuation_ids_ref.map(list) == both.continuation_ids_vllm.map(list)
         why = [explain(loaded.model, list(r.continuation_ids_ref), list(r.continuation_ids_vllm), list(r.input_ids_ref))
                for r in both[~same].itertuples()]
         nearest = sum(w["nearest_two"] for w in why)
         largest = max((w["margin"] for w in why), default=float("nan"))
-        print(f"{manifest['backend']['dtype']:<11} {int(same.sum()):>10} {same.mean():>7.3f} {len(why):>7} "
+        print(f"{label(manifest):<26} {int(same.sum()):>10} {same.mean():>7.3f} {len(why):>7} "
               f"{nearest:>12} {largest:>15.3f}")
         for w in why:
             if not w["nearest_two"]:

@@ -23,6 +23,7 @@ AUROC with its interval and power, :mod:`harness.analysis.leak`), ``leak.md``, a
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +37,11 @@ from harness.model.vllm_backend import VllmWorker
 SETTINGS = {"none": (None, None, False), "same_salt": ("shared", "shared", False),
             "different_salts": ("tenant-a", "tenant-b", False), "per_tenant_cache": (None, None, True)}
 QUESTION_LEN = 8  # tokens of the attacker's own question after each candidate
+# vLLM's workers spin for 0.1 s waiting for their next message after each one (its shared-memory
+# queue's spin loop) before they park: a request timed on one engine while the other still spins
+# shares the cores with it. Measured with two engines on two cores and no pause: the leak at 256
+# tokens fell from AUROC 0.999 to 0.85 in every setting. So switching engines waits this long first.
+SWITCH_PAUSE_S = 0.25
 INVARIANT_TOKENS = 8  # greedy tokens the invariant compares
 
 
@@ -47,7 +53,8 @@ def max_model_len(lengths: list[int]) -> int:
 
 def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, settings: list[str], seed: int = 0,
                question_len: int = QUESTION_LEN, invariant_tokens: int = INVARIANT_TOKENS, stops=(),
-               progress=None, own_engine: VllmWorker | None = None) -> tuple[pd.DataFrame, dict]:
+               progress=None, own_engine: VllmWorker | None = None, switch_pause_s: float = SWITCH_PAUSE_S
+               ) -> tuple[pd.DataFrame, dict]:
     """Every trial (module docstring), in one random order: the probes' table and the invariant's
     counts. Token ids are drawn uniformly from ``[10, vocab)`` (special tokens sit low).
     ``own_engine`` is the attacker's own engine, which ``per_tenant_cache`` needs."""
@@ -61,22 +68,31 @@ def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, 
     def tokens(n: int) -> list[int]:
         return [rng.randrange(10, vocab) for _ in range(n)]
 
+    last = [worker]
+
+    def on(engine):
+        """``engine``, after the other one has stopped spinning (SWITCH_PAUSE_S) if it was the last used."""
+        if engine is not last[0]:
+            time.sleep(switch_pause_s)
+            last[0] = engine
+        return engine
+
     for k, (setting, length, trial) in enumerate(order):
         victim_salt, attacker_salt, separate = SETTINGS[setting]
         attacker = own_engine if separate else worker
         victim = tokens(length)
-        worker.probe(victim + tokens(question_len), salt=victim_salt)  # the victim's request caches its prefix
+        on(worker).probe(victim + tokens(question_len), salt=victim_salt)  # the victim's request caches its prefix
         question = tokens(question_len)
         candidates = [("cached", victim), ("fresh", tokens(length))]
         rng.shuffle(candidates)
         for kind, prefix in candidates:
-            seconds, cached = attacker.probe(prefix + question, salt=attacker_salt)
+            seconds, cached = on(attacker).probe(prefix + question, salt=attacker_salt)
             rows.append({"setting": setting, "prefix_len": length, "trial": trial, "candidate": kind,
                          "seconds": seconds, "cached_tokens": cached,
                          "cached_share": cached / (length + question_len), "order": k})
         if setting == "none" and invariant_tokens:
             # the attacker's request as served (its prefix from the victim's cache), then computed afresh
-            (served,), _ = worker.generate([victim + question], invariant_tokens, stops)
+            (served,), _ = on(worker).generate([victim + question], invariant_tokens, stops)
             worker.reset_cache()
             (fresh,), _ = worker.generate([victim + question], invariant_tokens, stops)
             compared += 1

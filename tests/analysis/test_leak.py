@@ -108,7 +108,8 @@ def test_the_experiment_finds_the_leak_and_that_salts_close_it(tmp_path):
 
 def test_a_tenant_with_its_own_engine_learns_nothing_from_another_s_cache(tmp_path):
     trials, invariant = run_trials(StandInEngine(seed=1), vocab=5000, lengths=[64, 256], trials=60,
-                                   settings=["none", "per_tenant_cache"], own_engine=StandInEngine(seed=2))
+                                   settings=["none", "per_tenant_cache"], own_engine=StandInEngine(seed=2),
+                                   switch_pause_s=0)
     leak = write_outputs(tmp_path, trials, invariant, {"vllm": "stand-in", "dtype": "float32", "model": "m",
                                                        "trials": 60}).set_index(["setting", "prefix_len"])
     for length in (64, 256):
