@@ -9,7 +9,9 @@ prefix of the same length (``fresh``), each followed by the attacker's own quest
 order. Settings: ``none`` (no salt), ``same_salt`` (both tenants give one ``cache_salt``),
 ``different_salts`` (each tenant its own), ``per_tenant_cache`` (each tenant its own engine, so its
 own prefix cache: the attacker probes an engine the victim never used). Trials of every cell are
-interleaved in one random order, so drift in the machine's speed falls on all cells alike.
+interleaved in one random order, so drift in the machine's speed falls on all cells alike
+(``harness cache-timing`` runs ``per_tenant_cache`` after the others, in an order of its own, with
+the second engine started only then: two engines up slowed every request on a small machine).
 
 The invariant (``invariant``): in the ``none`` setting, where the attacker's request is served from
 the victim's cache, its greedy continuation is compared with the same request computed after the
@@ -42,6 +44,7 @@ QUESTION_LEN = 8  # tokens of the attacker's own question after each candidate
 # shares the cores with it. Measured with two engines on two cores and no pause: the leak at 256
 # tokens fell from AUROC 0.999 to 0.85 in every setting. So switching engines waits this long first.
 SWITCH_PAUSE_S = 0.25
+WARMUP = 2  # untimed requests per length on each engine before the trials
 INVARIANT_TOKENS = 8  # greedy tokens the invariant compares
 
 
@@ -68,6 +71,12 @@ def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, 
     def tokens(n: int) -> list[int]:
         return [rng.randrange(10, vocab) for _ in range(n)]
 
+    # a new engine's first requests are slow (tens to hundreds of ms more): untimed ones first, at
+    # every length, on each engine the trials use
+    for engine in {id(e): e for e in (worker, own_engine) if e is not None}.values():
+        for length in lengths:
+            for _ in range(WARMUP):
+                engine.probe(tokens(length + question_len))
     last = [worker]
 
     def on(engine):
@@ -107,8 +116,9 @@ def report(leak: pd.DataFrame, invariant: dict, facts: dict) -> str:
     lines = ["# What a shared prefix cache tells another tenant", "",
              f"Engine: vLLM {facts['vllm']} ({facts['dtype']}) serving {facts['model']}, prefix caching on "
              f"({'blocks of ' + str(facts['block_size']) + ' tokens' if facts.get('block_size') else 'its own block size'}"
-             f"; per_tenant_cache: a second engine for the attacker); "
-             f"{facts['trials']} trials per cell in one random order (`harness cache-timing`). AUROC: P(a fresh "
+             f"); {facts['trials']} trials per cell in one random order (`harness cache-timing`; "
+             "per_tenant_cache, the attacker on an engine of its own, runs after the other settings, in an order "
+             "of its own, with its second engine started only then). AUROC: P(a fresh "
              "candidate's time to first token exceeds a cached one's), 0.5 when the time says nothing; 95% "
              "interval: Newcombe's score interval; power: of the test of 0.5 against a true AUROC of 0.6.", "",
              "| setting | prefix tokens | trials | median s, cached | median s, fresh | served from cache (cached / fresh) "
