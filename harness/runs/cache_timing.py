@@ -80,9 +80,12 @@ def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, 
     last = [worker]
 
     def on(engine):
-        """``engine``, after the other one has stopped spinning (SWITCH_PAUSE_S) if it was the last used."""
+        """``engine``, ready to be timed: if the other engine was the last used, after it has stopped
+        spinning (SWITCH_PAUSE_S) and after an untimed request that wakes this one (an engine idle
+        for a moment answered its first request 0.1-0.2 s late, whatever the request)."""
         if engine is not last[0]:
             time.sleep(switch_pause_s)
+            engine.probe(tokens(question_len))
             last[0] = engine
         return engine
 

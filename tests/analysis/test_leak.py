@@ -120,6 +120,26 @@ def test_a_tenant_with_its_own_engine_learns_nothing_from_another_s_cache(tmp_pa
         run_trials(StandInEngine(), vocab=5000, lengths=[16], trials=2, settings=["per_tenant_cache"])
 
 
+class DrowsyEngine(StandInEngine):
+    """A stand-in that answers its first request after another engine was used 0.2 s late, as a
+    vLLM engine that idled for a moment does."""
+
+    last = [None]
+
+    def probe(self, ids, salt=None):
+        seconds, cached = super().probe(ids, salt)
+        woke = DrowsyEngine.last[0] is not self
+        DrowsyEngine.last[0] = self
+        return seconds + (0.2 if woke else 0.0), cached
+
+
+def test_timed_probes_never_pay_an_engine_s_wake_up():
+    victim, attacker = DrowsyEngine(seed=1), DrowsyEngine(seed=2)
+    trials, _ = run_trials(victim, vocab=5000, lengths=[64], trials=20, settings=["per_tenant_cache", "none"],
+                           own_engine=attacker, switch_pause_s=0, invariant_tokens=0)
+    assert trials.seconds.max() < 0.2  # the untimed wake-up request took the delay, not a candidate
+
+
 def test_trials_interleave_cells_in_random_order():
     trials, _ = run_trials(StandInEngine(), vocab=5000, lengths=[16, 32], trials=5, settings=["none", "same_salt"],
                            invariant_tokens=0)
