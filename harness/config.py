@@ -36,8 +36,7 @@ def _choice(name: str, values: str, doc: str) -> type[Enum]:
 # The choices: name, allowed values, and what the setting means.
 _CHOICES = [
     ("Dtype", "float32 float16 bfloat16", "The dtype the model's weights are loaded in."),
-    ("BosPolicy", "auto always never", "auto: prepend BOS exactly when the tokenizer itself would (Llama yes, "
-                                       "GPT-2 no)."),
+    ("BosPolicy", "auto always never", "auto: prepend BOS exactly when the tokenizer would (Llama yes, GPT-2 no)."),
     ("TooShort", "error repeat", "A prefix text shorter than the requested length: refuse, or cycle the text."),
     ("SpecialTokens", "text control", "Special-token strings (<|endoftext|>) inside prompts and prefixes: "
                                       "text encodes them as the characters they are (data stays data), "
@@ -55,9 +54,8 @@ _CHOICES = [
      "teacher-forced pass along A's continuation and decodes step by step only from where X's choice "
      "differs; stepwise decodes every step (bit for bit the path of earlier versions); none decodes no "
      "B/C continuation at all (attention-only measurement: edit distance and the word checks are null)."),
-    ("Backend", "harness vllm",
-     "What continues the conditions: harness, the harness's own engine (every measure); vllm, a vLLM engine "
-     "in its own environment (harness.model.vllm_backend): the output measures only, batched across prompts."),
+    ("Backend", "harness vllm", "What continues the conditions: harness, the harness's own engine (every "
+     "measure); vllm, a vLLM engine in its own environment (harness.model.vllm_backend): output measures only."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
 (Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath, Backend,
@@ -156,16 +154,10 @@ class BackendConfig:
     name: Backend = Backend.harness
     # the vLLM environment's Python (null: $PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)
     python: str | None = None
-    # the dtype vLLM computes in (null: model.dtype); on a CPU bfloat16 is faster but agrees less
-    # often with the harness's float32 continuations (docs/vllm.md)
+    # the dtype vLLM computes in (null: model.dtype); bfloat16 is faster, float32 agrees (docs/vllm.md)
     dtype: Dtype | None = None
-    # the prefix cache's granularity in tokens: conditions that share a prefix reuse its keys and
-    # values in whole blocks of this many tokens (vLLM's CPU default, 128, shares nothing of a
-    # 64-token prefix; 32 ran SmolLM2's conditions 1.5x faster: docs/vllm.md). A multiple of 32 on a CPU
-    block_size: int = 32
-    # compile the model (torch.compile) instead of running it eagerly: a longer engine start (about
-    # 75 s more for a small model on a CPU), faster calls; worth it for sweeps of thousands of conditions
-    compile: bool = False
+    block_size: int = 32  # prefix-cache block in tokens: vLLM's CPU default, 128, shares no 64-token prefix
+    compile: bool = False  # torch.compile the model: about a minute more to start, faster calls
     # conditions sent to the engine in one call: more keeps it busier, fewer loses less to an interruption
     chunk: int = 512
     # vLLM's own parallelism (GPUs): the model split over this many GPUs of a node / stages of a pipeline
@@ -307,8 +299,7 @@ def is_validated(cfg) -> bool:
 
 
 def _vllm_problems(typed) -> list[str]:
-    """What a run config asks of backend=vllm that it cannot do (it continues token ids; every
-    attention measure, the noise floor and isolation live in the harness's engine)."""
+    """What a run asks of backend=vllm that it cannot do (attention, noise floor, isolation: the harness's)."""
     problems = []
     if typed.analysis.attention:
         problems.append("backend=vllm measures outputs only: add analysis.attention=false (or experiment=vllm-outputs)")
@@ -324,14 +315,16 @@ def _vllm_problems(typed) -> list[str]:
     if typed.model.adapter is not None:
         problems.append("backend=vllm serves the weights as stored: model.adapter is merged in memory by the "
                         "harness only; save the merged model and point model.name_or_path at it")
+    if typed.backend.block_size < 16 or typed.backend.block_size % 16:
+        problems.append(f"backend.block_size must be a multiple of 16 (32 on a CPU), got {typed.backend.block_size}")
     return problems
 
 
 def validate(cfg) -> DictConfig:
-    """Check everything types cannot express, before any model is loaded; returns the config
-    merged into the schema (which refuses keys the schema does not have, e.g. an added
-    ``+decode.max_tokens``), read-only, so that what was checked is what runs. Raises
-    :class:`HarnessError` naming the key. A config this returned is returned as it is."""
+    """Check everything types cannot express, before any model is loaded; returns the config merged
+    into the schema (which refuses keys it does not have, e.g. an added ``+decode.max_tokens``),
+    read-only, so that what was checked is what runs (and is returned as it is if passed again).
+    Raises :class:`HarnessError` naming the key."""
     if is_validated(cfg):
         return cfg
     try:
@@ -390,9 +383,6 @@ def validate(cfg) -> DictConfig:
             problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
     if typed.backend.name == Backend.vllm:
         problems.extend(_vllm_problems(typed))
-    if typed.backend.block_size < 16 or typed.backend.block_size % 16:
-        problems.append(f"backend.block_size must be a positive multiple of 16 (of 32 on a CPU), got "
-                        f"{typed.backend.block_size}")
     for key in ("chunk", "tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(typed.backend, key) < 1:
             problems.append(f"backend.{key} must be at least 1, got {getattr(typed.backend, key)}")
