@@ -106,7 +106,7 @@ def main() -> None:
         print(f"{'vLLM ' + label(manifest):<32} {n / s:>13.2f} {gen_s / s:>11.2f} "
               f"{manifest['backend']['start_seconds']:>15.1f}")
 
-    print(f"\n{'vLLM':<26} {'identical':>10} {'share':>7} {'differ':>7} {'nearest two':>12} {'largest margin':>15}")
+    print(f"\n{'vLLM':<32} {'identical':>10} {'share':>7} {'differ':>7} {'nearest two':>12} {'largest margin':>15}")
     for table, manifest in others.values():
         both = ref.merge(table, on=list(KEY_FIELDS), suffixes=("_ref", "_vllm"))
         same = both.continuation_ids_ref.map(list) == both.continuation_ids_vllm.map(list)
@@ -114,7 +114,7 @@ def main() -> None:
                for r in both[~same].itertuples()]
         nearest = sum(w["nearest_two"] for w in why)
         largest = max((w["margin"] for w in why), default=float("nan"))
-        print(f"{label(manifest):<26} {int(same.sum()):>10} {same.mean():>7.3f} {len(why):>7} "
+        print(f"{label(manifest):<32} {int(same.sum()):>10} {same.mean():>7.3f} {len(why):>7} "
               f"{nearest:>12} {largest:>15.3f}")
         for w in why:
             if not w["nearest_two"]:

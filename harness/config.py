@@ -22,6 +22,7 @@ from harness.errors import HarnessError
 from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, MODES
 from harness.model.sources import gguf_source, source_for
+from harness.model.vllm_backend import block_size_problem
 from harness.paths import CONFIG_MODULE, DATA_DIR
 
 
@@ -315,9 +316,8 @@ def _vllm_problems(typed) -> list[str]:
     if typed.model.adapter is not None:
         problems.append("backend=vllm serves the weights as stored: model.adapter is merged in memory by the "
                         "harness only; save the merged model and point model.name_or_path at it")
-    if typed.backend.block_size < 16 or typed.backend.block_size % 16:
-        problems.append(f"backend.block_size must be a multiple of 16 (32 on a CPU), got {typed.backend.block_size}")
-    return problems
+    problems.append(block_size_problem(typed.backend.block_size, "backend.block_size"))
+    return [p for p in problems if p]
 
 
 def validate(cfg) -> DictConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 
 
@@ -79,18 +78,18 @@ def cache_timing(args: list[str]) -> int:
 
     if ns.trials < 2 or any(n < 1 for n in ns.lengths):
         raise HarnessError("--trials must be at least 2 and every --lengths value positive")
-    if ns.block_size is not None and (ns.block_size < 16 or ns.block_size % 16):
-        raise HarnessError(f"--block-size must be a positive multiple of 16 (of 32 on a CPU), got {ns.block_size}")
+    from harness.model.vllm_backend import VllmWorker, block_size_problem
+
+    if block_size_problem(ns.block_size, "--block-size"):
+        raise HarnessError(block_size_problem(ns.block_size, "--block-size"))
     if ns.out.exists() and any(ns.out.iterdir()):
         raise HarnessError(f"--out {ns.out} already holds files; give a new directory (nothing is overwritten)")
-    import pandas as pd
     from tqdm.auto import tqdm
 
     from harness.config import compose, validate
     from harness.model.decoding import stop_ids
     from harness.model.loading import load_from_config
-    from harness.model.vllm_backend import VllmWorker
-    from harness.runs.cache_timing import max_model_len, run_trials, write_outputs
+    from harness.runs.cache_timing import max_model_len, run_experiment, write_outputs
 
     cfg = validate(compose([f"model={ns.model}"]))
     loaded = load_from_config(cfg.model, device="cpu")
@@ -99,30 +98,16 @@ def cache_timing(args: list[str]) -> int:
     vocab = len(loaded.tokenizer)
     stops = stop_ids(loaded.model, loaded.tokenizer)
     context = max(max_model_len(ns.lengths), 256)
-    engine = {"dtype": ns.dtype, "max_model_len": context, "seed": ns.seed, "python": ns.python,
-              "block_size": ns.block_size}
-    # The settings on one shared engine run first, in one random order; per_tenant_cache after them,
-    # with the attacker's own engine started only then: with two engines up, every request on this
-    # machine ran slower and noisier (the leak at 256 tokens read AUROC 0.84 instead of 0.99)
-    shared = [s for s in ns.settings if s != "per_tenant_cache"]
-    phases = [p for p in (shared, [s for s in ns.settings if s == "per_tenant_cache"]) if p]
-    parts, invariant = [], {"compared": 0, "identical": 0}
-    with contextlib.ExitStack() as stack:
-        worker = stack.enter_context(VllmWorker(loaded.location, **engine))
-        bar = stack.enter_context(tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings), desc="trials",
-                                       unit="trial"))
-        for k, settings in enumerate(phases):
-            own = stack.enter_context(VllmWorker(loaded.location, **engine)) if settings == ["per_tenant_cache"] else None
-            done_before = bar.n
-            part, counts = run_trials(worker, vocab, ns.lengths, ns.trials, settings, seed=ns.seed + k, stops=stops,
-                                      progress=lambda done, total: bar.update(done_before + done - bar.n),
-                                      own_engine=own)
-            part["order"] += done_before
-            parts.append(part)
-            invariant = {key: invariant[key] + counts[key] for key in invariant}
-        facts = {"vllm": worker.vllm_version, "dtype": worker.dtype, "model": cfg.model.name_or_path,
-                 "trials": ns.trials, "block_size": ns.block_size}
-    trials = pd.concat(parts, ignore_index=True)
+
+    def open_engine() -> VllmWorker:
+        return VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=context, seed=ns.seed, python=ns.python,
+                          block_size=ns.block_size)
+
+    with tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings), desc="trials", unit="trial") as bar:
+        trials, invariant, engine = run_experiment(open_engine, vocab, ns.lengths, ns.trials, ns.settings,
+                                                   seed=ns.seed, stops=stops,
+                                                   progress=lambda done, total: bar.update(done - bar.n))
+    facts = {**engine, "model": cfg.model.name_or_path, "trials": ns.trials, "block_size": ns.block_size}
     leak = write_outputs(ns.out, trials, invariant, facts)
     print((ns.out / "leak.md").read_text(encoding="utf-8"))
     print(f"wrote {ns.out}/trials.parquet, leak.parquet, leak.md, fig_leak.png ({len(leak)} cells)")

@@ -42,6 +42,13 @@ def vllm_python(configured: str | None = None) -> Path:
     return path
 
 
+def block_size_problem(block_size: int | None, name: str) -> str | None:
+    """Why ``block_size`` cannot be vLLM's prefix-cache block (None: it can, or it is vLLM's default)."""
+    if block_size is not None and (block_size < 16 or block_size % 16):
+        return f"{name} must be a multiple of 16 (32 on a CPU), got {block_size}"
+    return None
+
+
 def _cpu_threads() -> dict[str, str]:
     """vLLM's CPU backend keeps one core for its scheduler and computes on the rest; on a small
     machine that halves the compute (2 cores: 3.3 against 5.4 conditions/s on SmolLM2 measured).

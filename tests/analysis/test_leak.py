@@ -13,7 +13,7 @@ from scipy import stats
 
 from harness.analysis.leak import auroc, auroc_interval, leak_table, power_against
 from harness.model.vllm_backend import Generated
-from harness.runs.cache_timing import run_trials, write_outputs
+from harness.runs.cache_timing import run_experiment, run_trials, write_outputs
 
 
 def test_auroc_is_the_share_of_pairs_where_fresh_is_slower():
@@ -138,6 +138,28 @@ def test_timed_probes_never_pay_an_engine_s_wake_up():
     trials, _ = run_trials(victim, vocab=5000, lengths=[64], trials=20, settings=["per_tenant_cache", "none"],
                            own_engine=attacker, switch_pause_s=0, invariant_tokens=0)
     assert trials.seconds.max() < 0.2  # the untimed wake-up request took the delay, not a candidate
+
+
+def test_the_command_s_experiment_opens_a_second_engine_only_after_the_shared_settings():
+    import contextlib
+
+    opened, engines = [], [StandInEngine(seed=1), StandInEngine(seed=2)]
+
+    def open_engine():
+        engine = engines[len(opened)]
+        engine.vllm_version, engine.dtype = "stand-in", "float32"
+        opened.append(engine)
+        return contextlib.nullcontext(engine)
+
+    seen = []
+    trials, invariant, facts = run_experiment(
+        open_engine, vocab=5000, lengths=[64], trials=5, settings=["per_tenant_cache", "none", "different_salts"],
+        progress=lambda done, total: seen.append(done))
+    assert len(opened) == 2 and facts == {"vllm": "stand-in", "dtype": "float32"}
+    by_order = trials.sort_values("order")
+    assert set(by_order.setting[:20]) == {"none", "different_salts"} and set(by_order.setting[20:]) == {"per_tenant_cache"}
+    assert sorted(trials.order.unique()) == list(range(15)) and seen[-1] == 15
+    assert invariant == {"compared": 5, "identical": 5}
 
 
 def test_trials_interleave_cells_in_random_order():
