@@ -143,7 +143,7 @@ def _satterthwaite(variance: np.ndarray, terms: list[tuple[np.ndarray, float]],
     """Welch-Satterthwaite: ``variance**2 / sum(term**2 / df)`` over the mean-square terms, at most
     ``df / w`` for each ``(term, df)`` in ``caps``, ``w`` the term's share of ``variance`` (module
     docstring)."""
-    spread = sum(np.where(np.isfinite(t), t, 0.0) ** 2 / df for t, df in terms if df > 0)
+    spread = sum(np.where(np.isfinite(t), t, 0.0) ** 2 / df for t, df in terms if np.all(np.asarray(df) > 0))
     with np.errstate(invalid="ignore", divide="ignore"):
         dof = np.where(spread > 0, variance ** 2 / np.where(spread > 0, spread, 1.0), np.nan)
         for term, df in caps:
@@ -202,19 +202,39 @@ def difference(Y: np.ndarray, is_high: np.ndarray, pairs: tuple[np.ndarray, np.n
     return Estimate(C.mean - B.mean, variance, dof, components)
 
 
-def group_mean(G: np.ndarray) -> Estimate:
+def heavy_tailed_df(means: np.ndarray) -> np.ndarray:
+    """The degrees of freedom a mean square over (..., k) unit means is worth given their sample
+    excess kurtosis g2 (kept >= 0): ``1 / (1 / (k - 1) + g2 / (2 k))``, from ``Var(s^2) = sigma^4 (2 /
+    (k - 1) + g2 / k)``. Satterthwaite's ``k - 1`` assumes normal units; a 0/1 table whose hits sit in
+    a few prefixes has prefix means that are mostly 0 with a few near 1, and its prefix mean square is
+    worth far fewer degrees of freedom (module docstring of :mod:`harness.analysis.rate_intervals`)."""
+    k = means.shape[-1]
+    if k < 2:  # no mean square: no degrees of freedom, as k - 1 says
+        return np.zeros(means.shape[:-1])
+    centred = means - means.mean(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g2 = (centred ** 4).mean(-1) / (centred ** 2).mean(-1) ** 2 - 3
+    g2 = np.where(np.isfinite(g2), np.maximum(g2, 0.0), 0.0)
+    return 1 / (1 / (k - 1) + g2 / (2 * k))
+
+
+def group_mean(G: np.ndarray, heavy_tails: bool = False) -> Estimate:
     """The mean of one group's (..., prompts, prefixes) table, complete, with its bounded variance
-    ``(s2_a + s2_ag) / P + s2_b / n + s2_e / (P n)`` (prompt and prefix parts >= 0).
+    ``(s2_a + s2_ag) / P + s2_b / n + s2_e / (P n)`` (prompt and prefix parts >= 0). ``heavy_tails``:
+    the prompt and prefix mean squares count :func:`heavy_tailed_df` degrees of freedom, not ``P - 1``
+    and ``n - 1`` (for 0/1 tables).
 
     Components: ``prompt`` (s2_a + s2_ag: what a prompt adds for this group), ``prefix``, ``resid``."""
     S = group_squares(G)
     P, n = S.n_prompts, S.n_prefixes
+    df_rows, df_cols = (heavy_tailed_df(S.rows), heavy_tailed_df(S.cols)) if heavy_tails else (P - 1, n - 1)
     row_x, col_x = S.ms_rows - S.ms_resid, S.ms_cols - S.ms_resid
     variance = (np.maximum(row_x, 0.0) + np.maximum(col_x, 0.0) + S.ms_resid) / (P * n)
     # each part's mean squares, the residual's share with the sign it enters with
     resid_coef = 1.0 - (row_x > 0) - (col_x > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        terms = [(np.where(row_x > 0, S.ms_rows, 0.0) / (P * n), P - 1), (np.where(col_x > 0, S.ms_cols, 0.0) / (P * n), n - 1),
+        terms = [(np.where(row_x > 0, S.ms_rows, 0.0) / (P * n), df_rows),
+                 (np.where(col_x > 0, S.ms_cols, 0.0) / (P * n), df_cols),
                  (resid_coef * S.ms_resid / (P * n), S.df_resid)]
     components = {"prompt": np.maximum(row_x, 0.0) / n, "prefix": np.maximum(col_x, 0.0) / P, "resid": S.ms_resid}
     return Estimate(S.mean, variance, _satterthwaite(variance, terms, terms[:2]), components)

@@ -65,7 +65,7 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
             low = high = n_eff = np.nan
             method = f"no interval ({note})"
         else:
-            _, n_eff, dof, _ = effective_units(complete)
+            _, n_eff, dof, _ = effective_units(complete, confidence)
             low, high = (float(v) for v in wilson(rate, n_eff, quantile(dof, confidence)))
             units = "effective unit" if float(n_eff) == 1 else "effective units"
             method = f"{WILSON}, {float(n_eff):.3g} {units}" + (f"; {note}" if note else "")
