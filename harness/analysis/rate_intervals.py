@@ -68,15 +68,16 @@ def wilson(rate, n, q) -> tuple[np.ndarray, np.ndarray]:
     return np.where(rate <= 0, 0.0, low), np.where(rate >= 1, 1.0, high)  # exact ends, not rounding residue
 
 
-def effective_units(G: np.ndarray, confidence: float = CONFIDENCE
+def effective_units(G: np.ndarray, confidence: float = CONFIDENCE, dof: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(rate, n_eff, dof, variance)`` of complete (..., prompts, prefixes) tables of 0/1 cells (or
     shares): the effective sample size of the module docstring, shrunk toward the worst case
-    ``min(prompts, prefixes)`` with few hits; ``dof`` NaN where ``n_eff`` is the worst case (the
-    interval then takes z), and the worst case wherever the estimate at its t quantile would claim
-    less than it (``n_eff / t**2 < min / z**2`` at ``confidence``): the worst case holds whatever
-    the clustering, so no estimate of it needs a wider interval. One prefix column: prompts are
-    the units (``n_eff`` = prompts)."""
+    ``min(prompts, prefixes)`` with few hits, and the degrees of freedom of the interval's t
+    quantile (the table's own unless ``dof`` is given, as a difference gives its own). ``dof`` is NaN
+    where ``n_eff`` is the worst case (the interval then takes z), and ``n_eff`` the worst case
+    wherever the estimate at its t quantile would claim less than it (``n_eff / t**2 < min / z**2``
+    at ``confidence``): the worst case holds whatever the clustering, so no estimate of it needs a
+    wider interval. One prefix column: prompts are the units (``n_eff`` = prompts)."""
     G = np.asarray(G, dtype=float)
     P, n = G.shape[-2:]
     if n == 1:
@@ -92,7 +93,7 @@ def effective_units(G: np.ndarray, confidence: float = CONFIDENCE
     rarer = np.maximum(cells * np.minimum(rate, 1 - rate) - 1, 0.0)
     weight = rarer / (rarer + SHRINK)
     deff = np.exp(weight * np.log(deff) + (1 - weight) * np.log(worst))
-    dof = np.where(spread, est.dof, np.nan)
+    dof = np.where(spread, est.dof if dof is None else dof, np.nan)
     n_eff, z = cells / deff, quantile(np.nan, confidence)
     worse = n_eff / quantile(dof, confidence) ** 2 < min(P, n) / z ** 2
     return rate, np.where(worse, min(P, n), n_eff), np.where(worse, np.nan, dof), est.variance
@@ -126,9 +127,8 @@ def rate_difference(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: 
     dof_d = np.where(v_d > 0, est.dof, np.nan)
     parts = []
     for G in (Y[..., is_high], Y[..., ~is_high]):
-        rate, n_eff, dof, var = effective_units(G, confidence)
-        parts.append((rate, *wilson(rate, n_eff, quantile(np.where(np.isfinite(dof), dof_d, np.nan), confidence)),
-                      var))
+        rate, n_eff, dof, var = effective_units(G, confidence, dof_d)
+        parts.append((rate, *wilson(rate, n_eff, quantile(dof, confidence)), var))
     (rc, lc, uc, vc), (rb, lb, ub, vb) = parts
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.clip((vc + vb - v_d) / (2 * np.sqrt(vc * vb)), 0.0, 0.99)
