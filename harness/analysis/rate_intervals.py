@@ -11,9 +11,9 @@ prefixes the prefix means are mostly 0 and a few near 1, their mean square is wo
 degrees of freedom than normal means would be, and with ``k - 1`` a rate made by a few hot prefixes
 among 48 came out too low to cover in 7% of simulated tables (0.90 coverage; 0.95 now). A t
 quantile on few degrees of freedom never takes the interval past the worst case's (Wilson at the
-scarcer factor's count and z, which holds however hits cluster): Wilson's interval depends on
-``n`` and ``q`` only through ``q**2 / n`` and is nested in it, so :func:`effective_units` falls back
-to the worst case wherever the estimate would claim less. ``n_eff`` lies between the scarcer factor's
+scarcer factor's count ``m``, at t on ``m - 1`` degrees of freedom, which holds however hits
+cluster): Wilson's interval depends on ``n`` and ``q`` only through ``q**2 / n`` and is nested in
+it, so :func:`effective_units` falls back to the worst case wherever the estimate would claim less. ``n_eff`` lies between the scarcer factor's
 count ``min(prompts, prefixes)`` (all the variance in that factor: the worst case, which the old
 Clopper-Pearson interval always assumed) and the number of cells (no clustering). The variance of
 a rate with few hits says little about how they cluster, so the design effect ``cells / n_eff`` is
@@ -75,9 +75,10 @@ def effective_units(G: np.ndarray, confidence: float = CONFIDENCE, dof: np.ndarr
     ``min(prompts, prefixes)`` with few hits, and the degrees of freedom of the interval's t
     quantile (the table's own unless ``dof`` is given, as a difference gives its own). ``dof`` is NaN
     where ``n_eff`` is the worst case (the interval then takes z), and ``n_eff`` the worst case
-    wherever the estimate at its t quantile would claim less than it (``n_eff / t**2 < min / z**2``
-    at ``confidence``): the worst case holds whatever the clustering, so no estimate of it needs a
-    wider interval. One prefix column: prompts are the units (``n_eff`` = prompts)."""
+    wherever the estimate at its t quantile would claim less than it (``n_eff / t**2 < m / t_m**2``
+    at ``confidence``, ``m`` the worst case's units and ``t_m`` its quantile on ``m - 1`` degrees of
+    freedom, which ``dof`` then is): the worst case holds whatever the clustering, so no estimate of
+    it needs a wider interval. One prefix column: prompts are the units (``n_eff`` = prompts)."""
     G = np.asarray(G, dtype=float)
     P, n = G.shape[-2:]
     if n == 1:
@@ -94,9 +95,11 @@ def effective_units(G: np.ndarray, confidence: float = CONFIDENCE, dof: np.ndarr
     weight = rarer / (rarer + SHRINK)
     deff = np.exp(weight * np.log(deff) + (1 - weight) * np.log(worst))
     dof = np.where(spread, est.dof if dof is None else dof, np.nan)
-    n_eff, z = cells / deff, quantile(np.nan, confidence)
-    worse = n_eff / quantile(dof, confidence) ** 2 < min(P, n) / z ** 2
-    return rate, np.where(worse, min(P, n), n_eff), np.where(worse, np.nan, dof), est.variance
+    # the worst case with its own quantile: all the variance in the scarcer factor's m units, whose
+    # mean square has m - 1 degrees of freedom (with 3 units, z would be too narrow)
+    m, n_eff = min(P, n), cells / deff
+    worse = spread & (n_eff / quantile(dof, confidence) ** 2 < m / quantile(m - 1.0, confidence) ** 2)
+    return rate, np.where(worse, m, n_eff), np.where(worse, m - 1.0, dof), est.variance
 
 
 def quantile(dof, confidence: float) -> np.ndarray:

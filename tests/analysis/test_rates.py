@@ -51,11 +51,12 @@ def test_a_rate_interval_lies_in_0_1_holds_the_rate_and_its_units_lie_between_th
 def test_a_rate_interval_lies_within_the_worst_cases(P, n, p_hit, data):
     """Wilson's interval is ``{pi: (rate - pi)^2 <= (q^2 / n) pi (1 - pi)}``, nested in ``q^2 / n``:
     a t quantile on few degrees of freedom must not claim less than all the variance in the scarcer
-    factor (Wilson at ``min(P, n)`` units and z), which holds whatever the clustering."""
+    factor (Wilson at ``m = min(P, n)`` units and t on m - 1), which holds whatever the clustering."""
     hits = np.array(data.draw(st.lists(st.floats(0, 1), min_size=P * n, max_size=P * n)), dtype=float).reshape(P, n)
     hits = (hits < p_hit).astype(float)
     rate, low, high = ri.crossed_rate_interval(hits)
-    worst_low, worst_high = ri.wilson(rate, min(P, n), Z)
+    m = min(P, n)
+    worst_low, worst_high = ri.wilson(rate, m, sps.t.ppf(0.975, m - 1) if 0 < rate < 1 else Z)
     assert worst_low - 1e-12 <= low and high <= worst_high + 1e-12
 
 
