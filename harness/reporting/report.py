@@ -264,19 +264,25 @@ def _heads(att: pd.DataFrame) -> list[str]:
              "the lead interval (q prompts x prefixes: prompts and prefixes random, the claim about instruction-like "
              "content in general; it holds its level in the calibration suite, where the prefix permutation test "
              "did not with few prompts)."]
-    general = heads[heads.q_crossed < 0.05].sort_values(["q_crossed", "q"]).head(12)
+    general = _listed(heads[heads.q_crossed < 0.05], ["q_crossed", "q"])
     if general.empty:
         lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
                       f"{_num(heads.q_crossed.min(), 2)}). " + _head_power(heads, per_model)]
     else:
         lines += [""] + _head_table(general, ("q_crossed", "q"))
-    particular = heads[(heads.q < 0.05) & ~(heads.q_crossed < 0.05)].sort_values("q").head(12)
+    particular = _listed(heads[(heads.q < 0.05) & ~(heads.q_crossed < 0.05)], ["q"])
     if not particular.empty:
         lines += ["", "### Heads that differ for these particular prefixes only", "",
                   "These pass q < 0.05 with prompts random (Wilcoxon over prompts) but not with prefixes random: "
                   "a claim about the prefixes of this run, not about instruction-like text in general.", ""]
         lines += _head_table(particular, ("q", "q_crossed"))
     return lines
+
+
+def _listed(heads: pd.DataFrame, qs: list[str], n: int = 12) -> pd.DataFrame:
+    """The ``n`` heads a table lists: smallest q first and, among equal q (an exact test's floor
+    gives many heads the same one), the largest C - B; a stable sort, so the same heads every run."""
+    return heads.assign(_size=-heads.mean_diff).sort_values([*qs, "_size"], kind="stable").head(n).drop(columns="_size")
 
 
 def _head_power(heads: pd.DataFrame, per_model: pd.Series) -> str:

@@ -160,3 +160,18 @@ def test_contrast_rows_the_design_cannot_support_say_so_in_words():
         assert cells[5] == "n/a" and cells[7] == "n/a"  # no test, no power without the interval
     text = "\n".join(report._contrasts(contrast_conditions(3)))
     assert "no interval" not in text and "With 3 prefixes in a group" in text
+
+
+def test_heads_tied_on_q_are_listed_largest_effect_first_whatever_their_order():
+    """An exact test's floor gives many heads one q: the table lists the 12 largest C - B among them,
+    the same 12 however the rows arrive (it listed an arbitrary dozen, changing between runs)."""
+    rng = np.random.default_rng(0)
+    heads = pd.DataFrame({"model": "m", "prefix_len": 32, "segment": "task", "layer": np.arange(30) // 8,
+                          "head": np.arange(30) % 8, "quantity": "capture", "mean_diff": rng.uniform(0, 1, 30),
+                          "q": 3.5e-7, "q_crossed": 0.6})
+    want = set(heads.nlargest(12, "mean_diff").index)
+    for seed in range(3):
+        shuffled = heads.sample(frac=1, random_state=seed)
+        listed = report._listed(shuffled, ["q"])
+        assert set(listed.index) == want
+        assert list(listed.mean_diff) == sorted(listed.mean_diff, reverse=True)
