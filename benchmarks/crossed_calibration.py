@@ -321,7 +321,8 @@ def claims_power(ns) -> None:
             real = float(np.mean(low > 0))
             # no power where a contrast's prefix variance comes out 0 (no effect size to plan on): the
             # median is of the rest, which drew the larger prefix variances
-            print(f"| {P} x {n} | {name} | {np.mean(np.isnan(printed)):.3f} | {np.nanmedian(printed):.3f} | {real:.3f} | "
+            print(f"| {P} x {n} | {name} | {np.mean(np.isnan(printed)):.3f} | {np.nanmedian(printed):.3f} | "
+                  f"{real:.3f} | "
                   f"{np.nanmedian(printed) - real:+.3f} |", flush=True)
 
 

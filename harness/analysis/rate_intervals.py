@@ -11,10 +11,11 @@ prefixes the prefix means are mostly 0 and a few near 1, their mean square is wo
 degrees of freedom than normal means would be, and with ``k - 1`` a rate made by a few hot prefixes
 among 48 came out too low to cover in 7% of simulated tables (0.90 coverage; 0.95 now). A t
 quantile on few degrees of freedom never takes the interval past the worst case's (Wilson at the
-scarcer factor's count ``m``, at t on ``m - 1`` degrees of freedom, which holds however hits
+scarcer factor's count, at t on that count less one degrees of freedom, which holds however hits
 cluster): Wilson's interval depends on ``n`` and ``q`` only through ``q**2 / n`` and is nested in
-it, so :func:`effective_units` falls back to the worst case wherever the estimate would claim less. ``n_eff`` lies between the scarcer factor's
-count ``min(prompts, prefixes)`` (all the variance in that factor: the worst case, which the old
+it, so :func:`effective_units` falls back to the worst case wherever the estimate would claim less.
+``n_eff`` lies between the scarcer factor's count ``min(prompts, prefixes)`` (all the variance in
+that factor: the worst case, which the old
 Clopper-Pearson interval always assumed) and the number of cells (no clustering). The variance of
 a rate with few hits says little about how they cluster, so the design effect ``cells / n_eff`` is
 pulled toward its worst case on the log scale with weight ``k0 / (m + k0)``, ``m`` the count of the

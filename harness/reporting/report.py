@@ -282,7 +282,8 @@ def _heads(att: pd.DataFrame) -> list[str]:
 def _listed(heads: pd.DataFrame, qs: list[str], n: int = 12) -> pd.DataFrame:
     """The ``n`` heads a table lists: smallest q first and, among equal q (an exact test's floor
     gives many heads the same one), the largest C - B; a stable sort, so the same heads every run."""
-    return heads.assign(_size=-heads.mean_diff).sort_values([*qs, "_size"], kind="stable").head(n).drop(columns="_size")
+    ordered = heads.assign(_size=-heads.mean_diff).sort_values([*qs, "_size"], kind="stable")
+    return ordered.head(n).drop(columns="_size")
 
 
 def _head_power(heads: pd.DataFrame, per_model: pd.Series) -> str:
