@@ -297,14 +297,16 @@ def claims_cells(ns) -> None:
 
 
 def claims_power(ns) -> None:
-    """Claims 1 and 2's printed power (a lower bound: the product of the two contrasts' one-sided
-    powers, :func:`harness.analysis.claims.min_contrast_power`) against the real chance that both
-    contrasts' intervals clear zero, when each contrast's truth is one of its prefix-level SDs."""
-    from harness.analysis.claims import contrast_components, min_contrast_interval, min_contrast_power
+    """Claims 1 and 2's printed power (:func:`harness.analysis.claim_power.min_contrast_power`) and the
+    range their data allow (:func:`harness.analysis.claim_power.min_contrast_power_range`) against the
+    real chance that both contrasts' intervals clear zero, when each contrast's truth is one of its
+    prefix-level SDs."""
+    from harness.analysis.claim_power import contrast_components, min_contrast_power, min_contrast_power_range
+    from harness.analysis.claims import min_contrast_interval
 
     heading(f"4b. Claims 1 and 2: power printed against real ({ns.datasets} data sets per row)",
             ["prompts x prefixes", "regime", "no power printed", "power printed (median)", "power real",
-             "printed - real"], 2)
+             "printed - real", "range holds real", "range below real", "range above real", "range (median ends)"], 2)
     rng = np.random.default_rng(ns.seed + 5)
     weights = np.array([[1.0, -2.0, 1.0, 0.0], [0.0, -1.0, 2.0, -1.0]])
     for P, n in ((3, 18), (6, 24), (8, 12), (12, 24), (16, 36), (24, 48)):
@@ -318,12 +320,14 @@ def claims_power(ns) -> None:
             Y = m + a + b + rng.normal(0, sd_e, (ns.datasets, P, n, 4))
             low, _, _ = min_contrast_interval(Y, weights)
             printed = np.array([min_contrast_power(contrast_components(y, weights), P, n) for y in Y])
+            ranges = np.array([min_contrast_power_range(y, weights) for y in Y])
             real = float(np.mean(low > 0))
             # no power where a contrast's prefix variance comes out 0 (no effect size to plan on): the
-            # median is of the rest, which drew the larger prefix variances
+            # median is of the rest, which drew the larger prefix variances; the range is always stated
+            below, above = np.mean(ranges[:, 1] < real), np.mean(ranges[:, 0] > real)
             print(f"| {P} x {n} | {name} | {np.mean(np.isnan(printed)):.3f} | {np.nanmedian(printed):.3f} | "
-                  f"{real:.3f} | "
-                  f"{np.nanmedian(printed) - real:+.3f} |", flush=True)
+                  f"{real:.3f} | {np.nanmedian(printed) - real:+.3f} | {1 - below - above:.3f} | {below:.3f} | "
+                  f"{above:.3f} | {np.median(ranges[:, 0]):.3f}-{np.median(ranges[:, 1]):.3f} |", flush=True)
 
 
 def generator_b(ns) -> None:

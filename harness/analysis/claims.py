@@ -7,7 +7,8 @@ prompts and prefixes are both resampled (crossed random factors: docs/statistics
 
 * **supported**: the interval lies on the claim's side of its null;
 * **contradicted**: the interval lies on the other side;
-* **not determined**: the interval spans the null (the power this design had is stated for claim 3).
+* **not determined**: the interval spans the null (every row states the power its design had: claims 1
+  and 2 with the range their data allow, :mod:`harness.analysis.claim_power`).
 
 Claim 1's statistic is the mean divergence in the middle third of the layers minus the larger of
 the first and last thirds' (positive: the middle stands out); where the profile peaks, as a fraction
@@ -35,15 +36,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scipy import stats
-from scipy.stats import norm
-
 from harness.analysis import summaries
+from harness.analysis.claim_power import contrast_components, min_contrast_power, min_contrast_power_range
 from harness.analysis.crossed import compare_groups, percentile_interval
 from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
-from harness.analysis.power import fewest_reaching, group_design_power
+from harness.analysis.power import fewest_reaching
 
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
@@ -54,7 +53,7 @@ HYPOTHESES = {
     3: "C drifts systematically more than B; B only slightly",
 }
 COLUMNS = ["claim", "hypothesis", "measure", "model", "placement", "statistic", "estimate", "ci_low", "ci_high",
-           "p", "power", "verdict", "detail", "n_prompts", "n_prefixes", "unit"]
+           "p", "power", "power_low", "power_high", "verdict", "detail", "n_prompts", "n_prefixes", "unit"]
 
 
 def _verdict(lo: float, hi: float) -> str:
@@ -77,45 +76,11 @@ def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tup
     return est.statistic, low, high
 
 
-def contrast_components(Y: np.ndarray, weights: np.ndarray) -> list[dict]:
-    """The crossed variance components (``prompt``, ``prefix``, ``resid``: what
-    :func:`harness.analysis.crossed_variance.group_mean` estimates) of each contrast ``weights`` [2, k]
-    of ``Y[prompt, prefix, k]``, with the prompts and prefixes they came from (``n_prompts``,
-    ``n_prefixes``) and the two contrasts' covariance components (``cov_prompt``, ``cov_prefix``,
-    ``cov_resid``, the same on cross products, in both): what :func:`min_contrast_power` plans with."""
-    Z = np.einsum("pxk,ck->cpx", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
-    est = group_mean(Z)
-    P, n = Z.shape[1:]
-    rows, cols = Z.mean(2), Z.mean(1)  # [2, P], [2, n]
-    R = Z - rows[:, :, None] - cols[:, None, :] + Z.mean((1, 2))[:, None, None]
-    d_rows, d_cols = rows - rows.mean(1, keepdims=True), cols - cols.mean(1, keepdims=True)
-    ms_rows = n * (d_rows[0] * d_rows[1]).sum() / max(P - 1, 1)
-    ms_cols = P * (d_cols[0] * d_cols[1]).sum() / max(n - 1, 1)
-    ms_resid = (R[0] * R[1]).sum() / max((P - 1) * (n - 1), 1)
-    cov = {"cov_prompt": (ms_rows - ms_resid) / n, "cov_prefix": (ms_cols - ms_resid) / P, "cov_resid": ms_resid}
-    return [{**{k: float(v[i]) for k, v in est.components.items()}, **cov, "n_prompts": P, "n_prefixes": n}
-            for i in range(Z.shape[0])]
-
-
-def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float = 1.0) -> float:
-    """Power of a min-of-contrasts claim (1 or 2) at ``n_prompts`` x ``n_prefixes``: the chance
-    that both contrasts' 95% intervals clear zero when each contrast's true value is ``effect_sds``
-    of its own prefix-level SDs (the SD of a prefix's true contrast over prompts). Each contrast's one-sided 2.5%
-    test has the power :func:`harness.analysis.power.group_design_power` plans (median-corrected for
-    the pilot's prompts); the two are joined by a normal copula at the correlation their planned
-    covariance implies (the contrasts share terms). Calibrated in ``benchmarks/crossed_calibration.py``
-    (part claims-power)."""
-    powers = [group_design_power(c, n_prompts, n_prefixes, effect_sds * np.sqrt(c["prefix"]),
-                                 pilot=(c["n_prompts"], c["n_prefixes"])) for c in components]
-    if not (all(np.isfinite(powers)) and all(c["prefix"] > 0 for c in components)):
-        return np.nan
-    P, n = n_prompts, n_prefixes
-    var = [c["prompt"] / P + c["prefix"] / n + c["resid"] / (P * n) for c in components]
-    c0 = components[0]
-    cov = c0["cov_prompt"] / P + c0["cov_prefix"] / n + c0["cov_resid"] / (P * n)
-    rho = float(np.clip(cov / np.sqrt(var[0] * var[1]), -0.999, 0.999)) if min(var) > 0 else 0.0
-    q = norm.ppf(np.clip(powers, 1e-12, 1 - 1e-12))
-    return float(stats.multivariate_normal.cdf(q, mean=[0.0, 0.0], cov=[[1.0, rho], [rho, 1.0]]))
+def _powers(Y: np.ndarray, weights: np.ndarray) -> dict:
+    """A claim-1 or claim-2 row's ``power`` and the range its inputs allow (``power_low``, ``power_high``)."""
+    low, high = min_contrast_power_range(Y, weights)
+    return {"power": min_contrast_power(contrast_components(Y, weights), *Y.shape[:2]), "power_low": low,
+            "power_high": high}
 
 
 def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE
@@ -219,7 +184,7 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
             **key, "statistic": "middle third minus larger outer third",
             "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
-            "power": min_contrast_power(contrast_components(Y, thirds_weights(len(layers))), *Y.shape[:2]),
+            **_powers(Y, thirds_weights(len(layers))),
             "verdict": _verdict(lo, hi),
             "detail": f"peak at layer {layers[peak]} of {len(layers)} = {peak / depth:.2f} of depth "
                       f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap)",
@@ -251,7 +216,7 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
             "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **key,
             "statistic": "increase 64->128 minus larger neighbouring increase", "estimate": float(_jump(observed)),
             "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
-            "power": min_contrast_power(contrast_components(Y, JUMP_WEIGHTS), *Y.shape[:2]),
+            **_powers(Y, JUMP_WEIGHTS),
             "verdict": _verdict(lo, hi),
             "detail": "means at 32/64/128/256: " + ", ".join(f"{m:.3g}" for m in observed)
                       + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps),
@@ -344,8 +309,8 @@ def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise:
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
-    out = pd.concat(parts, ignore_index=True)
-    return out[COLUMNS + [c for c in out.columns if c not in COLUMNS]]
+    out = pd.concat(parts, ignore_index=True)  # claim 3 alone has no power range: NaN there
+    return out.reindex(columns=COLUMNS + [c for c in out.columns if c not in COLUMNS])
 
 
 def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[str] = ("B", "C"),

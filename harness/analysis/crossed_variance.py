@@ -240,6 +240,39 @@ def group_mean(G: np.ndarray, heavy_tails: bool = False) -> Estimate:
     return Estimate(S.mean, variance, _satterthwaite(variance, terms, terms[:2]), components)
 
 
+def _difference_limits(ms_a, df_a, ms_b, df_b, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper limits, each missing with chance ``alpha``, for ``E[ms_a] - E[ms_b]`` of two
+    independent mean squares on ``df_a`` and ``df_b`` degrees of freedom: the modified large-sample
+    interval of Ting, Burdick, Graybill, Jeyaratnam and Lu (1990; Burdick and Graybill 1992, 3.3),
+    close to exact where a plain Satterthwaite interval is not (few degrees of freedom, a small
+    difference); clipped at 0, as the component it bounds is a variance."""
+    chi2, f = stats.chi2.ppf, stats.f.ppf
+    G1, H1 = 1 - df_a / chi2(1 - alpha, df_a), df_a / chi2(alpha, df_a) - 1
+    G2, H2 = 1 - df_b / chi2(1 - alpha, df_b), df_b / chi2(alpha, df_b) - 1
+    F_hi, F_lo = f(1 - alpha, df_a, df_b), f(alpha, df_a, df_b)
+    G12 = ((F_hi - 1) ** 2 - G1 ** 2 * F_hi ** 2 - H2 ** 2) / F_hi
+    H12 = ((1 - F_lo) ** 2 - H1 ** 2 * F_lo ** 2 - G2 ** 2) / F_lo
+    d = ms_a - ms_b
+    low = d - np.sqrt(np.maximum(G1 ** 2 * ms_a ** 2 + H2 ** 2 * ms_b ** 2 + G12 * ms_a * ms_b, 0.0))
+    high = d + np.sqrt(np.maximum(H1 ** 2 * ms_a ** 2 + G2 ** 2 * ms_b ** 2 + H12 * ms_a * ms_b, 0.0))
+    return np.maximum(low, 0.0), np.maximum(high, 0.0)
+
+
+def group_component_limits(G: np.ndarray, confidence: float = 0.95) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``(low, high)`` per component of :func:`group_mean` (``prompt``, ``prefix``, ``resid``) of one
+    group's (..., prompts, prefixes) table, complete: each a two-sided ``confidence`` interval (the
+    prompt and prefix parts by :func:`_difference_limits` on their mean square and the residual's,
+    the residual by chi-square). What a power is taken at to say how far its own inputs let it move
+    (:func:`harness.analysis.claim_power.min_contrast_power_range`)."""
+    S = group_squares(G)
+    P, n, df_e = S.n_prompts, S.n_prefixes, S.df_resid
+    alpha = (1 - confidence) / 2
+    prompt = _difference_limits(S.ms_rows, P - 1, S.ms_resid, df_e, alpha)
+    prefix = _difference_limits(S.ms_cols, n - 1, S.ms_resid, df_e, alpha)
+    resid = (S.ms_resid * df_e / stats.chi2.ppf(1 - alpha, df_e), S.ms_resid * df_e / stats.chi2.ppf(alpha, df_e))
+    return {"prompt": (prompt[0] / n, prompt[1] / n), "prefix": (prefix[0] / P, prefix[1] / P), "resid": resid}
+
+
 def crossed_t_interval(Y: np.ndarray, is_high: np.ndarray, pairs: tuple[np.ndarray, np.ndarray] | None = None,
                        confidence: float = 0.95) -> tuple[float, float, float]:
     """``(low, high, degrees of freedom)`` of the t interval for high-minus-low on one ``Y``

@@ -5,7 +5,7 @@ A *design* is prompts x prefixes per group, at the pilot's prefix lengths (claim
 lengths, and claims 1 and 3 average over them, so the components below are those of the pilot's
 lengths). Each test's power at a design is the function the claims page prints it with at the
 pilot's own design (:mod:`harness.analysis.claims`): claims 1 and 2 by
-:func:`~harness.analysis.claims.min_contrast_power` on the contrasts' crossed components, claim 3 by
+:func:`~harness.analysis.claim_power.min_contrast_power` on the contrasts' crossed components, claim 3 by
 :func:`~harness.analysis.power.design_power` on the C/B components, each against ``effect_sds``
 of the test's own prefix-level SD and median-corrected for the pilot's few prompts. How well the
 printed power matches the real one, pilot by pilot, is in ``benchmarks/crossed_calibration.py``
@@ -24,14 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.claims import (
-    JUMP_WEIGHTS,
-    contrast_components,
-    layer_cubes,
-    length_cubes,
-    min_contrast_power,
-    thirds_weights,
-)
+from harness.analysis.claim_power import contrast_components, min_contrast_power
+from harness.analysis.claims import JUMP_WEIGHTS, layer_cubes, length_cubes, thirds_weights
 from harness.analysis.descriptive import with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
