@@ -6,15 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import obeying
-from harness.reporting.markdown import ci, num, p_text, table
+from harness.reporting.markdown import ci, num, p_text, table, where
 
 ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned": "mentioned (B)",
               obeying.BASE: "A (base rate)"}
-
-
-def _where(r) -> str:
-    placement = getattr(r, "placement", None)
-    return f"{r.model}" + (f" ({placement})" if placement not in (None, "raw") and pd.notna(placement) else "")
 
 
 def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> list[str]:
@@ -33,7 +28,7 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None) 
              "prefix count as clustered); with few hits that size is pulled toward its worst case, the count of "
              "prompts or prefixes, whichever is fewer, and with none it is that worst case (harness.analysis."
              "rate_intervals; coverage and width in benchmarks/crossed_calibration.py)."]
-    rows = [[_where(r), ROLE_NAMES.get(r.group, r.group), r.prefix_len if r.group != obeying.BASE else "-",
+    rows = [[where(r), ROLE_NAMES.get(r.group, r.group), r.prefix_len if r.group != obeying.BASE else "-",
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
@@ -61,7 +56,7 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
                 "add C prefixes with `\"check\": \"absent\"` about the same words.) ")
              + "Prompts and prefixes random (matched sets kept together where the set has them): MOVER from the two "
                "sides' crossed Wilson intervals, p the test it inverts, and its power against one prefix-level SD."]
-    rows = [[_where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
+    rows = [[where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
              ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed), num(r.power, 2), r.design]
             for r in table_.itertuples()]
     return lines + [""] + table(["model", "contrast", "prefix length", "prefixes", "difference [prompts x prefixes]",
@@ -77,7 +72,7 @@ def _obey_table(conds: pd.DataFrame) -> list[str]:
     lines = ["", "### Obey rate per check", "",
              "`obeyed`: the reply did what the instruction asked (its check: contains, absent, starts_with, equals, "
              "regex). A: how often A's reply passes the same checks unasked (for `absent`, nearly always)."]
-    rows = [[_where(r), r.check, r.prefix_len if r.group == "C" else "A (unasked)",
+    rows = [[where(r), r.check, r.prefix_len if r.group == "C" else "A (unasked)",
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "check", "group", "prefix_len"]).itertuples()]
     return lines + [""] + table(["model", "check", "prefix length", "obeyed", "rate", "interval"], rows)

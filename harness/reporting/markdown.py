@@ -28,6 +28,13 @@ def num(v, digits: int = 3) -> str:
     return text
 
 
+def where(r) -> str:
+    """A row's model, with its placement where it has one ("SmolLM2 (system)"): what tells apart the
+    rows of runs collected across placements."""
+    placement = getattr(r, "placement", None)
+    return f"{r.model}" + (f" ({placement})" if placement not in (None, "raw") and pd.notna(placement) else "")
+
+
 def ci(mean, low, high, digits=3, note: str | None = None) -> str:
     """``mean [low, high]``; where the interval is missing, ``mean, no interval (note)`` with ``note``
     saying why (e.g. "2 prompts"): never a made-up or zero-width interval."""

@@ -28,6 +28,7 @@ from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
 from harness.reporting.markdown import table as _table
+from harness.reporting.markdown import where
 
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
 
@@ -99,6 +100,7 @@ FEW_PREFIXES = 10  # below this many prefixes per group, the report says the gen
 # the measures the summary leads with: output (the first present) and attention
 SUMMARY_OUTPUT = ("output_kl", "norm_edit_distance")
 SUMMARY_ATTENTION = ("attn_capture_mean",)
+CELL = ("model", "placement", "prefix_len")  # one summary line, one example block: placements kept apart
 
 
 def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
@@ -145,9 +147,10 @@ def _summary(table: pd.DataFrame) -> list[str]:
     lines = ["", "## Summary", "",
              "Does the instruction-like prefix (C) move the model more than the neutral one (B)? Per model and prefix "
              "length, with prompts and prefixes random (95% intervals; the C - B table below has every measure):", ""]
-    for (model, length), cell in rows.groupby(["model", "prefix_len"], observed=True, sort=True):
+    for _, cell in rows.groupby([c for c in CELL if c in rows], observed=True, sort=True, dropna=False):
         findings = "; ".join(_finding(r) for r in cell.itertuples())
-        lines.append(f"- **{model}, {length} tokens**: {findings}.")
+        first = next(cell.itertuples())
+        lines.append(f"- **{where(first)}, {first.prefix_len} tokens**: {findings}.")
     return lines
 
 
@@ -155,17 +158,19 @@ EXAMPLE_CHARS = 160  # of each continuation shown
 
 
 def _examples(conds: pd.DataFrame) -> list[str]:
-    """What the model said: per model and length, A's continuation beside the B and the C
+    """What the model said: per model (and placement) and length, A's continuation beside the B and the C
     continuation that moved furthest from it (largest edit distance), with the prefix's id."""
     x = conds[(conds.group != "A") & conds.continuation_text.notna()] if "continuation_text" in conds else conds[:0]
     if x.empty or "norm_edit_distance" not in x:
         return []
-    a_text = conds[conds.group == "A"].set_index(["model", "prompt_id"]).continuation_text
+    keys = [c for c in CELL[:-1] if c in x] + ["prompt_id"]  # A has no prefix length
+    a_text = conds[conds.group == "A"].drop_duplicates(keys).set_index(keys).continuation_text
     lines = ["", "## Examples: what the prefixes made the model say", "",
              "Per model and prefix length, the B and the C condition whose continuation moved furthest from A's "
              "(largest normalized edit distance), beside A's continuation of the same prompt."]
-    for (model, length), cell in x.groupby(["model", "prefix_len"], observed=True, sort=True):
-        lines += ["", f"**{model}, {length} tokens**", ""]
+    for _, cell in x.groupby(keys[:-1] + ["prefix_len"], observed=True, sort=True, dropna=False):
+        first = next(cell.itertuples())
+        lines += ["", f"**{where(first)}, {first.prefix_len} tokens**", ""]
         for group in ("B", "C"):
             g = cell[cell.group == group].dropna(subset=["norm_edit_distance"])
             if g.empty:
@@ -173,7 +178,7 @@ def _examples(conds: pd.DataFrame) -> list[str]:
             r = g.loc[g.norm_edit_distance.idxmax()]
             lines += [f"- {group}, prefix `{r.prefix_id}`, prompt `{r.prompt_id}` (edit distance "
                       f"{_num(r.norm_edit_distance)}):",
-                      f"  - A: {_quoted(a_text.get((model, r.prompt_id)))}",
+                      f"  - A: {_quoted(a_text.get(tuple(r[k] for k in keys)))}",
                       f"  - {group}: {_quoted(r.continuation_text)}"]
     return lines
 
@@ -209,7 +214,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
         return lines
     rows = []
     for r in table.itertuples():
-        rows.append([r.measure, r.model, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
+        rows.append([r.measure, where(r), r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
                      _ci(r.statistic, r.ci_low, r.ci_high, 4, r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
                      _num(r.power, 2), _p(r.p_perm) + (" (exact)" if r.exact else ""),
                      _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])

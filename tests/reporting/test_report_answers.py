@@ -31,6 +31,26 @@ def test_the_report_opens_with_the_summary_and_what_the_model_said(tiny_run):
     assert " ".join(a.split())[:40].replace("`", "'") in text
 
 
+def test_runs_collected_across_placements_keep_each_placement_apart(tiny_run):
+    """Two placements of one model (as `make assistant-study` collects five): each summary line,
+    C - B row and example block names its placement, and an example quotes its own placement's A."""
+    conditions, attention = load_runs([tiny_run])
+    system = conditions.assign(placement="system")
+    system["continuation_text"] = system.continuation_text.where(system.group != "A", "system A " + system.prompt_id.astype(str))
+    both = pd.concat([conditions.assign(placement="document"), system], ignore_index=True)
+    text = report.report_markdown(both, None, [])
+    model = str(conditions.model.iloc[0])
+    for placement in ("document", "system"):
+        for length in sorted(conditions[conditions.group != "A"].prefix_len.unique()):
+            assert f"- **{model} ({placement}), {length} tokens**: " in text
+            assert text.count(f"**{model} ({placement}), {length} tokens**") == 2  # the summary and the examples
+        assert f"| {model} ({placement}) | " in text.split("## Instruction-like minus")[1]
+    examples = text.split("## Examples")[1].split("\n## ")[0]
+    system_block = examples.split(f"**{model} (system)")[1]
+    assert "  - A: `system A " in system_block
+    assert "  - A: `system A " not in examples.split(f"**{model} (system)")[0]
+
+
 def test_a_run_without_targets_says_there_is_no_obey_measure(tiny_run):
     conditions, attention = load_runs([tiny_run])
     bare = conditions.assign(target=None, check=None, target_hit=pd.NA, obeyed=pd.NA)
