@@ -3,7 +3,9 @@
 A forward pass of a small model on a CPU spends most of its time in the linear layers' matrix
 products (two thirds of a SmolLM2-135M sweep's, ``benchmarks/real_models.py``). On a CPU with
 AVX-512 BF16 or AMX (and on every recent GPU) a bfloat16 product runs 3-5x faster than a float32
-one. :func:`lower_linears` gives every ``nn.Linear`` of a model a copy of its weight in that dtype
+one; on a CPU without them it is emulated, and slower than float32: 0.33x the conditions per second
+of float32 on an AVX2-only AMD EPYC (``benchmarks/real_models.py --quick``, SmolLM2), so
+:func:`emulated_on` says when a run would pay that. :func:`lower_linears` gives every ``nn.Linear`` of a model a copy of its weight in that dtype
 and computes ``x @ W.T`` with ``x`` rounded to it (the kernel accumulates in float32 and rounds the
 product to bfloat16), then adds the bias in the model's own dtype. Everything else (attention and its softmax, the
 norms, the residual stream, the logits' softmax) stays in the model's dtype, so the attention the
@@ -73,3 +75,15 @@ def lower_linears(model: torch.nn.Module, dtype: str | None) -> tuple[str | None
             module.forward = _lowered_forward(module, weight)
         lowered += 1
     return (dtype if lowered else None), lowered
+
+
+def emulated_on(device: str, dtype: str | None) -> bool:
+    """Whether products in ``dtype`` on ``device`` run without the hardware that makes them fast: a
+    bfloat16 product on a CPU with neither AVX-512 BF16 nor AMX (oneDNN's own test), which is
+    slower than float32, not faster (module docstring). False where that cannot be told."""
+    if dtype != "bfloat16" or not str(device).startswith("cpu"):
+        return False
+    try:
+        return not bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a private test: a torch without it says nothing
+        return False

@@ -29,7 +29,7 @@ from harness.measure.driver import DriveOutcome, drive
 from harness.measure.engine import Engine
 from harness.measure.metrics import METRICS
 from harness.model.decoding import stop_ids
-from harness.model.linear_precision import lower_linears
+from harness.model.linear_precision import emulated_on, lower_linears
 from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe
 from harness.model.resources import auto_batch_size, keep_freed_memory, prefix_cache_bytes
@@ -81,6 +81,10 @@ class Experiment:
         # after the probe's check against eager attention (it checks the attention function; lowered
         # products would make its two passes round apart before attention is reached)
         linear_dtype, exp.lowered_linears = lower_linears(loaded.model, m.linear_dtype and m.linear_dtype.value)
+        if exp.lowered_linears and emulated_on(loaded.device, linear_dtype):
+            log.warning("model.linear_dtype=%s on a CPU without native %s products (no AVX-512 BF16 or AMX): they "
+                        "are emulated, slower than float32 (0.33x in benchmarks/real_models.py on such a CPU); "
+                        "add model.linear_dtype=null to compute at full precision", linear_dtype, linear_dtype)
         longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         stops = stop_ids(loaded.model, loaded.tokenizer)

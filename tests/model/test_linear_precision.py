@@ -59,3 +59,21 @@ def test_the_probe_still_captures_the_attention_the_lowered_model_computes(famil
     assert len(seen) == len(eager) > 0
     for layer, probs in enumerate(eager):
         torch.testing.assert_close(seen[layer].exp(), probs[:, :, rows].float(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("supported", [True, False])
+def test_a_run_says_when_its_lowered_products_are_emulated_on_this_cpu(supported, monkeypatch, caplog):
+    """bfloat16 products on a CPU without AVX-512 BF16 or AMX ran at 0.33x float32's speed: the run
+    says so, and how to compute at full precision, exactly where oneDNN reports no native support."""
+    from harness.config import compose
+    from harness.model.linear_precision import emulated_on
+    from harness.runs.experiment import Experiment
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: supported)
+    assert emulated_on("cpu", "bfloat16") is not supported
+    assert not emulated_on("cpu", "float16") and not emulated_on("cuda:0", "bfloat16") and not emulated_on("cpu", None)
+    with caplog.at_level("WARNING", logger="harness.runs.experiment"):
+        Experiment.build(compose(["model=tiny", "model.linear_dtype=bfloat16", "prompts.limit=2"]), attention=False)
+    said = [r.getMessage() for r in caplog.records if "emulated" in r.getMessage()]
+    assert bool(said) is not supported
+    assert all("model.linear_dtype=null" in m for m in said)
