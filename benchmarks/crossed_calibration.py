@@ -319,8 +319,9 @@ def claims_power(ns) -> None:
             b = rng.normal(0, sd_b, (ns.datasets, 1, n, 1)) + rng.normal(0, 0.3 * sd_b, (ns.datasets, 1, n, 4))
             Y = m + a + b + rng.normal(0, sd_e, (ns.datasets, P, n, 4))
             low, _, _ = min_contrast_interval(Y, weights)
-            printed = np.array([min_contrast_power(contrast_components(y, weights), P, n) for y in Y])
-            ranges = np.array([min_contrast_power_range(y, weights) for y in Y])
+            components = [contrast_components(y, weights) for y in Y]
+            printed = np.array([min_contrast_power(c, P, n) for c in components])
+            ranges = np.array([min_contrast_power_range(y, weights, components=c) for y, c in zip(Y, components)])
             real = float(np.mean(low > 0))
             # no power where a contrast's prefix variance comes out 0 (no effect size to plan on): the
             # median is of the rest, which drew the larger prefix variances; the range is always stated

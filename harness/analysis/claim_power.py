@@ -82,7 +82,8 @@ def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, 
     return _both_clear(components, n_prompts, n_prefixes, effect_sds, median_corrected=True)
 
 
-def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: float = 0.95,
+                             components: list[dict] | None = None) -> tuple[float, float]:
     """``(low, high)``: the smallest and largest power :func:`min_contrast_power` states for
     ``Y[prompt, prefix, k]`` at its own design when each contrast's components (prompt, prefix,
     residual variance) are moved to the ends of their two-sided ``confidence`` intervals
@@ -92,12 +93,14 @@ def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: flo
     freedom (with 3 prefixes a dominant prefix variance leaves 2). A prefix variance at its lower
     limit of 0 puts the effect at 0, where the power is the tests' size. Not median-corrected: these
     are limits, not estimates. In simulation the range held the real power in 0.943-1.000 of data
-    sets in all 18 cells (``benchmarks/crossed_calibration.py``, table 4b)."""
-    components = contrast_components(Y, weights)
+    sets in all 18 cells (``benchmarks/crossed_calibration.py``, table 4b). ``components``:
+    :func:`contrast_components` of ``Y`` and ``weights``, where the caller has them already."""
+    components = contrast_components(Y, weights) if components is None else components
     limits = group_component_limits(_contrasts(Y, weights), confidence)
     P, n = components[0]["n_prompts"], components[0]["n_prefixes"]
     powers = []
     for corner in itertools.product((0, 1), repeat=len(limits)):
-        at = [{**c, **{k: float(limits[k][end][i]) for k, end in zip(limits, corner)}} for i, c in enumerate(components)]
+        at = [{**c, **{k: float(limits[k][end][i]) for k, end in zip(limits, corner)}}
+              for i, c in enumerate(components)]
         powers.append(_both_clear(at, P, n, 1.0, median_corrected=False))
     return (float(np.min(powers)), float(np.max(powers))) if np.all(np.isfinite(powers)) else (np.nan, np.nan)

@@ -78,9 +78,9 @@ def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tup
 
 def _powers(Y: np.ndarray, weights: np.ndarray) -> dict:
     """A claim-1 or claim-2 row's ``power`` and the range its inputs allow (``power_low``, ``power_high``)."""
-    low, high = min_contrast_power_range(Y, weights)
-    return {"power": min_contrast_power(contrast_components(Y, weights), *Y.shape[:2]), "power_low": low,
-            "power_high": high}
+    components = contrast_components(Y, weights)
+    low, high = min_contrast_power_range(Y, weights, components=components)
+    return {"power": min_contrast_power(components, *Y.shape[:2]), "power_low": low, "power_high": high}
 
 
 def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE

@@ -150,8 +150,8 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "inverts (p). Every row states its test's power at this design against one prefix-level SD (calibrated "
              "in simulation: benchmarks/crossed_calibration.py); claims 1 and 2 also the range that power takes with "
              "its variance components at the ends of their 95% intervals, stated even where the point power is not "
-             "(a prefix variance estimated at 0 gives no effect to state it against). A claim is *supported* when its interval lies on the "
-             "claim's side of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
+             "(a prefix variance estimated at 0 gives no effect to state it against). A claim is *supported* when "
+             "its interval lies on the claim's side of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
              "design cannot support an interval: the row says why). The numbers are in `claims.parquet`.", "",
              caveat(models) + precision, ""]
     for claim, text in analysis.HYPOTHESES.items():

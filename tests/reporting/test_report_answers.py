@@ -36,7 +36,8 @@ def test_runs_collected_across_placements_keep_each_placement_apart(tiny_run):
     C - B row and example block names its placement, and an example quotes its own placement's A."""
     conditions, attention = load_runs([tiny_run])
     system = conditions.assign(placement="system")
-    system["continuation_text"] = system.continuation_text.where(system.group != "A", "system A " + system.prompt_id.astype(str))
+    own_a = "system A " + system.prompt_id.astype(str)
+    system["continuation_text"] = system.continuation_text.where(system.group != "A", own_a)
     both = pd.concat([conditions.assign(placement="document"), system], ignore_index=True)
     text = report.report_markdown(both, None, [])
     model = str(conditions.model.iloc[0])
