@@ -21,6 +21,10 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    10x the oracle's, the false-positive rate of
    the lead test (it inverts the interval) and of the prefix permutation test, and for measures the
    power the report prints (median over data sets) beside the test's real rejection rate.
+1b. **The lead test's power** (``harness.analysis.power``): at one true prefix-level SD, for
+   measures, the printed power (median), the power planned at the generator's own components (the
+   planning model's error, which ``design_power_range`` is widened by) and the range the data allow
+   against the test's real rejection rate: how often the range holds it, and each side's misses.
 2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
    predict the power at another design against one prefix-level SD as the pilot estimates it; median
    prediction against the test's real rejection rate there at one true prefix-level SD.
@@ -48,7 +52,7 @@ from scipy.stats import beta, norm
 
 from harness.analysis.crossed import permutation_pvalues, relabelings
 from harness.analysis.crossed_variance import difference
-from harness.analysis.power import components_of, design_power, prefix_level_sd
+from harness.analysis.power import components_of, design_power, design_power_range, prefix_level_sd
 from harness.analysis.rate_intervals import crossed_rate_interval, rate_difference, wilson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -205,6 +209,33 @@ PLANS = [(Design("3 x 18", 3, 18), Design("12 x 18", 12, 18)), (Design("3 x 18",
          (Design("3 x 18", 3, 18), Design("3 x 48", 3, 48)), (Design("8 x 12", 8, 12), Design("24 x 24", 24, 24))]
 
 
+def lead_power(ns) -> None:
+    """The lead test's printed power (:func:`design_power`) and the range its data allow
+    (:func:`design_power_range`) against the test's real rejection rate at a true C - B of one
+    prefix-level SD (the measure regimes of table 1, fresh draws)."""
+    heading(f"1b. C minus B: power printed and its range against real ({ns.datasets} data sets per row)",
+            ["design", "regime", "power printed (median)", "power real", "printed - real", "planned at truth - real",
+             "range holds real", "range below real", "range above real", "range (median ends)"], 2)
+    rng = np.random.default_rng(ns.seed + 6)
+    for d in DESIGNS:
+        for r in (r for r in REGIMES if r.rate_b is None):
+            Y, hi, pairs, effect = draw(d, r, True, ns.datasets, rng)
+            low, high = difference(Y, hi, pairs).interval()
+            real = float(np.mean(np.isfinite(low) & ((low > 0) | (high < 0))))
+            comps = {**components_of(Y, hi, pairs), **counts(d)}
+            printed = float(np.nanmedian(design_power(comps, d.prompts, d.prefixes, prefix_level_sd(comps))))
+            truth = {"interaction": r.interaction ** 2, "prefix_high": r.prefix_c ** 2 + d.pair ** 2,
+                     "prefix_low": r.prefix_b ** 2 + d.pair ** 2, "resid_high": r.resid ** 2, "resid_low": r.resid ** 2}
+            if d.pair:  # the pair effect cancels from C - B
+                truth["prefix_pair_sum"] = r.prefix_c ** 2 + r.prefix_b ** 2
+            at_truth = float(design_power(truth, d.prompts, d.prefixes, effect))
+            lo, hh = design_power_range(Y, hi, pairs)
+            below, above = np.mean(hh < real), np.mean(lo > real)
+            print(f"| {d.name} | {r.name} | {printed:.3f} | {real:.3f} | {printed - real:+.3f} | {at_truth - real:+.3f} | "
+                  f"{1 - below - above:.3f} | {below:.3f} | {above:.3f} | "
+                  f"{np.median(lo):.3f}-{np.median(hh):.3f} |", flush=True)
+
+
 def planning(ns) -> None:
     heading(f"2. Planning: a pilot's components predict another design's power ({ns.datasets} pilots)",
             ["pilot", "planned design", "regime", "predicted power (median)", "predicted (quartiles)", "real power"], 3)
@@ -355,8 +386,8 @@ def generator_b(ns) -> None:
             print("| " + " | ".join(cells) + " |", flush=True)
 
 
-PARTS = {"differences": differences, "planning": planning, "rates": rates, "claims": claims_cells,
-         "claims-power": claims_power, "second": generator_b}
+PARTS = {"differences": differences, "lead-power": lead_power, "planning": planning, "rates": rates,
+         "claims": claims_cells, "claims-power": claims_power, "second": generator_b}
 
 
 def main() -> None:

@@ -7,8 +7,9 @@ prompts and prefixes are both resampled (crossed random factors: docs/statistics
 
 * **supported**: the interval lies on the claim's side of its null;
 * **contradicted**: the interval lies on the other side;
-* **not determined**: the interval spans the null (every row states the power its design had: claims 1
-  and 2 with the range their data allow, :mod:`harness.analysis.claim_power`).
+* **not determined**: the interval spans the null (every row states the power its design had, with the
+  range its data allow: claims 1 and 2 by :mod:`harness.analysis.claim_power`, claim 3 by
+  :func:`harness.analysis.power.design_power_range`).
 
 Claim 1's statistic is the mean divergence in the middle third of the layers minus the larger of
 the first and last thirds' (positive: the middle stands out); where the profile peaks, as a fraction
@@ -283,6 +284,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             "claim": 3, "hypothesis": HYPOTHESES[3], "measure": value, **dict(zip(by, key)),
             "statistic": "C minus B", "estimate": float(row.statistic), "ci_low": float(row.ci_low),
             "ci_high": float(row.ci_high), "p": float(row.p_crossed), "power": float(row.power),
+            "power_low": float(row.power_low), "power_high": float(row.power_high),
             "verdict": _verdict(float(row.ci_low), float(row.ci_high)),
             "detail": f"prefix-level SD {row.prefix_sd:.3g}; {b_says}", "b_mean": b_mean, "b_low": b_lo,
             "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "prefix_sd": float(row.prefix_sd),
@@ -309,7 +311,7 @@ def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise:
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
-    out = pd.concat(parts, ignore_index=True)  # claim 3 alone has no power range: NaN there
+    out = pd.concat(parts, ignore_index=True)
     return out.reindex(columns=COLUMNS + [c for c in out.columns if c not in COLUMNS])
 
 

@@ -341,7 +341,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       Wilson"; NaN with ``ci_method`` "none" where the design cannot support an interval, and
       ``ci_note`` says why: print it, never a zero-width or an exploded interval), ``dof``, ``se``,
       ``p_crossed`` (the test the interval inverts: the one to correct for multiplicity), and
-      ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD).
+      ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD) and
+      ``power_low``/``power_high`` (the range that power takes within its components' intervals).
       ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
       and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
       up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
@@ -366,4 +367,5 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
 
 COMPARE_COLUMNS = ["n_prompts", "n_prefixes_high", "n_prefixes_low", "mean_diff", "ci_low_prompts", "ci_high_prompts",
                    "ci_method_prompts", "wilcoxon_p", "claim_prompts", "statistic", "ci_low", "ci_high", "ci_method",
-                   "ci_note", "dof", "se", "p_crossed", "prefix_sd", "power", "p_perm", "exact", "design", "claim"]
+                   "ci_note", "dof", "se", "p_crossed", "prefix_sd", "power", "power_low", "power_high", "p_perm",
+                   "exact", "design", "claim"]

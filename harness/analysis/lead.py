@@ -9,7 +9,9 @@ design had: what :func:`harness.analysis.crossed.compare_groups` puts in its gen
   prompts or 2 prefixes in a group, or nothing varies in a measure (every cell equal). A table with
   missing cells is cut to its larger complete crossing first (the note says how much was kept).
 * ``power``: :func:`harness.analysis.power.design_power` of that test at this design against one
-  prefix-level SD (``prefix_sd``), from the components estimated here.
+  prefix-level SD (``prefix_sd``), from the components estimated here; ``power_low`` and
+  ``power_high`` the range it takes with those components anywhere in their own 95% intervals
+  (:func:`harness.analysis.power.design_power_range`), stated also where ``power`` cannot be.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.analysis.crossed_variance import complete_crossing, difference, supported
-from harness.analysis.power import components_of, design_power, prefix_level_sd
+from harness.analysis.power import components_of, design_power, design_power_range, prefix_level_sd
 from harness.analysis.rate_intervals import rate_difference, rate_difference_p
 
 CROSSED_T = "crossed t"
@@ -43,13 +45,14 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     Keys: ``ci_low``, ``ci_high``, ``ci_method`` ("crossed t", "MOVER, crossed Wilson" or "none"),
     ``ci_note`` (why there is no interval, or which complete part it was computed on; "" otherwise),
     ``dof``, ``se`` (square root of the estimated variance), ``p_crossed`` (the test the interval
-    inverts, ``alternative`` as given), ``prefix_sd`` and ``power`` (at ``alpha``, two-sided)."""
+    inverts, ``alternative`` as given), ``prefix_sd``, ``power`` (at ``alpha``, two-sided) and its
+    range ``power_low`` to ``power_high``."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     rows, cols, note = complete_crossing(Y, pairs)
     Yc, hi, pc = Y[np.ix_(rows, cols)], is_high[cols], remap_pairs(pairs, cols)
     out = {"ci_low": np.nan, "ci_high": np.nan, "ci_method": NONE, "ci_note": note, "dof": np.nan, "se": np.nan,
-           "p_crossed": np.nan, "prefix_sd": np.nan, "power": np.nan}
+           "p_crossed": np.nan, "prefix_sd": np.nan, "power": np.nan, "power_low": np.nan, "power_high": np.nan}
     reason = supported(Yc, hi)
     if reason is not None:
         return {**out, "ci_note": reason if not note else f"{reason} ({note})"}
@@ -58,7 +61,8 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     comps.update(n_prompts=Yc.shape[0], n_prefixes_high=int(hi.sum()), n_prefixes_low=int((~hi).sum()))
     sd = float(prefix_level_sd(comps))
     n = int(min(hi.sum(), (~hi).sum()) if pc is None else len(pc[0]))
-    out.update(se=float(np.sqrt(est.variance)), prefix_sd=sd,
+    power_low, power_high = design_power_range(Yc, hi, pc, alpha=alpha)
+    out.update(se=float(np.sqrt(est.variance)), prefix_sd=sd, power_low=power_low, power_high=power_high,
                power=design_power(comps, Yc.shape[0], n, sd, alpha) if np.isfinite(sd) else np.nan)
     if rate:
         _, low, high = rate_difference(Yc, hi, pc, confidence)

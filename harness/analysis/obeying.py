@@ -125,7 +125,8 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     Columns: the :func:`rate_summary` columns of each placement's ``obeyed`` (``placement`` names it,
     ``role`` says which instructions), ``ceiling``/``ceiling_low``/``ceiling_high`` (the same cell
     under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
-    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (and ``p_perm``, for
+    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (its range ``power_low`` to
+    ``power_high``; and ``p_perm``, for
     reference): the placement's rate minus the ceiling, by :func:`compare_groups` with prompts and
     prefixes random and each prefix matched with itself (the same texts and prompts under both
     placements). Empty unless the conditions hold a
@@ -151,8 +152,8 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
         sub = paired[paired.placement.isin([placement, CEILING])].assign(group=lambda d: d.placement)
         table = compare_groups(sub.drop(columns="placement"), "obeyed", high=placement, low=CEILING, by=cells,
                                seed=seed, rate=True)
-        diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "ci_note", "p_crossed", "power", "p_perm"]]
-                     .assign(placement=placement))
+        diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "ci_note", "p_crossed", "power", "power_low",
+                            "power_high", "p_perm"]].assign(placement=placement))
     if diffs:
         d = pd.concat(diffs, ignore_index=True).rename(columns={
             "statistic": "minus_ceiling", "ci_low": "minus_low", "ci_high": "minus_high", "ci_note": "minus_note"})

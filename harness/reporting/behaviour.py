@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import obeying
-from harness.reporting.markdown import ci, num, p_text, table, where
+from harness.reporting.markdown import ci, p_text, power_text, table, where
 
 ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned": "mentioned (B)",
               obeying.BASE: "A (base rate)"}
@@ -57,7 +57,8 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
              + "Prompts and prefixes random (matched sets kept together where the set has them): MOVER from the two "
                "sides' crossed Wilson intervals, p the test it inverts, and its power against one prefix-level SD."]
     rows = [[where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
-             ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed), num(r.power, 2), r.design]
+             ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed),
+             power_text(r.power, r.power_low, r.power_high), r.design]
             for r in table_.itertuples()]
     return lines + [""] + table(["model", "contrast", "prefix length", "prefixes", "difference [prompts x prefixes]",
                                  "p", "power at 1 prefix SD", "design"], rows)

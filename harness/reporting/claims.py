@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.analysis import claims as analysis
 from harness.io import write_parquet, write_text
-from harness.reporting.markdown import num
+from harness.reporting.markdown import num, power_text
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
 
@@ -130,14 +130,6 @@ def _fmt(v, digits: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else num(v, digits)
 
 
-def _power(row) -> str:
-    """A row's power, with the range its data allow where the row has one (claims 1 and 2)."""
-    low, high = getattr(row, "power_low", np.nan), getattr(row, "power_high", np.nan)
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return _fmt(row.power, 2)
-    return f"{_fmt(row.power, 2)} (range {_fmt(low, 2)} to {_fmt(high, 2)})"
-
-
 def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], models: list[str],
                     n_resamples: int, precision: str = "") -> str:
     lines = ["# The seed's claims, tested", "",
@@ -148,7 +140,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "at most 2.5% (conservative when the two are about equal); the detail gives where the profile peaks "
              "(claim 1) or its means and steps (claim 2). Claim 3 is the report's lead interval and the test it "
              "inverts (p). Every row states its test's power at this design against one prefix-level SD (calibrated "
-             "in simulation: benchmarks/crossed_calibration.py); claims 1 and 2 also the range that power takes with "
+             "in simulation: benchmarks/crossed_calibration.py) and the range that power takes with "
              "its variance components at the ends of their 95% intervals, stated even where the point power is not "
              "(a prefix variance estimated at 0 gives no effect to state it against). A claim is *supported* when "
              "its interval lies on the claim's side of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
@@ -169,7 +161,8 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
             interval = (f"{_fmt(r.ci_low)} to {_fmt(r.ci_high)}" if np.isfinite(r.ci_low) and np.isfinite(r.ci_high)
                         else "none")
             cells = [r.model, r.placement, r.measure, _fmt(r.estimate), interval, f"**{r.verdict}**"]
-            cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [_power(r), f"{r.n_prompts} x {r.n_prefixes}", r.detail]
+            power = power_text(r.power, getattr(r, "power_low", None), getattr(r, "power_high", None))
+            cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [power, f"{r.n_prompts} x {r.n_prefixes}", r.detail]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         name = {1: "claim1_layers", 2: "claim2_lengths", 3: "claim3_c_minus_b"}[claim]
         if name in figure_names:

@@ -54,6 +54,14 @@ def p_text(p) -> str:
     return "n/a" if p is None or pd.isna(p) else num(p, 2)
 
 
+def power_text(power, low=None, high=None) -> str:
+    """A power with the range its data allow where there is one: "0.34 (range 0.03 to 0.72)"; the
+    range alone ("n/a (range 0.05 to 0.61)") where no point power can be stated."""
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return num(power, 2)
+    return f"{num(power, 2)} (range {num(low, 2)} to {num(high, 2)})"
+
+
 def table(header: list[str], rows: list[list]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + [
         "| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -27,6 +27,7 @@ from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
+from harness.reporting.markdown import power_text
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 
@@ -131,9 +132,11 @@ def _finding(r) -> str:
         return f"{r.measure}: C moves it more than B, C - B = {shown} (p {_p(r.p_crossed)})"
     if r.ci_high < 0:
         return f"{r.measure}: C moves it less than B, C - B = {shown} (p {_p(r.p_crossed)})"
-    power = f"power {_num(r.power, 2)} against one prefix-level SD"
+    power = f"power {power_text(r.power, r.power_low, r.power_high)} against one prefix-level SD"
+    # "likely found" only where the whole range the data allow says so, not the point power alone
+    sure = r.power_low >= 0.8 if np.isfinite(r.power_low) else r.power >= 0.8
     return (f"{r.measure}: no difference established, C - B = {shown} holds zero ({power}" +
-            ("; a difference that large would likely have been found)" if r.power >= 0.8 else
+            ("; a difference that large would likely have been found)" if sure else
              "; too little to call it no difference)"))
 
 
@@ -202,7 +205,9 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
              "interval inverts; q: that p corrected by Benjamini-Hochberg over this table's tests of one model "
              "(measures x lengths). Power: of that test at this design against a C - B difference of one prefix-level "
              "standard deviation (the SD of a prefix's true mean, pooled over B and C, from the variance components), "
-             "so that an interval holding zero says how large a difference it could have missed. The prefix "
+             "so that an interval holding zero says how large a difference it could have missed; in brackets the "
+             "range that power takes with the variance components anywhere in their own 95% intervals (what the "
+             "data let it be; harness.analysis.power.design_power_range). The prefix "
              "permutation p is shown for reference only: with few prompts and a prompt-by-group interaction it "
              "exceeds its level."]
     group_sizes = []
@@ -216,7 +221,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
     for r in table.itertuples():
         rows.append([r.measure, where(r), r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
                      _ci(r.statistic, r.ci_low, r.ci_high, 4, r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
-                     _num(r.power, 2), _p(r.p_perm) + (" (exact)" if r.exact else ""),
+                     power_text(r.power, r.power_low, r.power_high), _p(r.p_perm) + (" (exact)" if r.exact else ""),
                      _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)

@@ -68,7 +68,8 @@ def test_no_zero_width_interval_is_printed():
 def test_a_prompts_only_test_the_general_interval_does_not_back_is_said_to_disagree():
     row = {"measure": "output KL (nats)", "model": "m", "prefix_len": 32, "n_prefixes_high": 10, "n_prefixes_low": 10,
            "statistic": 0.1, "ci_low": -0.05, "ci_high": 0.25, "ci_note": None, "p_crossed": 0.2, "q_crossed": 0.2,
-           "power": 0.5, "p_perm": 0.01, "exact": False, "mean_diff": 0.1, "ci_low_prompts": 0.05,
+           "power": 0.5, "power_low": 0.2, "power_high": 0.8, "p_perm": 0.01, "exact": False, "mean_diff": 0.1,
+           "ci_low_prompts": 0.05,
            "ci_high_prompts": 0.15, "wilcoxon_p": 0.001, "value": "output_kl"}
     conds = pd.DataFrame({"group": ["B"], "model": ["m"]})
     lines = report._contrasts(conds.assign(target=np.nan), pd.DataFrame([row]))
@@ -94,3 +95,14 @@ def test_a_printed_number_keeps_three_significant_digits_and_rounds_to_the_neare
     step = 10 ** (math.floor(math.log10(abs(v))) - 2)
     assert abs(float(text) - v) <= 0.5 * step * (1 + 1e-9)
     assert len(text.lstrip("-").replace(".", "").lstrip("0")) == 3
+
+
+def test_a_null_is_called_likely_found_only_where_its_whole_power_range_says_so():
+    """"A difference that large would likely have been found" needs the low end of the power's range
+    at 0.8 or more, not the point power alone (which rests on estimated variance components)."""
+    row = pd.Series({"measure": "edit distance", "statistic": 0.01, "ci_low": -0.05, "ci_high": 0.07, "ci_note": "",
+                     "p_crossed": 0.6, "power": 0.9, "power_low": 0.5, "power_high": 0.97})
+    unsure = report._finding(row)
+    assert "(range 0.50 to 0.97)" in unsure and "too little to call it no difference" in unsure
+    sure = report._finding(row.copy().replace({0.5: 0.85}))
+    assert "would likely have been found" in sure and "(range 0.85 to 0.97)" in sure
