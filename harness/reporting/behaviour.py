@@ -90,13 +90,16 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
              "instructions whose check wants the word (include it, start with it, reply with only it); forbidden: "
              "`absent` (for a model that rarely writes the word, obeying a prohibition is nearly free: read it "
              "against the word rates above). Rates: crossed Wilson as above. Minus the ceiling: prompts and prefixes "
-             "random, each prefix matched with itself under both placements; MOVER interval and the p it inverts."]
+             "random, each prefix matched with itself under both placements; MOVER interval, the p it inverts and its "
+             "power against one prefix-level SD (with the range its data allow), so that a gap that holds zero says "
+             "what it could have missed."]
     rows = [[r.model, r.role, r.prefix_len, r.placement, f"{int(r.n_hits)}/{int(r.n_conditions)}",
              ci(r.rate, r.ci_low, r.ci_high), ci(r.ceiling, r.ceiling_low, r.ceiling_high),
              "-" if r.placement == obeying.CEILING else ci(r.minus_ceiling, r.minus_low, r.minus_high,
                                                           note=r.minus_note),
-             "-" if r.placement == obeying.CEILING else p_text(r.p_crossed)]
+             "-" if r.placement == obeying.CEILING else p_text(r.p_crossed),
+             "-" if r.placement == obeying.CEILING else power_text(r.power, r.power_low, r.power_high)]
             for r in rates.assign(injected=rates.placement != obeying.CEILING)  # the ceiling's row first
             .sort_values(["model", "role", "prefix_len", "injected", "placement"]).itertuples()]
     return lines + [""] + table(["model", "instruction", "prefix length", "placement", "obeyed", "rate",
-                                 "ceiling (direct)", "minus ceiling", "p"], rows)
+                                 "ceiling (direct)", "minus ceiling", "p", "power at 1 prefix SD"], rows)

@@ -7,9 +7,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from harness.analysis import descriptive
+from harness.analysis import descriptive, obeying
 from harness.analysis.heads import head_contrasts
 from harness.reporting import report
+from harness.reporting.markdown import power_text
 
 
 def attention(effects: dict[str, float], n_prompts=6, n_prefixes=6, heads=4, seed=0) -> pd.DataFrame:
@@ -138,8 +139,13 @@ def test_behaviour_section_puts_each_placement_beside_the_direct_ceiling():
     text = "\n".join(report.behaviour_section(pd.concat([direct, system]).assign(norm_edit_distance=0.5)))
     assert "### Injected, against asked directly" in text
     rows = [line for line in text.splitlines() if line.startswith("| m | asked | 32 |")]
-    assert rows[0].startswith("| m | asked | 32 | direct | 12/12 | 1.00 [") and rows[0].endswith("| - | - |")
+    assert rows[0].startswith("| m | asked | 32 | direct | 12/12 | 1.00 [") and rows[0].endswith("| - | - | - |")
     assert rows[1].startswith("| m | asked | 32 | system | 4/12 | 0.333 [") and "| -0.667 [" in rows[1]
+    # the gap's power, with its range, as the ceiling table computes it
+    table = obeying.ceiling_table(pd.concat([direct, system]))
+    gap = table[(table.placement == "system") & (table.role == "asked")].iloc[0]
+    assert rows[1].endswith(f"| {power_text(gap.power, gap.power_low, gap.power_high)} |")
+    assert re.search(r"\(range [\d.]+ to [\d.]+\) \|$", rows[1])
 
 
 def contrast_conditions(n_prefixes: int, n_prompts: int = 6) -> pd.DataFrame:
