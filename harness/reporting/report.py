@@ -132,7 +132,8 @@ def _finding(r) -> str:
         return f"{r.measure}: C moves it more than B, C - B = {shown} (p {_p(r.p_crossed)})"
     if r.ci_high < 0:
         return f"{r.measure}: C moves it less than B, C - B = {shown} (p {_p(r.p_crossed)})"
-    power = f"power {power_text(r.power, r.power_low, r.power_high)} against one prefix-level SD"
+    power = f"power {_num(r.power, 2)} against one prefix-level SD" + (
+        f", range {_num(r.power_low, 2)} to {_num(r.power_high, 2)}" if np.isfinite(r.power_low) else "")
     # "likely found" only where the whole range the data allow says so, not the point power alone
     sure = r.power_low >= 0.8 if np.isfinite(r.power_low) else r.power >= 0.8
     return (f"{r.measure}: no difference established, C - B = {shown} holds zero ({power}" +
