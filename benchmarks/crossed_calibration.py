@@ -231,7 +231,8 @@ def lead_power(ns) -> None:
             at_truth = float(design_power(truth, d.prompts, d.prefixes, effect))
             lo, hh = design_power_range(Y, hi, pairs)
             below, above = np.mean(hh < real), np.mean(lo > real)
-            print(f"| {d.name} | {r.name} | {printed:.3f} | {real:.3f} | {printed - real:+.3f} | {at_truth - real:+.3f} | "
+            print(f"| {d.name} | {r.name} | {printed:.3f} | {real:.3f} | {printed - real:+.3f} | "
+                  f"{at_truth - real:+.3f} | "
                   f"{1 - below - above:.3f} | {below:.3f} | {above:.3f} | "
                   f"{np.median(lo):.3f}-{np.median(hh):.3f} |", flush=True)
 

@@ -186,7 +186,8 @@ def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidenc
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     P = Y.shape[-2]
-    high, low = group_component_limits(Y[..., is_high], confidence), group_component_limits(Y[..., ~is_high], confidence)
+    high = group_component_limits(Y[..., is_high], confidence)
+    low = group_component_limits(Y[..., ~is_high], confidence)
     if pairs is None:
         n_c, n_b = int(is_high.sum()), int((~is_high).sum())
         n = min(n_c, n_b)

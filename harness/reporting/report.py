@@ -27,7 +27,7 @@ from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
-from harness.reporting.markdown import power_text
+from harness.reporting.markdown import null_power, power_text
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 
@@ -132,13 +132,7 @@ def _finding(r) -> str:
         return f"{r.measure}: C moves it more than B, C - B = {shown} (p {_p(r.p_crossed)})"
     if r.ci_high < 0:
         return f"{r.measure}: C moves it less than B, C - B = {shown} (p {_p(r.p_crossed)})"
-    power = f"power {_num(r.power, 2)} against one prefix-level SD" + (
-        f", range {_num(r.power_low, 2)} to {_num(r.power_high, 2)}" if np.isfinite(r.power_low) else "")
-    # "likely found" only where the whole range the data allow says so, not the point power alone
-    sure = r.power_low >= 0.8 if np.isfinite(r.power_low) else r.power >= 0.8
-    return (f"{r.measure}: no difference established, C - B = {shown} holds zero ({power}" +
-            ("; a difference that large would likely have been found)" if sure else
-             "; too little to call it no difference)"))
+    return f"{r.measure}: no difference established, C - B = {shown} holds zero ({null_power(r)})"
 
 
 def _summary(table: pd.DataFrame) -> list[str]:
