@@ -156,8 +156,9 @@ def design_power(components, n_prompts: int, n_prefixes_per_group: int, effect, 
 
 # How far the real rejection rate of the lead test fell below (and rose above) design_power at the
 # generator's own, known components: -0.056 to +0.017 over the 32 measure cells of
-# benchmarks/crossed_calibration.py (table 1b, 4,000 data sets each; the noncentral t on Satterthwaite's
-# degrees of freedom overstates the power most with 3 prefixes per group). The range is widened by them.
+# benchmarks/crossed_calibration.py (part lead-power, column "planned at truth - real", seed 0, 4,000
+# data sets each; results/calibration.md's table 1b shows fresh draws). The noncentral t on
+# Satterthwaite's degrees of freedom overstates the power most with 3 prefixes per group.
 PLANNING_OVERSTATES = 0.06
 PLANNING_UNDERSTATES = 0.02
 
