@@ -15,14 +15,12 @@ intervals (at the corners of that box). That range is stated even where the poin
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 from scipy import stats
 from scipy.stats import norm
 
 from harness.analysis.crossed_variance import group_component_limits, group_mean
-from harness.analysis.power import group_design_power
+from harness.analysis.power import extremes_over_box, group_design_power
 
 
 def contrast_components(Y: np.ndarray, weights: np.ndarray) -> list[dict]:
@@ -98,9 +96,10 @@ def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: flo
     components = contrast_components(Y, weights) if components is None else components
     limits = group_component_limits(_contrasts(Y, weights), confidence)
     P, n = components[0]["n_prompts"], components[0]["n_prefixes"]
-    powers = []
-    for corner in itertools.product((0, 1), repeat=len(limits)):
-        at = [{**c, **{k: float(limits[k][end][i]) for k, end in zip(limits, corner)}}
-              for i, c in enumerate(components)]
-        powers.append(_both_clear(at, P, n, 1.0, median_corrected=False))
-    return (float(np.min(powers)), float(np.max(powers))) if np.all(np.isfinite(powers)) else (np.nan, np.nan)
+
+    def power_at(corner: dict) -> float:
+        at = [{**c, **{k: float(end[i]) for k, end in corner.items()}} for i, c in enumerate(components)]
+        return _both_clear(at, P, n, 1.0, median_corrected=False)
+
+    low, high = extremes_over_box(limits, power_at)
+    return float(low), float(high)

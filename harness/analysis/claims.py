@@ -312,7 +312,7 @@ def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise:
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
     out = pd.concat(parts, ignore_index=True)
-    return out.reindex(columns=COLUMNS + [c for c in out.columns if c not in COLUMNS])
+    return out[COLUMNS + [c for c in out.columns if c not in COLUMNS]]
 
 
 def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[str] = ("B", "C"),

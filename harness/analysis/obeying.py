@@ -126,9 +126,9 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     ``role`` says which instructions), ``ceiling``/``ceiling_low``/``ceiling_high`` (the same cell
     under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
     with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (its range ``power_low``
-    to ``power_high``; and ``p_perm``, for reference): the placement's rate minus the ceiling, by :func:`compare_groups` with prompts and
-    prefixes random and each prefix matched with itself (the same texts and prompts under both
-    placements). Empty unless the conditions hold a
+    to ``power_high``; and ``p_perm``, for reference): the placement's rate minus the ceiling, by
+    :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself (the
+    same texts and prompts under both placements). Empty unless the conditions hold a
     ``direct`` run beside others (one sweep per placement, loaded together: ``harness figures RUN
     ... --out DIR``, ``harness collect`` or ``H.load_runs``)."""
     if "obeyed" not in conditions or "placement" not in conditions:

@@ -210,15 +210,27 @@ def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidenc
         def at(c: dict) -> dict:
             return {**c, "interaction": c["twice_interaction"] / 2, "resid_high": c["resid_sum"] / 2,
                     "resid_low": c["resid_sum"] / 2}
-    powers = []
-    for corner in itertools.product((0, 1), repeat=len(axes)):
-        components = at({name: np.asarray(ends[end], dtype=float) for (name, ends), end in zip(axes.items(), corner)})
-        powers.append(design_power(components, P, n, prefix_level_sd(components), alpha))
+    def power_at(corner: dict) -> np.ndarray:
+        components = at({name: np.asarray(end, dtype=float) for name, end in corner.items()})
+        return design_power(components, P, n, prefix_level_sd(components), alpha)
+
+    lowest, highest = extremes_over_box(axes, power_at)
+    lo_end, hi_end = np.maximum(lowest - PLANNING_OVERSTATES, 0.0), np.minimum(highest + PLANNING_UNDERSTATES, 1.0)
+    return (float(lo_end), float(hi_end)) if np.ndim(lo_end) == 0 else (lo_end, hi_end)
+
+
+def extremes_over_box(limits: dict[str, tuple], power_at) -> tuple[np.ndarray, np.ndarray]:
+    """``(min, max)`` of ``power_at(corner)`` over the ``2 ** len(limits)`` corners of the box
+    ``limits`` (``{name: (low end, high end)}``; a corner is ``{name: one end}``), elementwise over
+    batched ends; NaN wherever a corner's power is not finite. All corners, not the two "obvious"
+    ones: a power is not monotone in variance components, which also set its degrees of freedom.
+    What :func:`design_power_range` and :func:`harness.analysis.claim_power.min_contrast_power_range`
+    search."""
+    powers = [np.asarray(power_at({name: ends[end] for (name, ends), end in zip(limits.items(), corner)}), dtype=float)
+              for corner in itertools.product((0, 1), repeat=len(limits))]
     powers = np.stack(np.broadcast_arrays(*powers))
     bad = ~np.all(np.isfinite(powers), axis=0)
-    lo_end = np.where(bad, np.nan, np.maximum(powers.min(0) - PLANNING_OVERSTATES, 0.0))
-    hi_end = np.where(bad, np.nan, np.minimum(powers.max(0) + PLANNING_UNDERSTATES, 1.0))
-    return (float(lo_end), float(hi_end)) if np.ndim(lo_end) == 0 else (lo_end, hi_end)
+    return np.where(bad, np.nan, powers.min(0)), np.where(bad, np.nan, powers.max(0))
 
 
 def minimum_detectable_effect(components, n_prompts: int, n_prefixes_per_group: int, power: float = 0.8,

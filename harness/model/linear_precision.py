@@ -6,10 +6,11 @@ AVX-512 BF16 or AMX (and on every recent GPU) a bfloat16 product runs 3-5x faste
 one; on a CPU without them it is emulated, and slower than float32: 0.33x the conditions per second
 of float32 on an AVX2-only AMD EPYC (``benchmarks/real_models.py --quick``, SmolLM2), so
 :func:`emulated_on` says when a run would pay that. :func:`lower_linears` gives every ``nn.Linear``
-of a model a copy of its weight in that dtype and computes ``x @ W.T`` with ``x`` rounded to it (the kernel accumulates in float32 and rounds the
-product to bfloat16), then adds the bias in the model's own dtype. Everything else (attention and its softmax, the
-norms, the residual stream, the logits' softmax) stays in the model's dtype, so the attention the
-probe recomputes is still exactly the attention the model computed (:mod:`harness.model.probe`).
+of a model a copy of its weight in that dtype and computes ``x @ W.T`` with ``x`` rounded to it
+(the kernel accumulates in float32 and rounds the product to bfloat16), then adds the bias in the
+model's own dtype. Everything else (attention and its softmax, the norms, the residual stream, the
+logits' softmax) stays in the model's dtype, so the attention the probe recomputes is still exactly
+the attention the model computed (:mod:`harness.model.probe`).
 
 It is a rounding change, not an exact one: a weight, an input and a product keep 8 significant bits
 instead of 24. The run's noise floor measures what it moves (:mod:`harness.measure.noise`: its alone side

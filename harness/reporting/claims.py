@@ -143,8 +143,9 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "in simulation: benchmarks/crossed_calibration.py) and the range that power takes with "
              "its variance components at the ends of their 95% intervals, stated even where the point power is not "
              "(a prefix variance estimated at 0 gives no effect to state it against). A claim is *supported* when "
-             "its interval lies on the claim's side of zero, *contradicted* when it lies on the other side, and *not determined* otherwise (or where the "
-             "design cannot support an interval: the row says why). The numbers are in `claims.parquet`.", "",
+             "its interval lies on the claim's side of zero, *contradicted* when it lies on the other side, and "
+             "*not determined* otherwise (or where the design cannot support an interval: the row says why). The "
+             "numbers are in `claims.parquet`.", "",
              caveat(models) + precision, ""]
     for claim, text in analysis.HYPOTHESES.items():
         rows = table[table.claim == claim]
@@ -161,7 +162,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
             interval = (f"{_fmt(r.ci_low)} to {_fmt(r.ci_high)}" if np.isfinite(r.ci_low) and np.isfinite(r.ci_high)
                         else "none")
             cells = [r.model, r.placement, r.measure, _fmt(r.estimate), interval, f"**{r.verdict}**"]
-            power = power_text(r.power, getattr(r, "power_low", None), getattr(r, "power_high", None))
+            power = power_text(r.power, r.power_low, r.power_high)
             cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [power, f"{r.n_prompts} x {r.n_prefixes}", r.detail]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         name = {1: "claim1_layers", 2: "claim2_lengths", 3: "claim3_c_minus_b"}[claim]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 
@@ -68,11 +67,10 @@ def null_power(r) -> str:
     SD, range 0 to 0.49; too little to call it no difference". Called "likely found" only where the
     whole range its data allow (``power_low``) reaches 0.8, not the point power alone (it rests on
     estimated variance components); the point power where there is no range."""
-    low, high = getattr(r, "power_low", np.nan), getattr(r, "power_high", np.nan)
-    ranged = low is not None and not pd.isna(low)
+    ranged = not pd.isna(r.power_low)
     text = f"power {num(r.power, 2)} against one prefix-level SD" + (
-        f", range {num(low, 2)} to {num(high, 2)}" if ranged else "")
-    sure = low >= 0.8 if ranged else r.power >= 0.8
+        f", range {num(r.power_low, 2)} to {num(r.power_high, 2)}" if ranged else "")
+    sure = r.power_low >= 0.8 if ranged else r.power >= 0.8
     return text + ("; a difference that large would likely have been found" if sure else
                    "; too little to call it no difference")
 
