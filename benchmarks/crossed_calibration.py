@@ -14,11 +14,14 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
 
 1. **C minus B, the lead interval** (``harness.analysis.lead``): per design and regime, at no true
    difference and at one (one prefix-level SD for measures; the named gap for rates): coverage,
+   the coverage of an oracle interval that knows the variance components (for measures 1.96 x the
+   statistic's true SD each side; for rates MOVER of Wilson intervals at each group's true effective
+   sample size with the true correlation: where data are discrete and sparse even it covers more
+   than 0.95, which says how much of a rate interval's excess is the data's, not the estimate's),
    each side's miss rate (the interval wholly below / above the truth), the share with no interval,
-   the mean width against the oracle's (an interval that knows the variance components: for measures
-   1.96 x the statistic's true SD each side; for rates MOVER of Wilson intervals at each group's true
-   effective sample size with the true correlation), the share of data sets whose width is above
-   10x the oracle's, the false-positive rate of
+   for rates the share of data sets with no hit in either group (any interval valid at 0 hits holds
+   0 there, so at no difference they all cover), the mean width against the oracle's, the share of
+   data sets whose width is above 10x the oracle's, the false-positive rate of
    the lead test (it inverts the interval) and of the prefix permutation test, and for measures the
    power the report prints (median over data sets) beside the test's real rejection rate.
 1b. **The lead test's power** (``harness.analysis.power``): at one true prefix-level SD, for
@@ -28,8 +31,9 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
 2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
    predict the power at another design against one prefix-level SD as the pilot estimates it; median
    prediction against the test's real rejection rate there at one true prefix-level SD.
-3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, misses, mean width against
-   the oracle's (a Wilson interval at the true effective sample size) and the old Clopper-Pearson
+3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, the oracle's coverage,
+   misses, mean width against the oracle's (a Wilson interval at the true effective sample size) and
+   the old Clopper-Pearson
    interval at min(prompts, prefixes).
 4. **Claims 1 and 2** (``harness.analysis.claims``): coverage of the min-of-two-contrasts interval.
 5. **The second generator**, through ``compare_groups``.
@@ -177,7 +181,10 @@ def difference_cell(d: Design, r: Regime, sets: int, permutations: int, rng) -> 
             _, low, high = rate_difference(Y, hi, pairs)
         ok = np.isfinite(low)
         ratio = (high - low) / (o_high - o_low)
+        estimate = Y[..., hi].mean((-2, -1)) - Y[..., ~hi].mean((-2, -1))
         row = {"design": d.name, "regime": r.name, "truth": true, "cover": np.mean(ok & (low <= true) & (true <= high)),
+               "oracle_cover": np.mean((estimate + o_low <= true) & (true <= estimate + o_high)),
+               "no_hit": np.mean(Y.sum((-2, -1)) == 0) if r.rate_b is not None else np.nan,
                "below": np.mean(ok & (high < true)), "above": np.mean(ok & (low > true)), "none": np.mean(~ok),
                "width": np.nanmean(high - low) / np.mean(o_high - o_low), "explode": np.mean(ok & (ratio > 10))}
         if not different:
@@ -193,14 +200,17 @@ def difference_cell(d: Design, r: Regime, sets: int, permutations: int, rng) -> 
 
 def differences(ns) -> None:
     heading(f"1. C minus B, the lead interval ({ns.datasets} data sets per row)",
-            ["design", "regime", "truth", "coverage", "below", "above", "no interval", "width / oracle",
-             "> 10x oracle", "FPR lead", "FPR permutation", "power printed (median)", "power real"], 2)
+            ["design", "regime", "truth", "coverage", "oracle's coverage", "below", "above", "no interval",
+             "no hit in either group", "width / oracle", "> 10x oracle", "FPR lead", "FPR permutation",
+             "power printed (median)", "power real"], 2)
     rng = np.random.default_rng(ns.seed)
     for d in DESIGNS:
         for r in REGIMES:
             for row in difference_cell(d, r, ns.datasets, ns.permutations, rng):
                 cells = [row["design"], row["regime"], f"{row['truth']:.3g}"] + [f"{row[k]:.3f}" for k in (
-                    "cover", "below", "above", "none")] + [f"{row['width']:.2f}", f"{row['explode']:.3f}"]
+                    "cover", "oracle_cover", "below", "above", "none")]
+                cells += ["" if np.isnan(row["no_hit"]) else f"{row['no_hit']:.3f}", f"{row['width']:.2f}",
+                          f"{row['explode']:.3f}"]
                 cells += [f"{row[k]:.3f}" if k in row else "" for k in ("fpr", "fpr_perm", "printed", "real")]
                 print("| " + " | ".join(cells) + " |", flush=True)
 
@@ -281,8 +291,9 @@ def draw_rate(c: RateCell, sets: int, rng) -> np.ndarray:
 
 def rates(ns) -> None:
     heading(f"3. One group's rate ({ns.datasets} data sets per row)",
-            ["prompts x prefixes", "rate", "prefix share", "mean hits", "coverage", "below", "above", "width / oracle",
-             "floor at 0 hits / oracle", "old (Clopper-Pearson at min) coverage", "old width / oracle"], 1)
+            ["prompts x prefixes", "rate", "prefix share", "mean hits", "coverage", "oracle's coverage", "below",
+             "above", "width / oracle", "floor at 0 hits / oracle", "old (Clopper-Pearson at min) coverage",
+             "old width / oracle"], 1)
     rng = np.random.default_rng(ns.seed + 2)
     for c in RATE_CELLS:
         G = draw_rate(c, ns.datasets, rng)
@@ -299,7 +310,8 @@ def rates(ns) -> None:
         # the time. The floor: that at 0 hits and the oracle's width elsewhere (what validity costs here).
         floor = np.mean(np.where(G.sum((-2, -1)) == 0, 1 - 0.05 ** (1 / m), o_high - o_low)) / oracle
         print(f"| {c.name} | {c.rate} | {c.prefix_share} | {G.sum((-2, -1)).mean():.1f} | "
-              f"{np.mean((low <= c.rate) & (c.rate <= high)):.3f} | {np.mean(high < c.rate):.3f} | "
+              f"{np.mean((low <= c.rate) & (c.rate <= high)):.3f} | "
+              f"{np.mean((o_low <= c.rate) & (c.rate <= o_high)):.3f} | {np.mean(high < c.rate):.3f} | "
               f"{np.mean(low > c.rate):.3f} | {np.mean(high - low) / oracle:.2f} | {floor:.2f} | "
               f"{np.mean((old_low <= c.rate) & (c.rate <= old_high)):.3f} | {np.mean(old_high - old_low) / oracle:.2f} |",
               flush=True)

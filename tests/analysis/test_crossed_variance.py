@@ -162,3 +162,17 @@ def test_a_rate_difference_with_no_hit_anywhere_still_gets_an_interval():
     assert row.ci_method == "MOVER, crossed Wilson"
     assert row.ci_low < 0 < row.ci_high and row.ci_high - row.ci_low > 0.5  # 3 prompts: it knows little
     assert row.p_crossed == 1.0
+
+
+def test_the_suite_scores_its_oracle_and_the_data_sets_with_no_hit():
+    """The suite's own columns: the oracle of a measure (the statistic +- 1.96 true SDs of normal data)
+    covers 0.95 up to sampling error; with a rate of 0.01, every data set with no hit in either group
+    covers a true difference of 0, so coverage is at least that share."""
+    rng = np.random.default_rng(3)
+    measure = sim.difference_cell(sim.Design("8 x 12", 8, 12), sim.Regime("prefixes"), 2000, 20, rng)
+    assert all(0.935 <= row["oracle_cover"] <= 0.965 for row in measure), measure
+    assert all(np.isnan(row["no_hit"]) for row in measure)
+    sparse = sim.Regime("zero-heavy", rate_b=0.01, gap=0.02)
+    at_zero = sim.difference_cell(sim.Design("3 x 6", 3, 6), sparse, 1000, 20, rng)[0]
+    assert at_zero["truth"] == 0 and at_zero["no_hit"] > 0.5
+    assert at_zero["cover"] >= at_zero["no_hit"]
