@@ -176,12 +176,11 @@ def difference_cell(d: Design, r: Regime, sets: int, permutations: int, rng) -> 
         o_low, o_high = oracle(d, r, different, rng)(Y, hi)
         if r.rate_b is None:
             est = difference(Y, hi, pairs)
-            low, high = est.interval()
+            estimate, (low, high) = est.statistic, est.interval()
         else:
-            _, low, high = rate_difference(Y, hi, pairs)
+            estimate, low, high = rate_difference(Y, hi, pairs)
         ok = np.isfinite(low)
         ratio = (high - low) / (o_high - o_low)
-        estimate = Y[..., hi].mean((-2, -1)) - Y[..., ~hi].mean((-2, -1))
         row = {"design": d.name, "regime": r.name, "truth": true, "cover": np.mean(ok & (low <= true) & (true <= high)),
                "oracle_cover": np.mean((estimate + o_low <= true) & (true <= estimate + o_high)),
                "no_hit": np.mean(Y.sum((-2, -1)) == 0) if r.rate_b is not None else np.nan,
