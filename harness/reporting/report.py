@@ -202,7 +202,8 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
              "standard deviation (the SD of a prefix's true mean, pooled over B and C, from the variance components), "
              "so that an interval holding zero says how large a difference it could have missed; in brackets the "
              "range that power takes with the variance components anywhere in their own 95% intervals (what the "
-             "data let it be; harness.analysis.power.design_power_range). The prefix "
+             "data let it be; harness.analysis.power.design_power_range; a rate's power and range by simulating "
+             "its MOVER test on tables from the latent model its table fits, harness.analysis.rate_power). The prefix "
              "permutation p is shown for reference only: with few prompts and a prompt-by-group interaction it "
              "exceeds its level."]
     group_sizes = []
