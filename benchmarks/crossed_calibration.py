@@ -28,6 +28,9 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    measures, the printed power (median), the power planned at the generator's own components (the
    planning model's error, which ``design_power_range`` is widened by) and the range the data allow
    against the test's real rejection rate: how often the range holds it, and each side's misses.
+1d. **The lead test's power on rates** (``harness.analysis.rate_power``): at one true prefix-level SD
+   on the 0/1 scale, the printed power (median; simulated from the table's fitted latent model) and
+   its range against the MOVER test's real rejection rate, beside the t formula used before.
 2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
    predict the power at another design against one prefix-level SD as the pilot estimates it; median
    prediction against the test's real rejection rate there at one true prefix-level SD.
@@ -58,6 +61,7 @@ from harness.analysis.crossed import permutation_pvalues, relabelings
 from harness.analysis.crossed_variance import difference
 from harness.analysis.power import components_of, design_power, design_power_range, prefix_level_sd
 from harness.analysis.rate_intervals import crossed_rate_interval, rate_difference, wilson
+from harness.analysis.rate_power import rate_power, rate_power_range
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import crossed_generator_b as second
@@ -246,6 +250,55 @@ def lead_power(ns) -> None:
                   f"{np.median(lo):.3f}-{np.median(hh):.3f} |", flush=True)
 
 
+def rate_prefix_sd(d: Design, r: Regime, rate_c: float, rng) -> float:
+    """One true prefix-level SD on the 0/1 scale: the SD over prefixes of a prefix's population rate
+    (over infinitely many prompts), pooled over C (at ``rate_c``) and B, by 200,000 draws."""
+    b = rng.standard_normal(200_000)
+    rest = np.sqrt(r.prompt ** 2 + r.interaction ** 2 + r.resid ** 2)
+    var = []
+    for sd, rate in ((r.prefix_c, rate_c), (r.prefix_b, r.rate_b)):
+        total = np.sqrt(r.prompt ** 2 + r.interaction ** 2 + sd ** 2 + r.resid ** 2 + d.pair ** 2)
+        var.append(norm.cdf((b * np.hypot(sd, d.pair) - norm.ppf(1 - rate) * total) / rest).var())
+    return float(np.sqrt(np.mean(var)))
+
+
+def _in_chunks(fn, Y, hi, pairs, size: int = 25):
+    parts = [fn(Y[i:i + size], hi, pairs) for i in range(0, len(Y), size)]
+    return tuple(np.concatenate(p) for p in zip(*parts)) if isinstance(parts[0], tuple) else np.concatenate(parts)
+
+
+def rate_lead_power(ns) -> None:
+    """The rate rows' printed power (:func:`rate_power`, simulated from the table's fitted latent
+    model) and its range (:func:`rate_power_range`) against the MOVER test's real rejection rate at a
+    true C - B of one prefix-level SD on the 0/1 scale (C at B's rate plus that SD), beside what the
+    t formula used before printed (:func:`design_power`, :func:`design_power_range`)."""
+    heading(f"1d. C minus B on rates: power printed and its range against real ({ns.datasets_power} data sets per row; "
+            f"real from 4000)", ["design", "regime", "effect (0/1 SD)", "power real", "printed (median)",
+                                "printed - real", "range holds real", "range below real", "range above real",
+                                "range (median ends)", "t formula printed - real", "t range holds real",
+                                "t range above real"], 2)
+    rng = np.random.default_rng(ns.seed + 8)
+    for d in DESIGNS:
+        for r in (r for r in REGIMES if r.rate_b is not None):
+            gap = rate_prefix_sd(d, r, r.rate_b, rng)
+            for _ in range(3):  # C's own prefix SD moves with its rate
+                gap = rate_prefix_sd(d, r, min(r.rate_b + gap, 0.99), rng)
+            Y, hi, pairs, _ = draw(d, Regime(**{**r.__dict__, "gap": gap}), True, 4000, rng)
+            _, low, high = rate_difference(Y, hi, pairs)
+            real = float(np.mean((low > 0) | (high < 0)))
+            Y = Y[:ns.datasets_power]
+            printed = _in_chunks(lambda y, h, p: rate_power(y, h, p), Y, hi, pairs)
+            lo, hh = _in_chunks(lambda y, h, p: rate_power_range(y, h, p), Y, hi, pairs)
+            comps = {**components_of(Y, hi, pairs), **counts(d)}
+            t_printed = design_power(comps, d.prompts, d.prefixes, prefix_level_sd(comps))
+            t_lo, t_hi = design_power_range(Y, hi, pairs)
+            print(f"| {d.name} | {r.name} | {gap:.3f} | {real:.3f} | {np.nanmedian(printed):.3f} | "
+                  f"{np.nanmedian(printed) - real:+.3f} | {np.mean((lo <= real) & (real <= hh)):.3f} | "
+                  f"{np.mean(hh < real):.3f} | {np.mean(lo > real):.3f} | {np.median(lo):.2f}-{np.median(hh):.2f} | "
+                  f"{np.nanmedian(t_printed) - real:+.3f} | {np.mean((t_lo <= real) & (real <= t_hi)):.3f} | "
+                  f"{np.mean(t_lo > real):.3f} |", flush=True)
+
+
 def planning(ns) -> None:
     heading(f"2. Planning: a pilot's components predict another design's power ({ns.datasets} pilots)",
             ["pilot", "planned design", "regime", "predicted power (median)", "predicted (quartiles)", "real power"], 3)
@@ -398,7 +451,7 @@ def generator_b(ns) -> None:
             print("| " + " | ".join(cells) + " |", flush=True)
 
 
-PARTS = {"differences": differences, "lead-power": lead_power, "planning": planning, "rates": rates,
+PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "planning": planning, "rates": rates,
          "claims": claims_cells, "claims-power": claims_power, "second": generator_b}
 
 
@@ -407,6 +460,8 @@ def main() -> None:
     parser.add_argument("--datasets", type=int, default=1000)
     parser.add_argument("--datasets-b", type=int, default=1000, help="data sets per row of the second generator")
     parser.add_argument("--permutations", type=int, default=1000, help="prefix relabelings per permutation test")
+    parser.add_argument("--datasets-power", type=int, default=200,
+                        help="data sets per row of table 1d (each simulates 400 + 64 x 200 tables)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--part", choices=("all", *PARTS), default="all")
     ns = parser.parse_args()
