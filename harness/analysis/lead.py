@@ -11,10 +11,11 @@ design had: what :func:`harness.analysis.crossed.compare_groups` puts in its gen
 * ``power``: the power of that test at this design against one prefix-level SD (``prefix_sd``),
   from the components estimated here; ``power_low`` and ``power_high`` the range it takes with those
   components anywhere in their own 95% intervals, stated also where ``power`` cannot be. A measure's
-  by the noncentral t (:func:`harness.analysis.power.design_power`, :func:`~harness.analysis.power.design_power_range`);
-  a rate's by simulating its own MOVER test on tables from the latent model the table fits
-  (:func:`harness.analysis.rate_power.rate_power`, :func:`~harness.analysis.rate_power.rate_power_range`):
-  the t formula described a test the report does not run on rates, and overstated its power by up to 0.17.
+  by the noncentral t (:func:`harness.analysis.power.design_power`,
+  :func:`~harness.analysis.power.design_power_range`); a rate's by simulating its own MOVER test on
+  tables from the latent model the table fits (:func:`harness.analysis.rate_power.rate_power`,
+  :func:`~harness.analysis.rate_power.rate_power_range`): the t formula described a test the report
+  does not run on rates, and overstated its power by up to 0.20 (calibration table 1d).
 """
 
 from __future__ import annotations

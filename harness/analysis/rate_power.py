@@ -114,9 +114,10 @@ def _own_shares(Y: np.ndarray, is_high: np.ndarray, pairs=None, prompt=None, pre
     groups = (Y[..., is_high], Y[..., ~is_high])
     rates = [G.mean((-2, -1)) for G in groups]
     t = [_threshold(r) for r in rates]
-    comps = [group_mean(G).components for G in groups]
-    prompt = prompt or tuple(c["prompt"] for c in comps)
-    prefix = prefix or tuple(c["prefix"] for c in comps)
+    if prompt is None or prefix is None:
+        comps = [group_mean(G).components for G in groups]
+        prompt = prompt or tuple(c["prompt"] for c in comps)
+        prefix = prefix or tuple(c["prefix"] for c in comps)
     shared_cov, pair_cov = between or between_covariances(Y, is_high, pairs)
     own = {"prompt_high": latent_share(t[0], t[0], prompt[0]), "prompt_low": latent_share(t[1], t[1], prompt[1]),
            "prefix_high": latent_share(t[0], t[0], prefix[0]), "prefix_low": latent_share(t[1], t[1], prefix[1]),
@@ -223,8 +224,8 @@ def rate_power(Y: np.ndarray, is_high: np.ndarray, pairs=None, effect=None, alph
 def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: float = 0.05, confidence: float = 0.95,
                      sims: int = RANGE_SIMULATIONS, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)``: the least and greatest :func:`rate_power` against one prefix-level SD over the
-    box of the module docstring (each group's prompt and prefix components and B's rate in their own
-    ``confidence`` intervals), elementwise over the leading axes."""
+    box of the module docstring (each group's prompt and prefix components, the ties between C and B
+    and B's rate in their own ``confidence`` intervals), elementwise over the leading axes."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     high, low = (group_component_limits(G, confidence) for G in (Y[..., is_high], Y[..., ~is_high]))
