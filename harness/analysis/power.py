@@ -219,18 +219,35 @@ def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidenc
     return (float(lo_end), float(hi_end)) if np.ndim(lo_end) == 0 else (lo_end, hi_end)
 
 
-def extremes_over_box(limits: dict[str, tuple], power_at) -> tuple[np.ndarray, np.ndarray]:
+def extremes_over_box(limits: dict[str, tuple], power_at, corners_per_call: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``(min, max)`` of ``power_at(corner)`` over the ``2 ** len(limits)`` corners of the box
     ``limits`` (``{name: (low end, high end)}``; a corner is ``{name: one end}``), elementwise over
     batched ends; NaN wherever a corner's power is not finite. All corners, not the two "obvious"
     ones: a power is not monotone in variance components, which also set its degrees of freedom.
     What :func:`design_power_range` and :func:`harness.analysis.claim_power.min_contrast_power_range`
-    search."""
-    powers = [np.asarray(power_at({name: ends[end] for (name, ends), end in zip(limits.items(), corner)}), dtype=float)
-              for corner in itertools.product((0, 1), repeat=len(limits))]
+    search. ``corners_per_call`` > 1: ``power_at`` gets that many corners at once, each end stacked
+    on a new leading axis (a tuple end part by part), and returns their powers along it; a simulated
+    power pays its fixed cost per call, not per corner."""
+    corners = list(itertools.product((0, 1), repeat=len(limits)))
+    powers = []
+    for start in range(0, len(corners), corners_per_call):
+        group = corners[start:start + corners_per_call]
+        if corners_per_call == 1:
+            corner = {name: ends[end] for (name, ends), end in zip(limits.items(), group[0])}
+            powers.append(np.asarray(power_at(corner), dtype=float))
+            continue
+        corner = {name: _stacked([ends[c[i]] for c in group]) for i, (name, ends) in enumerate(limits.items())}
+        powers.extend(np.asarray(power_at(corner), dtype=float))
     powers = np.stack(np.broadcast_arrays(*powers))
     bad = ~np.all(np.isfinite(powers), axis=0)
     return np.where(bad, np.nan, powers.min(0)), np.where(bad, np.nan, powers.max(0))
+
+
+def _stacked(ends: list):
+    """Corners' ends of one axis on a new leading axis (a tuple end part by part)."""
+    if isinstance(ends[0], tuple):
+        return tuple(_stacked(list(parts)) for parts in zip(*ends))
+    return np.stack(np.broadcast_arrays(*(np.asarray(e, dtype=float) for e in ends)))
 
 
 def minimum_detectable_effect(components, n_prompts: int, n_prefixes_per_group: int, power: float = 0.8,

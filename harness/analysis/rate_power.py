@@ -44,6 +44,7 @@ from harness.analysis.rate_intervals import crossed_rate_interval, rate_differen
 
 SIMULATIONS = 400
 RANGE_SIMULATIONS = 200
+CORNER_CELLS = 2_000_000  # cells of simulated tables per call of the range's corners (memory: ~100 MB)
 RHO_MAX = 0.98  # a latent share above this is indistinguishable from 1 on a 0/1 table
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(24)
 
@@ -250,5 +251,7 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
         effect = np.sqrt((c["prefix_high"][1] + c["prefix_low"][1]) / 2)
         return _rejection_rate(_assemble(own, informative), c["rate_low"], effect, is_high, pairs, normals, alpha)
 
-    lo, hi = extremes_over_box(axes, power_at)
+    # corners at once, as many as keep a call's tables near CORNER_CELLS: same numbers, a fraction of the calls
+    per_corner = max(int(np.prod(Y.shape[:-2], dtype=int)), 1) * sims * Y.shape[-2] * Y.shape[-1]
+    lo, hi = extremes_over_box(axes, power_at, corners_per_call=int(np.clip(CORNER_CELLS // per_corner, 1, 64)))
     return (float(lo), float(hi)) if np.ndim(lo) == 0 else (lo, hi)

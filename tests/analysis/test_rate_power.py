@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from harness.analysis.crossed import compare_groups
-from harness.analysis.power import components_of, prefix_level_sd
+from harness.analysis.power import components_of, extremes_over_box, prefix_level_sd
 from harness.analysis.rate_intervals import rate_difference
 from harness.analysis.rate_power import (fit_shares, latent_share, orthant_covariance, rate_power, rate_power_range,
                                          simulated_power)
@@ -103,3 +103,35 @@ def test_a_rate_row_states_the_simulated_power_of_its_own_test():
     assert row.prefix_sd == pytest.approx(sd)
     assert row.power == pytest.approx(rate_power(Y, hi, effect=sd), abs=0.08)
     assert row.power_low <= row.power_high
+
+
+def test_the_range_is_the_same_with_its_corners_simulated_together_or_one_by_one(monkeypatch):
+    import harness.analysis.rate_power as module
+
+    rng = np.random.default_rng(11)
+    Y, hi = latent_tables(rng, 3, 6, 6, 0.3, 0.15)
+    pairs = (np.arange(6), np.arange(6, 12))
+    together = [rate_power_range(Y, hi, p, sims=50) for p in (None, pairs)]
+    monkeypatch.setattr(module, "CORNER_CELLS", 1)  # one corner a call
+    one_by_one = [rate_power_range(Y, hi, p, sims=50) for p in (None, pairs)]
+    for (lo_a, hi_a), (lo_b, hi_b) in zip(together, one_by_one):
+        np.testing.assert_array_equal(lo_a, lo_b)
+        np.testing.assert_array_equal(hi_a, hi_b)
+    assert np.all(together[0][0] <= together[0][1]) and np.any(together[0][0] < together[0][1])
+
+
+def test_corners_in_groups_give_the_extremes_of_corners_one_by_one():
+    limits = {"a": (0.1, 0.7), "b": ((1.0, np.array([2.0, 3.0])), (4.0, np.array([0.5, 9.0]))), "c": (-1.0, 2.0)}
+
+    def power_at(c):  # not monotone, tuple ends part by part, batched ends broadcast
+        a, b0, b1, c = (np.asarray(v, dtype=float) for v in (c["a"], *c["b"], c["c"]))
+        return np.sin(3 * a[..., None] * b1 + b0[..., None] - c[..., None] ** 2)
+
+    want = extremes_over_box(limits, power_at)
+    for k in (2, 3, 8):
+        got = extremes_over_box(limits, power_at, corners_per_call=k)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    corners = [power_at({"a": a, "b": b, "c": c}) for a in limits["a"] for b in limits["b"] for c in limits["c"]]
+    np.testing.assert_allclose(want[0], np.min(corners, 0))
+    np.testing.assert_allclose(want[1], np.max(corners, 0))
