@@ -17,7 +17,6 @@ contrasts, gets a crossed bootstrap interval (prompts and each group's prefixes 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -155,7 +154,8 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
         if measure not in frame or frame[measure].isna().all():
             continue
         values = frame.assign(**{measure: frame[measure].astype(float)})
-        eff = compare_groups(values, measure, by=["isolation"], rate=measure == "target_hit", seed=seed)
+        # no power is printed here: a rate's simulated one would cost about 0.3 s a setting for nothing
+        eff = compare_groups(values, measure, by=["isolation"], rate=measure == "target_hit", seed=seed, power=False)
         table = labels.join(eff.set_index("isolation")[["statistic", "ci_low", "ci_high", "ci_note", "n_prompts",
                                                          "n_prefixes_high", "n_prefixes_low"]], how="inner")
         table = table.rename(columns={"statistic": "effect", "ci_low": "effect_low", "ci_high": "effect_high",
@@ -166,7 +166,7 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
         if others:
             diffs = pd.concat([(wide[NONE] - wide[s]).rename("removed").reset_index().assign(isolation=s)
                                for s in others])
-            rem = compare_groups(diffs, "removed", by=["isolation"], seed=seed).set_index("isolation")
+            rem = compare_groups(diffs, "removed", by=["isolation"], seed=seed, power=False).set_index("isolation")
             table = table.join(rem[["statistic", "ci_low", "ci_high"]].rename(columns={
                 "statistic": "removed", "ci_low": "removed_low", "ci_high": "removed_high"}))
             shares = {s: share_removed(wide[[NONE, s]].reset_index(), NONE, s, seed=seed) for s in others}
@@ -196,46 +196,60 @@ def matrices(cells: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, np.
 
 def crossed_bootstrap(mats: dict[str, np.ndarray], groups: np.ndarray,
                       statistic: Callable[[dict[str, np.ndarray], np.ndarray], float],
-                      n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE
-                      ) -> tuple[float, float]:
+                      n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE,
+                      batched: bool = False) -> tuple[float, float]:
     """Percentile interval of ``statistic(matrices, groups)`` with prompts (rows) and, within each
     group, prefixes (columns) resampled with replacement: prompts and prefixes as crossed random
-    factors."""
+    factors. ``batched``: ``statistic`` takes every resample at once (matrices stacked on a leading
+    axis; the groups of the columns are the same in every resample) and returns their values, which
+    are those of one call per resample."""
     rng = np.random.default_rng(seed)
     n_prompts = next(iter(mats.values())).shape[0]
     members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    samples = []
-    for _ in range(n_resamples):
-        rows = rng.integers(n_prompts, size=n_prompts)
-        cols = np.concatenate([m[rng.integers(len(m), size=len(m))] for m in members])
-        value = statistic({k: v[np.ix_(rows, cols)] for k, v in mats.items()}, groups[cols])
-        if np.isfinite(value):
-            samples.append(value)
+    draws = [(rng.integers(n_prompts, size=n_prompts),
+              np.concatenate([m[rng.integers(len(m), size=len(m))] for m in members])) for _ in range(n_resamples)]
+    if batched and draws:
+        rows, cols = (np.stack(d) for d in zip(*draws))
+        values = np.asarray(statistic({k: v[rows[:, :, None], cols[:, None, :]] for k, v in mats.items()},
+                                      groups[cols[0]]), dtype=float)
+    else:
+        values = np.array([statistic({k: v[np.ix_(rows, cols)] for k, v in mats.items()}, groups[cols])
+                           for rows, cols in draws], dtype=float)
+    samples = values[np.isfinite(values)]
     if len(samples) < 2:
         return np.nan, np.nan
     alpha = (1 - confidence) / 2
     return float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))
 
 
-def effect_of(y: np.ndarray, groups: np.ndarray) -> float:
-    """C minus B on a prompts x prefixes matrix: mean over each group's prefixes of the prefix's
-    mean over prompts."""
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        per_prefix = np.nanmean(y, axis=0)
-        return float(np.nanmean(per_prefix[groups == "C"]) - np.nanmean(per_prefix[groups == "B"]))
+def effect_of(y: np.ndarray, groups: np.ndarray) -> float | np.ndarray:
+    """C minus B on a prompts x prefixes matrix (or a stack of them): mean over each group's prefixes
+    of the prefix's mean over prompts (missing cells and prefixes left out, as ``np.nanmean`` would:
+    the same sums, without its per-call overhead)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_prefix = _nan_mean(np.asarray(y, dtype=float), -2)
+        effect = _nan_mean(per_prefix[..., groups == "C"], -1) - _nan_mean(per_prefix[..., groups == "B"], -1)
+    return float(effect) if np.ndim(effect) == 0 else effect
+
+
+def _nan_mean(y: np.ndarray, axis: int) -> np.ndarray:
+    """Mean along ``axis`` of the values that are not NaN (NaN where there are none)."""
+    ok = ~np.isnan(y)
+    return np.where(ok, y, 0.0).sum(axis) / ok.sum(axis)
 
 
 def share_removed(cells: pd.DataFrame, base: str, setting: str, n_resamples: int = N_RESAMPLES, seed: int = 0
                   ) -> tuple[float, float, float]:
     """(share, low, high): 1 - effect(setting) / effect(base) on paired cells, with a crossed
     bootstrap interval. NaN when the base effect is zero."""
-    def share(m: dict[str, np.ndarray], g: np.ndarray) -> float:
+    def share(m: dict[str, np.ndarray], g: np.ndarray) -> float | np.ndarray:
         whole = effect_of(m[base], g)
-        return 1 - effect_of(m[setting], g) / whole if whole else np.nan
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.where(whole != 0, 1 - effect_of(m[setting], g) / np.where(whole != 0, whole, 1.0), np.nan)
+        return float(value) if np.ndim(value) == 0 else value
 
     mats, groups = matrices(cells, [base, setting])
-    lo, hi = crossed_bootstrap(mats, groups, share, n_resamples, seed)
+    lo, hi = crossed_bootstrap(mats, groups, share, n_resamples, seed, batched=True)
     return share(mats, groups), lo, hi
 
 

@@ -328,7 +328,7 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
 def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: str = "C", low: str = "B",
                    by: Sequence[str] = CONTRAST_BY, n_resamples: int = N_RESAMPLES,
                    n_permutations: int = N_PERMUTATIONS, seed: int = 0, confidence: float = CONFIDENCE,
-                   alternative: str = "two-sided", rate: bool | None = None) -> pd.DataFrame:
+                   alternative: str = "two-sided", rate: bool | None = None, power: bool = True) -> pd.DataFrame:
     """``high`` minus ``low`` per ``by`` cell, both analyses side by side, one row per cell.
 
     * Prompt-only (claim in ``claim_prompts``: about *these* prefixes): ``mean_diff`` (mean over
@@ -342,7 +342,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       ``ci_note`` says why: print it, never a zero-width or an exploded interval), ``dof``, ``se``,
       ``p_crossed`` (the test the interval inverts: the one to correct for multiplicity), and
       ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD) and
-      ``power_low``/``power_high`` (the range that power takes within its components' intervals).
+      ``power_low``/``power_high`` (the range that power takes within its components' intervals; NaN
+      with ``power=False``, for a caller that prints none: a rate's is simulated, about 0.3 s a row).
       ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
       and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
       up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
@@ -356,7 +357,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
         d = d[np.isfinite(d)]
         lo_p, hi_p, method = bootstrap_interval(d, confidence, n_resamples, seed)
         p, exact = _permutation(lay, n_permutations, seed, alternative)
-        general_cols = lead(lay.Y, lay.is_high, lay.pairs, bool(bounded), confidence, alternative)
+        general_cols = lead(lay.Y, lay.is_high, lay.pairs, bool(bounded), confidence, alternative, power=power)
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
                      "mean_diff": d.mean() if len(d) else np.nan, "ci_low_prompts": lo_p, "ci_high_prompts": hi_p,
                      "ci_method_prompts": method, "wilcoxon_p": wilcoxon_p(d), "claim_prompts": CLAIM_PROMPTS,

@@ -44,14 +44,15 @@ def remap_pairs(pairs, cols: np.ndarray):
 
 
 def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, confidence: float = 0.95,
-         alternative: str = "two-sided", alpha: float = 0.05) -> dict:
+         alternative: str = "two-sided", alpha: float = 0.05, power: bool = True) -> dict:
     """The lead interval and test of high-minus-low on ``Y`` [prompts, prefixes] (module docstring).
 
     Keys: ``ci_low``, ``ci_high``, ``ci_method`` ("crossed t", "MOVER, crossed Wilson" or "none"),
     ``ci_note`` (why there is no interval, or which complete part it was computed on; "" otherwise),
     ``dof``, ``se`` (square root of the estimated variance), ``p_crossed`` (the test the interval
     inverts, ``alternative`` as given), ``prefix_sd``, ``power`` (at ``alpha``, two-sided) and its
-    range ``power_low`` to ``power_high``."""
+    range ``power_low`` to ``power_high`` (NaN with ``power=False``: a caller that prints no power need
+    not pay for a rate's simulated one)."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     rows, cols, note = complete_crossing(Y, pairs)
@@ -68,14 +69,17 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     out.update(se=float(np.sqrt(est.variance)), prefix_sd=sd)
     if rate:
         _, low, high = rate_difference(Yc, hi, pc, confidence)
-        power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha)
+        if power:
+            power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha)
+            out.update(power_low=power_low, power_high=power_high,
+                       power=rate_power(Yc, hi, pc, sd, alpha) if np.isfinite(sd) else np.nan)
         return {**out, "ci_low": float(low), "ci_high": float(high), "ci_method": MOVER,
-                "p_crossed": rate_difference_p(Yc, hi, pc, alternative), "power_low": power_low,
-                "power_high": power_high, "power": rate_power(Yc, hi, pc, sd, alpha) if np.isfinite(sd) else np.nan}
-    n = int(min(hi.sum(), (~hi).sum()) if pc is None else len(pc[0]))
-    power_low, power_high = design_power_range(Yc, hi, pc, alpha=alpha)
-    out.update(power_low=power_low, power_high=power_high,
-               power=design_power(comps, Yc.shape[0], n, sd, alpha) if np.isfinite(sd) else np.nan)
+                "p_crossed": rate_difference_p(Yc, hi, pc, alternative)}
+    if power:
+        n = int(min(hi.sum(), (~hi).sum()) if pc is None else len(pc[0]))
+        power_low, power_high = design_power_range(Yc, hi, pc, alpha=alpha)
+        out.update(power_low=power_low, power_high=power_high,
+                   power=design_power(comps, Yc.shape[0], n, sd, alpha) if np.isfinite(sd) else np.nan)
     if not est.variance > 0:
         return {**out, "ci_note": "no variation" + (f" ({note})" if note else "")}
     low, high = est.interval(confidence)

@@ -167,3 +167,17 @@ def test_random_draws_are_distinct_sets_and_stable_when_other_sizes_are_added():
     assert len(set(draws[:2])) == 2
     more = ch.head_sets(ranking, [1, 2], draws=3, heads_per_layer=3, seed=0)
     assert all(more[name] == heads for name, heads in sets.items())
+
+
+def test_the_crossed_bootstrap_gives_the_same_interval_with_its_resamples_batched():
+    rng = np.random.default_rng(5)
+    groups = np.array(["B"] * 7 + ["C"] * 9)
+    y = rng.standard_normal((6, 16)) + (groups == "C")
+    y[2, 3] = np.nan  # a missing cell is left out either way
+    mats = {"y": y}
+    one_by_one = ch.crossed_bootstrap(mats, groups, lambda m, g: ch.effect_of(m["y"], g), 400, seed=3)
+    together = ch.crossed_bootstrap(mats, groups, lambda m, g: ch.effect_of(m["y"], g), 400, seed=3, batched=True)
+    np.testing.assert_allclose(together, one_by_one, rtol=1e-12)
+    # and the effect itself is the nanmean of the prefixes' nanmeans
+    per_prefix = np.nanmean(y, axis=0)
+    assert ch.effect_of(y, groups) == pytest.approx(per_prefix[groups == "C"].mean() - per_prefix[groups == "B"].mean())
