@@ -30,7 +30,9 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    against the test's real rejection rate: how often the range holds it, and each side's misses.
 1d. **The lead test's power on rates** (``harness.analysis.rate_power``): at one true prefix-level SD
    on the 0/1 scale, the printed power (median; simulated from the table's fitted latent model) and
-   its range against the MOVER test's real rejection rate, beside the t formula used before.
+   its range against the MOVER test's real rejection rate, beside the t formula used before; the
+   share of data sets that state no power or no range (no prefix-level variation to size an effect
+   by), the median and the range's columns over those that do.
 2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
    predict the power at another design against one prefix-level SD as the pilot estimates it; median
    prediction against the test's real rejection rate there at one true prefix-level SD.
@@ -273,8 +275,9 @@ def rate_lead_power(ns) -> None:
     true C - B of one prefix-level SD on the 0/1 scale (C at B's rate plus that SD), beside what the
     t formula used before printed (:func:`design_power`, :func:`design_power_range`)."""
     heading(f"1d. C minus B on rates: power printed and its range against real ({ns.datasets_power} data sets per row; "
-            f"real from 4000)", ["design", "regime", "effect (0/1 SD)", "power real", "printed (median)",
-                                "printed - real", "range holds real", "range below real", "range above real",
+            f"real from 4000)", ["design", "regime", "effect (0/1 SD)", "power real", "no power printed", "no range",
+                                "printed (median)", "printed - real", "range holds real", "range below real",
+                                "range above real",
                                 "range (median ends)", "t formula printed - real", "t range holds real",
                                 "t range above real"], 2)
     rng = np.random.default_rng(ns.seed + 8)
@@ -292,7 +295,10 @@ def rate_lead_power(ns) -> None:
             comps = {**components_of(Y, hi, pairs), **counts(d)}
             t_printed = design_power(comps, d.prompts, d.prefixes, prefix_level_sd(comps))
             t_lo, t_hi = design_power_range(Y, hi, pairs)
-            print(f"| {d.name} | {r.name} | {gap:.3f} | {real:.3f} | {np.nanmedian(printed):.3f} | "
+            ranged = np.isfinite(lo) & np.isfinite(hh)  # the rest state none: no prefix-level variation
+            lo, hh = lo[ranged], hh[ranged]
+            print(f"| {d.name} | {r.name} | {gap:.3f} | {real:.3f} | {np.mean(np.isnan(printed)):.3f} | "
+                  f"{1 - ranged.mean():.3f} | {np.nanmedian(printed):.3f} | "
                   f"{np.nanmedian(printed) - real:+.3f} | {np.mean((lo <= real) & (real <= hh)):.3f} | "
                   f"{np.mean(hh < real):.3f} | {np.mean(lo > real):.3f} | {np.median(lo):.2f}-{np.median(hh):.2f} | "
                   f"{np.nanmedian(t_printed) - real:+.3f} | {np.mean((t_lo <= real) & (real <= t_hi)):.3f} | "

@@ -15,7 +15,10 @@ design had: what :func:`harness.analysis.crossed.compare_groups` puts in its gen
   :func:`~harness.analysis.power.design_power_range`); a rate's by simulating its own MOVER test on
   tables from the latent model the table fits (:func:`harness.analysis.rate_power.rate_power`,
   :func:`~harness.analysis.rate_power.rate_power_range`): the t formula described a test the report
-  does not run on rates, and overstated its power by up to 0.20 (calibration table 1d).
+  does not run on rates, and overstated its power by up to 0.20 (calibration table 1d). A rate's
+  power is NaN where its prefix-level SD is 0 (no prefix's rate differs from another's: no hit at
+  all, say), and its range where no corner's can be above 0: against an effect of 0 a "power" is
+  the test's false-positive rate, not the chance of finding anything.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
         if power:
             power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha)
             out.update(power_low=power_low, power_high=power_high,
-                       power=rate_power(Yc, hi, pc, sd, alpha) if np.isfinite(sd) else np.nan)
+                       power=rate_power(Yc, hi, pc, sd, alpha) if sd > 0 else np.nan)
         return {**out, "ci_low": float(low), "ci_high": float(high), "ci_method": MOVER,
                 "p_crossed": rate_difference_p(Yc, hi, pc, alternative)}
     if power:

@@ -211,14 +211,17 @@ def rate_power(Y: np.ndarray, is_high: np.ndarray, pairs=None, effect=None, alph
     """Power of the lead rate test (two-sided, ``alpha``) against ``effect`` (default: one
     prefix-level SD of the table, :func:`harness.analysis.power.prefix_level_sd`) on complete
     (..., prompts, prefixes) 0/1 tables, by simulation from their fitted latent model (module
-    docstring); NaN where the effect is not finite. A float for one table."""
+    docstring); NaN where the effect is not finite, and where the default effect is 0: no prefix's
+    rate differs from another's (no hit at all, say), so there is nothing to size an effect by and
+    the "power" would only be the test's false-positive rate. A float for one table."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
+    sized = effect is not None
     if effect is None:
         effect = prefix_level_sd(components_of(Y, is_high, pairs))
     power = simulated_power(fit_shares(Y, is_high, pairs), Y[..., ~is_high].mean((-2, -1)), effect, Y.shape[-2],
                             is_high, pairs, alpha, sims, seed)
-    power = np.where(np.isfinite(effect), power, np.nan)
+    power = np.where(np.isfinite(effect) & (sized | (np.asarray(effect) > 0)), power, np.nan)
     return float(power) if np.ndim(power) == 0 else power
 
 
@@ -226,7 +229,9 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
                      sims: int = RANGE_SIMULATIONS, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)``: the least and greatest :func:`rate_power` against one prefix-level SD over the
     box of the module docstring (each group's prompt and prefix components, the ties between C and B
-    and B's rate in their own ``confidence`` intervals), elementwise over the leading axes."""
+    and B's rate in their own ``confidence`` intervals), elementwise over the leading axes; NaN where
+    neither group's prefix component can be above 0 (no corner has an effect to size: a table with
+    no hit, say, where every corner's "power" would be the test's false-positive rate)."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     high, low = (group_component_limits(G, confidence) for G in (Y[..., is_high], Y[..., ~is_high]))
@@ -254,4 +259,6 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
     # corners at once, as many as keep a call's tables near CORNER_CELLS: same numbers, a fraction of the calls
     per_corner = max(int(np.prod(Y.shape[:-2], dtype=int)), 1) * sims * Y.shape[-2] * Y.shape[-1]
     lo, hi = extremes_over_box(axes, power_at, corners_per_call=int(np.clip(CORNER_CELLS // per_corner, 1, 64)))
+    sized = (high["prefix"][1] > 0) | (low["prefix"][1] > 0)
+    lo, hi = np.where(sized, lo, np.nan), np.where(sized, hi, np.nan)
     return (float(lo), float(hi)) if np.ndim(lo) == 0 else (lo, hi)

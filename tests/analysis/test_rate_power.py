@@ -12,6 +12,7 @@ from scipy import stats
 from harness.analysis.crossed import compare_groups
 from harness.analysis.power import components_of, extremes_over_box, prefix_level_sd
 from harness.analysis.rate_intervals import rate_difference
+from harness.reporting.markdown import null_power
 from harness.analysis.rate_power import (fit_shares, latent_share, orthant_covariance, rate_power, rate_power_range,
                                          simulated_power)
 
@@ -135,3 +136,21 @@ def test_corners_in_groups_give_the_extremes_of_corners_one_by_one():
     corners = [power_at({"a": a, "b": b, "c": c}) for a in limits["a"] for b in limits["b"] for c in limits["c"]]
     np.testing.assert_allclose(want[0], np.min(corners, 0))
     np.testing.assert_allclose(want[1], np.max(corners, 0))
+
+
+def test_no_power_is_stated_against_an_effect_of_zero():
+    hi = np.arange(12) < 6
+    none = np.zeros((4, 12))  # no hit anywhere: no prefix-level SD to size an effect by
+    assert np.isnan(rate_power(none, hi)) and np.isnan(rate_power_range(none, hi)).all()
+    row = compare_groups(pd.DataFrame([{"model": "m", "prompt_id": f"p{p}", "group": "C" if x < 6 else "B",
+                                        "prefix_id": f"x{x}", "prefix_len": 16, "placement": "raw", "isolation": "none",
+                                        "target_hit": False} for p in range(4) for x in range(12)]),
+                         "target_hit").iloc[0]
+    assert np.isnan([row.power, row.power_low, row.power_high]).all() and np.isfinite([row.ci_low, row.ci_high]).all()
+    assert "not estimable" in null_power(row)
+    # one hit varies nothing at the prefix level either, but an explicit effect is still simulated
+    one = none.copy()
+    one[0, 0] = 1
+    assert float(rate_power(one, hi, effect=0.0)) <= 0.06
+    mixed = np.stack([none, latent_tables(np.random.default_rng(2), 1, 4, 6, 0.4, 0.2)[0][0]])
+    assert np.isnan(rate_power(mixed, hi)[0]) and np.isfinite(rate_power(mixed, hi)[1])
