@@ -258,17 +258,21 @@ def _difference_limits(ms_a, df_a, ms_b, df_b, alpha: float) -> tuple[np.ndarray
     return np.maximum(low, 0.0), np.maximum(high, 0.0)
 
 
-def group_component_limits(G: np.ndarray, confidence: float = 0.95) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def group_component_limits(G: np.ndarray, confidence: float = 0.95, heavy_tails: bool = False
+                           ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``(low, high)`` per component of :func:`group_mean` (``prompt``, ``prefix``, ``resid``) of one
     group's (..., prompts, prefixes) table, complete: each a two-sided ``confidence`` interval (the
     prompt and prefix parts by :func:`_difference_limits` on their mean square and the residual's,
     the residual by chi-square). What a power is taken at to say how far its own inputs let it move
-    (:func:`harness.analysis.claim_power.min_contrast_power_range`)."""
+    (:func:`harness.analysis.claim_power.min_contrast_power_range`). ``heavy_tails``: the prompt and
+    prefix mean squares count :func:`heavy_tailed_df` degrees of freedom, as in :func:`group_mean`
+    (0/1 tables whose hits sit in a few prompts or prefixes)."""
     S = group_squares(G)
     P, n, df_e = S.n_prompts, S.n_prefixes, S.df_resid
     alpha = (1 - confidence) / 2
-    prompt = _difference_limits(S.ms_rows, P - 1, S.ms_resid, df_e, alpha)
-    prefix = _difference_limits(S.ms_cols, n - 1, S.ms_resid, df_e, alpha)
+    df_rows, df_cols = (heavy_tailed_df(S.rows), heavy_tailed_df(S.cols)) if heavy_tails else (P - 1, n - 1)
+    prompt = _difference_limits(S.ms_rows, df_rows, S.ms_resid, df_e, alpha)
+    prefix = _difference_limits(S.ms_cols, df_cols, S.ms_resid, df_e, alpha)
     resid = (S.ms_resid * df_e / stats.chi2.ppf(1 - alpha, df_e), S.ms_resid * df_e / stats.chi2.ppf(alpha, df_e))
     return {"prompt": (prompt[0] / n, prompt[1] / n), "prefix": (prefix[0] / P, prefix[1] / P), "resid": resid}
 

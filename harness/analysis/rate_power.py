@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from harness.analysis.crossed_variance import group_component_limits, group_mean
+from harness.analysis.crossed_variance import group_component_limits, group_mean, heavy_tailed_df
 from harness.analysis.power import components_of, extremes_over_box, prefix_level_sd
 from harness.analysis.rate_intervals import crossed_rate_interval, rate_difference
 
@@ -81,8 +81,12 @@ def between_covariances(Y: np.ndarray, is_high: np.ndarray, pairs=None, confiden
     """The 0/1-scale covariances that tie C to B: ``(shared, pair)``, the covariance of the C and B
     prompt means over prompts (the prompt effect both groups share) and of the paired prefix means
     over pairs (what a matched pair shares; 0 unpaired), each >= 0. With ``confidence``: ``((low,
-    high), (low, high))``, each from Fisher's z interval of the correlation behind it (the whole
-    [-1, 1] with 3 units or fewer), scaled back by the two SDs."""
+    high), (low, high))``, each from Fisher's z interval of the correlation behind it, scaled back by
+    the two SDs, on the units' effective count: 1 + :func:`harness.analysis.crossed_variance.heavy_tailed_df`
+    of the scarcer side's means, not their count (sparse hits make those means mostly 0 and a few
+    large, and Fisher's 1 / sqrt(k - 3) assumes normal ones). Where that count is 3 or fewer the
+    interval is the whole [-1, 1] and the high end has no bound of its own (infinite: the latent
+    fit then ties C and B as closely as their own prompt or prefix shares allow)."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     sets = [(Y[..., is_high].mean(-1), Y[..., ~is_high].mean(-1))]
@@ -100,9 +104,13 @@ def between_covariances(Y: np.ndarray, is_high: np.ndarray, pairs=None, confiden
             continue
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.clip(np.where(sa * sb > 0, cov / np.where(sa * sb > 0, sa * sb, 1.0), 0.0), -0.999999, 0.999999)
-        half = stats.norm.ppf(1 - (1 - confidence) / 2) / np.sqrt(k - 3) if k > 3 else np.inf
-        ends = (np.tanh(np.arctanh(r) - half), np.tanh(np.arctanh(r) + half))
-        out.append(tuple(np.maximum(e * sa * sb, 0.0) for e in ends))
+        units = 1 + np.minimum(heavy_tailed_df(a), heavy_tailed_df(b))
+        z = stats.norm.ppf(1 - (1 - confidence) / 2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            half = np.where(units > 3, z / np.sqrt(np.maximum(units - 3, 1e-12)), np.inf)
+        low = np.maximum(np.tanh(np.arctanh(r) - half) * sa * sb, 0.0)
+        high = np.where(np.isfinite(half), np.maximum(np.tanh(np.arctanh(r) + half) * sa * sb, 0.0), np.inf)
+        out.append((low, high))
     if pairs is None:
         out.append(np.zeros(np.shape(Y)[:-2]) if confidence is None else (np.zeros(np.shape(Y)[:-2]),) * 2)
     return tuple(out)
@@ -234,7 +242,7 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
     no hit, say, where every corner's "power" would be the test's false-positive rate)."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
-    high, low = (group_component_limits(G, confidence) for G in (Y[..., is_high], Y[..., ~is_high]))
+    high, low = (group_component_limits(G, confidence, heavy_tails=True) for G in (Y[..., is_high], Y[..., ~is_high]))
     _, rate_lo, rate_hi = crossed_rate_interval(Y[..., ~is_high], confidence)
     (shared_lo, shared_hi), (pair_lo, pair_hi) = between_covariances(Y, is_high, pairs, confidence)
     # each share is monotone in its own covariance: the box's ends map to latent ends once, not per corner

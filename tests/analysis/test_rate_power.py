@@ -12,9 +12,9 @@ from scipy import stats
 from harness.analysis.crossed import compare_groups
 from harness.analysis.power import components_of, extremes_over_box, prefix_level_sd
 from harness.analysis.rate_intervals import rate_difference
+from harness.analysis.rate_power import (between_covariances, fit_shares, latent_share, orthant_covariance,
+                                         rate_power, rate_power_range, simulated_power)
 from harness.reporting.markdown import null_power
-from harness.analysis.rate_power import (fit_shares, latent_share, orthant_covariance, rate_power, rate_power_range,
-                                         simulated_power)
 
 
 def latent_tables(rng, sets, P, n, rate_c, rate_b, prompt=0.3, shared=0.2, prefix=0.4):
@@ -154,3 +154,41 @@ def test_no_power_is_stated_against_an_effect_of_zero():
     assert float(rate_power(one, hi, effect=0.0)) <= 0.06
     mixed = np.stack([none, latent_tables(np.random.default_rng(2), 1, 4, 6, 0.4, 0.2)[0][0]])
     assert np.isnan(rate_power(mixed, hi)[0]) and np.isfinite(rate_power(mixed, hi)[1])
+
+
+def test_heavy_tailed_limits_miss_a_sparse_tables_prefix_component_less_often():
+    """0/1 tables whose hits sit in a few hot prefixes: normal-theory limits on the prefix mean
+    square (k - 1 degrees of freedom) put the high end below the true 0/1 prefix component far more
+    often than 2.5%; counting the mean square's heavy-tailed degrees of freedom misses less often."""
+    from harness.analysis.crossed_variance import group_component_limits
+
+    rng = np.random.default_rng(1)
+    P, n, rate, share, sets = 8, 12, 0.05, 0.5, 1000
+    t = stats.norm.isf(rate)
+    G = (rng.normal(0, np.sqrt(0.2), (sets, P, 1)) + rng.normal(0, np.sqrt(share), (sets, 1, n))
+         + rng.normal(0, np.sqrt(1 - 0.2 - share), (sets, P, n)) > t).astype(float)
+    # the variance over prefixes of a prefix's rate over all prompts, by 200,000 prefixes
+    truth = stats.norm.sf((t - rng.normal(0, np.sqrt(share), 200_000)) / np.sqrt(1 - share)).var()
+    normal, heavy = (group_component_limits(G, heavy_tails=h)["prefix"] for h in (False, True))
+    assert np.all(heavy[1] >= normal[1]) and np.all(heavy[0] <= normal[0])
+    assert np.mean(heavy[1] < truth) < np.mean(normal[1] < truth) - 0.05
+
+
+def test_the_ties_interval_widens_with_heavy_tailed_means_and_is_unbounded_on_three_units():
+    rng = np.random.default_rng(4)
+    hi = np.arange(16) < 8
+    smooth = rng.normal(0, 1, (12, 1)) + rng.normal(0, 1, (12, 16))
+    (low, high), _ = between_covariances(smooth, hi, confidence=0.95)
+    assert 0 <= low <= high < np.inf
+    spiky = np.zeros((12, 16))
+    spiky[0, :3], spiky[3, 1], spiky[5, 8:10], spiky[0, 12] = 1, 1, 1, 1  # the hits sit in three prompts
+    (low, high), _ = between_covariances(spiky, hi, confidence=0.95)
+    a, b = spiky[:, hi].mean(1), spiky[:, ~hi].mean(1)
+    r = np.corrcoef(a, b)[0, 1]
+    plain = np.tanh(np.arctanh(r) + 1.96 / np.sqrt(12 - 3)) * a.std(ddof=1) * b.std(ddof=1)  # Fisher on 12 units
+    assert low == 0 and high > 1.2 * plain  # a spike or two among 12 prompts is worth far fewer units
+    (low, high), _ = between_covariances(smooth[:3], hi, confidence=0.95)
+    assert high == np.inf
+    # an unbounded tie leaves C and B as closely tied as their own prompt shares allow
+    shares = fit_shares(smooth, hi)
+    assert shares["shared"] <= min(shares["prompt_high"], shares["prompt_low"])
