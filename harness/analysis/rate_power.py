@@ -7,9 +7,9 @@ tables the test a report runs is MOVER of crossed Wilson intervals, not a t test
 sparse it rejects far less often than a t test on the same variance would. In simulation the t
 formula's median power was up to 0.20 above the MOVER test's real rejection rate (zero-heavy rates),
 and the low end of the range it was stated with lay above the real power in up to 38.5% of data sets
-(``benchmarks/crossed_calibration.py``, table 1d; this module: within 0.05 in 23 of 32 cells, never
-more than 0.007 above, low by up to 0.17 where hits are sparse, and its range's low end above the
-real power in at most 3%).
+(``benchmarks/crossed_calibration.py``, table 1d; this module: within 0.05 in 24 of 32 cells, never
+more than 0.009 above, low by up to 0.17 where hits are sparse; its range holds the real power in
+0.95 of data sets in 23 cells, its low end above it in at most 3.6%).
 
 The model: each cell is a hit when a latent normal value passes its group's threshold,
 ``z[p, x] = a[p] + ag[p, g] + pair[x] + b[x] + e[p, x]`` (variance 1 per group). Its shares are
@@ -26,11 +26,13 @@ scale, :func:`harness.analysis.power.prefix_level_sd`, as for measures; downward
 pass 1), :data:`SIMULATIONS` tables of the same design are drawn and the share whose interval leaves
 out 0 is the power (Monte Carlo SE at most 0.5 / sqrt(SIMULATIONS) = 0.025). The range: the same at
 the 64 corners of a box, each group's prompt and prefix components in their own 95% intervals
-(:func:`harness.analysis.crossed_variance.group_component_limits`, the effect moving with the prefix
-ones), the ties between C and B in Fisher's z interval of their correlation (both at one end
-together: tighter ties make a less noisy difference) and B's rate in its crossed Wilson interval, on
-:data:`RANGE_SIMULATIONS` tables a corner with common random numbers. Seeded: the same table always
-prints the same power.
+(:func:`harness.analysis.crossed_variance.group_component_limits` on heavy-tailed degrees of freedom:
+sparse hits make the means mostly 0 and a few large; the effect moves with the prefix ones), the ties
+between C and B in Fisher's z interval of their correlation on the means' effective number (both at
+one end together: tighter ties make a less noisy difference) and B's rate in its crossed Wilson
+interval, on :data:`RANGE_SIMULATIONS` tables a corner with common random numbers. Seeded: the same
+table always prints the same power. None is stated where no prefix's rate differs from another's
+(no range where none can): against an effect of 0 a "power" is the test's false-positive rate.
 """
 
 from __future__ import annotations
