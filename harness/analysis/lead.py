@@ -16,9 +16,10 @@ design had: what :func:`harness.analysis.crossed.compare_groups` puts in its gen
   tables from the latent model the table fits (:func:`harness.analysis.rate_power.rate_power`,
   :func:`~harness.analysis.rate_power.rate_power_range`): the t formula described a test the report
   does not run on rates, and overstated its power by up to 0.20 (calibration table 1d). A rate's
-  power is NaN where its prefix-level SD is 0 (no prefix's rate differs from another's: no hit at
-  all, say), and its range where no corner's can be above 0: against an effect of 0 a "power" is
-  the test's false-positive rate, not the chance of finding anything.
+  power is NaN where its prefix-level SD is estimated at 0 (prefixes' rates vary no more than their
+  cells would by chance; no hit at all, say), and its range where no corner's can be above 0:
+  against an effect of 0 a "power" is the test's false-positive rate, not the chance of finding
+  anything.
 """
 
 from __future__ import annotations

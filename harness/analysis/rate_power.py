@@ -31,8 +31,9 @@ sparse hits make the means mostly 0 and a few large; the effect moves with the p
 between C and B in Fisher's z interval of their correlation on the means' effective number (both at
 one end together: tighter ties make a less noisy difference) and B's rate in its crossed Wilson
 interval, on :data:`RANGE_SIMULATIONS` tables a corner with common random numbers. Seeded: the same
-table always prints the same power. None is stated where no prefix's rate differs from another's
-(no range where none can): against an effect of 0 a "power" is the test's false-positive rate.
+table always prints the same power. None is stated where the prefix-level SD is estimated at 0
+(prefixes' rates vary no more than their cells would by chance; no hit at all, say), and no range
+where no corner's can be above 0: against an effect of 0 a "power" is the test's false-positive rate.
 """
 
 from __future__ import annotations
@@ -221,9 +222,10 @@ def rate_power(Y: np.ndarray, is_high: np.ndarray, pairs=None, effect=None, alph
     """Power of the lead rate test (two-sided, ``alpha``) against ``effect`` (default: one
     prefix-level SD of the table, :func:`harness.analysis.power.prefix_level_sd`) on complete
     (..., prompts, prefixes) 0/1 tables, by simulation from their fitted latent model (module
-    docstring); NaN where the effect is not finite, and where the default effect is 0: no prefix's
-    rate differs from another's (no hit at all, say), so there is nothing to size an effect by and
-    the "power" would only be the test's false-positive rate. A float for one table."""
+    docstring); NaN where the effect is not finite, and where the default effect is 0 (the prefix
+    component estimated at 0 in both groups: prefixes' rates vary no more than their cells would by
+    chance, or there is no hit at all), so there is nothing to size an effect by and the "power"
+    would only be the test's false-positive rate. A float for one table."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     sized = effect is not None

@@ -67,10 +67,11 @@ def null_power(r) -> str:
     SD, range 0 to 0.49; too little to call it no difference". Called "likely found" only where the
     whole range its data allow (``power_low``) reaches 0.8, not the point power alone (it rests on
     estimated variance components); the point power where there is no range. Where neither can be
-    stated (a rate with no prefix-level variation: no hit at all, say) it says so."""
+    stated (a rate whose prefix-level SD is estimated at 0: no hit at all, say) it says so."""
     ranged = not pd.isna(r.power_low)
     if not ranged and pd.isna(r.power):
-        return "power not estimable: no prefix-level variation to size an effect by; nothing to call it no difference"
+        return ("power not estimable: the prefix-level SD is estimated at 0, so there is no effect to size it by; "
+                "nothing to call it no difference")
     text = f"power {num(r.power, 2)} against one prefix-level SD" + (
         f", range {num(r.power_low, 2)} to {num(r.power_high, 2)}" if ranged else "")
     sure = r.power_low >= 0.8 if ranged else r.power >= 0.8

@@ -204,7 +204,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
              "range that power takes with the variance components anywhere in their own 95% intervals (what the "
              "data let it be; harness.analysis.power.design_power_range; a rate's power and range by simulating "
              "its MOVER test on tables from the latent model its table fits, harness.analysis.rate_power, and none "
-             "where no prefix's rate differs from another's). The prefix permutation p is for reference only: with "
+             "where its prefix-level SD is estimated at 0). The prefix permutation p is for reference only: with "
              "few prompts and a prompt-by-group interaction it exceeds its level."]
     group_sizes = []
     if bool((obeying.roles(conds) == "forbidden").any()):  # C both asks for and forbids the word
