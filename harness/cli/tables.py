@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -68,6 +69,9 @@ def figures(args: list[str]) -> int:
     _check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
+    # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
+    print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "
+          "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
     written = write_outputs(conditions, attention, out, noise=noise)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0

@@ -64,9 +64,12 @@ def test_figure_functions_draw_expected_artists(tiny_run):
     plt.close("all")
 
 
-def test_figures_command_redraws_the_sweeps_figures_byte_for_byte(tiny_run, tmp_path):
+def test_figures_command_redraws_the_sweeps_figures_byte_for_byte(tiny_run, tmp_path, capsys):
     # the sweep drew them once; `harness figures` draws them again from the stored tables alone
     assert main(["figures", str(tiny_run), "--out", str(tmp_path)]) == 0
+    said = capsys.readouterr()
+    assert "computing the report's statistics" in said.err and "from 1 run directory" in said.err  # before the wait
+    assert said.out.startswith("wrote ")
     files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert {f.name for f in files} >= {f"fig{i}_{n}.{ext}" for i, n in
                                        [(1, "edit_distance"), (2, "layer_drift"), (3, "heads_C"), (4, "prefix_mass"),
