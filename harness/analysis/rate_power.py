@@ -47,7 +47,7 @@ from harness.analysis.rate_intervals import crossed_rate_interval, rate_differen
 
 SIMULATIONS = 400
 RANGE_SIMULATIONS = 200
-CORNER_CELLS = 2_000_000  # cells of simulated tables per call of the range's corners (memory: ~100 MB)
+CORNER_CELLS = 2_000_000  # cells of simulated tables per call of the range's corners (peak memory: about 70 MB more)
 RHO_MAX = 0.98  # a latent share above this is indistinguishable from 1 on a 0/1 table
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(24)
 
