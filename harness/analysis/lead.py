@@ -75,8 +75,8 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
         _, low, high = rate_difference(Yc, hi, pc, confidence)
         if power:
             power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha)
-            out.update(power_low=power_low, power_high=power_high,
-                       power=rate_power(Yc, hi, pc, sd, alpha) if sd > 0 else np.nan)
+            # against its own prefix-level SD (sd): rate_power says where that leaves no power to state
+            out.update(power_low=power_low, power_high=power_high, power=rate_power(Yc, hi, pc, alpha=alpha))
         return {**out, "ci_low": float(low), "ci_high": float(high), "ci_method": MOVER,
                 "p_crossed": rate_difference_p(Yc, hi, pc, alternative)}
     if power:
