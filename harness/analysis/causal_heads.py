@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import mannwhitneyu
+from scipy.stats import mannwhitneyu, rankdata
 
 from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
@@ -260,6 +260,22 @@ def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
     return float(mannwhitneyu(positive, negative).statistic / (len(positive) * len(negative)))
 
 
+def stacked_auroc(score: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """:func:`auroc` of each of a stack of (..., prompts, prefixes) score matrices, the positives and
+    negatives marked by same-shape masks: the Mann-Whitney U from the marked scores' average ranks.
+    NaN where a side is empty or a marked score is NaN, as :func:`auroc` (the bootstrap's resamples
+    in one call instead of one each)."""
+    lead = score.shape[:-2]
+    s, pos, neg = (np.reshape(a, (-1, score.shape[-2] * score.shape[-1])) for a in (score, positive, negative))
+    marked = pos | neg
+    ranks = rankdata(np.where(marked, s, np.nan), axis=1, nan_policy="omit")
+    n_pos, n_neg = pos.sum(1), neg.sum(1)
+    u = np.where(pos, ranks, 0.0).sum(1) - n_pos * (n_pos + 1) / 2
+    bad = (n_pos == 0) | (n_neg == 0) | (np.isnan(s) & marked).any(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(bad, np.nan, u / np.where(bad, 1, n_pos * n_neg)).reshape(lead)
+
+
 def tpr_at_fpr(positive: np.ndarray, negative: np.ndarray, fpr: float = 0.01) -> float:
     """Share of positives above the threshold that at most ``fpr`` of the negatives exceed (with
     fewer than 1/fpr negatives: above every negative)."""
@@ -311,10 +327,11 @@ def detector_table(scores: pd.DataFrame, conditions: pd.DataFrame, fpr: float = 
             mats, groups = matrices(sub.assign(_pos=pos.astype(float), _neg=neg.astype(float)),
                                     ["score", "_pos", "_neg"])
 
-            def stat(m: dict[str, np.ndarray], _g: np.ndarray) -> float:
-                return auroc(m["score"][m["_pos"] == 1], m["score"][m["_neg"] == 1])
+            def stat(m: dict[str, np.ndarray], _g: np.ndarray) -> np.ndarray:
+                return stacked_auroc(m["score"], m["_pos"] == 1, m["_neg"] == 1)
 
-            lo, hi = crossed_bootstrap(mats, groups, stat, n_resamples, seed) if n_resamples else (np.nan, np.nan)
+            lo, hi = (crossed_bootstrap(mats, groups, stat, n_resamples, seed, batched=True) if n_resamples
+                      else (np.nan, np.nan))
             p, n = sub.score[pos].to_numpy(), sub.score[neg].to_numpy()
             rows.append({"label": label, "head_set": name, "placement": placement, "prefix_len": length,
                          "auroc": auroc(p, n), "auroc_low": lo, "auroc_high": hi,

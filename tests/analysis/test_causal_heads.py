@@ -85,6 +85,22 @@ def test_auroc_and_tpr_by_hand():
     assert ch.tpr_at_fpr(pos, neg, 0.5) == pytest.approx(1.0)  # threshold 0.2
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5), st.integers(1, 7))
+def test_stacked_auroc_is_the_one_at_a_time_auroc(seed, prompts, prefixes):
+    """Each matrix of a stack gets exactly :func:`auroc` of its marked scores (ties, NaN cells left
+    unmarked, a marked NaN, an empty side)."""
+    rng = np.random.default_rng(seed)
+    score = rng.integers(0, 4, (6, prompts, prefixes)).astype(float)  # few values: many ties
+    label = rng.integers(0, 3, score.shape)  # 0 negative, 1 positive, 2 neither
+    score[label == 2] = np.where(rng.random((label == 2).sum()) < 0.5, np.nan, 1.0)
+    if seed % 5 < 2:
+        score[0].flat[0], label[0].flat[0] = np.nan, seed % 5  # a marked NaN: no AUROC, as auroc says
+    got = ch.stacked_auroc(score, label == 1, label == 0)
+    want = [ch.auroc(m[l == 1], m[l == 0]) for m, l in zip(score, label)]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
 def _causal_table(rng, n_prompts=6, n_prefixes=5, removed=0.5):
     rows = []
     for p, i, group in itertools.product(range(n_prompts), range(n_prefixes), "BC"):
