@@ -17,6 +17,20 @@ from harness.analysis.rate_intervals import effective_units, quantile, wilson
 WILSON = "Wilson, crossed"  # how rate_summary's ci_method names its interval
 
 
+def interval_words(shape: tuple[int, int], n_eff: float, dof: float) -> str:
+    """What a rate's interval is, in the words ``ci_method`` prints: its effective units, the t
+    quantile's degrees of freedom (where it has one; the units and the degrees of freedom give the
+    printed interval back through :func:`harness.analysis.rate_intervals.wilson`), and whether it
+    is the worst case (all the variation between the scarcer factor's units: too few hits, or hits
+    too clustered, to show that it is less)."""
+    prompts, prefixes = shape
+    units = f"{n_eff:.3g} effective unit" + ("" if n_eff == 1 else "s")
+    if prefixes > 1 and np.isclose(n_eff, min(prompts, prefixes), rtol=1e-9):
+        scarcer = f"{prompts} prompts" if prompts <= prefixes else f"{prefixes} prefixes"
+        units += f" (the worst case: all the variation between the {scarcer})"
+    return f"{WILSON}, {units}" + (f", t on {dof:.3g} df" if np.isfinite(dof) else "")
+
+
 def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence[str] = GROUP_BY,
                  confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Hit rate (e.g. ``target_hit``) per group and length with a 95% interval.
@@ -67,8 +81,7 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
         else:
             _, n_eff, dof, _ = effective_units(complete, confidence)
             low, high = (float(v) for v in wilson(rate, n_eff, quantile(dof, confidence)))
-            units = "effective unit" if float(n_eff) == 1 else "effective units"
-            method = f"{WILSON}, {float(n_eff):.3g} {units}" + (f"; {note}" if note else "")
+            method = interval_words(complete.shape, float(n_eff), float(dof)) + (f"; {note}" if note else "")
         rows.append({**dict(zip(by, key)), "rate": rate, "ci_low": low, "ci_high": high,
                      "n_hits": int(n_hits), "n_conditions": int(n_conditions), "n_prompts": len(prompts),
                      "n_prefixes": int(cell["prefix_id"].nunique()),

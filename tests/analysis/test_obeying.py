@@ -36,7 +36,8 @@ def test_word_rates_by_role_and_a_base_rate_counted_once():
     base = rates.loc[obeying.BASE]
     assert (base.n_hits, base.n_conditions, base.rate) == (1, 12, pytest.approx(1 / 12))
     # one hit cannot show clustering: the worst case's effective size, min(4 prompts, 3 words)
-    assert base.ci_method == "Wilson, crossed, 3 effective units" and base.effective_units == pytest.approx(3)
+    assert base.ci_method == ("Wilson, crossed, 3 effective units (the worst case: all the variation between the "
+                              "3 prefixes), t on 2 df") and base.effective_units == pytest.approx(3)
 
 
 def test_contrasts_tell_a_copier_from_an_obedient_model():

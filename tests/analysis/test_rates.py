@@ -3,6 +3,7 @@ Wilson interval against scipy's, the effective sample size between its bounds, t
 by hand, the p-value that inverts it, and coverage on a fixed simulation."""
 
 import importlib.util
+import re
 import sys
 
 import numpy as np
@@ -179,3 +180,24 @@ def test_the_effective_size_follows_the_crossed_variance():
     (_, n_spread, _, v_spread), (_, n_stacked, _, _) = ri.effective_units(spread), ri.effective_units(stacked)
     assert n_spread > 5 * n_stacked and n_stacked == pytest.approx(12)
     assert float(v_spread) == pytest.approx(float(group_mean(spread).variance))
+
+
+@pytest.mark.parametrize("hits", [[], [(0, 0)], [(0, 0), (1, 5), (2, 9), (3, 2), (4, 7), (5, 11)], [(p, 3) for p in range(6)]])
+def test_the_printed_method_gives_the_interval_back(hits):
+    """ci_method's effective units and degrees of freedom, as printed, rebuild the printed interval
+    (Wilson at those units, t on those degrees of freedom, z where it names none), and it names the
+    worst case exactly where the units are the scarcer factor's count."""
+    Y = np.zeros((6, 12))
+    for p, x in hits:
+        Y[p, x] = 1
+    df = pd.DataFrame([("m", "none", f"p{p}", "C", f"c{x}", 32, bool(Y[p, x])) for p in range(6) for x in range(12)],
+                      columns=["model", "isolation", "prompt_id", "group", "prefix_id", "prefix_len", "target_hit"])
+    row = rates.rate_summary(df).iloc[0]
+    found = re.fullmatch(r"Wilson, crossed, ([\d.]+) effective units( \(the worst case: all the variation between "
+                         r"the 6 prompts\))?(, t on ([\d.]+) df)?", row.ci_method)
+    assert found, row.ci_method
+    units = float(found.group(1))
+    q = sps.t.ppf(0.975, float(found.group(4))) if found.group(4) else sps.norm.ppf(0.975)
+    low, high = ri.wilson(row.rate, units, q)
+    assert (row.ci_low, row.ci_high) == (pytest.approx(float(low), rel=2e-3, abs=1e-6), pytest.approx(float(high), rel=2e-3))
+    assert bool(found.group(2)) == (units == 6)
