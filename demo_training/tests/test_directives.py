@@ -346,7 +346,8 @@ def test_obedience_intervals_treat_the_pair_as_the_unit():
     q, r = t.ppf(0.975, 2), 2 / 3
     centre, half = (r + q ** 2 / 6) / (1 + q ** 2 / 3), q * (r * (1 - r) / 3 + q ** 2 / 36) ** 0.5 / (1 + q ** 2 / 3)
     assert (cells["C"]["ci_low"], cells["C"]["ci_high"]) == (pytest.approx(centre - half), pytest.approx(centre + half))
-    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"] == "Wilson, crossed, 3 effective units"
+    assert cells["B"]["rate"] == 0.0 and cells["B"]["ci_method"] == (
+        "Wilson, crossed, 3 effective units (the worst case: all the variation between the 3 prefixes)")
     (diff,) = obedience.c_minus_b_by_length(rows)
     assert diff["difference"] == pytest.approx(2 / 3) and diff["n_pairs"] == 3
     assert diff["ci_method"] == "MOVER, crossed Wilson" and -1 <= diff["ci_low"] < 2 / 3 < diff["ci_high"] <= 1
