@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import mannwhitneyu, rankdata
+from scipy.stats import rankdata
 
 from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
@@ -255,18 +255,18 @@ def share_removed(cells: pd.DataFrame, base: str, setting: str, n_resamples: int
 
 def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
     """P(a positive scores above a negative), ties counted half: the Mann-Whitney U over n+ n-."""
-    if not len(positive) or not len(negative):
-        return np.nan
-    return float(mannwhitneyu(positive, negative).statistic / (len(positive) * len(negative)))
+    scores = np.concatenate([np.asarray(positive, dtype=float), np.asarray(negative, dtype=float)])[None, :]
+    is_positive = np.arange(scores.shape[1]) < len(positive)
+    return float(stacked_auroc(scores, is_positive[None, :], ~is_positive[None, :]))
 
 
 def stacked_auroc(score: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
     """:func:`auroc` of each of a stack of (..., prompts, prefixes) score matrices, the positives and
     negatives marked by same-shape masks: the Mann-Whitney U from the marked scores' average ranks.
-    NaN where a side is empty or a marked score is NaN, as :func:`auroc` (the bootstrap's resamples
-    in one call instead of one each)."""
+    NaN where a side is empty or a marked score is NaN. The one definition of the AUROC here:
+    :func:`auroc` is its one-matrix case, and the detector's bootstrap gives it every resample at once."""
     lead = score.shape[:-2]
-    s, pos, neg = (np.reshape(a, (-1, score.shape[-2] * score.shape[-1])) for a in (score, positive, negative))
+    s, pos, neg = (np.reshape(a, (int(np.prod(lead)), -1)) for a in (score, positive, negative))
     marked = pos | neg
     ranks = rankdata(np.where(marked, s, np.nan), axis=1, nan_policy="omit")
     n_pos, n_neg = pos.sum(1), neg.sum(1)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import mannwhitneyu
 
 from harness.analysis import causal_heads as ch
 from harness.analysis.crossed import compare_groups
@@ -88,8 +89,8 @@ def test_auroc_and_tpr_by_hand():
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 5), st.integers(1, 7))
 def test_stacked_auroc_is_the_one_at_a_time_auroc(seed, prompts, prefixes):
-    """Each matrix of a stack gets exactly :func:`auroc` of its marked scores (ties, NaN cells left
-    unmarked, a marked NaN, an empty side)."""
+    """Each matrix of a stack gets scipy's Mann-Whitney U over n+ n- of its marked scores, and
+    :func:`auroc` of them the same (ties, NaN cells left unmarked, a marked NaN, an empty side: NaN)."""
     rng = np.random.default_rng(seed)
     score = rng.integers(0, 4, (6, prompts, prefixes)).astype(float)  # few values: many ties
     label = rng.integers(0, 3, score.shape)  # 0 negative, 1 positive, 2 neither
@@ -97,8 +98,11 @@ def test_stacked_auroc_is_the_one_at_a_time_auroc(seed, prompts, prefixes):
     if seed % 5 < 2:
         score[0].flat[0], label[0].flat[0] = np.nan, seed % 5  # a marked NaN: no AUROC, as auroc says
     got = ch.stacked_auroc(score, label == 1, label == 0)
-    want = [ch.auroc(m[l == 1], m[l == 0]) for m, l in zip(score, label)]
+    want = [mannwhitneyu(m[l == 1], m[l == 0]).statistic / ((l == 1).sum() * (l == 0).sum())
+            if (l == 1).any() and (l == 0).any() else np.nan for m, l in zip(score, label)]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    one_at_a_time = [ch.auroc(m[l == 1], m[l == 0]) for m, l in zip(score, label)]
+    np.testing.assert_allclose(one_at_a_time, want, rtol=0, atol=1e-12)
 
 
 def _causal_table(rng, n_prompts=6, n_prefixes=5, removed=0.5):
