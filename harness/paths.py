@@ -1,11 +1,36 @@
-"""Where the package's own files are: the shipped prompt and prefix sets, the demo models' weights,
-and the Hydra config tree (every stage may use these)."""
+"""Where files are: the package's own (the shipped prompt and prefix sets, the demo models' weights,
+the Hydra config tree) and those other installed packages ship (a GGUF model, a benchmark's data).
+Every stage may use these."""
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
+
+from harness.errors import HarnessError
 
 PACKAGE_DIR = Path(__file__).parent
 DATA_DIR = PACKAGE_DIR / "data"  # the shipped prompt and prefix sets
 ASSETS_DIR = PACKAGE_DIR / "assets"  # the shipped demo models
 CONFIG_MODULE = "harness.conf"  # the config tree ships inside the package (Hydra's pkg:// search path)
+
+
+def installed_distribution(distribution: str, what: str, install: str) -> importlib.metadata.Distribution:
+    """The installed distribution ``distribution``; one line saying how to install it if it is not
+    (``what`` names what it ships, for the message)."""
+    try:
+        return importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise HarnessError(f"{what} ships in the package {distribution}, which is not installed here: {install}") from None
+
+
+def installed_file(distribution: str, inside: str, what: str, install: str) -> Path:
+    """The file ``inside`` (a path relative to site-packages) of an installed distribution, read
+    where the package put it (nothing is copied); a missing package or file is one line saying how
+    to get it."""
+    dist = installed_distribution(distribution, what, install)
+    path = Path(dist.locate_file(inside))
+    if not path.is_file():
+        raise HarnessError(f"the package {distribution} {dist.version} is installed but has no {inside} "
+                           f"(looked at {path}); reinstall it: {install}")
+    return path

