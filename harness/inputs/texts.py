@@ -35,15 +35,38 @@ class Prompt:
 
 
 @dataclass(frozen=True)
+class Insertion:
+    """A prefix made of a document with one span set into it (a public benchmark's matched set:
+    :mod:`harness.inputs.corpora`). The prefix's ``text`` is the document; at each length the span
+    sits at the start, middle or end of the prefix (``prefix.injection_at``) and the document fills
+    the rest (:func:`harness.inputs.assembly.place_span`).
+
+    The span is ``span``'s tokens, then ``fill``'s up to the token count of the span of the prefix
+    named by ``match`` (the set's attack), so that the prefixes of a set differ only inside it:
+    the attack (``span`` alone), the benign passage (``fill`` alone), the mention control (a
+    sentence holding the goal's string, then ``fill``)."""
+
+    span: str | None
+    fill: str | None = None
+    match: str | None = None
+    corpus: str = ""
+    attack: str = ""  # the attack template's id, or what the span holds instead ("benign", "mention")
+    goal: str | None = None
+    document: str = ""
+    mention: str | None = None  # the string a mention control holds (the goal's target)
+
+
+@dataclass(frozen=True)
 class Prefix:
     id: str
     kind: str  # "neutral" or "instruction"
-    text: str
+    text: str  # the prefix text, or the document an insertion is set into
     target: str | None = None  # the word an injected instruction is about (plain text)
     target_regex: str | None = None  # or as a regular expression
     pair: str | None = None  # shared by a matched set of prefixes about one target
     check: str | None = None  # what the reply must do with the target (harness.inputs.checks)
     forms: tuple[str, ...] = ()  # the target's inflections
+    insertion: Insertion | None = None  # a span set into the text as a document (public benchmarks)
 
     @property
     def group(self) -> str:
