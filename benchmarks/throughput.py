@@ -66,7 +66,7 @@ def conditions_for(tokenizer, lengths: list[int], n_prompts: int, n_prefixes: in
         prefixes = [p for p in prefixes if p.kind == "neutral"][: n_prefixes // 2] + \
                    [p for p in prefixes if p.kind == "instruction"][: n_prefixes // 2]
     return build_conditions(tokenizer, prompts, prefixes, groups=["A", "B", "C"], lengths=lengths,
-                            separator="\n\n", bos_policy="auto", repeat_short=True)
+                            separator="\n\n", bos_policy="auto", too_short="repeat")
 
 
 def naive_condition(model, ids, y_a, device):

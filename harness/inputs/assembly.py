@@ -91,13 +91,15 @@ def bos_ids(tokenizer, policy: str) -> list[int]:
     return [bos] if bos is not None and len(with_special) > len(without) and with_special[0] == bos else []
 
 
-def cut_prefix(
-    prefix_ids: list[int], separator_ids: list[int], length: int, *, name: str, repeat: bool = False
-) -> list[int]:
-    """Exactly ``length`` tokens: the head of the prefix text, then the separator.
+class TooShort(HarnessError):
+    """A prefix text (or the document a span is set into) too short for a length, or a span longer
+    than the prefix: refused, or with ``prefix.too_short=skip`` the condition is left out and counted."""
 
-    A text too short for ``length`` is an error naming it, or, with ``repeat``, is cycled.
-    """
+
+INJECTION_AT = ("start", "middle", "end")  # where a span sits in its prefix (prefix.injection_at)
+
+
+def _body_length(length: int, separator_ids: list[int]) -> int:
     if length <= 0:
         raise HarnessError(f"prefix lengths must be positive, got {length}")
     body = length - len(separator_ids)
@@ -105,15 +107,58 @@ def cut_prefix(
         raise HarnessError(
             f"prefix length {length} is shorter than the separator itself ({len(separator_ids)} tokens)"
         )
-    if len(prefix_ids) < body:
-        if not repeat or not prefix_ids:
-            raise HarnessError(
-                f"prefix {name!r} has {len(prefix_ids)} tokens, too short for length {length} "
-                f"({body} + {len(separator_ids)} separator tokens); use a longer text, drop {length} "
-                f"from prefix.lengths, or set prefix.too_short=repeat"
-            )
-        prefix_ids = prefix_ids * (body // len(prefix_ids) + 1)
-    return list(prefix_ids[:body]) + list(separator_ids)
+    return body
+
+
+def _head(ids: list[int], n: int, repeat: bool, too_short: str) -> list[int]:
+    """The first ``n`` of ``ids``, cycling them with ``repeat``; else :class:`TooShort` (``too_short``
+    says what is short)."""
+    if len(ids) < n:
+        if not repeat or not ids:
+            raise TooShort(too_short)
+        ids = ids * (n // len(ids) + 1)
+    return list(ids[:n])
+
+
+def cut_prefix(
+    prefix_ids: list[int], separator_ids: list[int], length: int, *, name: str, repeat: bool = False
+) -> list[int]:
+    """Exactly ``length`` tokens: the head of the prefix text, then the separator.
+
+    A text too short for ``length`` is an error naming it (:class:`TooShort`), or, with ``repeat``, is cycled.
+    """
+    body = _body_length(length, separator_ids)
+    return _head(prefix_ids, body, repeat, (
+        f"prefix {name!r} has {len(prefix_ids)} tokens, too short for length {length} "
+        f"({body} + {len(separator_ids)} separator tokens); use a longer text, drop {length} "
+        f"from prefix.lengths, or set prefix.too_short=repeat (or skip)")) + list(separator_ids)
+
+
+def place_span(
+    document_ids: list[int], span_ids: list[int], separator_ids: list[int], length: int, at: str, *, name: str,
+    repeat: bool = False,
+) -> tuple[list[int], tuple[int, int]]:
+    """Exactly ``length`` tokens: the document's head with ``span_ids`` set into it, then the
+    separator; and the span's half-open offsets within them.
+
+    The span begins at the first token (``at="start"``), is centred (``middle``: the document's
+    tokens before it are half of those around it, rounded down) or ends at the last token before
+    the separator (``end``); around it the document reads on where it paused:
+    ``doc[:k] + span + doc[k:rest]``. So two spans of one token count set into one document give
+    prefixes identical outside ``[k, k + len(span))``. A span longer than the prefix, or a document
+    shorter than the rest, is :class:`TooShort` (the document is cycled with ``repeat``)."""
+    body = _body_length(length, separator_ids)
+    if len(span_ids) > body:
+        raise TooShort(f"prefix {name!r}: its span of {len(span_ids)} tokens (the whole attack) does not fit in length "
+                       f"{length} ({body} + {len(separator_ids)} separator tokens); drop {length} from "
+                       f"prefix.lengths or set prefix.too_short=skip")
+    rest = body - len(span_ids)
+    doc = _head(document_ids, rest, repeat, (
+        f"prefix {name!r}: its document has {len(document_ids)} tokens, too few for the {rest} around its "
+        f"{len(span_ids)}-token span at length {length}; drop {length} from prefix.lengths, or set "
+        f"prefix.too_short=repeat (or skip)"))
+    k = {"start": 0, "middle": rest // 2, "end": rest}[at]
+    return doc[:k] + list(span_ids) + doc[k:] + list(separator_ids), (k, k + len(span_ids))
 
 
 def assemble(bos: list[int], prefix: list[int], task: list[int], text_span: tuple[int, int] | None = None) -> Assembled:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.inputs.assembly import Assembled, assemble, bos_ids, cut_prefix, encode
+from harness.inputs.assembly import INJECTION_AT, Assembled, TooShort, assemble, bos_ids, cut_prefix, encode, place_span
 from harness.inputs.chat import PLACEMENTS, chat_layout
 from harness.inputs.checks import TargetCheck
 from harness.inputs.isolation import DELIMIT_CLOSE, DELIMIT_OPEN, MODES, Isolation
+from harness.inputs.texts import Insertion, Prefix
 
 
 # What names a condition's row in the tables (with the model it ran on: ``KEY_COLUMNS`` in
@@ -34,6 +35,15 @@ class Condition:
     placement: str = "raw"
     goal: TargetCheck | None = None  # what the prefix asks of the reply (harness.inputs.checks)
     pair: str | None = None  # shared by a matched set of prefixes about one target
+    origin: Insertion | None = None  # a span set into a document (public benchmarks: harness.inputs.corpora)
+    injection: tuple[int, int] | None = None  # the span's half-open offsets within the prefix's own tokens
+
+    def insertion_columns(self) -> dict:
+        """The conditions-table columns that say where a span came from and where it sits (null
+        for a prefix of a file, and for A)."""
+        o, at = self.origin, self.injection
+        return {"corpus": o and o.corpus, "attack": o and o.attack, "goal": o and o.goal,
+                "document": o and o.document, "injection_start": at and at[0], "injection_end": at and at[1]}
 
     def key(self) -> dict:
         """The key columns of the condition's row (:data:`KEY_FIELDS`), without the model."""
@@ -55,6 +65,9 @@ class Condition:
             "spans": [a.block_start, a.block_end, a.prefix_start, a.prefix_end, a.task_start, a.task_end],
             "target": None if goal is None else [goal.target, goal.regex, goal.check, goal.forms],
             **({"pair": self.pair} if self.pair is not None else {}),
+            # a span set into a document: its labels and offsets (none for a prefix of a file: keys unchanged)
+            **({"insertion": [self.origin.corpus, self.origin.attack, self.origin.goal, self.origin.document,
+                              list(self.injection or ())]} if self.origin is not None else {}),
             "reference_input_ids": reference.assembled.input_ids,
         }
 
@@ -76,11 +89,13 @@ def build_conditions(
     lengths: list[int],
     separator: str,
     bos_policy: str,
-    repeat_short: bool = False,
+    too_short: str = "error",
     isolations: list[Isolation] | None = None,
     parse_special: bool = False,
     placement: str = "raw",
     chat=None,
+    injection_at: str = "start",
+    skipped: list[tuple[str, int, str]] | None = None,
 ) -> list[Condition]:
     """Every condition of a sweep, in a stable order: per prompt, A first, then each group's
     prefixes at each length under each isolation setting. Each text is tokenized exactly once
@@ -88,15 +103,28 @@ def build_conditions(
 
     ``placement`` is where the prefix goes: ``raw`` concatenates ``[bos] + prefix + separator +
     task``; any other placement puts the task in a chat template and the prefix where the
-    placement says (``harness.inputs.chat``, configured by ``chat``), always as one contiguous block."""
+    placement says (``harness.inputs.chat``, configured by ``chat``), always as one contiguous block.
+
+    A prefix with an :class:`~harness.inputs.texts.Insertion` is its document with the span set in
+    at ``injection_at`` (:func:`harness.inputs.assembly.place_span`). ``too_short``: a text too short
+    for a length (or a span too long for it) is refused (``error``), cycled (``repeat``; never a
+    span) or left out (``skip``: ``(prefix_id, length, reason)`` appended to ``skipped``, the whole
+    matched set at that length, since its prefixes share the span's token count and the document)."""
     isolations = isolations or [Isolation()]
+    if injection_at not in INJECTION_AT:
+        raise HarnessError(f"prefix.injection_at={injection_at} is not one of {', '.join(INJECTION_AT)}")
     for group in [g for g in ("B", "C") if g in groups]:
         if not any(p.group == group for p in prefixes):
             kind = "neutral" if group == "B" else "instruction"
-            raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes")
+            raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes"
+                               + ("; run it with groups=[A,B]" if group == "C" else ""))
+
+    tokens: dict[str, list[int]] = {}
 
     def enc(text: str) -> list[int]:
-        return encode(tokenizer, text, parse_special)
+        if text not in tokens:
+            tokens[text] = encode(tokenizer, text, parse_special)
+        return tokens[text]
 
     if placement not in PLACEMENTS:
         raise HarnessError(f"prefix.placement={placement} is not one of {', '.join(PLACEMENTS)}")
@@ -108,23 +136,55 @@ def build_conditions(
     else:
         sep, place = [], chat_layout(tokenizer, placement, chat, parse_special).assemble
     opening, closing = enc(DELIMIT_OPEN), enc(DELIMIT_CLOSE)
-    text_ids = {p.id: enc(p.text) for p in prefixes if p.group in groups}
+    spans = span_ids(prefixes, enc)
+    repeat = too_short == "repeat"
 
-    def body(prefix, n: int, iso: Isolation) -> tuple[list[int], tuple[int, int]]:
-        """The block's tokens for a prefix at length ``n`` under ``iso``, and its text span."""
+    def cut(prefix: Prefix, n: int) -> tuple[list[int], tuple[int, int] | None]:
+        if prefix.insertion is None:
+            return cut_prefix(enc(prefix.text), sep, n, name=prefix.id, repeat=repeat), None
+        return place_span(enc(prefix.text), spans[prefix.id], sep, n, injection_at, name=prefix.id, repeat=repeat)
+
+    def body(prefix, n: int, iso: Isolation) -> tuple[list[int], tuple[int, int], tuple[int, int] | None]:
+        """The block's tokens for a prefix at length ``n`` under ``iso``, its text span, and the
+        inserted span's offsets within the text."""
         block = MODES[iso.mode].block
         span = n + len(opening) + len(closing) if block == "plain_at_delimited_span" else n
         try:  # the plain prefix as long as the delimited block (delimit's control)
-            ids = cut_prefix(text_ids[prefix.id], sep, span, name=prefix.id, repeat=repeat_short)
+            ids, injection = cut(prefix, span)
         except HarnessError as exc:
             if span == n:
                 raise
-            raise HarnessError(f"{exc} ({iso.mode} at length {n} matches the {span}-token delimited block)") from None
+            raise type(exc)(f"{exc} ({iso.mode} at length {n} matches the {span}-token delimited block)") from None
         if block != "delimited":
-            return ids, (0, len(ids))
+            return ids, (0, len(ids)), injection
         text = ids[: len(ids) - len(sep)]
-        return opening + text + closing + sep, (len(opening), len(opening) + len(text))
+        return opening + text + closing + sep, (len(opening), len(opening) + len(text)), injection
 
+    fits: dict[tuple, bool] = {}  # (matched set or prefix, length, isolation) -> does it fit?
+    built: dict[tuple, tuple] = {}
+    for prefix in [p for p in prefixes if p.group in groups]:
+        for n in lengths:
+            for iso in isolations:
+                unit = (prefix.pair if prefix.insertion is not None and prefix.pair else prefix.id, n, iso)
+                try:
+                    built[prefix.id, n, iso] = body(prefix, n, iso)
+                except TooShort as exc:
+                    if too_short != "skip":
+                        raise
+                    fits[unit] = False
+                    if skipped is not None:
+                        skipped.append((prefix.id, n, str(exc)))
+                    continue
+                fits.setdefault(unit, True)
+
+    def kept(prefix, n, iso) -> bool:
+        unit = (prefix.pair if prefix.insertion is not None and prefix.pair else prefix.id, n, iso)
+        if (prefix.id, n, iso) in built and not fits[unit] and skipped is not None:
+            skipped.append((prefix.id, n, "its matched set's span does not fit at this length"))
+        return fits[unit]
+
+    selected = [(p, n, iso) for p in prefixes if p.group in groups for n in lengths for iso in isolations]
+    keep = {(p.id, n, iso) for p, n, iso in selected if kept(p, n, iso)}
     conditions = []
     for prompt in prompts:
         task = enc(prompt.text)
@@ -135,10 +195,38 @@ def build_conditions(
             for prefix in [p for p in prefixes if p.group == group]:
                 for n in lengths:
                     for iso in isolations:
-                        ids, span = body(prefix, n, iso)
+                        if (prefix.id, n, iso) not in keep:
+                            continue
+                        ids, span, injection = built[prefix.id, n, iso]
                         conditions.append(Condition(prompt.id, group, prefix.id, n, place(task, ids, span), iso,
-                                                    placement, prefix.goal, prefix.pair))
+                                                    placement, prefix.goal, prefix.pair, prefix.insertion, injection))
     return conditions
+
+
+def span_ids(prefixes: list[Prefix], enc) -> dict[str, list[int]]:
+    """Each inserted span's tokens: the span's own, then its fill's (cycled) up to the token count of
+    the span of the prefix it matches (the set's attack). A span without a partner is its own tokens."""
+    with_span = {p.id: p for p in prefixes if p.insertion is not None}
+    own = {i: enc(p.insertion.span) if p.insertion.span else [] for i, p in with_span.items()}
+    out = {}
+    for i, p in with_span.items():
+        match = p.insertion.match
+        if match is None:
+            out[i] = own[i]
+            continue
+        if match not in own or with_span[match].insertion.match is not None:
+            raise HarnessError(f"prefix {i!r} matches its span to {match!r}, which is not a prefix with a span of its own")
+        n, ids = len(own[match]), own[i]
+        if len(ids) > n and p.insertion.mention:  # a mention's sentence longer than the attack: its string alone
+            ids = enc(p.insertion.mention)
+        if len(ids) > n:
+            raise HarnessError(f"prefix {i!r}: its span has {len(ids)} tokens, more than the {n} of {match!r}'s it "
+                               f"must match")
+        fill = enc(p.insertion.fill) if p.insertion.fill else []
+        if len(ids) < n and not fill:
+            raise HarnessError(f"prefix {i!r}: its span is shorter than {match!r}'s and it has no fill to pad it")
+        out[i] = (ids + fill * ((n - len(ids)) // max(len(fill), 1) + 1))[:n]
+    return out
 
 
 def check_context(conditions: list[Condition], max_new_tokens: int, max_positions: int | None) -> None:

@@ -13,17 +13,21 @@ from harness.inputs.assembly import Assembled
 from harness.inputs.checks import TargetCheck
 from harness.inputs.conditions import KEY_FIELDS, Condition
 from harness.inputs.isolation import MODES, Isolation
+from harness.inputs.texts import Insertion
 from harness.runs.schema import KEY_COLUMNS
 
 # Fields that are deliberately not part of a condition's identity, and why.
 NOT_IDENTITY = {
     (Isolation, "head_set"): "a head set's name; two equal sets of heads share one result",
+    **{(Insertion, name): "what an inserted span is made of: the input ids it gives are the identity"
+       for name in ("span", "fill", "match", "mention")},
 }
 
 A = Condition("p1", "A", None, 0, Assembled((1, 2, 3), 1, 1, 1, 3))
 X = Condition("p1", "C", "inj", 4, Assembled((1, 9, 9, 9, 9, 2, 3), 1, 5, 5, 7, 1, 5),
               Isolation("decay", 4.0, heads=((0, 1),), head_set="top1"), "raw",
-              TargetCheck("cat", "absent", ("cat", "cats"), None), "pair-1")
+              TargetCheck("cat", "absent", ("cat", "cats"), None), "pair-1",
+              Insertion("span", "fill", "match", "corpus", "attack", "goal", "document", "mention"), (1, 3))
 
 
 def _other(value, name: str = ""):
@@ -70,7 +74,7 @@ def test_every_field_is_part_of_the_identity_or_named_as_not(owner, name, change
 
 def test_the_fields_covered_include_every_dataclass_reached():
     owners = {owner for owner, _, _ in VARIANTS}
-    assert owners == {Condition, Assembled, Isolation, TargetCheck}
+    assert owners == {Condition, Assembled, Isolation, TargetCheck, Insertion}
 
 
 def test_the_reference_is_part_of_the_identity():
