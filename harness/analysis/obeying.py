@@ -28,6 +28,7 @@ import pandas as pd
 from harness.analysis.crossed import compare_groups
 from harness.analysis.rates import rate_summary
 from harness.inputs.checks import CHECKS
+from harness.inputs.corpora.base import MENTION
 
 SETTINGS = ("model", "placement", "isolation")
 BASE = "A (base rate)"
@@ -47,6 +48,18 @@ def roles(conditions: pd.DataFrame) -> pd.Series:
     role[conditions["group"].astype(str) == "B"] = "mentioned"
     has_target = conditions["target_hit"].notna() if "target_hit" in conditions else pd.Series(False, conditions.index)
     return role.where(has_target)
+
+
+def without_mentions(table: pd.DataFrame, conditions: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``table`` without a public benchmark's mention controls (B prefixes whose span only names the
+    goal's string: ``attack`` "mention", read from ``conditions`` where ``table`` has no such column,
+    e.g. the attention table). They are the control for copying, read against C's word rate above;
+    drift C - B compares the attack with the benign passage of its own matched set."""
+    source = table if conditions is None else conditions
+    if "attack" not in source.columns or "prefix_id" not in table.columns:
+        return table
+    mentions = set(source.loc[source["attack"].astype(object) == MENTION, "prefix_id"].astype(object))
+    return table[~table["prefix_id"].astype(object).isin(mentions)] if mentions else table
 
 
 def _settings(df: pd.DataFrame) -> list[str]:

@@ -10,12 +10,25 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from harness.cli import report_bug
 from harness.errors import HarnessError
 
 log = logging.getLogger("harness")
+STARTED = time.time()  # when this command started: a run directory made after it is this command's own
+
+
+def _drop_if_made_empty(run_dir: Path) -> None:
+    """Remove ``run_dir`` if this command made it (Hydra makes it before the task runs) and left it
+    empty: a refused configuration leaves no run directory behind. A directory that was there
+    before, or holds anything, stays."""
+    try:
+        if run_dir.is_dir() and not any(run_dir.iterdir()) and run_dir.stat().st_mtime >= STARTED - 1:
+            run_dir.rmdir()
+    except OSError:
+        pass
 
 
 class Terminated(KeyboardInterrupt):
@@ -60,6 +73,7 @@ def _sweep_task(cfg) -> None:
                 rundir.write_status("error", error=str(exc))
             return  # the other jobs go on; the multirun summary names this one and sets the exit status
         print(f"error: {exc}", file=sys.stderr)
+        _drop_if_made_empty(run_dir)
         raise TaskExit(2 if isinstance(exc, HarnessError) else 1) from None
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: say so, with its own status
         raise TaskExit(report_bug(exc)) from None

@@ -63,7 +63,7 @@ def figures(args: list[str]) -> int:
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.reporting.report import write_outputs
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.rundir import RunDir, load_noise, load_runs
 
     out = ns.out or ns.runs[0]
     _check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
@@ -72,7 +72,8 @@ def figures(args: list[str]) -> int:
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
     print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "
           "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
-    written = write_outputs(conditions, attention, out, noise=noise)
+    manifests = [m for m in (RunDir(run).manifest(ns.trust_damaged) for run in ns.runs) if m]
+    written = write_outputs(conditions, attention, out, noise=noise, manifests=manifests)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 

@@ -76,6 +76,7 @@ def condition_record(model_label: str, result: Result, y_a: Continuation, tokeni
         **condition_keys(model_label, cond),
         "prefix_kind": KIND_OF_GROUP[cond.group],
         "pair": cond.pair,
+        **cond.insertion_columns(),
         **behaviour(cond, text_x, tokenizer.decode(list(y_a.ids))),
         **drift,
         "continuation_text": text_x,

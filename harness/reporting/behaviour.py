@@ -3,10 +3,11 @@ copying the word? (:mod:`harness.analysis.obeying` computes; this module writes 
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis import obeying
-from harness.reporting.markdown import ci, p_text, power_text, table, where
+from harness.reporting.markdown import ci, num, p_text, power_text, table, where
 
 ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned": "mentioned (B)",
               obeying.BASE: "A (base rate)"}
@@ -103,3 +104,41 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
             .sort_values(["model", "role", "prefix_len", "injected", "placement"]).itertuples()]
     return lines + [""] + table(["model", "instruction", "prefix length", "placement", "obeyed", "rate",
                                  "ceiling (direct)", "minus ceiling", "p", "power at 1 prefix SD"], rows)
+
+
+EXAMPLE_CHARS = 160  # of each continuation shown
+
+
+def examples_section(conds: pd.DataFrame, cell: tuple[str, ...]) -> list[str]:
+    """What the model said: per ``cell`` (model, placement) and length, A's continuation beside the B
+    and the C continuation that moved furthest from it (largest edit distance), with the prefix's id."""
+    x = conds[(conds.group != "A") & conds.continuation_text.notna()] if "continuation_text" in conds else conds[:0]
+    if x.empty or "norm_edit_distance" not in x:
+        return []
+    keys = [c for c in cell if c in x] + ["prompt_id"]  # A has no prefix length
+    a_text = conds[conds.group == "A"].drop_duplicates(keys).set_index(keys).continuation_text
+    lines = ["", "## Examples: what the prefixes made the model say", "",
+             "Per model and prefix length, the B and the C condition whose continuation moved furthest from A's "
+             "(largest normalized edit distance), beside A's continuation of the same prompt."]
+    for _, cell in x.groupby(keys[:-1] + ["prefix_len"], observed=True, sort=True, dropna=False):
+        first = next(cell.itertuples())
+        lines += ["", f"**{where(first)}, {first.prefix_len} tokens**", ""]
+        for group in ("B", "C"):
+            g = cell[cell.group == group].dropna(subset=["norm_edit_distance"])
+            if g.empty:
+                continue
+            r = g.loc[g.norm_edit_distance.idxmax()]
+            lines += [f"- {group}, prefix `{r.prefix_id}`, prompt `{r.prompt_id}` (edit distance "
+                      f"{num(r.norm_edit_distance)}):",
+                      f"  - A: {_quoted(a_text.get(tuple(r[k] for k in keys)))}",
+                      f"  - {group}: {_quoted(r.continuation_text)}"]
+    return lines
+
+
+def _quoted(text) -> str:
+    """A continuation as one line of inline code, cut to :data:`EXAMPLE_CHARS`."""
+    if text is None or (isinstance(text, float) and np.isnan(text)):
+        return "(none)"
+    flat = " ".join(str(text).split())
+    flat = flat if len(flat) <= EXAMPLE_CHARS else flat[:EXAMPLE_CHARS] + "..."
+    return "`" + flat.replace("`", "'") + "`" if flat else "(empty)"

@@ -21,7 +21,7 @@ from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.metrics import contrasted
 from harness.measure.noise import margin_floor
-from harness.reporting.behaviour import behaviour_section
+from harness.reporting.behaviour import behaviour_section, examples_section
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
@@ -30,15 +30,17 @@ from harness.reporting.markdown import p_text as _p
 from harness.reporting.markdown import null_power, power_text
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
+from harness.reporting.sources import source_lines
 
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
 
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
                     title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
-                    ceiling: pd.DataFrame | None = None) -> str:
+                    ceiling: pd.DataFrame | None = None, manifests: list[dict] = ()) -> str:
     """A GitHub-readable report of one run (or several collected ones). ``ceiling``: the
-    :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed."""
+    :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed;
+    ``manifests``: the runs' (where the prefixes came from, what was skipped)."""
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [f"# {title}", "",
@@ -51,9 +53,9 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              "crossing is worth, and MOVER for a difference of rates), with the test each interval inverts: these "
              "support claims about instruction-like content in general, and lead. *prompts*: bootstrap over prompts "
              "(BCa where it applies) and Wilcoxon tests paired by prompt: claims about these particular prefixes "
-             "only."]
+             "only.", *source_lines(list(manifests))]
     contrasts = contrast_table(conds)
-    lines += _summary(contrasts) + _examples(conds)
+    lines += _summary(contrasts) + examples_section(conds, CELL[:-1])
     behaviour = behaviour_section(conds, ceiling)
     if not behaviour:
         behaviour = ["", "## Behaviour", "", "No prefix of this run names a target or a check, so there is no obey "
@@ -61,7 +63,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
                      "`target` and `check` fields (prefixes=assistant_triples, stories_directives) measures it."]
     lines += behaviour + _output(conds) + _contrasts(conds, contrasts)
     if attention is not None and not attention.empty:
-        lines += _attention(conds, baseline(attention))
+        lines += _attention(conds, obeying.without_mentions(baseline(attention), conds))
     lines += _noise(conditions, noise) + _isolation(conditions, noise)
     if figure_files:
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files]
@@ -113,7 +115,8 @@ def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
     for value, label in contrasted():
         if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
             continue
-        data = conds.assign(**{value: conds[value].astype(float)})
+        rows = conds if value == "target_hit" else obeying.without_mentions(conds)  # a word rate: C against mentions
+        data = rows.assign(**{value: rows[value].astype(float)})
         rate = pd.api.types.is_bool_dtype(conds[value].dtype)
         results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
     if not results:
@@ -150,44 +153,6 @@ def _summary(table: pd.DataFrame) -> list[str]:
         first = next(cell.itertuples())
         lines.append(f"- **{where(first)}, {first.prefix_len} tokens**: {findings}.")
     return lines
-
-
-EXAMPLE_CHARS = 160  # of each continuation shown
-
-
-def _examples(conds: pd.DataFrame) -> list[str]:
-    """What the model said: per model (and placement) and length, A's continuation beside the B and the C
-    continuation that moved furthest from it (largest edit distance), with the prefix's id."""
-    x = conds[(conds.group != "A") & conds.continuation_text.notna()] if "continuation_text" in conds else conds[:0]
-    if x.empty or "norm_edit_distance" not in x:
-        return []
-    keys = [c for c in CELL[:-1] if c in x] + ["prompt_id"]  # A has no prefix length
-    a_text = conds[conds.group == "A"].drop_duplicates(keys).set_index(keys).continuation_text
-    lines = ["", "## Examples: what the prefixes made the model say", "",
-             "Per model and prefix length, the B and the C condition whose continuation moved furthest from A's "
-             "(largest normalized edit distance), beside A's continuation of the same prompt."]
-    for _, cell in x.groupby(keys[:-1] + ["prefix_len"], observed=True, sort=True, dropna=False):
-        first = next(cell.itertuples())
-        lines += ["", f"**{where(first)}, {first.prefix_len} tokens**", ""]
-        for group in ("B", "C"):
-            g = cell[cell.group == group].dropna(subset=["norm_edit_distance"])
-            if g.empty:
-                continue
-            r = g.loc[g.norm_edit_distance.idxmax()]
-            lines += [f"- {group}, prefix `{r.prefix_id}`, prompt `{r.prompt_id}` (edit distance "
-                      f"{_num(r.norm_edit_distance)}):",
-                      f"  - A: {_quoted(a_text.get(tuple(r[k] for k in keys)))}",
-                      f"  - {group}: {_quoted(r.continuation_text)}"]
-    return lines
-
-
-def _quoted(text) -> str:
-    """A continuation as one line of inline code, cut to :data:`EXAMPLE_CHARS`."""
-    if text is None or (isinstance(text, float) and np.isnan(text)):
-        return "(none)"
-    flat = " ".join(str(text).split())
-    flat = flat if len(flat) <= EXAMPLE_CHARS else flat[:EXAMPLE_CHARS] + "..."
-    return "`" + flat.replace("`", "'") + "`" if flat else "(empty)"
 
 
 def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
@@ -375,7 +340,8 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
 
 
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
-                  title: str = "Prefix contamination run", noise: pd.DataFrame | None = None) -> list[Path]:
+                  title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
+                  manifests: list[dict] = ()) -> list[Path]:
     """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md`` (and ``ceiling.parquet`` when
     the conditions hold a direct placement beside injected ones); returns the paths."""
     from harness.reporting import plots as F
@@ -389,7 +355,7 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
-    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling), report)
+    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests), report)
     written.append(report)
     table = out_dir / "ceiling.parquet"
     if not ceiling.empty:  # runs collected across placements, one of them direct: the table behind that section

@@ -24,7 +24,8 @@ from harness.errors import HarnessError
 from harness.inputs.checks import CHECKS_VERSION
 from harness.inputs.conditions import Condition, build_conditions, check_context
 from harness.inputs.isolation import Isolation, isolations
-from harness.inputs.texts import Prefix, Prompt, load_prefixes, load_prompts, select_prefixes
+from harness.inputs.prefix_source import PrefixSource, load_prefix_source
+from harness.inputs.texts import Prefix, Prompt, load_prompts
 from harness.measure.driver import DriveOutcome, drive
 from harness.measure.engine import Engine
 from harness.measure.metrics import METRICS
@@ -54,6 +55,8 @@ class Experiment:
     allocator: dict | None = None  # the CPU allocator's settings (speed only: harness.model.resources)
     lowered_linears: int = 0  # linear layers multiplying in model.linear_dtype (harness.model.linear_precision)
     backend: dict | None = None  # what continues the conditions: {"name": "harness"} or vLLM's facts
+    source: PrefixSource | None = None  # where the prefixes came from (a corpus: its package, version, file hashes)
+    skipped: list = None  # (prefix_id, length, reason) of conditions left out (prefix.too_short=skip)
 
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
@@ -66,12 +69,15 @@ class Experiment:
         allocator = keep_freed_memory()  # before the model's tensors are allocated
         attention = bool(cfg.analysis.attention) if attention is None else attention
         prompts = load_prompts(cfg.prompts.path, cfg.prompts.limit)
-        prefixes = select_prefixes(load_prefixes(cfg.prefixes.path), cfg.prefixes.per_group, cfg.seed)
+        source = load_prefix_source(cfg.prefixes.path, cfg.prefixes.corpus, cfg.prefixes.per_group, cfg.seed,
+                                    cfg.prefixes.templates)
+        prefixes = source.prefixes
         loaded = load_from_config(m, device=device)
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
         exp = cls(cfg, loaded, prompts, prefixes, [], None, 0, determinism, {})  # type: ignore[arg-type]
+        exp.source = source
         exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
         exp.attn_base = loaded.model.config._attn_implementation
@@ -126,6 +132,9 @@ class Experiment:
             "special_tokens": cfg.special_tokens.value,
             "versions": {name: _version(name) for name in ("torch", "transformers")},
             **backend_key,
+            # a public benchmark's texts as read: another version or file is another result
+            **({"prefix_source": {k: source.facts[k] for k in ("corpus", "package", "version", "files")}}
+               if source.facts else {}),
         }
         log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s), batch size %d%s",
                  len(prompts), [g.name for g in cfg.groups], list(cfg.prefix.lengths), len(exp.conditions),
@@ -161,14 +170,17 @@ class Experiment:
             raise HarnessError(f"prefix length {max(lengths)} plus {cfg.decode.max_new_tokens} new tokens exceeds the "
                                f"model's context window of {self.loaded.max_positions}; use shorter prefix.lengths "
                                f"or decode.max_new_tokens")
+        skipped: list = []
         conditions = build_conditions(
             self.loaded.tokenizer, self.prompts, self.prefixes,
             groups=list(groups or [g.value for g in cfg.groups]),
             lengths=lengths, separator=cfg.prefix.separator,
-            bos_policy=cfg.model.bos.value, repeat_short=cfg.prefix.too_short.value == "repeat",
+            bos_policy=cfg.model.bos.value, too_short=cfg.prefix.too_short.value,
             isolations=settings, parse_special=cfg.special_tokens.value == "control",
-            placement=self.placement, chat=cfg.chat,
+            placement=self.placement, chat=cfg.chat, injection_at=cfg.prefix.injection_at.value,
+            skipped=skipped,
         )
+        self.skipped = skipped
         check_context(conditions, cfg.decode.max_new_tokens, self.loaded.max_positions)
         return conditions
 

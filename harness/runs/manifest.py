@@ -47,6 +47,10 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "determinism": exp.determinism,
         "allocator": exp.allocator,
         "special_tokens_in_data": exp.cfg.special_tokens.value,
+        # a public benchmark's package, version, licence and the sha256 of every file read (null: a prefix file)
+        "prefix_source": None if exp.source is None or exp.source.facts is None else {
+            **exp.source.facts, "counts": exp.source.counts},
+        "skipped": skipped_summary(exp.skipped or []),
         "versions": versions,
         "counts": {"prompts": len(exp.prompts), "prefixes": len(exp.prefixes), "conditions": len(exp.conditions),
                    "completed": len(tables.get(RunDir.CONDITIONS, ()))},
@@ -67,3 +71,15 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "failures": failed,
         "tables": {name: rundir.table_hashes()[name] for name in tables},
     }
+
+
+def skipped_summary(skipped: list[tuple[str, int, str]]) -> dict | None:
+    """What ``prefix.too_short=skip`` left out: per length, how many prefixes (each one condition per
+    prompt and isolation setting), and the first reason given; None when nothing was."""
+    if not skipped:
+        return None
+    by_length: dict[int, set] = {}
+    for prefix_id, length, _ in skipped:
+        by_length.setdefault(int(length), set()).add(prefix_id)
+    return {"prefixes_by_length": {str(n): len(ids) for n, ids in sorted(by_length.items())},
+            "example": skipped[0][2]}

@@ -144,12 +144,12 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
-    write_sealed_json(build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds),
-                      rundir / RunDir.MANIFEST)
+    manifest = build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds)
+    write_sealed_json(manifest, rundir / RunDir.MANIFEST)
     clock.lap("tables")
     if cfg.draw_figures and tables:
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
-                      noise=tables.get(RunDir.NOISE))
+                      noise=tables.get(RunDir.NOISE), manifests=[manifest])
         log.info("figures in %s, report %s", (rundir / RunDir.FIGURES).resolve(), (rundir / RunDir.REPORT).resolve())
         clock.lap("figures and report")
     log.info("seconds spent: %s", ", ".join(f"{k} {v:.1f}" for k, v in clock.seconds.items()))

@@ -14,13 +14,23 @@ from harness.measure.metrics import ROW_METRICS, condition_metrics
 
 # What identifies a condition's row: the model, and the condition's key (harness.inputs.conditions).
 KEY_COLUMNS = ["model", *KEY_FIELDS]
-CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair", "target", "check"]
+CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair", "target", "check", "corpus",
+               "attack", "goal", "document"]
 
 CONDITION_COLUMNS = KEY_COLUMNS + [
     "prefix_kind",
     "pair",  # shared by a matched set of prefixes about one target (null when the set has no pairs)
     "target",  # the word the prefix is about (null without one)
     "check",  # what an instruction prefix asks of the reply (harness.inputs.checks; null for B and A)
+    # a public benchmark's matched set (harness.inputs.corpora; null for a prefix file): the corpus, the
+    # attack template (B: "benign" or "mention"), the goal, the document, and where the span sits in the
+    # prefix's own tokens (half-open offsets from prefix_start)
+    "corpus",
+    "attack",
+    "goal",
+    "document",
+    "injection_start",
+    "injection_end",
     *condition_metrics("behaviour"),  # did the continuation do what the prefix asked?
     *condition_metrics("output"),  # output drift against A's continuation (zeros for A itself)
     # the continuation
@@ -52,7 +62,7 @@ CONDITION_COLUMNS = KEY_COLUMNS + [
 # dtypes of the columns that are not metrics (the registry gives the metrics')
 DESCRIPTIVE_DTYPES = {
     **{c: "int64" for c in ("prefix_len", "n_continuation_tokens", "n_input_tokens", "block_start", "block_end",
-                            "prefix_start", "prefix_end", "task_start", "task_end")},
+                            "prefix_start", "prefix_end", "task_start", "task_end", "injection_start", "injection_end")},
     "beta": "float64",
     "stopped_on_eos": "bool",
     "computed_alone": "bool",
