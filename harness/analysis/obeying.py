@@ -52,13 +52,13 @@ def roles(conditions: pd.DataFrame) -> pd.Series:
 
 def without_mentions(table: pd.DataFrame, conditions: pd.DataFrame | None = None) -> pd.DataFrame:
     """``table`` without a public benchmark's mention controls (B prefixes whose span only names the
-    goal's string: ``attack`` "mention", read from ``conditions`` where ``table`` has no such column,
-    e.g. the attention table). They are the control for copying, read against C's word rate above;
+    goal's string: ``span_role`` "mention", read from ``conditions`` where ``table`` has no such
+    column, e.g. the attention table). They are the control for copying, read against C's word rate;
     drift C - B compares the attack with the benign passage of its own matched set."""
     source = table if conditions is None else conditions
-    if "attack" not in source.columns or "prefix_id" not in table.columns:
+    if "span_role" not in source.columns or "prefix_id" not in table.columns:
         return table
-    mentions = set(source.loc[source["attack"].astype(object) == MENTION, "prefix_id"].astype(object))
+    mentions = set(source.loc[source["span_role"].astype(object) == MENTION, "prefix_id"].astype(object))
     return table[~table["prefix_id"].astype(object).isin(mentions)] if mentions else table
 
 

@@ -37,13 +37,15 @@ class Condition:
     pair: str | None = None  # shared by a matched set of prefixes about one target
     origin: Insertion | None = None  # a span set into a document (public benchmarks: harness.inputs.corpora)
     injection: tuple[int, int] | None = None  # the span's half-open offsets within the prefix's own tokens
+    injection_at: str | None = None  # where the span was placed: start, middle or end (prefix.injection_at)
 
     def insertion_columns(self) -> dict:
         """The conditions-table columns that say where a span came from and where it sits (null
         for a prefix of a file, and for A)."""
         o, at = self.origin, self.injection
-        return {"corpus": o and o.corpus, "attack": o and o.attack, "goal": o and o.goal,
-                "document": o and o.document, "injection_start": at and at[0], "injection_end": at and at[1]}
+        return {"corpus": o and o.corpus, "attack": o and o.attack, "span_role": o and o.role, "goal": o and o.goal,
+                "document": o and o.document, "injection_at": o and self.injection_at,
+                "injection_start": at and at[0], "injection_end": at and at[1]}
 
     def key(self) -> dict:
         """The key columns of the condition's row (:data:`KEY_FIELDS`), without the model."""
@@ -66,8 +68,9 @@ class Condition:
             "target": None if goal is None else [goal.target, goal.regex, goal.check, goal.forms],
             **({"pair": self.pair} if self.pair is not None else {}),
             # a span set into a document: its labels and offsets (none for a prefix of a file: keys unchanged)
-            **({"insertion": [self.origin.corpus, self.origin.attack, self.origin.goal, self.origin.document,
-                              list(self.injection or ())]} if self.origin is not None else {}),
+            **({"insertion": [self.origin.corpus, self.origin.attack, self.origin.role, self.origin.goal,
+                              self.origin.document, self.injection_at, list(self.injection or ())]}
+               if self.origin is not None else {}),
             "reference_input_ids": reference.assembled.input_ids,
         }
 
@@ -199,7 +202,8 @@ def build_conditions(
                             continue
                         ids, span, injection = built[prefix.id, n, iso]
                         conditions.append(Condition(prompt.id, group, prefix.id, n, place(task, ids, span), iso,
-                                                    placement, prefix.goal, prefix.pair, prefix.insertion, injection))
+                                                    placement, prefix.goal, prefix.pair, prefix.insertion, injection,
+                                                    injection_at if prefix.insertion is not None else None))
     return conditions
 
 

@@ -50,10 +50,11 @@ class Insertion:
     fill: str | None = None
     match: str | None = None
     corpus: str = ""
-    attack: str = ""  # the attack template's id, or what the span holds instead ("benign", "mention")
+    attack: str = ""  # the attack template's id, the same for every prefix of the set
     goal: str | None = None
     document: str = ""
     mention: str | None = None  # the string a mention control holds (the goal's target)
+    role: str = "attack"  # what the span holds: "attack", "benign" (a benign passage), "mention" (the goal's string)
 
 
 @dataclass(frozen=True)

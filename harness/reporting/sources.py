@@ -24,9 +24,9 @@ def source_lines(manifests: list[dict]) -> list[str]:
             f"files read are in each run's manifest.json): {counts.get('sets_drawn', '?')} matched sets drawn from "
             f"{counts.get('documents', '?')} documents x {counts.get('templates', '?')} attack templates x "
             f"{counts.get('goals', '?')} goals. Each set is one document three times, identical outside one span: the "
-            f"attack there (C), a benign passage (B, `attack` \"benign\") and a neutral sentence naming the goal's "
-            f"string (B, `attack` \"mention\"). Drift C - B compares the attack with the benign passage; the mention "
-            f"control is read against C's word rate (Behaviour).")
+            f"attack there (C), a benign passage (B, `span_role` \"benign\") and a neutral sentence naming the "
+            f"goal's string (B, `span_role` \"mention\"); `attack` names the set's template. Drift C - B compares "
+            f"the attack with the benign passage; the mention control is read against C's word rate (Behaviour).")
         if src.get("dropped"):
             lines.append("Left out while reading it: " + "; ".join(f"{n} x {why}" for why, n in src["dropped"].items())
                          + ".")

@@ -15,7 +15,7 @@ from harness.measure.metrics import ROW_METRICS, condition_metrics
 # What identifies a condition's row: the model, and the condition's key (harness.inputs.conditions).
 KEY_COLUMNS = ["model", *KEY_FIELDS]
 CATEGORICAL = ["model", "prompt_id", "group", "prefix_id", "placement", "isolation", "pair", "target", "check", "corpus",
-               "attack", "goal", "document"]
+               "attack", "span_role", "goal", "document", "injection_at"]
 
 CONDITION_COLUMNS = KEY_COLUMNS + [
     "prefix_kind",
@@ -23,12 +23,15 @@ CONDITION_COLUMNS = KEY_COLUMNS + [
     "target",  # the word the prefix is about (null without one)
     "check",  # what an instruction prefix asks of the reply (harness.inputs.checks; null for B and A)
     # a public benchmark's matched set (harness.inputs.corpora; null for a prefix file): the corpus, the
-    # attack template (B: "benign" or "mention"), the goal, the document, and where the span sits in the
-    # prefix's own tokens (half-open offsets from prefix_start)
+    # set's attack template, what this prefix's span holds ("attack", "benign", "mention"), the goal, the
+    # document, where the span was placed (start, middle, end) and where it sits in the prefix's own
+    # tokens (half-open offsets from prefix_start)
     "corpus",
     "attack",
+    "span_role",
     "goal",
     "document",
+    "injection_at",
     "injection_start",
     "injection_end",
     *condition_metrics("behaviour"),  # did the continuation do what the prefix asked?

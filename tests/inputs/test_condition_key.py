@@ -27,7 +27,8 @@ A = Condition("p1", "A", None, 0, Assembled((1, 2, 3), 1, 1, 1, 3))
 X = Condition("p1", "C", "inj", 4, Assembled((1, 9, 9, 9, 9, 2, 3), 1, 5, 5, 7, 1, 5),
               Isolation("decay", 4.0, heads=((0, 1),), head_set="top1"), "raw",
               TargetCheck("cat", "absent", ("cat", "cats"), None), "pair-1",
-              Insertion("span", "fill", "match", "corpus", "attack", "goal", "document", "mention"), (1, 3))
+              Insertion("span", "fill", "match", "corpus", "attack", "goal", "document", "mention", "role"), (1, 3),
+              "middle")
 
 
 def _other(value, name: str = ""):

@@ -62,8 +62,9 @@ def test_a_corpus_run_records_its_source_and_resumes(tmp_path):
     df = pd.read_parquet(run / "conditions.parquet")
     x = df[df.group != "A"]
     assert set(x.corpus.astype(str)) == {"agentdojo"}
-    assert set(x[x.group == "C"].attack.astype(str)) <= {"direct", "injecagent"}
-    assert set(x[x.group == "B"].attack.astype(str)) == {"benign", "mention"}
+    assert set(x.attack.astype(str)) <= {"direct", "injecagent"} and set(x.injection_at.astype(str)) == {"middle"}
+    assert set(x[x.group == "C"].span_role.astype(str)) == {"attack"}
+    assert set(x[x.group == "B"].span_role.astype(str)) == {"benign", "mention"}
     assert x.groupby(["prompt_id", "pair", "prefix_len"], observed=True).size().eq(3).all()  # whole sets
     mid = x.injection_start - (x.prefix_len - 2 - x.injection_end)  # raw: 2 separator bytes after the body
     assert mid.abs().le(1).all()  # centred

@@ -242,9 +242,10 @@ def rotations(family: str, named: list[tuple[str, str]], sep: str = "\n\n", char
     return docs
 
 
-# What the span of a matched set's B prefixes holds (their ``attack`` column): a benign passage, or a
-# neutral sentence naming the goal's string (the mention control).
-BENIGN, MENTION = "benign", "mention"
+# What the span of a matched set's B prefixes holds (their ``span_role`` column; C's holds the attack): a
+# benign passage, a neutral sentence naming the goal's string (the mention control), or (spikee-fp) a
+# benign question that reads like an instruction.
+ATTACK, BENIGN, MENTION, QUESTION = "attack", "benign", "mention", "question"
 # Neutral sentences that only mention a goal's string (the mention control): the harness's own words.
 MENTION_FRAMES = ("The record also lists {target}.", "One entry here reads {target}.", "See also: {target}.")
 
@@ -330,9 +331,8 @@ def set_prefixes(s: MatchedSet, data: CorpusData, seed: int) -> list[Prefix]:
               "check": goal.check}
 
     def made(role: str, kind: str, span: str | None, fill: str | None, match: str | None, target: bool) -> Prefix:
-        insertion = Insertion(span=span, fill=fill, match=match, corpus=s.corpus,
-                              attack=s.template.id if role == "attack" else role, goal=goal.id,
-                              document=s.document.id, mention=goal.target if role == MENTION else None)
+        insertion = Insertion(span=span, fill=fill, match=match, corpus=s.corpus, attack=s.template.id, goal=goal.id,
+                              document=s.document.id, mention=goal.target if role == MENTION else None, role=role)
         fields = judged if target else {}
         if target and kind == "neutral":  # B's check is never read: a mention asks nothing
             fields = {**judged, "check": None if goal.target_regex is None else "contains"}
@@ -341,8 +341,8 @@ def set_prefixes(s: MatchedSet, data: CorpusData, seed: int) -> list[Prefix]:
     if data.benign_only:  # the span is a benign input that reads like an instruction: one B prefix
         return [Prefix(f"{s.id}/{s.template.id}", "neutral", s.document.text, pair=s.id,
                        insertion=Insertion(span=attack, corpus=s.corpus, attack=s.template.id, goal=goal.id,
-                                           document=s.document.id))]
-    c = made("attack", "instruction", attack, None, None, True)
+                                           document=s.document.id, role=QUESTION))]
+    c = made(ATTACK, "instruction", attack, None, None, True)
     return [c, made(BENIGN, "neutral", None, filler, c.id, False),
             made(MENTION, "neutral", frame.format(target=goal.target), filler, c.id, True)]
 
