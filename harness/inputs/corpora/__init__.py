@@ -6,8 +6,8 @@ Public here (each imported on first use):
 
 - ``CORPORA``, ``register_corpus``: the registry (``prefixes.corpus``); a new benchmark is one
   decorated reader returning ``CorpusData``
-- ``Corpus``, ``CorpusData``, ``Document``, ``Goal``, ``Template``, ``PackageFiles``: what a reader
-  works with and returns
+- ``Corpus``, ``CorpusData``, ``Document``, ``Goal``, ``Template``, ``PackageFiles``, ``GOAL_SLOT``:
+  what a reader works with and returns
 - ``load_corpus``, ``draw_sets``: read a corpus, draw matched sets as prefixes
 
 The shipped readers register themselves when this package is imported: ``agentdojo``, ``spikee``,
@@ -16,7 +16,8 @@ The shipped readers register themselves when this package is imported: ``agentdo
 
 from harness.inputs.corpora import agentdojo, garak, spikee  # noqa: F401  (they register their corpora)
 from harness.inputs.corpora.base import (
-    CORPORA, Corpus, CorpusData, Document, Goal, PackageFiles, Template, draw_sets, load_corpus, register_corpus)
+    CORPORA, GOAL_SLOT, Corpus, CorpusData, Document, Goal, PackageFiles, Template, draw_sets, load_corpus,
+    register_corpus)
 
-__all__ = ["CORPORA", "Corpus", "CorpusData", "Document", "Goal", "PackageFiles", "Template", "draw_sets",
+__all__ = ["CORPORA", "GOAL_SLOT", "Corpus", "CorpusData", "Document", "Goal", "PackageFiles", "Template", "draw_sets",
            "load_corpus", "register_corpus"]
