@@ -2,7 +2,8 @@
 # install the CPU build of torch that this machine has on disk (a plain `pip install torch`
 # would pull a multi-GB CUDA build). On a GPU machine install torch your usual way first.
 # `make test` also installs the demo models' trainer (demo_training/, a distribution of its own,
-# with the harness-train-demo command) and runs its tests beside the harness's.
+# with the harness-train-demo command) and runs its tests beside the harness's, and the public benchmarks'
+# packages (make corpora) whose every pinned file the tests parse.
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
@@ -173,7 +174,7 @@ docs-causal:
 # Two workers: the machines this is built on have two cores (each test process uses one thread).
 # One pytest run for both suites: the harness's (tests/) and its demo trainer's (demo_training/tests/).
 TESTS = tests demo_training/tests
-test: install-trainer
+test: install-trainer corpora
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(TESTS)
 
 # The documentation site (docs/, mkdocs.yml) into site/: warnings are errors, links and anchors checked.
@@ -182,7 +183,7 @@ docs-site: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Skips the tests that start real processes (CLI, kills, launchers, wheel install); CI runs them all.
-test-fast: install-trainer
+test-fast: install-trainer corpora
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(TESTS)
 
 # Regenerate the README's figures and the demo reports (results/demo/) from a fresh demo run.

