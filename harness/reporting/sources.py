@@ -36,4 +36,7 @@ def source_lines(manifests: list[dict]) -> list[str]:
             per = ", ".join(f"{n} at {length} tokens" for length, n in skipped["prefixes_by_length"].items())
             lines.append(f"prefix.too_short=skip left out {per} (prefixes, each one condition per prompt; the whole "
                          f"matched set where the attack does not fit), e.g. {skipped['example']}")
-    return ["", *sum(([line, ""] for line in lines), [])][:-1] if lines else []
+    out: list[str] = []
+    for line in lines:
+        out += ["", line]
+    return out

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from harness.errors import HarnessError
 from harness.inputs.assembly import TooShort, encode, place_span
 from harness.inputs.conditions import build_conditions
-from harness.inputs.corpora import CORPORA, draw_sets, load_corpus
+from harness.inputs.corpora import draw_sets, load_corpus
 from harness.inputs.corpora.base import BENIGN, GOAL_SLOT, MENTION
 from harness.inputs.prefix_source import load_prefix_source
 from harness.inputs.texts import Prompt
