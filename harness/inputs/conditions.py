@@ -163,28 +163,31 @@ def build_conditions(
         text = ids[: len(ids) - len(sep)]
         return opening + text + closing + sep, (len(opening), len(opening) + len(text)), injection
 
-    fits: dict[tuple, bool] = {}  # (matched set or prefix, length, isolation) -> does it fit?
+    def unit(prefix, n: int, iso: Isolation) -> tuple:
+        """What is kept or skipped whole: a matched set of spans (its prefixes share the span's
+        token count and the document), else the prefix; at one length and setting."""
+        return prefix.pair if prefix.insertion is not None and prefix.pair else prefix.id, n, iso
+
+    fits: dict[tuple, bool] = {}  # unit -> does every prefix of it fit?
     built: dict[tuple, tuple] = {}
     for prefix in [p for p in prefixes if p.group in groups]:
         for n in lengths:
             for iso in isolations:
-                unit = (prefix.pair if prefix.insertion is not None and prefix.pair else prefix.id, n, iso)
                 try:
                     built[prefix.id, n, iso] = body(prefix, n, iso)
                 except TooShort as exc:
                     if too_short != "skip":
                         raise
-                    fits[unit] = False
+                    fits[unit(prefix, n, iso)] = False
                     if skipped is not None:
                         skipped.append((prefix.id, n, str(exc)))
                     continue
-                fits.setdefault(unit, True)
+                fits.setdefault(unit(prefix, n, iso), True)
 
     def kept(prefix, n, iso) -> bool:
-        unit = (prefix.pair if prefix.insertion is not None and prefix.pair else prefix.id, n, iso)
-        if (prefix.id, n, iso) in built and not fits[unit] and skipped is not None:
+        if (prefix.id, n, iso) in built and not fits[unit(prefix, n, iso)] and skipped is not None:
             skipped.append((prefix.id, n, "its matched set's span does not fit at this length"))
-        return fits[unit]
+        return fits[unit(prefix, n, iso)]
 
     selected = [(p, n, iso) for p in prefixes if p.group in groups for n in lengths for iso in isolations]
     keep = {(p.id, n, iso) for p, n, iso in selected if kept(p, n, iso)}
