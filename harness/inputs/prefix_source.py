@@ -61,5 +61,6 @@ def load_prefix_source(path: str | None, corpus: str | None, per_group: int | No
     data = load_corpus(corpus)
     prefixes = draw_sets(corpus, data, per_group, seed, None if templates is None else list(templates))
     counts = {"documents": len(data.documents), "templates": len(data.templates), "goals": len(data.goals),
-              "sets_drawn": len({p.pair for p in prefixes})}
+              "sets_drawn": len({p.pair for p in prefixes}),
+              "templates_drawn": len({p.insertion.attack for p in prefixes})}
     return PrefixSource(prefixes, data.facts, counts)

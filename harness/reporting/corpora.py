@@ -75,7 +75,7 @@ def plot_drift_forest(ax, drift: pd.DataFrame, value: str):
 
 def plot_attacker_rates(ax, rates: pd.DataFrame):
     """The attacker's string's rate, attack against mention, per setting x position x length."""
-    r = _order(rates[rates.group != "A"]).reset_index(drop=True)
+    r = _order(rates[rates.group != "A"]).astype({"prefix_len": int}).reset_index(drop=True)
     cells = list(dict.fromkeys(zip(r.model.astype(str), r.placement.astype(str), r.injection_at.astype(str),
                                    r.prefix_len)))
     for offset, (role, colour) in zip((-0.15, 0.15), (("attack", GROUP_COLOURS["C"]), ("mention", GROUP_COLOURS["B"]))):
@@ -87,15 +87,28 @@ def plot_attacker_rates(ax, rates: pd.DataFrame):
     ax.set_xticks(range(len(cells)), [f"{m.split('-')[0]} {p}\n{pos}, {n}" for m, p, pos, n in cells], fontsize=6,
                   rotation=90)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_ylabel("replies with the attacker's string (95% interval)")
+    ax.set_ylabel("share of replies with the string")
     ax.legend(fontsize=7, loc="upper right")
     return ax
 
 
-def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command: str) -> str:
+def design_line(conditions: pd.DataFrame) -> str:
+    """What the runs hold, from their tables: models and placements, prompts, sets per template,
+    positions and lengths."""
+    x = corpora.corpus_rows(conditions)
+    x = x[x.group.astype(str) != "A"]
+    sets = x.drop_duplicates("pair").attack.astype(str).value_counts().sort_index()
+    cells = ", ".join(f"{m} ({p})" for m, p in x[["model", "placement"]].drop_duplicates().astype(str).itertuples(
+        index=False, name=None))
+    return (f"Design: {cells}; {x.prompt_id.nunique()} prompts x {x.pair.nunique()} matched sets ("
+            + ", ".join(f"{n} {t}" for t, n in sets.items()) + f") x positions {', '.join(sorted(map(str, x.injection_at.unique()), key=POSITIONS.index))}"
+            f" x lengths {', '.join(map(str, sorted(x.prefix_len.unique())))}: {len(conditions):,} conditions.")
+
+
+def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command: str, design: str = "") -> str:
     """The markdown page."""
     lines = ["# Public injection benchmarks: attacks inside documents", "",
-             f"Regenerate: `{command}`", "", *source_lines(manifests)[1:], "",
+             f"Regenerate: `{command}`", "", *source_lines(manifests)[1:], "", design, "",
              "Intervals are 95% with prompts and matched sets both random (crossed; docs/statistics.md). C - B pairs "
              "each attack with the benign passage of its own set; attack - mention pairs it with its own mention "
              "control. p: the test the interval inverts. Where an interval holds zero, its ends are the largest "
@@ -124,8 +137,10 @@ def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command:
                               _drift_rows(by_template, ["attack", "injection_at", "prefix_len"]))
     if not claim3.empty:
         lines += ["", "## The seed's claim 3 on benchmark sets beside the hand-written bank", "",
-                  "Claim 3: C drifts systematically more than B (C - B pooled over lengths, prompts and prefixes "
-                  "random; harness.analysis.claims.c_versus_b). *source* says whose prefixes."]
+                  "Claim 3: C drifts systematically more than B (C - B pooled over lengths, and for a benchmark's "
+                  "sets over the three positions too; prompts and prefixes random; harness.analysis.claims."
+                  "c_versus_b). *source* says whose prefixes: the bank's C and B texts differ everywhere, a "
+                  "benchmark set's only inside the span."]
         rows = [[r.source, r.model, r.placement, r.measure, ci(r.estimate, r.ci_low, r.ci_high), p_text(r.p),
                  f"**{r.verdict}**", r.n_prompts, r.n_prefixes] for r in claim3.itertuples()]
         lines += [""] + table(["source", "model", "placement", "measure", "C - B", "p", "verdict", "prompts",
@@ -177,6 +192,7 @@ def write_corpus_report(conditions: pd.DataFrame, noise, manifests: list[dict], 
         ax.set_title("Replies with the attacker's string: the attack in the span, or a sentence only naming it",
                      fontsize=9)
         written += save_figure(fig, out / "figures" / "corpus_attacker_rates")
-    write_text(corpus_page(rates, contrast, drift, by_template, claim3, manifests, command), out / "corpora.md")
+    write_text(corpus_page(rates, contrast, drift, by_template, claim3, manifests, command, design_line(conditions)),
+               out / "corpora.md")
     return [*written, out / "corpora.md"]
 

