@@ -10,7 +10,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install install-trainer vllm corpora corpora-study docs-corpora demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer vllm corpora corpora-study docs-corpora detector-study docs-detector demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -96,6 +96,35 @@ docs-corpora:
 	mkdir -p results/corpora/figures
 	cp $(CORPORA_OUT)/report/corpora.md $(CORPORA_OUT)/report/*.parquet results/corpora/
 	cp $(CORPORA_OUT)/report/figures/*.png results/corpora/figures/
+
+# The detector page (results/detector/): inputs from the hand-written bank, AgentDojo (inside its documents) and
+# spikee's benign instruction-like questions on SmolLM2-135M-Instruct (document and tool placements) and Gemma 3
+# 270M (raw), then `harness detect` on all of them. The document cell has 2,000+ benign inputs per source (a 0.1%
+# FPR row), the others 300+ (1%). Resumable. About 25 minutes on two CPU cores (measured: results/detector/README.md).
+DETECT_OUT ?= outputs/detector
+SMOLLM2 = model=smollm2-135m-instruct-q4_1
+GEMMA3 = model=gemma-3-270m-q4_k_m
+DETECT_RUNS = \
+	smollm2-document-bank:$(SMOLLM2),prefix.placement=document,prompts.limit=48 \
+	smollm2-document-agentdojo:$(SMOLLM2),prefix.placement=document,prefixes=agentdojo,prefixes.per_group=100,prompts.limit=10,prefix.injection_at=middle \
+	smollm2-document-fp:$(SMOLLM2),prefix.placement=document,prefixes=spikee-fp,groups=[A,B],prefixes.per_group=112,prompts.limit=2,prefix.injection_at=middle \
+	smollm2-tool-bank:$(SMOLLM2),prefix.placement=tool,chat.generic_tool_role=true,prompts.limit=8 \
+	smollm2-tool-agentdojo:$(SMOLLM2),prefix.placement=tool,prefixes=agentdojo,prefixes.per_group=40,prompts.limit=4,prefix.injection_at=middle \
+	smollm2-tool-fp:$(SMOLLM2),prefix.placement=tool,prefixes=spikee-fp,groups=[A,B],prefixes.per_group=112,prompts.limit=2,prefix.injection_at=middle \
+	gemma3-raw-bank:$(GEMMA3),prefix.placement=raw,prompts.limit=8 \
+	gemma3-raw-agentdojo:$(GEMMA3),prefix.placement=raw,prefixes=agentdojo,prefixes.per_group=40,prompts.limit=4,prefix.injection_at=middle \
+	gemma3-raw-fp:$(GEMMA3),prefix.placement=raw,prefixes=spikee-fp,groups=[A,B],prefixes.per_group=112,prompts.limit=2,prefix.injection_at=middle
+detector-study: corpora real-models
+	@for run in $(DETECT_RUNS); do \
+	  $(BIN)/harness sweep experiment=detection $$(echo $${run#*:} | tr , ' ') draw_figures=false on_existing=resume \
+	    hydra.run.dir=$(DETECT_OUT)/$${run%%:*} || exit $$?; done
+	cd $(DETECT_OUT) && ../../$(BIN)/harness detect $(foreach r,$(DETECT_RUNS),$(firstword $(subst :, ,$(r)))) --out report
+
+# The README's detector results (results/detector/) from a finished `make detector-study`.
+docs-detector:
+	mkdir -p results/detector/figures
+	cp $(DETECT_OUT)/report/detector.md $(DETECT_OUT)/report/detector.parquet $(DETECT_OUT)/report/detector_heads.parquet results/detector/
+	cp $(DETECT_OUT)/report/figures/*.png results/detector/figures/
 
 # The seed's study on the two real models (README, "Real models"): SmolLM2-135M-Instruct with the
 # prefix in the system message and as a retrieved document, Gemma 3 270M raw. A pilot (the study

@@ -64,8 +64,9 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
     rows = []
     groups = units.groupby(by, observed=True, sort=True) if by else [((), units)]
     for key, cell in groups:
-        n_hits, n_conditions = counts.loc[key] if by else counts.iloc[0]
         key = key if isinstance(key, tuple) else (key,)
+        # one ``by`` column: the counts' index is that column's values, not 1-tuples
+        n_hits, n_conditions = (counts.loc[key if len(by) > 1 else key[0]] if by else counts.iloc[0])
         p_codes, prompts = pd.factorize(cell["prompt_id"].astype(object), sort=True)
         with_prefix = cell["prefix_id"].notna().any()
         k_codes, prefixes = pd.factorize(cell["prefix_id"].astype(object), sort=True, use_na_sentinel=False)

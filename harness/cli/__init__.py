@@ -30,6 +30,7 @@ commands:
   claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
   plan RUN [...]           the cheapest prompts x prefixes design reaching a power, from pilot runs
   corpus-report RUN --out  the public-benchmark page: attacker's string vs mention, C - B by template/position
+  detect RUN [...] --out   would a detector catch it? Attention Tracker beside capture heads, TPR at low FPR
   causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
   cache-timing --out DIR   what a shared prefix cache tells another tenant (vLLM; make vllm)
@@ -51,6 +52,7 @@ COMMANDS = {
     "figures": "harness.cli.tables:figures",
     "claims": "harness.cli.tables:claims",
     "corpus-report": "harness.cli.tables:corpus_report",
+    "detect": "harness.cli.tables:detect",
     "plan": "harness.cli.tables:plan",
     "causal-heads": "harness.cli.tables:causal_heads",
     "kv-size": "harness.cli.tools:kv_size",

@@ -129,6 +129,32 @@ def corpus_report(args: list[str]) -> int:
     return 0
 
 
+def detect(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness detect", description="Would an attention-based detector catch "
+                                     "the runs' attacks? Attention Tracker's focus score beside the harness's capture, "
+                                     "chosen on one half of each source and scored on the other (and across sources, "
+                                     "templates, and on benign instruction-like inputs): AUROC and TPR at 1% and 0.1% "
+                                     "FPR with intervals. One forward pass per input; resumable.")
+    parser.add_argument("runs", nargs="+", type=Path, help="finished sweep directories (their configs are rebuilt)")
+    parser.add_argument("--out", type=Path, required=True, help="where detector.md, its tables and figures/ go")
+    parser.add_argument("--seed", type=int, default=0, help="the halves' and templates' split (default 0)")
+    parser.add_argument("--device", default=None, help="override the runs' model.device (cpu, cuda, ...)")
+    parser.add_argument("--batch-size", type=int, default=None, help="inputs per forward pass (default: the run's)")
+    _trust_damaged(parser)
+    ns = parser.parse_args(args)
+    if ns.batch_size is not None and ns.batch_size < 1:
+        raise HarnessError(f"--batch-size must be at least 1, got {ns.batch_size}")
+    _check_out(ns.out)
+    for run in ns.runs:
+        if not (run / "manifest.json").is_file():
+            raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
+    from harness.runs.detect import detect as run_detect
+
+    run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged)
+    print(f"wrote {(ns.out / 'detector.md').resolve()}")
+    return 0
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)

@@ -1,0 +1,129 @@
+"""The detector page (``harness detect``): every detector's AUROC and true-positive rate at 1% and
+0.1% false positives, with the false-positive rate each threshold really gave on the testing half,
+per model, placement, length, source and split, and a ROC figure with a logarithmic FPR axis. Numbers
+come from :mod:`harness.analysis.detection`; this module draws (on Axes it is given) and writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from harness.analysis.detection import DETECTORS, MIN_NEGATIVES
+from harness.io import write_text
+from harness.reporting.markdown import ci, num, table
+from harness.reporting.plots import OKABE_ITO, save_figure, style
+
+NAMES = {"focus_score": "focus score (Attention Tracker)", "capture_heads": "capture, chosen heads (harness)",
+         "capture_all": "capture, all heads"}
+COLOURS = dict(zip(DETECTORS, OKABE_ITO[3:]))
+SPLITS = ("halves", "held-out source", "held-out templates", "over-defence")
+
+
+def _rate(r, rate: str, label: str) -> str:
+    note = getattr(r, f"note_{label}", "")
+    if isinstance(note, str) and note:
+        return "too few negatives"
+    value = getattr(r, f"{rate}_at_{label}_fpr")
+    if not np.isfinite(value):
+        return "not estimable"
+    return ci(value, getattr(r, f"{rate}_at_{label}_fpr_low"), getattr(r, f"{rate}_at_{label}_fpr_high"))
+
+
+def detector_rows(detector: pd.DataFrame) -> list[list]:
+    rows = []
+    order = detector.assign(_s=detector.split.map(SPLITS.index), _d=detector.detector.map(DETECTORS.index))
+    for r in order.sort_values(["model", "placement", "prefix_len", "_s", "chosen_on", "source", "_d"]).itertuples():
+        over = r.split == "over-defence"
+        auroc = "-" if over else ci(r.auroc, getattr(r, "auroc_low", np.nan), getattr(r, "auroc_high", np.nan))
+        rows.append([f"{r.model} ({r.placement})", r.prefix_len, r.split,
+                     r.chosen_on if r.chosen_on == r.source else f"{r.chosen_on} -> {r.source}", NAMES[r.detector],
+                     auroc, "-" if over else _rate(r, "tpr", "1pct"), _rate(r, "fpr", "1pct"),
+                     "-" if over else _rate(r, "tpr", "01pct"), _rate(r, "fpr", "01pct"),
+                     f"{r.n_positive:,} / {r.n_negative:,}"])
+    return rows
+
+
+def plot_roc(ax, scores: pd.DataFrame):
+    """ROC curves of the testing half, one per detector, FPR on a log axis (from 1/negatives)."""
+    test = scores[scores.split == "test"]
+    floor = 1.0
+    for detector in DETECTORS:
+        d = test[test.detector == detector]
+        pos, neg = d[d.group == "C"].score.to_numpy(), d[d.group == "B"].score.to_numpy()
+        if not len(pos) or not len(neg):
+            continue
+        thresholds = np.unique(np.concatenate([pos, neg]))[::-1]
+        tpr = np.array([np.mean(pos >= t) for t in thresholds])
+        fpr = np.array([np.mean(neg >= t) for t in thresholds])
+        keep = fpr > 0
+        floor = min(floor, 1.0 / len(neg))
+        ax.step(fpr[keep], tpr[keep], where="post", color=COLOURS[detector], label=NAMES[detector], lw=1.3)
+    for x, label in ((0.01, "1%"), (0.001, "0.1%")):
+        ax.axvline(x, color="0.75", lw=0.8, ls="--", zorder=0)
+        ax.text(x, 1.01, label, fontsize=7, ha="center", va="bottom", transform=ax.get_xaxis_transform())
+    ax.set_xscale("log")
+    ax.set_xlim(floor, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("false-positive rate on benign inputs (B, log scale)")
+    ax.set_ylabel("true-positive rate on attacks (C)")
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], figures: list[str]) -> str:
+    lines = ["# Would the field's detector catch it?", "",
+             "Attention-based detectors on the runs' inputs (one forward pass each, no continuation): Attention "
+             "Tracker's focus score (Hung et al., NAACL Findings 2025, implemented from the paper: the last input "
+             "token's attention on the task's tokens over that on task + prefix, averaged over heads chosen on the "
+             "choosing half) beside the harness's capture in heads ranked by C - B capture, and capture over all "
+             "heads (docs/detection.md).", "",
+             "Runs: " + ", ".join(f"`{r}`" for r in runs) + ".", "",
+             "Heads, k and thresholds are chosen on the choosing half only; every number below is on the testing "
+             "half (*halves*), on another source's testing half (*held-out source*: chosen on the left, tested on the "
+             "right), on the sets of attack templates not chosen on (*held-out templates*), or on benign inputs "
+             "that read like instructions (*over-defence*: the share flagged at the 1% threshold). The 1% threshold "
+             "is the 99th percentile of the choosing half's benign scores (linear interpolation), the 0.1% one the "
+             "99.9th; beside each TPR is the FPR that threshold really gave on the testing half. Intervals are 95% "
+             "with prompts and prefixes random (AUROC: crossed bootstrap; rates: crossed Wilson). A threshold needs "
+             f"at least {MIN_NEGATIVES['1pct']:,} benign inputs in each half at 1% and {MIN_NEGATIVES['01pct']:,} at "
+             "0.1% (at 0.1% fewer leave its 99.9th percentile to the top one or two scores, and its realised rate "
+             "unmeasurable); below that the row says \"too few negatives\" (the counts are in the last column).", ""]
+    lines += table(["model", "length", "split", "source", "detector", "AUROC", "TPR at 1% FPR", "FPR at the 1% "
+                    "threshold", "TPR at 0.1% FPR", "FPR at the 0.1% threshold", "attacks / benign"],
+                   detector_rows(detector))
+    if not heads.empty:
+        lines += ["", "## The heads each detector chose (choosing half)", ""]
+        rows = [[f"{r.model} ({r.placement})", r.prefix_len, r.source, NAMES[r.detector],
+                 "-" if not np.isfinite(r.k) else num(r.k), "all" if r.heads is None else len(r.heads),
+                 "all" if r.heads is None else " ".join(f"L{a}H{b}" for a, b in list(r.heads)[:8])
+                 + (" ..." if r.heads is not None and len(r.heads) > 8 else "")]
+                for r in heads.itertuples()]
+        lines += table(["model", "length", "source", "detector", "k", "heads", "which"], rows)
+    lines += ["", "## Figures", ""] + [f"![ROC]({f})" for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+def write_detector_report(detector: pd.DataFrame, scores: pd.DataFrame, heads: pd.DataFrame, out: Path,
+                          runs: list[str]) -> list[Path]:
+    """``out/detector.md`` and ``out/figures/detector_roc.{png,pdf}``: one ROC panel per model,
+    placement and length (halves split, every source pooled in its panel's title)."""
+    out = Path(out)
+    written, pngs = [], []
+    if not scores.empty:
+        style()
+        cells = list(scores.groupby(["model", "placement", "prefix_len", "source"], sort=True))
+        cols = min(3, len(cells))
+        fig, axes = plt.subplots((len(cells) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.4 * ((len(cells) + cols
+                                 - 1) // cols)), squeeze=False, layout="constrained")
+        for ax, ((model, placement, length, source), cell) in zip(axes.ravel(), cells):
+            plot_roc(ax, cell)
+            ax.set_title(f"{model.split('-')[0]} {placement}, {length} tokens, {source}", fontsize=8)
+        for ax in axes.ravel()[len(cells):]:
+            ax.axis("off")
+        written += save_figure(fig, out / "figures" / "detector_roc")
+        pngs.append("figures/detector_roc.png")
+    write_text(detector_page(detector, heads, runs, pngs), out / "detector.md")
+    return [*written, out / "detector.md"]
