@@ -181,20 +181,21 @@ docs-assistant:
 
 # Do the heads the runs name carry the effect? (README, "Do the named heads matter?") On the
 # obedient demo model's directive sweep (from `make docs`) and on SmolLM2 with the prefix in the
-# system message (from `make study`; 2 random draws per k there), and the detector table for the
-# document placement. Resumable. About 7 and 25 minutes on two CPU cores (the latter measured on the
-# 10 x 35 study of a CPU without bfloat16 instructions: 11,210 conditions).
+# system message (from `make study`; 2 random draws per k there), and the head ranking for the
+# document placement (heads as a detector: make detector-study). Resumable. About 7 and 25 minutes on
+# two CPU cores (the latter measured on the 10 x 35 study of a CPU without bfloat16 instructions:
+# 11,210 conditions).
 CAUSAL_OUT ?= outputs/causal-heads
 causal-heads: install
 	$(BIN)/harness causal-heads outputs/docs-demo/directives --out $(CAUSAL_OUT)/demo-obedient
 	$(BIN)/harness causal-heads $(STUDY_OUT)/smollm2-system --out $(CAUSAL_OUT)/smollm2-system --draws 2
-	$(BIN)/harness causal-heads $(STUDY_OUT)/smollm2-document --out $(CAUSAL_OUT)/smollm2-document --detector-only
+	$(BIN)/harness causal-heads $(STUDY_OUT)/smollm2-document --out $(CAUSAL_OUT)/smollm2-document --ranking-only
 
 # The README's causal-head results (results/causal-heads/): pages, figures and the small tables behind them.
 docs-causal:
 	for run in demo-obedient smollm2-system smollm2-document; do \
 		mkdir -p results/causal-heads/$$run; \
-		cp $(CAUSAL_OUT)/$$run/causal_heads.md $(CAUSAL_OUT)/$$run/causal_heads.json $(CAUSAL_OUT)/$$run/detector.parquet \
+		cp $(CAUSAL_OUT)/$$run/causal_heads.md $(CAUSAL_OUT)/$$run/causal_heads.json \
 			$(CAUSAL_OUT)/$$run/head_ranking.parquet $(CAUSAL_OUT)/$$run/head_sets.parquet results/causal-heads/$$run/; \
 		if [ -f $(CAUSAL_OUT)/$$run/causal_effects.parquet ]; then \
 			cp $(CAUSAL_OUT)/$$run/causal_effects.parquet $(CAUSAL_OUT)/$$run/figures/causal_heads.png results/causal-heads/$$run/; fi; \

@@ -1,5 +1,6 @@
-"""Do the heads a run names carry the effect? Head sets, the causal sweep's effects, and heads
-as a detector (stateless: DataFrames in, DataFrames out).
+"""Do the heads a run names carry the effect? Head sets and the causal sweep's effects, with the
+AUROC and crossed bootstrap that heads as a detector use (:mod:`harness.analysis.detection`;
+stateless: DataFrames in, DataFrames out).
 
 The report names heads by correlation (where C's attention differs most from B's). The causal
 test masks the prefix's keys in chosen heads only (``mask_heads``) or everywhere but in them
@@ -7,8 +8,7 @@ test masks the prefix's keys in chosen heads only (``mask_heads``) or everywhere
 away, and how much the chosen heads alone bring back. Heads are chosen on one half of the
 prefixes (:func:`split_prefixes`, stratified by group and keeping matched sets together) and tested
 on the other, so the test does not reuse the prefixes that named them (the prompts are shared by
-both halves); the control is the same number of heads drawn at random from the same layers. As a
-detector every k is reported, and the headline k is chosen on the choosing half.
+both halves); the control is the same number of heads drawn at random from the same layers.
 
 Effects and removals are :func:`harness.analysis.crossed.compare_groups` contrasts (prompts and
 prefixes as crossed random factors: crossed t intervals); the share removed, a ratio of two such
@@ -25,14 +25,11 @@ from scipy.stats import rankdata
 
 from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
-from harness.inputs.conditions import KEY_FIELDS
 
 # What the causal sweep measures: the C-minus-B effect on the word the prefix carries, on the output
 # distribution along A's continuation, and on the continuation itself.
 CAUSAL_MEASURES = ("target_hit", "output_kl", "norm_edit_distance")
 DEFAULT_KS = (1, 2, 4, 8, 16)  # head-set sizes tested by default
-# a condition of the earlier run, without its isolation setting (the run's own rows have none)
-UNISOLATED_KEY = [k for k in KEY_FIELDS if k not in ("isolation", "beta")]
 NONE, ALL = "none", "mask"  # the two settings every head set is compared with
 
 
@@ -274,75 +271,3 @@ def stacked_auroc(score: np.ndarray, positive: np.ndarray, negative: np.ndarray)
     bad = (n_pos == 0) | (n_neg == 0) | (np.isnan(s) & marked).any(1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(bad, np.nan, u / np.where(bad, 1, n_pos * n_neg)).reshape(lead)
-
-
-def tpr_at_fpr(positive: np.ndarray, negative: np.ndarray, fpr: float = 0.01) -> float:
-    """Share of positives above the threshold that at most ``fpr`` of the negatives exceed (with
-    fewer than 1/fpr negatives: above every negative)."""
-    if not len(positive) or not len(negative):
-        return np.nan
-    allowed = int(np.floor(fpr * len(negative)))
-    threshold = np.sort(negative)[::-1][allowed] if allowed < len(negative) else -np.inf
-    return float(np.mean(positive > threshold))
-
-
-def detector_scores(attention: pd.DataFrame, sets: dict[str, Sequence[tuple[int, int]]], value: str = "capture",
-                    segment: str = "task") -> pd.DataFrame:
-    """One score per condition and head set: the mean of ``value`` over the set's heads (over all
-    heads for the set ``all``): columns prompt_id, group, prefix_id, prefix_len, placement, head_set, score."""
-    att = attention[(attention.segment == segment) & (attention.isolation.astype(str) == "none")
-                    & attention.group.isin(["B", "C"])]
-    keys = UNISOLATED_KEY
-    head_key = list(zip(att.layer.astype(int), att["head"].astype(int)))
-    parts = []
-    for name, heads in {**sets, "all": None}.items():
-        sub = att if heads is None else att[pd.Series(head_key, index=att.index).isin(set(heads))]
-        score = sub.groupby(keys, observed=True)[value].mean().rename("score").reset_index()
-        parts.append(score.assign(head_set=name))
-    return pd.concat(parts, ignore_index=True)
-
-
-def detector_table(scores: pd.DataFrame, conditions: pd.DataFrame, fpr: float = 0.01, seed: int = 0,
-                   n_resamples: int = 500, choosing: pd.DataFrame | None = None) -> pd.DataFrame:
-    """AUROC (crossed bootstrap interval) and the true-positive rate at ``fpr`` false positives per
-    head set, placement and length, for two labels: ``instruction`` (C positive, B negative) and
-    ``obeyed`` (C conditions the model obeyed, against C conditions it did not).
-
-    Every k is reported. ``choosing``: the same scores on the choosing half; then ``auroc_choosing``
-    holds its AUROC and ``chosen`` marks, per label, placement and length, the top-k set whose AUROC
-    is largest *there*: the headline set is picked without looking at the testing half, whose AUROC
-    of that set is then an honest estimate (the largest testing-half AUROC over k is not)."""
-    keys = UNISOLATED_KEY
-    if "obeyed" not in conditions:  # tables written before the obeying measure existed
-        conditions = conditions.assign(obeyed=None)
-    obeyed = conditions[keys + ["obeyed"]].astype({"prompt_id": str, "prefix_id": str, "group": str})
-    data = scores.astype({"prompt_id": str, "prefix_id": str, "group": str}).merge(obeyed, on=keys, how="left")
-    rows = []
-    for (name, placement, length), sub in data.groupby(["head_set", "placement", "prefix_len"], observed=True):
-        labels = {"instruction": (sub.group == "C", sub.group == "B")}
-        c = sub[sub.group == "C"]
-        if c.obeyed.notna().any():
-            labels["obeyed"] = (sub.group.eq("C") & sub.obeyed.eq(True), sub.group.eq("C") & sub.obeyed.eq(False))
-        for label, (pos, neg) in labels.items():
-            mats, groups = matrices(sub.assign(_pos=pos.astype(float), _neg=neg.astype(float)),
-                                    ["score", "_pos", "_neg"])
-
-            def stat(m: dict[str, np.ndarray], _g: np.ndarray) -> np.ndarray:
-                return stacked_auroc(m["score"], m["_pos"] == 1, m["_neg"] == 1)
-
-            lo, hi = (crossed_bootstrap(mats, groups, stat, n_resamples, seed, batched=True) if n_resamples
-                      else (np.nan, np.nan))
-            p, n = sub.score[pos].to_numpy(), sub.score[neg].to_numpy()
-            rows.append({"label": label, "head_set": name, "placement": placement, "prefix_len": length,
-                         "auroc": auroc(p, n), "auroc_low": lo, "auroc_high": hi,
-                         "tpr_at_fpr": tpr_at_fpr(p, n, fpr), "fpr": fpr, "n_positive": len(p), "n_negative": len(n)})
-    table = pd.DataFrame(rows)
-    if choosing is None or table.empty:
-        return table
-    there = detector_table(choosing, conditions, fpr, seed, n_resamples=0)[
-        ["label", "head_set", "placement", "prefix_len", "auroc"]].rename(columns={"auroc": "auroc_choosing"})
-    table = table.merge(there, on=["label", "head_set", "placement", "prefix_len"], how="left")
-    candidates = table[table.head_set.str.startswith("top") & table.auroc_choosing.notna()]
-    best = candidates.sort_values(["auroc_choosing", "head_set"], ascending=[False, True]).groupby(
-        ["label", "placement", "prefix_len"], observed=True).head(1).index
-    return table.assign(chosen=table.index.isin(best))

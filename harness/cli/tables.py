@@ -144,12 +144,13 @@ def detect(args: list[str]) -> int:
     ns = parser.parse_args(args)
     if ns.batch_size is not None and ns.batch_size < 1:
         raise HarnessError(f"--batch-size must be at least 1, got {ns.batch_size}")
-    _check_out(ns.out)
+    from harness.runs.detect import detect as run_detect
+    from harness.runs.detect import is_detect_output
+
+    _check_out(ns.out, allowed=ns.out if is_detect_output(ns.out) else None)  # a rerun resumes its own output
     for run in ns.runs:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
-    from harness.runs.detect import detect as run_detect
-
     run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged)
     print(f"wrote {(ns.out / 'detector.md').resolve()}")
     return 0
@@ -243,6 +244,9 @@ def causal_heads(args: list[str]) -> int:
     """``harness causal-heads RUN --out DIR [...]``."""
     from harness.analysis.causal_heads import DEFAULT_KS
 
+    if "--detector-only" in args:
+        raise HarnessError("--detector-only is gone: the ranking and head sets alone are --ranking-only, and heads as "
+                           "a detector are `harness detect RUN --out DIR` (docs/detection.md)")
     parser = argparse.ArgumentParser(prog="harness causal-heads", description=(
         "Do the heads an earlier run names carry its C-minus-B effect? Chooses heads on half of the run's prefixes, "
         "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
@@ -262,8 +266,8 @@ def causal_heads(args: list[str]) -> int:
     parser.add_argument("--no-converse", action="store_true", help="skip only_heads (the prefix visible to the set "
                         "only)")
     parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
-    parser.add_argument("--detector-only", action="store_true", help="the head ranking and the detector table "
-                        "only, from the run's tables (no model is loaded)")
+    parser.add_argument("--ranking-only", action="store_true", help="the head ranking and head sets only, from the "
+                        "run's tables (no model is loaded); heads as a detector: harness detect")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
@@ -274,7 +278,7 @@ def causal_heads(args: list[str]) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
-                     ns.device, causal=not ns.detector_only, trust_damaged=ns.trust_damaged,
+                     ns.device, causal=not ns.ranking_only, trust_damaged=ns.trust_damaged,
                      allow_mixed_settings=ns.allow_mixed_settings)
     print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
     return 0

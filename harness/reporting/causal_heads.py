@@ -1,5 +1,5 @@
 """The causal head test's figure and page: removal and restoration of the C-minus-B effect
-against the number of heads, top-k against random-k, and the detector table beside it. Numbers
+against the number of heads, top-k against random-k (heads as a detector: :mod:`harness.reporting.detection`). Numbers
 come from :mod:`harness.analysis.causal_heads`; this module only draws and writes."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from harness.analysis.causal_heads import parse_set
 from harness.io import write_text
 from harness.reporting.markdown import ci, num, table
 from harness.reporting.plots import save_figure, style
@@ -83,31 +82,7 @@ def summary_rows(effects: pd.DataFrame, measure: str, mode: str) -> list[list]:
     return rows
 
 
-def detector_rows(detector: pd.DataFrame) -> list[list]:
-    """Every head set (every k), in order of k; the set chosen on the choosing half marked."""
-    size = detector.head_set.map(lambda name: parse_set(name)[1] or 10**9)  # top1, top2, ..., all last
-    ordered = detector.assign(_k=size).sort_values(["label", "placement", "_k"])
-    chosen = ordered["chosen"] if "chosen" in ordered else pd.Series(False, index=ordered.index)
-    there = ordered["auroc_choosing"] if "auroc_choosing" in ordered else pd.Series(float("nan"), index=ordered.index)
-    return [[r.label, r.placement, r.head_set + (" (chosen)" if pick else ""), num(a),
-             ci(r.auroc, r.auroc_low, r.auroc_high), num(r.tpr_at_fpr), f"{r.n_positive} / {r.n_negative}"]
-            for r, pick, a in zip(ordered.itertuples(), chosen, there)]
-
-
-def detector_headline(detector: pd.DataFrame) -> list[str]:
-    """One sentence per label and placement: the set chosen on the choosing half, and its AUROC on the
-    testing half (the honest headline; the best testing-half AUROC over k would be optimistic)."""
-    if "chosen" not in detector:
-        return []
-    lines = []
-    for r in detector[detector.chosen].itertuples():
-        lines.append(f"- {r.label}, {r.placement}, {r.prefix_len} tokens: chosen on the choosing half (AUROC "
-                     f"{num(r.auroc_choosing)} there), `{r.head_set}` has AUROC {ci(r.auroc, r.auroc_low, r.auroc_high)} "
-                     "on the testing half.")
-    return lines
-
-
-def causal_page(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> str:
+def causal_page(effects: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> str:
     n_test = len(about["testing_prefixes"])
     lines = [f"# Do the named heads matter? ({about['model']})", "",
              f"Run `{about['run']}`, prefix length {about['prefix_len']}. Heads ranked by C minus B "
@@ -125,8 +100,8 @@ def causal_page(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataF
              "Top heads on the choosing half: " + ", ".join(
                  f"L{int(r.layer)}H{int(r['head'])} ({num(r['diff'])})" for _, r in ranking.head(8).iterrows()), ""]
     if effects.empty:
-        lines += ["No causal sweep in this directory (`--detector-only`): the ranking and the detector table only.",
-                  ""]
+        lines += ["No causal sweep in this directory (`--ranking-only`): the ranking and the head sets only. Heads "
+                  "as a detector: `harness detect` (docs/detection.md).", ""]
     for measure in (effects.measure.unique() if not effects.empty else []):
         name = MEASURE_NAMES.get(measure, measure)
         lines += [f"## {name}", "", "Share of the effect removed, masking the prefix in k heads:", ""]
@@ -139,22 +114,10 @@ def causal_page(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataF
         lines += ["", "<details><summary>Every setting</summary>", ""]
         lines += table(["setting", "effect C - B", "removed", "share removed"], effect_rows(effects, measure))
         lines += ["", "</details>", ""]
-    if not detector.empty:
-        lines += ["## Heads as a detector", "",
-                  "Score: mean capture over the set's heads on the testing half's conditions (from the run's own "
-                  "attention table). `instruction`: C (positive) against B; `obeyed`: C conditions obeyed against C "
-                  "conditions not obeyed. AUROC with a crossed bootstrap interval; TPR at 1% FPR (with fewer than 100 "
-                  "negatives: above every negative). Every k is listed; the headline set is the one with the largest "
-                  "AUROC on the choosing half (where the heads were ranked), read on the testing half.", ""]
-        headline = detector_headline(detector)
-        lines += headline + ([""] if headline else [])
-        lines += table(["label", "placement", "head set", "AUROC, choosing half", "AUROC, testing half",
-                        "TPR at 1% FPR", "positives / negatives"], detector_rows(detector))
     return "\n".join(lines) + "\n"
 
 
-def write_causal_report(effects: pd.DataFrame, detector: pd.DataFrame, ranking: pd.DataFrame, about: dict,
-                        out_dir: Path) -> list[Path]:
+def write_causal_report(effects: pd.DataFrame, ranking: pd.DataFrame, about: dict, out_dir: Path) -> list[Path]:
     """``causal_heads.md`` and ``figures/causal_heads.{png,pdf}`` (one row of panels per measure)."""
     style()
     measures = list(effects.measure.unique()) if not effects.empty else []
@@ -166,7 +129,7 @@ def write_causal_report(effects: pd.DataFrame, detector: pd.DataFrame, ranking: 
         fig.tight_layout()
         (out_dir / "figures").mkdir(parents=True, exist_ok=True)
         written += save_figure(fig, out_dir / "figures" / "causal_heads")
-    page = causal_page(effects, detector, ranking, about)
+    page = causal_page(effects, ranking, about)
     write_text(page, out_dir / "causal_heads.md")
     return written + [out_dir / "causal_heads.md"]
 

@@ -61,11 +61,13 @@ def plot_roc(ax, scores: pd.DataFrame):
         keep = fpr > 0
         floor = min(floor, 1.0 / len(neg))
         ax.step(fpr[keep], tpr[keep], where="post", color=COLOURS[detector], label=NAMES[detector], lw=1.3)
-    for x, label in ((0.01, "1%"), (0.001, "0.1%")):
+    for x in (0.01, 0.001):
         ax.axvline(x, color="0.75", lw=0.8, ls="--", zorder=0)
-        ax.text(x, 1.01, label, fontsize=7, ha="center", va="bottom", transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
-    ax.set_xlim(floor, 1)
+    ax.set_xlim(min(floor, 1e-3), 1)
+    ticks = [t for t in (1e-4, 1e-3, 1e-2, 1e-1, 1.0) if t >= min(floor, 1e-3)]
+    ax.set_xticks(ticks, [f"{100 * t:g}%" for t in ticks])
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("false-positive rate on benign inputs (B, log scale)")
     ax.set_ylabel("true-positive rate on attacks (C)")

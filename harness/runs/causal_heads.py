@@ -10,9 +10,9 @@ From an earlier run (its config in ``manifest.json``, its per-head ``attention.p
    and visible to those heads only (``only_heads``);
 4. write ``causal_conditions.parquet`` (one row per condition and setting), ``head_sets.parquet``
    (the ranking and every set), ``causal_effects.parquet`` (effect, removal and share per measure
-   and setting), ``detector.parquet`` (the chosen heads' capture as a detector, scored on the
-   testing half of the earlier run's own attention table), ``figures/causal_heads.png`` and
-   ``causal_heads.md``.
+   and setting), ``figures/causal_heads.png`` and ``causal_heads.md``.
+
+Heads as a detector are ``harness detect``'s (:mod:`harness.runs.detect`).
 
 Each result is stored under ``DIR/results`` as it finishes (keyed like a sweep's, head set
 included), so an interrupted command rerun with the same arguments computes only what is missing.
@@ -58,8 +58,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
                  rank_by: str = "capture", segment: str = "task", prefix_len: int | None = None, seed: int = 0,
                  converse: bool = True, device: str | None = None, progress: bool = True, causal: bool = True,
                  trust_damaged: bool = False, allow_mixed_settings: bool = False) -> dict[str, pd.DataFrame]:
-    """Run the causal test described in the module docstring (``causal=False``: the ranking, head
-    sets and detector table only, from the run's tables, without loading the model); returns the
+    """Run the causal test described in the module docstring (``causal=False``: the ranking and head
+    sets only, from the run's tables, without loading the model); returns the
     tables it wrote. The run is read as every reader reads it (``trust_damaged``,
     ``allow_mixed_settings``: :func:`harness.runs.rundir.load_runs`)."""
     run = RunDir(run_dir)
@@ -81,16 +81,9 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     ranking = ch.rank_heads(tables.attention, choose, rank_by, segment, length)
     heads_per_layer = int(tables.attention["head"].max()) + 1
     sets = ch.head_sets(ranking, ks, draws, heads_per_layer, seed)
-    top_sets = {name: heads for name, heads in sets.items() if name.startswith("top")}
-    at_length = tables.attention[tables.attention.prefix_len == length]
-    held_out = at_length[at_length.prefix_id.astype(str).isin(test)]
-    chosen_on = at_length[at_length.prefix_id.astype(str).isin(choose)]  # where the detector's k is chosen
-    detector = ch.detector_table(ch.detector_scores(held_out, top_sets, rank_by, segment), tables.conditions,
-                                 seed=seed, choosing=ch.detector_scores(chosen_on, top_sets, rank_by, segment))
     set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
                 for name, heads in sets.items()]
-    out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows),
-           "detector.parquet": detector}
+    out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows)}
     about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), "prefix_len": length,
              "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks), "draws": draws,
              "converse": converse, "choosing_prefixes": sorted(choose), "testing_prefixes": sorted(test),
@@ -104,7 +97,7 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     for name, df in out.items():
         write_parquet(df, Path(out_dir) / name)
     write_json(about, Path(out_dir) / "causal_heads.json")
-    write_causal_report(effects, detector, ranking, about, Path(out_dir))
+    write_causal_report(effects, ranking, about, Path(out_dir))
     return out
 
 

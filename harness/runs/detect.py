@@ -43,6 +43,18 @@ INPUT_COLUMNS = ["model", "placement", "source", "run", "prompt_id", "group", "p
 TABLES = ("detector_scores.parquet", "detector.parquet", "detector_heads.parquet")
 
 
+COMMAND = "harness detect"
+
+
+def is_detect_output(path: Path) -> bool:
+    """Whether ``path`` is an earlier ``harness detect`` output (finished or not), which a rerun of
+    the command resumes: its ``status.json`` names the command."""
+    try:
+        return (RunDir(path).status() or {}).get("command") == COMMAND
+    except HarnessError:
+        return False
+
+
 def _source(config: dict) -> str:
     prefixes = config.get("prefixes") or {}
     return str(prefixes.get("corpus") or prefixes.get("name") or "prefixes")
@@ -182,7 +194,7 @@ def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | Non
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
     started = now_iso()
-    out.write_status("running")
+    out.write_status("running", command=COMMAND)
     store = ResultStore(out.path)
     inputs, arrays = measure_runs(list(run_dirs), store, device, batch_size, progress, trust_damaged)
     if inputs.empty:
@@ -202,9 +214,9 @@ def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | Non
         write_parquet(df, out / name)
     write_detector_report(tables["detector.parquet"], tables["detector_scores.parquet"], tables["detector_heads.parquet"],
                           out.path, [str(r) for r in run_dirs])
-    write_sealed_json({"command": "harness detect", "runs": [str(r) for r in run_dirs], "seed": seed,
+    write_sealed_json({"command": COMMAND, "runs": [str(r) for r in run_dirs], "seed": seed,
                        "inputs": len(inputs), "detect_version": DETECT_VERSION, "started": started,
                        "finished": now_iso(), "versions": package_versions(),
                        "tables": {name: sha256_file(out / name) for name in tables}}, out / RunDir.MANIFEST)
-    out.write_status("complete", inputs=len(inputs))
+    out.write_status("complete", command=COMMAND, inputs=len(inputs))
     return tables

@@ -77,13 +77,10 @@ def test_a_full_layer_sends_the_rest_of_its_draws_to_other_layers():
         ch.random_like([(0, h) for h in range(5)], 8, np.random.default_rng(0), n_layers=1)
 
 
-def test_auroc_and_tpr_by_hand():
+def test_auroc_by_hand():
     pos, neg = np.array([0.9, 0.8, 0.3]), np.array([0.1, 0.3, 0.5, 0.2])
     pairs = [(p > n) + 0.5 * (p == n) for p in pos for n in neg]
     assert ch.auroc(pos, neg) == pytest.approx(np.mean(pairs))
-    assert ch.tpr_at_fpr(pos, neg, 0.01) == pytest.approx(2 / 3)  # above every negative (0.5)
-    assert ch.tpr_at_fpr(pos, neg, 0.25) == pytest.approx(2 / 3)  # one negative may pass: threshold 0.3
-    assert ch.tpr_at_fpr(pos, neg, 0.5) == pytest.approx(1.0)  # threshold 0.2
 
 
 @settings(max_examples=60, deadline=None)
@@ -149,34 +146,6 @@ def test_share_interval_covers_in_simulation():
         share, lo, hi = ch.share_removed(pd.DataFrame(rows), "none", "s", n_resamples=300, seed=1)
         covered += lo <= 0.4 <= hi
     assert covered >= 32
-
-
-def test_detector_separates_instruction_prefixes_when_the_hot_head_is_chosen():
-    att = _attention(np.random.default_rng(3))
-    scores = ch.detector_scores(att, {"top1": [(1, 2)]})
-    cond = att[["prompt_id", "group", "prefix_id", "prefix_len", "placement"]].drop_duplicates().assign(
-        obeyed=lambda d: np.where(d.group == "C", d.prompt_id != "p0", None))
-    table = ch.detector_table(scores, cond, n_resamples=50).set_index(["label", "head_set"])
-    assert table.loc[("instruction", "top1"), "auroc"] == 1.0
-    assert table.loc[("instruction", "top1"), "tpr_at_fpr"] == 1.0
-    assert table.loc[("instruction", "all"), "auroc"] >= 0.9  # one hot head in eight still moves the mean
-    assert ("obeyed", "top1") in table.index
-
-
-def test_the_detectors_k_is_chosen_on_the_choosing_half():
-    """Two candidate sets; the choosing half favours top2 (its hot head separates C there), the
-    testing half top1: the chosen set is top2, whatever the testing half says, and every k is kept."""
-    rng = np.random.default_rng(4)
-    testing = _attention(rng, hot=((1, 2),))
-    choosing = _attention(rng, hot=((0, 0),))
-    sets = {"top1": [(1, 2)], "top2": [(0, 0), (0, 1)]}
-    cond = testing[["prompt_id", "group", "prefix_id", "prefix_len", "placement"]].drop_duplicates()
-    table = ch.detector_table(ch.detector_scores(testing, sets), cond, n_resamples=20,
-                              choosing=ch.detector_scores(choosing, sets)).set_index(["label", "head_set"])
-    assert set(table.index.get_level_values("head_set")) == {"top1", "top2", "all"}
-    assert table.loc[("instruction", "top2"), "chosen"] and not table.loc[("instruction", "top1"), "chosen"]
-    assert table.loc[("instruction", "top1"), "auroc"] > table.loc[("instruction", "top2"), "auroc"]
-    assert not table.loc[("instruction", "all"), "chosen"]
 
 
 def test_random_draws_are_distinct_sets_and_stable_when_other_sizes_are_added():

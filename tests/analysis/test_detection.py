@@ -146,3 +146,18 @@ def test_the_command_sets_thresholds_on_the_choosing_half_only():
     assert [c["heads"] for c in chosen] == [c["heads"] for c in again]
     leaky = dt.fit(shaken)  # a fit that did read the testing half would move them
     assert leaky["capture_all"]["threshold_1pct"] != chosen[2]["threshold_1pct"]
+
+
+def test_capture_heads_picks_k_on_the_choosing_half():
+    """One head separates C from B on the choosing half: capture_heads ranks it first and keeps k = 1
+    (a larger k only dilutes it there)."""
+    rows = []
+    rng = np.random.default_rng(5)
+    for i in range(200):
+        group = "C" if i % 2 else "B"
+        for h in range(8):
+            hot = 0.5 if (group == "C" and h == 3) else 0.0
+            rows.append({"input": i, "group": group, "layer": 1, "head": h, "task_mass": 0.5, "data_mass": 0.2,
+                         "capture": rng.uniform(0, 0.2) + hot})
+    heads, k = dt.capture_heads(pd.DataFrame(rows))
+    assert (heads, k) == ([(1, 3)], 1)

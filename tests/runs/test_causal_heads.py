@@ -6,7 +6,7 @@ import pytest
 
 from harness.cli import main
 from harness.runs.causal_heads import causal_heads
-from tests.support import FAST, sweep
+from tests.support import FAST, one_line_error, sweep
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def tiny_sweep(tmp_path_factory):
 def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
     out = tmp_path / "causal"
     assert main([ "causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "2", "--draws", "1"]) == 0
-    for name in ("causal_conditions.parquet", "causal_effects.parquet", "detector.parquet", "head_sets.parquet",
+    for name in ("causal_conditions.parquet", "causal_effects.parquet", "head_sets.parquet",
                  "head_ranking.parquet", "causal_heads.md", "figures/causal_heads.png", "causal_heads.json"):
         assert (out / name).is_file(), name
     about = pd.read_json(out / "causal_heads.json", typ="series")
@@ -39,9 +39,8 @@ def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
     assert [tuple(h) for h in sets.loc["top2", "heads"]] == sorted(
         zip(ranking.layer.head(2).astype(int), ranking["head"].head(2).astype(int)))
     page = (out / "causal_heads.md").read_text()
-    assert "Share of the effect removed" in page and "Heads as a detector" in page
-    detector = pd.read_parquet(out / "detector.parquet")
-    assert set(detector.head_set) == {"top1", "top2", "all"} and detector.auroc.between(0, 1).all()
+    assert "Share of the effect removed" in page and "Heads as a detector" not in page  # harness detect's now
+    assert not (out / "detector.parquet").exists()
 
     # a rerun resumes from the stored results and gives the same tables
     before = pd.read_parquet(out / "causal_effects.parquet")
@@ -59,10 +58,12 @@ def test_causal_heads_refuses_bad_input_in_one_line(tiny_sweep, tmp_path, capsys
     assert "Traceback" not in err and "nope" in err
 
 
-def test_detector_only_reads_the_run_without_running_the_model(tiny_sweep, tmp_path):
-    out = tmp_path / "detector"
-    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "--detector-only"]) == 0
+def test_ranking_only_reads_the_run_without_running_the_model(tiny_sweep, tmp_path, capsys):
+    out = tmp_path / "ranking"
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "--ranking-only"]) == 0
     assert not (out / "results").exists() and not (out / "causal_effects.parquet").exists()
-    detector = pd.read_parquet(out / "detector.parquet")
-    assert set(detector.head_set) == {"top1", "all"} and set(detector.label) >= {"instruction"}
+    assert set(pd.read_parquet(out / "head_sets.parquet").head_set) == {"top1", "random1.1", "random1.2", "random1.3"}
     assert "No causal sweep" in (out / "causal_heads.md").read_text()
+    # the old flag says where the detector went
+    error = one_line_error(capsys, ["causal-heads", str(tiny_sweep), "--out", str(out), "--detector-only"])
+    assert "harness detect RUN --out DIR" in error

@@ -55,7 +55,7 @@ def test_no_out_is_a_run_or_inside_one(tiny_run, tmp_path, capsys):
     for argv in (["claims", run, "--out", str(other)], ["claims", run, "--out", str(tiny_run / "claims")],
                  ["collect", run, "--out", str(tiny_run / "figures")], ["collect", run, "--out", str(other / "x")],
                  ["figures", run, "--out", str(other)], ["plan", run, "--out", str(tiny_run / "results" / "x")],
-                 ["causal-heads", run, "--out", str(other / "heads"), "--detector-only"]):
+                 ["causal-heads", run, "--out", str(other / "heads"), "--ranking-only"]):
         error = one_line_error(capsys, argv)
         assert "commands that read runs never write into a run" in error, argv
     assert not (tiny_run / "claims").exists() and not (other / "x").exists()
