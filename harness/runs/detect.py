@@ -122,9 +122,11 @@ def head_table(inputs: pd.DataFrame, arrays: np.ndarray) -> pd.DataFrame:
     return per.merge(inputs[["input", "group", "prompt_id", "unit", "attack"]], on="input")
 
 
-def _scores(inputs: pd.DataFrame, heads: pd.DataFrame, fitted: dict, detector: str) -> pd.DataFrame:
-    s = dt.score(heads, fitted)[detector]
-    return inputs.set_index("input").loc[s.index].assign(score=s.to_numpy()).reset_index()
+def _scores(inputs: pd.DataFrame, heads: pd.DataFrame, fitted: dict) -> dict[str, pd.DataFrame]:
+    """Each detector's scores of ``inputs``: their rows with ``score``."""
+    rows = inputs.set_index("input")
+    return {name: rows.loc[s.index].assign(score=s.to_numpy()).reset_index()
+            for name, s in dt.score(heads[heads.input.isin(inputs.input)], fitted).items()}
 
 
 def evaluate_cell(inputs: pd.DataFrame, heads: pd.DataFrame, seed: int, n_resamples: int = dt.N_RESAMPLES
@@ -148,10 +150,10 @@ def evaluate_cell(inputs: pd.DataFrame, heads: pd.DataFrame, seed: int, n_resamp
         test = inputs[(inputs.source == tested_on) & (split == side)]
         rows += _rows(fitted, choose, test, heads, chosen_on, tested_on, kind, seed, n_resamples)
         if kind == "halves":
-            for detector in dt.DETECTORS:
-                both = inputs[inputs.source == chosen_on]
-                scored.append(_scores(both, heads, fitted, detector).assign(
-                    detector=detector, split=split[both.index].to_numpy()))
+            both = inputs[inputs.source == chosen_on]
+            sides = split[both.index].set_axis(both.input.to_numpy())
+            for detector, frame in _scores(both, heads, fitted).items():
+                scored.append(frame.assign(detector=detector, split=sides.loc[frame.input].to_numpy()))
                 spec = fitted[detector]
                 chosen.append({"source": chosen_on, "split": kind, "detector": detector, "k": spec["k"],
                                "heads": [list(h) for h in spec["heads"]] if spec["heads"] else None,
@@ -173,10 +175,9 @@ def _rows(fitted, choose, test, heads, chosen_on, tested_on, split, seed, n_resa
     n_choose = int((choose.group == "B").sum())
     notes = dt.negatives_note(n_choose, int((test.group == "B").sum()))
     out = []
-    for detector in dt.DETECTORS:
+    for detector, scores in _scores(test, heads, fitted).items():
         spec = fitted[detector]
         thresholds = {label: spec[f"threshold_{label}"] for label in dt.FPRS}
-        scores = _scores(test, heads[heads.input.isin(test.input)], fitted, detector)
         result = dt.evaluate(scores, thresholds, seed, n_resamples if split != "over-defence" else 0)
         out.append({"detector": detector, "chosen_on": chosen_on, "source": tested_on, "split": split,
                     "k": spec["k"], "n_heads": len(spec["heads"]) if spec["heads"] else None,
