@@ -108,13 +108,13 @@ GEMMA3 = model=gemma-3-270m-q4_k_m
 DETECT_RUNS = \
 	smollm2-document-bank:$(SMOLLM2)@prefix.placement=document@prompts.limit=48 \
 	smollm2-document-agentdojo:$(SMOLLM2)@prefix.placement=document@prefixes=agentdojo@prefixes.per_group=100@prompts.limit=10@prefix.injection_at=middle \
-	smollm2-document-fp:$(SMOLLM2)@prefix.placement=document@prefixes=spikee-fp@groups=[A,B]@prefixes.per_group=112@prompts.limit=2@prefix.injection_at=middle \
+	smollm2-document-fp:$(SMOLLM2)@prefix.placement=document@prefixes=spikee-fp@groups=[A,B]@prefixes.per_group=112@prompts.limit=6@prefix.injection_at=middle \
 	smollm2-tool-bank:$(SMOLLM2)@prefix.placement=tool@chat.generic_tool_role=true@prompts.limit=8 \
 	smollm2-tool-agentdojo:$(SMOLLM2)@prefix.placement=tool@prefixes=agentdojo@prefixes.per_group=40@prompts.limit=4@prefix.injection_at=middle \
-	smollm2-tool-fp:$(SMOLLM2)@prefix.placement=tool@prefixes=spikee-fp@groups=[A,B]@prefixes.per_group=112@prompts.limit=2@prefix.injection_at=middle \
+	smollm2-tool-fp:$(SMOLLM2)@prefix.placement=tool@prefixes=spikee-fp@groups=[A,B]@prefixes.per_group=112@prompts.limit=6@prefix.injection_at=middle \
 	gemma3-raw-bank:$(GEMMA3)@prefix.placement=raw@prompts.limit=8 \
 	gemma3-raw-agentdojo:$(GEMMA3)@prefix.placement=raw@prefixes=agentdojo@prefixes.per_group=40@prompts.limit=4@prefix.injection_at=middle \
-	gemma3-raw-fp:$(GEMMA3)@prefix.placement=raw@prefixes=spikee-fp@groups=[A,B]@prefixes.per_group=112@prompts.limit=2@prefix.injection_at=middle
+	gemma3-raw-fp:$(GEMMA3)@prefix.placement=raw@prefixes=spikee-fp@groups=[A,B]@prefixes.per_group=112@prompts.limit=6@prefix.injection_at=middle
 detector-study: corpora real-models
 	@for run in $(DETECT_RUNS); do \
 	  $(BIN)/harness sweep experiment=detection $$(echo $${run#*:} | tr @ ' ') draw_figures=false on_existing=resume \

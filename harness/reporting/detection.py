@@ -32,18 +32,24 @@ def _rate(r, rate: str, label: str) -> str:
     return ci(value, getattr(r, f"{rate}_at_{label}_fpr_low"), getattr(r, f"{rate}_at_{label}_fpr_high"))
 
 
-def detector_rows(detector: pd.DataFrame) -> list[list]:
+def detector_rows(cell: pd.DataFrame) -> list[list]:
+    """One model x placement x length: a row per split, source and detector (over-defence apart)."""
     rows = []
-    order = detector.assign(_s=detector.split.map(SPLITS.index), _d=detector.detector.map(DETECTORS.index))
-    for r in order.sort_values(["model", "placement", "prefix_len", "_s", "chosen_on", "source", "_d"]).itertuples():
-        over = r.split == "over-defence"
-        auroc = "-" if over else ci(r.auroc, getattr(r, "auroc_low", np.nan), getattr(r, "auroc_high", np.nan))
-        rows.append([f"{r.model} ({r.placement})", r.prefix_len, r.split,
-                     r.chosen_on if r.chosen_on == r.source else f"{r.chosen_on} -> {r.source}", NAMES[r.detector],
-                     auroc, "-" if over else _rate(r, "tpr", "1pct"), _rate(r, "fpr", "1pct"),
-                     "-" if over else _rate(r, "tpr", "01pct"), _rate(r, "fpr", "01pct"),
-                     f"{r.n_positive:,} / {r.n_negative:,}"])
+    order = cell.assign(_s=cell.split.map(SPLITS.index), _d=cell.detector.map(DETECTORS.index))
+    for r in order[order.split != "over-defence"].sort_values(["_s", "chosen_on", "source", "_d"]).itertuples():
+        rows.append([r.split, r.chosen_on if r.chosen_on == r.source else f"{r.chosen_on} -> {r.source}",
+                     NAMES[r.detector], ci(r.auroc, getattr(r, "auroc_low", np.nan), getattr(r, "auroc_high", np.nan)),
+                     _rate(r, "tpr", "1pct"), _rate(r, "fpr", "1pct"), _rate(r, "tpr", "01pct"),
+                     _rate(r, "fpr", "01pct"), f"{r.n_positive:,} / {r.n_negative:,}"])
     return rows
+
+
+def overdefence_rows(cell: pd.DataFrame) -> list[list]:
+    """One model x placement x length: the share of benign instruction-like inputs each detector
+    flags at the 1% threshold it got on a source's choosing half."""
+    over = cell[cell.split == "over-defence"].assign(_d=lambda d: d.detector.map(DETECTORS.index))
+    return [[r.chosen_on, r.source, NAMES[r.detector], _rate(r, "fpr", "1pct"), f"{r.n_negative:,}"]
+            for r in over.sort_values(["chosen_on", "_d"]).itertuples()]
 
 
 def plot_roc(ax, scores: pd.DataFrame):
@@ -93,11 +99,18 @@ def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], 
              f"at least {MIN_NEGATIVES['1pct']:,} benign inputs in each half at 1% and {MIN_NEGATIVES['01pct']:,} at "
              "0.1% (at 0.1% fewer leave its 99.9th percentile to the top one or two scores, and its realised rate "
              "unmeasurable); below that the row says \"too few negatives\" (the counts are in the last column).", ""]
-    lines += table(["model", "length", "split", "source", "detector", "AUROC", "TPR at 1% FPR", "FPR at the 1% "
-                    "threshold", "TPR at 0.1% FPR", "FPR at the 0.1% threshold", "attacks / benign"],
-                   detector_rows(detector))
+    for (model, placement, length), cell in detector.groupby(["model", "placement", "prefix_len"], sort=True):
+        lines += [f"## {model} ({placement}), {length} tokens", ""]
+        lines += table(["split", "source", "detector", "AUROC", "TPR at 1% FPR", "FPR at the 1% threshold",
+                        "TPR at 0.1% FPR", "FPR at the 0.1% threshold", "attacks / benign"], detector_rows(cell))
+        over = overdefence_rows(cell)
+        if over:
+            lines += ["", "Over-defence: benign questions that read like instructions, flagged at each detector's 1% "
+                          "threshold:", ""]
+            lines += table(["threshold chosen on", "benign source", "detector", "flagged", "inputs"], over)
+        lines.append("")
     if not heads.empty:
-        lines += ["", "## The heads each detector chose (choosing half)", ""]
+        lines += ["## The heads each detector chose (choosing half)", ""]
         rows = [[f"{r.model} ({r.placement})", r.prefix_len, r.source, NAMES[r.detector],
                  "-" if not np.isfinite(r.k) else num(r.k), "all" if r.heads is None else len(r.heads),
                  "all" if r.heads is None else " ".join(f"L{a}H{b}" for a, b in list(r.heads)[:8])

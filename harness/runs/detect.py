@@ -61,9 +61,9 @@ def _source(config: dict) -> str:
 
 
 def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = None, batch_size: int | None = None,
-                 progress: bool = True, trust_damaged: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+                 progress: bool = True, trust_damaged: bool = False) -> tuple[pd.DataFrame, list[np.ndarray]]:
     """Every B/C condition of the runs, one row each (:data:`INPUT_COLUMNS` and ``input``), and
-    their arrays ``[inputs, 3, layers, heads]`` (task mass, data mass, capture), read from ``store``
+    each one's array ``[3, layers, heads]`` (task mass, data mass, capture), read from ``store``
     where there and computed where not."""
     from omegaconf import OmegaConf
     from tqdm import tqdm
@@ -108,17 +108,23 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
         finally:
             exp.close()
     inputs = pd.DataFrame(rows, columns=INPUT_COLUMNS)
-    return dt.input_units(inputs).assign(input=np.arange(len(inputs))), np.stack(arrays) if arrays else np.zeros(0)
+    return dt.input_units(inputs).assign(input=np.arange(len(inputs))), arrays
 
 
-def head_table(inputs: pd.DataFrame, arrays: np.ndarray) -> pd.DataFrame:
-    """The per-head table the detectors read: one row per input, layer and head."""
-    n, _, layers, heads = arrays.shape
-    layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
-    per = pd.DataFrame({"input": np.repeat(inputs.input.to_numpy(), layers * heads),
-                        "layer": np.tile(layer.ravel(), n), "head": np.tile(head.ravel(), n),
-                        "task_mass": arrays[:, 0].reshape(-1), "data_mass": arrays[:, 1].reshape(-1),
-                        "capture": arrays[:, 2].reshape(-1)})
+def head_table(inputs: pd.DataFrame, arrays: list[np.ndarray]) -> pd.DataFrame:
+    """The per-head table the detectors read: one row per input, layer and head (``arrays[i]``:
+    input i's ``[3, layers, heads]``; models of different shapes side by side)."""
+    parts = []
+    shapes = pd.Series([a.shape for a in arrays], index=inputs.index)
+    for shape, members in inputs.groupby(shapes, sort=False):
+        stacked = np.stack([arrays[i] for i in members.index])
+        n, _, layers, heads = stacked.shape
+        layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
+        parts.append(pd.DataFrame({"input": np.repeat(members.input.to_numpy(), layers * heads),
+                                   "layer": np.tile(layer.ravel(), n), "head": np.tile(head.ravel(), n),
+                                   "task_mass": stacked[:, 0].reshape(-1), "data_mass": stacked[:, 1].reshape(-1),
+                                   "capture": stacked[:, 2].reshape(-1)}))
+    per = pd.concat(parts, ignore_index=True)
     return per.merge(inputs[["input", "group", "prompt_id", "unit", "attack"]], on="input")
 
 

@@ -45,3 +45,16 @@ def test_detect_refuses_in_one_line(tiny_run, tmp_path, capsys):
     assert "never write into a run" in error
     assert "--batch-size" in one_line_error(capsys, ["detect", str(tiny_run), "--out", str(tmp_path / "o"),
                                                      "--batch-size", "0"])
+
+
+def test_the_head_table_takes_models_of_different_shapes():
+    import numpy as np
+
+    from harness.runs.detect import head_table
+
+    inputs = pd.DataFrame({"input": [0, 1, 2], "group": ["B", "C", "B"], "prompt_id": "p", "unit": ["a", "b", "c"],
+                           "attack": None})
+    arrays = [np.zeros((3, 2, 3)), np.ones((3, 2, 3)), np.full((3, 1, 4), 2.0)]  # 2 layers x 3 heads, 1 x 4
+    table = head_table(inputs, arrays)
+    assert table.groupby("input").size().to_dict() == {0: 6, 1: 6, 2: 4}
+    assert table[table.input == 2].capture.eq(2.0).all() and table[table.input == 1].task_mass.eq(1.0).all()
