@@ -100,7 +100,7 @@ docs-corpora:
 # The detector page (results/detector/): inputs from the hand-written bank, AgentDojo (inside its documents) and
 # spikee's benign instruction-like questions on SmolLM2-135M-Instruct (document and tool placements) and Gemma 3
 # 270M (raw), then `harness detect` on all of them. The document cell has 2,000+ benign inputs per source (a 0.1%
-# FPR row), the others 300+ (1%). Resumable. About 25 minutes on two CPU cores (measured: results/detector/README.md).
+# FPR row), the others 300+ (1%). Resumable. About 40 minutes on two CPU cores (measured: results/detector/README.md).
 DETECT_OUT ?= outputs/detector
 SMOLLM2 = model=smollm2-135m-instruct-q4_1
 GEMMA3 = model=gemma-3-270m-q4_k_m

@@ -56,8 +56,9 @@ def is_detect_output(path: Path) -> bool:
 
 
 def _source(config: dict) -> str:
+    """What a run's prefixes are called on the page: a corpus by its name, a prefix file as the bank it is."""
     prefixes = config.get("prefixes") or {}
-    return str(prefixes.get("corpus") or prefixes.get("name") or "prefixes")
+    return str(prefixes.get("corpus") or f"bank {prefixes.get('name') or 'file'}")
 
 
 def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = None, batch_size: int | None = None,
