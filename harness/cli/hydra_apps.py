@@ -271,7 +271,7 @@ a sweep's (model, prompts, prefixes, placement, ...: harness sweep --help)."""
 
 def locate(args: list[str]) -> int:
     if not any(a.startswith("hydra.run.dir=") for a in args):
-        args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S}", *args]
+        args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S.%f}", *args]
     if any(a in ("--help", "-h") for a in args):
         print(LOCATE_HELP)
         return 0

@@ -9,6 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
+from harness.cli.guards import check_out, non_negative, positive, positive_int
 from harness.errors import HarnessError
 
 
@@ -23,32 +24,6 @@ def _allow_mixed_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-mixed-settings", action="store_true",
                         help="read runs that differ in max_new_tokens, decode path, dtype, weights, ... together "
                              "(refused otherwise: one table would mix them)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _check_out(out: Path, allowed: Path | None = None) -> None:
-    """``--out`` is never a run directory nor inside one (a run read, or any other sweep's):
-    commands that read runs write elsewhere. ``allowed``: the one run a command writes into by
-    design (``harness figures RUN`` redraws into RUN)."""
-    from harness.runs.rundir import RunDir
-
-    target = out.resolve()
-    if allowed is not None and target == allowed.resolve():
-        return
-    for place in (target, *target.parents):
-        if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
-            where = "is the run directory" if place == target else "is inside the run directory"
-            raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
-                               "give a directory outside it")
 
 
 def _manifests(runs: list[Path], trust_damaged: bool) -> list[dict]:
@@ -73,7 +48,7 @@ def figures(args: list[str]) -> int:
     from harness.runs.rundir import load_noise, load_runs
 
     out = ns.out or ns.runs[0]
-    _check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
+    check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
@@ -91,11 +66,12 @@ def claims(args: list[str]) -> int:
                                      "and one figure per claim.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
     parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
-    parser.add_argument("--resamples", type=int, default=2000, help="crossed bootstrap resamples (default 2000)")
+    parser.add_argument("--resamples", type=positive_int, default=2000,
+                        help="crossed bootstrap resamples (default 2000)")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
-    _check_out(ns.out)
+    check_out(ns.out)
     from harness.reporting.claims import write_claims
     from harness.runs.rundir import load_noise, load_runs
 
@@ -118,7 +94,7 @@ def corpus_report(args: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="where corpora.md, its tables and figures/ go")
     _trust_damaged(parser)
     ns = parser.parse_args(args)
-    _check_out(ns.out)
+    check_out(ns.out)
     from harness.reporting.corpora import write_corpus_report
     from harness.runs.rundir import load_noise, load_runs
 
@@ -153,7 +129,7 @@ def detect(args: list[str]) -> int:
     from harness.runs.detect import detect as run_detect
     from harness.runs.detect import is_detect_output
 
-    _check_out(ns.out, allowed=ns.out if is_detect_output(ns.out) else None)  # a rerun resumes its own output
+    check_out(ns.out, allowed=ns.out if is_detect_output(ns.out) else None)  # a rerun resumes its own output
     for run in ns.runs:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
@@ -172,25 +148,15 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
-    return value
-
-
 def plan(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness plan", description="From finished pilot runs, the prompts x "
                                      "prefixes-per-group design at which every claim test reaches a target power "
                                      "at least cost (seconds measured on the pilots), or why none does.")
     parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")
     parser.add_argument("--target", type=_fraction, default=0.8, help="power to reach (default 0.8)")
-    parser.add_argument("--effect-sds", type=_positive, default=1.0,
+    parser.add_argument("--effect-sds", type=positive, default=1.0,
                         help="effect to detect, in prefix-level SDs of each test (default 1)")
-    parser.add_argument("--budget-minutes", type=_positive, default=None,
+    parser.add_argument("--budget-minutes", type=positive, default=None,
                         help="most minutes still to spend on all runs together (default: no limit)")
     parser.add_argument("--out", type=Path, default=None,
                         help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
@@ -198,7 +164,7 @@ def plan(args: list[str]) -> int:
     _trust_damaged(parser)
     ns = parser.parse_args(args)
     if ns.out is not None:
-        _check_out(ns.out)
+        check_out(ns.out)
     from harness.io import write_parquet, write_text
     from harness.runs.plan import plan as plan_runs
     from harness.runs.plan import plan_markdown
@@ -225,7 +191,7 @@ def collect(args: list[str]) -> int:
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
-    _check_out(ns.out)
+    check_out(ns.out)
     from harness.runs.collect import collect as run_collect
 
     return run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
@@ -237,8 +203,9 @@ def check_determinism(args: list[str]) -> int:
                                      "conditions, one at a time, in this (fresh) process, and report every token or "
                                      "metric that differs from the stored tables.")
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--sample", type=_positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
-    parser.add_argument("--tolerance", type=float, default=1e-5, help="largest metric difference accepted")
+    parser.add_argument("--sample", type=positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
+    parser.add_argument("--tolerance", type=non_negative, default=1e-5,
+                        help="largest metric difference accepted (a finite number >= 0)")
     _trust_damaged(parser)
     ns = parser.parse_args(args)
     from harness.runs.check_determinism import check
@@ -277,7 +244,7 @@ def causal_heads(args: list[str]) -> int:
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
-    _check_out(ns.out)
+    check_out(ns.out)
     if ns.draws < 0 or any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive and --draws non-negative")
     from harness.runs.causal_heads import causal_heads as run_causal_heads

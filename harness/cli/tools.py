@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 
 def kv_size(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness kv-size", description="KV-cache size: how many bytes a model's "
@@ -36,8 +38,16 @@ def build_prefixes(args: list[str]) -> int:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--id-prefix", default=None, help="default: the corpus or templates file name")
         p.add_argument("--licence", default="unspecified", help="licence of the source text (e.g. CC0-1.0)")
-        p.add_argument("--out", type=Path, required=True)
+        p.add_argument("--out", type=Path, required=True, help="the JSONL file to write (a new one: see --force)")
+        p.add_argument("--force", action="store_true", help="replace --out if it exists")
     ns = parser.parse_args(args)
+    from harness.cli.guards import check_out_file
+
+    check_out_file(ns.out, ns.force)
+    for name in ("corpus", "templates", "fillers", "payloads"):
+        given = getattr(ns, name, None)
+        if given is not None and given.is_dir():
+            raise HarnessError(f"--{name} {given} is a directory: give a UTF-8 text file")
     from harness.inputs.prefix_bank import build_bank
 
     n = build_bank(ns.what, ns.out, n=ns.n, min_chars=ns.min_chars, seed=ns.seed, id_prefix=ns.id_prefix,
@@ -74,7 +84,6 @@ def cache_timing(args: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="a new directory for the tables, report and figure")
     ns = parser.parse_args(args)
-    from harness.errors import HarnessError
 
     if ns.trials < 2 or any(n < 1 for n in ns.lengths):
         raise HarnessError("--trials must be at least 2 and every --lengths value positive")
@@ -82,8 +91,9 @@ def cache_timing(args: list[str]) -> int:
 
     if block_size_problem(ns.block_size, "--block-size"):
         raise HarnessError(block_size_problem(ns.block_size, "--block-size"))
-    if ns.out.exists() and any(ns.out.iterdir()):
-        raise HarnessError(f"--out {ns.out} already holds files; give a new directory (nothing is overwritten)")
+    if ns.out.exists() and (not ns.out.is_dir() or any(ns.out.iterdir())):
+        raise HarnessError(f"--out {ns.out} already {'holds files' if ns.out.is_dir() else 'is a file'}; give a new "
+                           f"directory (nothing is overwritten)")
     from tqdm.auto import tqdm
 
     from harness.config import compose, validate
@@ -91,7 +101,13 @@ def cache_timing(args: list[str]) -> int:
     from harness.model.loading import load_from_config
     from harness.runs.cache_timing import max_model_len, run_experiment, write_outputs
 
-    cfg = validate(compose([f"model={ns.model}"]))
+    try:
+        cfg = validate(compose([f"model={ns.model}"]))
+    except HarnessError:
+        raise
+    except Exception:  # Hydra: no such config (a hub id or a directory is not a config name)
+        raise HarnessError(f"--model {ns.model} is not a model config name (conf/model: demo, "
+                           f"smollm2-135m-instruct-q4_1, ...); harness sweep takes hub ids and directories") from None
     loaded = load_from_config(cfg.model, device="cpu")
     if loaded.location is None:
         raise HarnessError(f"model {ns.model} is built in memory; vLLM needs one stored on disk or the hub")

@@ -60,6 +60,40 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import regex as bounded_re  # a user's target_regex runs here: with a time limit, and without re's worst backtracking
+
+from harness.errors import HarnessError
+
+REGEX_SECONDS = 1.0  # the most one target_regex may take on one reply
+
+
+class BoundedPattern:
+    """A user's ``target_regex``, compiled by the ``regex`` module and searched with a time limit:
+    a pattern that backtracks without end is one error naming it, not a sweep that never ends."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        try:
+            self.compiled = bounded_re.compile(pattern)
+        except bounded_re.error as exc:
+            raise ValueError(f"target_regex is not a valid regular expression ({exc})") from None
+
+    def _bounded(self, method: str, *args):
+        try:
+            return getattr(self.compiled, method)(*args, timeout=REGEX_SECONDS)
+        except TimeoutError:
+            raise HarnessError(f"target_regex {self.pattern!r} took more than {REGEX_SECONDS:g} s on one reply "
+                               f"(nested repetition backtracks without end): rewrite it") from None
+
+    def search(self, text: str, pos: int = 0):
+        return self._bounded("search", text, pos)
+
+    def match(self, text: str, pos: int = 0):
+        return self._bounded("match", text, pos)
+
+    def fullmatch(self, text: str, pos: int = 0, endpos: int | None = None):
+        return self._bounded("fullmatch", text, pos, len(text) if endpos is None else endpos)
+
 
 @dataclass(frozen=True)
 class Check:
@@ -168,9 +202,9 @@ def _form_regex(form: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _word_pattern(t: TargetCheck) -> re.Pattern:
+def _word_pattern(t: TargetCheck) -> re.Pattern | BoundedPattern:
     if t.uses_regex:
-        return re.compile(t.regex)
+        return BoundedPattern(t.regex)
     forms = sorted(set(t.forms or default_forms(t.target)), key=len, reverse=True)
     return re.compile("|".join(f"(?:{_form_regex(f)})" for f in forms), re.IGNORECASE)
 
@@ -233,7 +267,7 @@ def _equals(t: TargetCheck, reply: str) -> bool:
 
 @_check("regex", "the reply matches the prefix's target_regex", None)
 def _regex(t: TargetCheck, reply: str) -> bool:
-    return bool(re.search(t.regex, reply)) if t.regex else False
+    return bool(BoundedPattern(t.regex).search(reply)) if t.regex else False
 
 
 def target_check(target: str | None, target_regex: str | None = None, check: str | None = None,
@@ -249,5 +283,13 @@ def target_check(target: str | None, target_regex: str | None = None, check: str
         return None
     if check == "regex" and not target_regex:
         raise ValueError("the regex check needs a target_regex")
+    if target_regex:
+        BoundedPattern(target_regex)  # a ValueError where it does not compile
+    for name, text in (("target", target), *(("forms", f) for f in forms or ()), ("target_regex", target_regex)):
+        hidden = [c for c in text or "" if unicodedata.category(c) == "Cf" or (unicodedata.category(c) == "Cc"
+                                                                               and name != "target_regex")]
+        if hidden:
+            raise ValueError(f"{name} {text!r} holds an invisible or bidirectional control character "
+                             f"(U+{ord(hidden[0]):04X}): a reply can never be checked against it as meant; remove it")
     check = check or ("regex" if target_regex and not target else "contains")
     return TargetCheck(target, check, tuple(forms or ()), target_regex)

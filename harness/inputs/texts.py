@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,19 +156,14 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
         where = r["_where"]
         if r["kind"] not in GROUP_OF_KIND:
             raise HarnessError(f"{where}: prefix {r['id']!r} has kind {r['kind']!r}; use one of {sorted(GROUP_OF_KIND)}")
-        if r.get("target_regex"):
-            try:
-                re.compile(r["target_regex"])
-            except re.error as exc:
-                raise HarnessError(f"{where}: target_regex is not a valid regular expression ({exc})") from None
-        try:
-            target_check(r.get("target"), r.get("target_regex"), r.get("check"))
-        except ValueError as exc:
-            raise HarnessError(f"{where}: {exc}") from None
         forms = r.get("forms") or []
         if not isinstance(forms, list) or not all(isinstance(f, str) and f.strip() for f in forms):
             raise HarnessError(f"{where}: forms must be a list of non-empty strings (the target's inflections, "
                                f'e.g. ["knife", "knives"])')
+        try:  # the check, the regex (compiled as the checks run it) and no invisible characters
+            target_check(r.get("target"), r.get("target_regex"), r.get("check"), forms)
+        except ValueError as exc:
+            raise HarnessError(f"{where}: prefix {r['id']!r}: {exc}") from None
         if forms and not r.get("target"):
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,

@@ -74,6 +74,10 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     if rank_by not in tables.attention:
         raise HarnessError(f"--rank-by {rank_by!r} is not a column of {run_dir}/attention.parquet "
                            f"(try capture or kl_shared)")
+    groups = set(tables.conditions.group.astype(str))
+    if not {"B", "C"} <= groups:
+        raise HarnessError(f"{run_dir} has groups {sorted(groups)}: heads are named by C minus B, so the run needs "
+                           f"both (groups=[A,B,C])")
     length = _length(tables.conditions, prefix_len)
     choose, test = ch.split_prefixes(tables.conditions, seed)
     if not choose or not test:

@@ -283,10 +283,16 @@ def test_prefix_files_give_checks_and_forms(tmp_path):
     assert c.goal.check == "absent" and c.goal.forms == ("knife", "knives") and c.goal.obeyed("no blades")
     assert b.goal.check == "contains"
     for bad, message in (
-        ({"check": "never"}, r"p\.jsonl:1: check 'never' is not one of"),
+        ({"check": "never"}, r"p\.jsonl:1: prefix 'c': check 'never' is not one of"),
         ({"forms": "knives"}, r"p\.jsonl:1: forms must be a list of non-empty strings"),
         ({"forms": ["knife", ""]}, r"p\.jsonl:1: forms must be a list"),
-        ({"check": "regex"}, r"p\.jsonl:1: the regex check needs a target_regex"),
+        ({"check": "regex"}, r"p\.jsonl:1: prefix 'c': the regex check needs a target_regex"),
+        # targets a reply can never match as meant: zero-width space, right-to-left override
+        ({"target": "um\u200bbrella"}, r"p\.jsonl:1: prefix 'c': target .* invisible or bidirectional .*U\+200B"),
+        ({"target": "\u202eallerbmu"}, r"p\.jsonl:1: prefix 'c': target .*U\+202E"),
+        ({"target": "\u200b"}, r"p\.jsonl:1: prefix 'c': target .*U\+200B"),
+        ({"forms": ["knife", "kni\u200dves"]}, r"p\.jsonl:1: prefix 'c': forms .*U\+200D"),
+        ({"target_regex": "um\u200bbrella"}, r"p\.jsonl:1: prefix 'c': target_regex .*U\+200B"),
     ):
         write_jsonl(path, [{"id": "c", "kind": "instruction", "text": "t", "target": "knife", **bad}])
         with pytest.raises(HarnessError, match=message):
@@ -294,3 +300,19 @@ def test_prefix_files_give_checks_and_forms(tmp_path):
     write_jsonl(path, [{"id": "c", "kind": "instruction", "text": "t", "check": "absent"}])
     with pytest.raises(HarnessError, match="a check needs a target"):
         load_prefixes(path)
+
+
+def test_a_target_regex_that_backtracks_without_end_is_one_error_not_a_hung_sweep(monkeypatch):
+    """The regex module bounds each search (checks.REGEX_SECONDS); past the limit the check names the pattern."""
+    from harness.errors import HarnessError
+    from harness.inputs import checks
+
+    monkeypatch.setattr(checks, "REGEX_SECONDS", 0.05)
+    slow = target_check(None, r"(a|aa)+b", "regex")  # exponential on a run of a's without a b
+    with pytest.raises(HarnessError, match=r"target_regex '\(a\|aa\)\+b' took more than 0.05 s"):
+        slow.obeyed("a" * 60)
+    word = target_check(None, r"(a|aa)+b", "contains")  # the same pattern standing in for a word's forms
+    with pytest.raises(HarnessError, match="took more than"):
+        word.present("a" * 60)
+    fine = target_check(None, r"(?i)\bzx[- ]?4471\b", "regex")
+    assert fine.obeyed("see ZX-4471 now") and not fine.obeyed("zx44712")

@@ -205,7 +205,7 @@ def test_check_bank_finds_each_problem():
         ([{**_rec(1), "kind": "attack"}], "unknown kind"),
         ([{**_rec(1), "text": "x" * 1499}], "fewer than 1500"),
         ([_rec(1, "instruction", target="PINEAPPLE")], "does not contain its target"),
-        ([_rec(1, "instruction", target="word1", target_regex="(")], "bad target_regex"),
+        ([_rec(1, "instruction", target="word1", target_regex="(")], "target_regex is not a valid regular expression"),
         ([_rec(1, pair="p", target="word1")], "needs one neutral prefix and one instruction"),
         ([_rec(1, pair="p", target="word1"), _rec(2, "instruction", pair="p", target="word2")], "different targets"),
         ([_rec(1, pair="p", target="word1"), {**_rec(1, "instruction", pair="p", target="word1"), "id": "x",

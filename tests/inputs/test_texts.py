@@ -81,7 +81,7 @@ def test_prefix_targets_and_pairs(tmp_path):
     assert not c1.goal.present("a bumbrella") and not c1.goal.present("umbrellaless")  # whole words only
     assert not c2.goal.present("zx9") and c2.goal.present("ZX9")
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "c", "kind": "instruction", "text": "t", "target_regex": "("}])
-    with pytest.raises(HarnessError, match=r"bad\.jsonl:1: target_regex is not a valid regular expression"):
+    with pytest.raises(HarnessError, match=r"bad\.jsonl:1: prefix 'c': target_regex is not a valid regular expression"):
         load_prefixes(bad)
 
 

@@ -1,0 +1,72 @@
+"""What every command checks of where it writes and of its numeric options, before it does anything:
+no output inside a run directory, no file of the user's overwritten, numbers in their range."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def check_out(out: Path, allowed: Path | None = None) -> None:
+    """``--out`` is a directory, never a run directory nor inside one (a run read, or any other
+    sweep's): commands that read runs write elsewhere. ``allowed``: the one run a command writes
+    into by design (``harness figures RUN`` redraws into RUN)."""
+    from harness.runs.rundir import RunDir
+
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file: give a directory")
+    target = out.resolve()
+    if allowed is not None and target == allowed.resolve():
+        return
+    for place in (target, *target.parents):
+        if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
+            where = "is the run directory" if place == target else "is inside the run directory"
+            raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
+                               "give a directory outside it")
+
+
+def check_out_file(out: Path, force: bool) -> None:
+    """``--out FILE``: never inside a run directory, never a directory, and an existing file only
+    with ``--force`` (it may be the file a finished run was made from)."""
+    if out.is_dir():
+        raise HarnessError(f"--out {out} is a directory: give a file name")
+    check_out(out.parent)
+    if out.exists() and not force:
+        raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def finite(text: str, low: float = -math.inf, low_open: bool = False) -> float:
+    """A finite number at or above ``low`` (above it where ``low_open``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    if value < low or (low_open and value == low):
+        raise argparse.ArgumentTypeError(f"must be {'above' if low_open else 'at least'} {low:g}, got {value:g}")
+    return value
+
+
+def positive(text: str) -> float:
+    """argparse type: a finite number above 0."""
+    return finite(text, 0.0, low_open=True)
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a finite number at or above 0."""
+    return finite(text, 0.0)
