@@ -117,7 +117,7 @@ def head_table(inputs: pd.DataFrame, arrays: list[np.ndarray]) -> pd.DataFrame:
     input i's ``[3, layers, heads]``; models of different shapes side by side)."""
     parts = []
     shapes = pd.Series([a.shape for a in arrays], index=inputs.index)
-    for shape, members in inputs.groupby(shapes, sort=False):
+    for _, members in inputs.groupby(shapes, sort=False):
         stacked = np.stack([arrays[i] for i in members.index])
         n, _, layers, heads = stacked.shape
         layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
@@ -150,11 +150,11 @@ def evaluate_cell(inputs: pd.DataFrame, heads: pd.DataFrame, seed: int, n_resamp
     for source in attacked:
         choose = inputs[(inputs.source == source) & (split == "choose")]
         fits[source] = (dt.fit(heads[heads.input.isin(choose.input)]), choose)
-    plans = [(s, s, "halves", "test") for s in attacked] + [
-        (s, t, "held-out source", "test") for s in attacked for t in attacked if s != t]
-    for chosen_on, tested_on, kind, side in plans:
+    plans = [(s, s, "halves") for s in attacked] + [
+        (s, t, "held-out source") for s in attacked for t in attacked if s != t]
+    for chosen_on, tested_on, kind in plans:  # read on the testing half of the source tested on
         fitted, choose = fits[chosen_on]
-        test = inputs[(inputs.source == tested_on) & (split == side)]
+        test = inputs[(inputs.source == tested_on) & (split == "test")]
         rows += _rows(fitted, choose, test, heads, chosen_on, tested_on, kind, seed, n_resamples)
         if kind == "halves":
             both = inputs[inputs.source == chosen_on]
