@@ -24,7 +24,7 @@ import yaml
 
 from harness.inputs.corpora.base import (
     GOAL_SLOT, CorpusData, Document, Goal, NotLiteral, PackageFiles, Template, class_attributes, literal,
-    module_constants, parse_python, register_corpus)
+    module_constants, parse_python, register_corpus, rotations)
 
 SUITES = ("workspace", "travel", "banking", "slack")
 DATA = "agentdojo/data/suites"
@@ -93,19 +93,13 @@ def documents(suite: str, env, data: CorpusData) -> list[Document]:
     about :data:`DOCUMENT_CHARS` characters. Shorter than :data:`MIN_DOCUMENT_CHARS`: dropped."""
     records = [(path, record) for path, rows in collections(env).items() for record in rows]
     # a block-style YAML list is its items' one-item lists joined: each record is rendered once
-    shown_as = [_render([record]) for _, record in records]
+    named = [(f"{path}/{i}", _render([record])) for i, (path, record) in enumerate(records)]
     docs = []
-    for i in range(len(records)):
-        parts: list[str] = []
-        for j in list(range(i, len(records))) + list(range(i)):
-            parts.append(shown_as[j])
-            if sum(map(len, parts)) >= DOCUMENT_CHARS:
-                break
-        text = "".join(parts)
-        if len(text) < MIN_DOCUMENT_CHARS:
+    for doc in rotations(suite, named, sep="", chars=DOCUMENT_CHARS):
+        if len(doc.text) < MIN_DOCUMENT_CHARS:
             data.drop(f"document shorter than {MIN_DOCUMENT_CHARS} characters")
-            continue
-        docs.append(Document(f"{suite}/{records[i][0]}/{i}", suite, text))
+        else:
+            docs.append(doc)
     return docs
 
 

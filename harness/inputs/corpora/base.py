@@ -229,13 +229,14 @@ def parse_python(files: PackageFiles, inside: str) -> ast.Module:
 
 
 def rotations(family: str, named: list[tuple[str, str]], sep: str = "\n\n", chars: int = 12000) -> list[Document]:
-    """One document per text: it, then the family's texts after it (round once at most) up to about
-    ``chars`` characters, as a retrieval that returns several would: what fills a long prefix."""
+    """One document per text: it, then the family's texts after it (round once at most), joined by
+    ``sep``, up to about ``chars`` characters, as a retrieval or a tool that returns several would:
+    what fills a long prefix."""
     docs = []
     for i, (name, _) in enumerate(named):
         shown: list[str] = []
         for _, text in named[i:] + named[:i]:
-            shown.append(text.strip())
+            shown.append(text)
             if len(sep.join(shown)) >= chars:
                 break
         docs.append(Document(f"{family}/{name}", family, sep.join(shown)))
