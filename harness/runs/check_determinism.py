@@ -18,6 +18,7 @@ from harness.errors import HarnessError
 from harness.inputs.conditions import KEY_FIELDS
 from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
+from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
@@ -34,6 +35,11 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     manifest = run.manifest()
     if manifest is None:
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
+    if "collected" in manifest:  # no config of its own to rerun: its runs have
+        sources = [str(s.get("run")) for s in manifest.get("sources") or [] if isinstance(s, dict)]
+        raise HarnessError(f"{run_dir} is a collected table set (harness collect), with no sweep of its own to rerun: "
+                           f"check the runs it was collected from ({', '.join(sources[:3]) or 'none recorded'}"
+                           f"{' ...' if len(sources) > 3 else ''}) one at a time")
     for name in (run.CONDITIONS, run.ATTENTION):  # before the model loads: a damaged table is refused at once
         run.check_table(name, trust_damaged)
     schema = (manifest.get("result_fingerprint") or {}).get("schema")
@@ -47,6 +53,9 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     except Exception as exc:  # noqa: BLE001 - omegaconf's errors name the key on their first line
         raise HarnessError(f"{run_dir}/manifest.json holds a configuration this version cannot read "
                            f"({str(exc).strip().splitlines()[0]})") from None
+    refuse_changed(str(run_dir), manifest.get("inputs"), of_config(cfg),
+                   "a recheck would compare other prompts' or prefixes' results with the stored ones",
+                   "run it from the directory the run was made in (the paths above say where), or restore the files")
     has_attention = bool(cfg.analysis.attention) and run.has(run.ATTENTION)
     exp = Experiment.build(cfg, device=manifest["model"]["device"], attention=has_attention)
     if exp.loaded.resolved_revision != manifest["model"]["resolved_revision"]:

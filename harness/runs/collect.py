@@ -27,8 +27,11 @@ from harness.runs.rundir import RunDir, compared_settings, job_dirs
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 
-# Compared between copies of a key: every result column (timing differs between identical runs).
-COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS]
+# Compared between copies of a key: every result column. Not timing (it differs between identical
+# runs) nor ``near_tie``: each run flags it against its own noise floor (an output-only run's floor
+# is another sample than the attention run's), so it says something of the run, not of the result.
+PER_RUN_FLAGS = ["near_tie"]
+COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS + PER_RUN_FLAGS]
 ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
 
 
@@ -121,7 +124,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         manifests.append(manifest)
         sources.append({"run": str(run.path.resolve()), "status": "complete" if not problem else problem,
                         "tables": manifest.get("tables", {}), "model": manifest.get("model", {}),
-                        "settings": [s._asdict() for s in run_settings(str(run.path.resolve()), manifest)]})
+                        "settings": [s._asdict() for s in run_settings(str(run.path.resolve()), manifest)],
+                        "inputs": manifest.get("inputs")})
         if run.has(run.CONDITIONS):
             conditions.append(run.conditions(trust_damaged).assign(_source=i))
             if run.has(run.ATTENTION):
@@ -130,6 +134,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                 no_attention.add(i)
     if not conditions:
         raise HarnessError("no tables found in " + ", ".join(map(str, paths)))
+    _refuse_same_ids_other_files(runs, manifests, conditions)
     read = sorted({int(c._source.iloc[0]) for c in conditions})
     settings, unrecorded = compared_settings([runs[i] for i in read], [manifests[i] for i in read])
     refuse_other_schemas(settings, unrecorded)
@@ -172,6 +177,35 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         print(f"{'warning' if allow_partial else 'error'}: {len(problems)} run(s) incomplete:\n  " + "\n  ".join(problems))
         return 0 if allow_partial else 1
     return 0
+
+
+# an input file's role, and the column holding the ids its lines define
+ID_COLUMNS = {"prompts": "prompt_id", "prefixes": "prefix_id"}
+
+
+def _refuse_same_ids_other_files(runs: list[RunDir], manifests: list[dict], conditions: list[pd.DataFrame]) -> None:
+    """Refuse two runs whose ids name lines of different files: the same prompt id from two
+    prompts files with other content (sha256, recorded in each manifest's ``inputs``) would be two
+    prompts under one key in the collected table. Runs of earlier versions recorded no inputs."""
+    for role, column in ID_COLUMNS.items():
+        seen: dict[str, tuple[int, set]] = {}  # sha256 -> (first run, its ids)
+        for table in conditions:
+            i = int(table._source.iloc[0])
+            recorded = (manifests[i].get("inputs") or {}).get(role) if isinstance(manifests[i].get("inputs"), dict) \
+                else None
+            if not isinstance(recorded, dict) or column not in table:
+                continue
+            ids = set(table[column].dropna().astype(str))
+            for sha, (j, other_ids) in seen.items():
+                shared = ids & other_ids
+                if sha != recorded.get("sha256") and shared:
+                    raise HarnessError(
+                        f"{runs[j].path} and {runs[i].path} were made from different {role} files "
+                        f"({(manifests[j]['inputs'][role]).get('path')} and {recorded.get('path')}, other content) "
+                        f"that share {len(shared)} id(s) (e.g. {sorted(shared)[0]!r}): one key would name two "
+                        f"different {role} in the collected table; collect runs made from one file, or give the "
+                        f"lines of the other file ids of their own")
+            seen.setdefault(str(recorded.get("sha256")), (i, set()))[1].update(ids)
 
 
 def _aligned(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

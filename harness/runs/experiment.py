@@ -35,6 +35,7 @@ from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe
 from harness.model.resources import auto_batch_size, keep_freed_memory, prefix_cache_bytes
 from harness.runs.environment import set_determinism
+from harness.runs.inputs import of_config
 from harness.runs.store import RESULT_SCHEMA_VERSION, fingerprint
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,16 @@ class Experiment:
     backend: dict | None = None  # what continues the conditions: {"name": "harness"} or vLLM's facts
     source: PrefixSource | None = None  # where the prefixes came from (a corpus: its package, version, file hashes)
     skipped: list = None  # (prefix_id, length, reason) of conditions left out (prefix.too_short=skip)
+    inputs: dict = None  # the input files read, by content: {role: {"path", "sha256"}} (harness.runs.inputs)
 
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
-              groups: list[str] | None = None, settings: list[Isolation] | None = None) -> Experiment:
+              groups: list[str] | None = None, settings: list[Isolation] | None = None,
+              log_dir: Path | None = None) -> Experiment:
         """Build from a run config; ``device`` overrides the config's, ``attention`` its analysis
         switch, and ``lengths``, ``groups`` and isolation ``settings`` the conditions it describes
-        (``harness locate`` evaluates its own lengths)."""
+        (``harness locate`` evaluates its own lengths). ``log_dir``: where an engine process writes
+        its log (a sweep's run directory; else a temporary file)."""
         cfg = validate(cfg)
         m = cfg.model
         allocator = keep_freed_memory()  # before the model's tensors are allocated
@@ -72,12 +76,13 @@ class Experiment:
         source = load_prefix_source(cfg.prefixes.path, cfg.prefixes.corpus, cfg.prefixes.per_group, cfg.seed,
                                     cfg.prefixes.templates)
         prefixes = source.prefixes
+        inputs = of_config(cfg)
         loaded = load_from_config(m, device=device)
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
         exp = cls(cfg, loaded, prompts, prefixes, [], None, 0, determinism, {})  # type: ignore[arg-type]
-        exp.source = source
+        exp.source, exp.inputs = source, inputs
         exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
         exp.attn_base = loaded.model.config._attn_implementation
@@ -95,7 +100,7 @@ class Experiment:
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         stops = stop_ids(loaded.model, loaded.tokenizer)
         if cfg.backend.name.value == "vllm":
-            exp.engine, exp.backend = _vllm_engine(cfg, loaded, stops, longest)
+            exp.engine, exp.backend = _vllm_engine(cfg, loaded, stops, longest, log_dir)
         else:
             exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
                                 prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value,
@@ -204,7 +209,7 @@ class Experiment:
         return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
 
 
-def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int):
+def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int, log_dir: Path | None):
     """The output-only vLLM engine for ``backend=vllm`` (:mod:`harness.measure.vllm_engine`),
     serving the weights the harness loaded, and the facts the manifest records of it."""
     from harness.measure.vllm_engine import VllmEngine
@@ -217,7 +222,8 @@ def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int):
     worker = VllmWorker(loaded.location, dtype=dtype, max_model_len=longest, seed=cfg.seed,
                         python=cfg.backend.python, block_size=cfg.backend.block_size, compile=cfg.backend.compile,
                         tensor_parallel_size=cfg.backend.tensor_parallel_size,
-                        pipeline_parallel_size=cfg.backend.pipeline_parallel_size)
+                        pipeline_parallel_size=cfg.backend.pipeline_parallel_size,
+                        log_path=None if log_dir is None else Path(log_dir) / "vllm.log")
     log.info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version, worker.start_seconds, worker.dtype,
              worker.python)
     facts = {"name": "vllm", "vllm": worker.vllm_version, "dtype": worker.dtype, "python": str(worker.python),

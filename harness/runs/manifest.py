@@ -47,6 +47,8 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "determinism": exp.determinism,
         "allocator": exp.allocator,
         "special_tokens_in_data": exp.cfg.special_tokens.value,
+        # the prompts file, prefix file and adapter read, by absolute path and sha256
+        "inputs": exp.inputs,
         # a public benchmark's package, version, licence and the sha256 of every file read (null: a prefix file)
         "prefix_source": None if exp.source is None or exp.source.facts is None else {
             **exp.source.facts, "counts": exp.source.counts},

@@ -9,7 +9,7 @@ is written down once:
     status.json       running | interrupted | failed | error | complete (written last)
     run_fingerprint.json   the configuration the results belong to
     .hydra/           config.yaml and overrides.yaml of the command that owns the run
-    sweep.log, .lock
+    sweep.log, .lock, vllm.log (backend=vllm: the engine's own output, a failed start's included)
 
 A sweep *claims* the directory (:meth:`RunDir.claim`): it refuses a directory that holds another
 configuration's results or that another sweep holds the lock of, and it does so before writing
@@ -47,6 +47,7 @@ from harness.io import (
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.environment import now_iso
+from harness.runs.inputs import refuse_changed
 from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
 from harness.runs.tables import concat_tables
@@ -270,12 +271,13 @@ class RunDir:
         return {name: sha256_file(self / name) for name in self.TABLES if self.has(name)}
 
     @contextlib.contextmanager
-    def claim(self, config_fingerprint: str, on_existing: str) -> Iterator[ResultStore]:
+    def claim(self, config_fingerprint: str, on_existing: str, inputs: dict | None = None) -> Iterator[ResultStore]:
         """Own the run directory for one sweep: refuse it (before writing anything) when it holds
-        results of another configuration (unless ``on_existing`` says resume or fresh) or when
+        results of another configuration (unless ``on_existing`` says resume or fresh), results made
+        from other input files than ``inputs`` (:mod:`harness.runs.inputs`; unless fresh), or when
         another sweep holds its lock; then hold the lock and yield its result store. Nothing else
         is written until :meth:`take_over`."""
-        self._refuse_other_config(config_fingerprint, on_existing)
+        self._refuse_other_config(config_fingerprint, on_existing, inputs)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             fd = os.open(self / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -288,9 +290,9 @@ class RunDir:
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
-                raise HarnessError(f"another sweep is writing to {self.path} ({self._holder()}); wait for it to "
+                raise HarnessError(f"another sweep is writing to {self.path} ({self.holder()}); wait for it to "
                                    f"finish, or choose another hydra.run.dir") from None
-            self._refuse_other_config(config_fingerprint, on_existing)  # again, now that nobody else can write
+            self._refuse_other_config(config_fingerprint, on_existing, inputs)  # again, now that nobody else can write
             try:
                 os.ftruncate(fd, 0)
                 holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}
@@ -301,32 +303,42 @@ class RunDir:
         finally:
             os.close(fd)  # releases the lock
 
-    def take_over(self, store: ResultStore, config_fingerprint: str, on_existing: str) -> None:
+    def take_over(self, store: ResultStore, config_fingerprint: str, on_existing: str,
+                  inputs: dict | None = None) -> None:
         """Make the claimed directory this configuration's: with ``fresh``, delete what earlier runs
-        wrote; then record the configuration the results belong to. Called once the model has
-        loaded, so a sweep that cannot start leaves an existing run as it was."""
+        wrote; then record the configuration the results belong to and the input files they were
+        made from. Called once the model has loaded, so a sweep that cannot start leaves an
+        existing run as it was."""
         if on_existing == "fresh":
             store.clear()
             for name in (*self.TABLES, self.MANIFEST, self.STATUS, self.REPORT):
                 (self / name).unlink(missing_ok=True)
             for figure in figure_files_in(self / self.FIGURES, FIGURE_NAMES):  # one this run may not draw again
                 figure.unlink()
-        write_sealed_json({"config": config_fingerprint}, self / self.FINGERPRINT)
+        write_sealed_json({"config": config_fingerprint, "inputs": inputs or {}}, self / self.FINGERPRINT)
 
-    def _holder(self) -> str:
+    def holder(self) -> str:
         try:
             info = json.loads((self / self.LOCK).read_text())
             return f"pid {info['pid']} on {info['host']}, since {info['since']}"
         except (OSError, ValueError, KeyError, TypeError):
             return "holder unknown"
 
-    def _refuse_other_config(self, config_fingerprint: str, on_existing: str) -> None:
-        if on_existing != "auto" or not self.path.is_dir():
+    def _refuse_other_config(self, config_fingerprint: str, on_existing: str, inputs: dict | None) -> None:
+        if on_existing == "fresh" or not self.path.is_dir():
             return
         marker, _ = self._json(self.FINGERPRINT, "restore it, or pass on_existing=resume to keep the results that still "
                                "apply (they are keyed by content, so nothing stale is reused)")
         has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json"))
-        if has_results and (marker or {}).get("config") != config_fingerprint:
+        if has_results and inputs is not None:
+            # a relative path read from another working directory, or a file edited since: the results
+            # would be keyed anew and the run's tables would hold other inputs' results without a word
+            refuse_changed(str(self.path), (marker or {}).get("inputs"), inputs,
+                           "a sweep into it would fill its tables with the results of the files named now",
+                           "run the command from the directory the run was made in (or give the paths above), "
+                           "restore the files, or pass on_existing=fresh to recompute it from the files named now "
+                           "(its stored results are deleted)")
+        if on_existing == "auto" and has_results and (marker or {}).get("config") != config_fingerprint:
             raise HarnessError(
                 f"{self.path} holds results of a different configuration; pass on_existing=resume to keep the "
                 f"results that still apply (they are keyed by content, so nothing stale is reused), "

@@ -27,6 +27,7 @@ from harness.reporting.report import write_outputs
 from harness.runs.environment import now_iso
 from harness.runs.compute import Computed, compute
 from harness.runs.experiment import Experiment
+from harness.runs.inputs import of_config
 from harness.runs.manifest import build_manifest
 from harness.runs.rundir import RunDir
 from harness.runs.schema import row_key
@@ -59,17 +60,18 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     cfg = validate(cfg)
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
-    with rundir.claim(result_config, cfg.on_existing.value) as store, _log_file(rundir / RunDir.LOG):
+    inputs = of_config(cfg)
+    with rundir.claim(result_config, cfg.on_existing.value, inputs) as store, _log_file(rundir / RunDir.LOG):
         previous = rundir.previous_status()
         new_run = previous is None and not rundir.has(RunDir.FINGERPRINT)
         started, clock, owned = now_iso(), PhaseClock(), False
         try:
             # the model loads before anything of the run changes: a sweep that cannot start (model
             # missing, offline) leaves an existing run, its .hydra/ and its fingerprint as they were
-            exp = Experiment.build(cfg)
+            exp = Experiment.build(cfg, log_dir=rundir.path)  # an engine's log stays with the run
             try:
                 clock.lap("setup")
-                rundir.take_over(store, result_config, cfg.on_existing.value)
+                rundir.take_over(store, result_config, cfg.on_existing.value, inputs)
                 rundir.write_hydra(config, overrides)
                 owned = True
                 return _sweep(cfg, config, rundir, store, exp, clock, started, progress)

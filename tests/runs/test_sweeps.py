@@ -151,3 +151,16 @@ def test_collect_aligns_a_run_without_attention(tmp_path, capsys):
         assert set(pd.read_parquet(out / "attention.parquet").prefix_len) == {0, 8}
     assert "ran without attention analysis" in capsys.readouterr().out
 
+
+def test_collect_keeps_the_attention_copy_of_the_same_design_whatever_each_run_flags_near_ties(tmp_path):
+    """Each run flags near ties against its own noise floor: copies of one key that differ only
+    there are the same result (they were refused as a disagreement)."""
+    design = [o for o in SMALL if o != "analysis.noise_floor=false"] + ["prefix.lengths=[8]"]
+    with_att = sweep(tmp_path / "att", *design)
+    without = sweep(tmp_path / "noatt", *design, "analysis.attention=false", "analysis.noise_floor=false")
+    flags = [pd.read_parquet(r / "conditions.parquet").near_tie for r in (with_att, without)]
+    assert flags[0].notna().all() and flags[1].isna().all()  # the copies differ in the flag
+    assert collect([without, with_att], tmp_path / "out") == 0
+    c = pd.read_parquet(tmp_path / "out" / "conditions.parquet")
+    assert len(c) == len(flags[0]) and c.attn_kl_mean.notna().all() and c.near_tie.notna().all()
+

@@ -1,0 +1,74 @@
+"""The files a run was made from, known by content: the prompts file, the prefix file and the
+adapter, each as its resolved absolute path and sha256 (a public benchmark's files are recorded
+by :mod:`harness.inputs.prefix_source` in the manifest's ``prefix_source``).
+
+The config keeps the paths as they were written, and a relative one means another file from
+another working directory. So a run records its inputs (``run_fingerprint.json`` and
+``manifest.json``), and a sweep into the directory (``harness resume``), ``check-determinism``
+and ``collect`` compare them with what the paths hold now and refuse in one line where the
+content differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.io import sha256_file
+from harness.model.adapters import adapter_dir, adapter_sha256
+
+# what each recorded role is called in a message, and the override that points at it
+ROLES = {"prompts": ("prompts file", "prompts.path"), "prefixes": ("prefix file", "prefixes.path"),
+         "adapter": ("adapter", "model.adapter")}
+
+
+def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: str | None) -> dict[str, dict]:
+    """``{role: {"path": absolute path, "sha256": ...}}`` of the input files the config names that
+    exist (a missing one is refused later, where it is read, with its own message)."""
+    found = {}
+    for role, path in (("prompts", prompts_path), ("prefixes", prefixes_path)):
+        if path and Path(path).is_file():
+            found[role] = {"path": str(Path(path).resolve()), "sha256": sha256_file(Path(path))}
+    if adapter:
+        where = adapter_dir(adapter)
+        try:
+            found["adapter"] = {"path": str(where.resolve()), "sha256": adapter_sha256(where)}
+        except OSError:  # not an adapter directory: the model's loading says so
+            pass
+    return found
+
+
+def of_config(cfg) -> dict[str, dict]:
+    """:func:`input_files` of a run config (validated, or as a manifest recorded it: a mapping)."""
+    def get(group: str, key: str):
+        part = cfg.get(group) if hasattr(cfg, "get") else getattr(cfg, group, None)
+        return part.get(key) if hasattr(part, "get") else None
+
+    return input_files(get("prompts", "path"), get("prefixes", "path"), get("model", "adapter"))
+
+
+def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
+    """One phrase per recorded input whose content differs from what the config names now (a role
+    recorded but no longer named, or named anew, counts); empty where ``recorded`` is None (runs of
+    earlier versions recorded none)."""
+    if not isinstance(recorded, dict):
+        return []
+    out = []
+    for role in sorted(set(recorded) | set(now)):
+        was, is_ = recorded.get(role) or {}, now.get(role) or {}
+        if was.get("sha256") == is_.get("sha256"):
+            continue
+        name = ROLES.get(role, (role, role))[0]
+        then = f"{was.get('path')} (sha256 {str(was.get('sha256'))[:12]}...)" if was else "none"
+        here = f"{is_.get('path')} (sha256 {str(is_.get('sha256'))[:12]}...)" if is_ else "none"
+        out.append(f"its {name} was {then}, the config now reads {here}")
+    return out
+
+
+def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: str, remedy: str) -> None:
+    """Raise a one-line :class:`HarnessError` where :func:`changed_inputs` finds any: ``what`` the
+    command would do with them, ``remedy`` what to do instead."""
+    changed = changed_inputs(recorded, now)
+    if changed:
+        raise HarnessError(f"{run} was made from other input files than its config names here: {'; '.join(changed)}. "
+                           f"{what}; {remedy}")

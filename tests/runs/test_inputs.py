@@ -1,0 +1,85 @@
+"""A run knows the files it was made from by content (issue 67): a relative ``prompts.path`` read
+from another working directory, where another file with the same ids sits, is refused by a sweep
+into the run (``harness resume``), by ``check-determinism`` and by ``collect``, instead of filling
+the run's tables with other prompts' results."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.io import open_json_seal
+from harness.runs.inputs import changed_inputs
+from tests.support import FAST, SMALL_PREFIXES, one_line_error, sweep, write_jsonl
+
+PROMPTS = [{"id": "p1", "text": "Name three colours of the rainbow."}, {"id": "p2", "text": "Count from one to five."}]
+OTHERS = [{"id": "p1", "text": "Translate 'cat' into French."}, {"id": "p2", "text": "Spell the word house."}]
+OVERRIDES = [o for o in FAST if not o.startswith("prompts.")] + ["prompts.path=prompts.jsonl"]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A run made in ``first/`` from the relative ``prompts.jsonl``; ``second/`` holds another file
+    of that name with the same ids."""
+    root = tmp_path_factory.mktemp("inputs")
+    first, second = root / "first", root / "second"
+    first.mkdir(), second.mkdir()
+    write_jsonl(first / "prompts.jsonl", PROMPTS)
+    write_jsonl(second / "prompts.jsonl", OTHERS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(first)
+        run = sweep(root / "run", *OVERRIDES)
+        other = sweep(root / "other-run", *[o.replace("prompts.jsonl", str(second / "prompts.jsonl"))
+                                            for o in OVERRIDES])
+    return {"root": root, "first": first, "second": second, "run": run, "other": other}
+
+
+def test_the_manifest_records_each_input_by_absolute_path_and_sha256(made):
+    manifest, _ = open_json_seal(json.loads((made["run"] / "manifest.json").read_text()))
+    expected = {
+        "prompts": {"path": str((made["first"] / "prompts.jsonl").resolve()),
+                    "sha256": hashlib.sha256((made["first"] / "prompts.jsonl").read_bytes()).hexdigest()},
+        "prefixes": {"path": str(SMALL_PREFIXES.resolve()),
+                     "sha256": hashlib.sha256(SMALL_PREFIXES.read_bytes()).hexdigest()},
+    }
+    assert manifest["inputs"] == expected
+    fingerprint, _ = open_json_seal(json.loads((made["run"] / "run_fingerprint.json").read_text()))
+    assert fingerprint["inputs"] == expected
+
+
+def test_resuming_from_another_directory_is_refused_and_changes_nothing(made, capsys, monkeypatch):
+    before = {p.name: p.read_bytes() for p in made["run"].iterdir() if p.is_file() and p.name != ".lock"}
+    monkeypatch.chdir(made["second"])
+    line = one_line_error(capsys, ["resume", str(made["run"])])
+    assert "was made from other input files" in line and "prompts file" in line
+    assert str((made["first"] / "prompts.jsonl").resolve()) in line  # where the run's own file is
+    assert "on_existing=fresh" in line
+    after = {p.name: p.read_bytes() for p in made["run"].iterdir() if p.is_file() and p.name != ".lock"}
+    assert after == before
+    # the same relative path from the run's own directory resumes: everything reused
+    monkeypatch.chdir(made["first"])
+    capsys.readouterr()
+    assert main(["resume", str(made["run"])]) == 0
+
+
+def test_check_determinism_from_another_directory_is_refused(made, capsys, monkeypatch):
+    monkeypatch.chdir(made["second"])
+    line = one_line_error(capsys, ["check-determinism", str(made["run"]), "--sample", "1"])
+    assert "was made from other input files" in line and "recheck" in line
+
+
+def test_collect_refuses_one_id_from_two_files(made, capsys, tmp_path):
+    line = one_line_error(capsys, ["collect", str(made["run"]), str(made["other"]), "--out", str(tmp_path / "c")])
+    assert "different prompts files" in line and "'p1'" in line
+    assert not (tmp_path / "c").exists()
+
+
+def test_changed_inputs_is_silent_only_for_runs_that_recorded_none():
+    now = {"prompts": {"path": "/a", "sha256": "1" * 64}}
+    assert changed_inputs(None, now) == []  # an earlier version's run: nothing to compare
+    assert changed_inputs(now, now) == []
+    assert changed_inputs({}, now) == ["its prompts file was none, the config now reads /a (sha256 111111111111...)"]
+    assert len(changed_inputs({"prompts": {"path": "/a", "sha256": "2" * 64}}, now)) == 1
