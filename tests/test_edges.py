@@ -32,7 +32,8 @@ def files(tmp_path_factory):
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("edge-runs")
     ac = sweep(root / "ac", *FAST, "groups=[A,C]")  # no B: nothing to name heads by
-    return {"ac": ac}
+    one = sweep(root / "one", *[o for o in FAST if not o.startswith("prompts.limit")], "prompts.limit=1")
+    return {"ac": ac, "one": one}
 
 
 def answer(capsys, argv: list[str]) -> str:
@@ -111,3 +112,22 @@ def test_prompt_files_refuse_invisible_targets_naming_the_prefix(tmp_path, capsy
                                                "target": "um\u200bbrella"}])
     with pytest.raises(HarnessError, match=r"p\.jsonl:1: prefix 'sly': target .*U\+200B"):
         load_prefixes(path)
+
+
+def test_a_one_prompt_run_says_why_it_has_no_interval_instead_of_nan(runs, tmp_path):
+    assert main(["claims", str(runs["one"]), "--out", str(tmp_path / "c"), "--resamples", "20"]) == 0
+    page = (tmp_path / "c" / "claims.md").read_text()
+    assert "nan to nan" not in page
+    assert "has no interval (1 prompt(s) x 5 prefix(es); a crossed interval needs at least 2 of each)" in page
+    # what the tiny model's run lacks for claims 1 and 2, in the words plan uses
+    assert "Not tested: claim 1 needs a model with at least 3 layers (this one has 2)." in page
+
+
+def test_kv_size_reads_a_model_config_by_its_name(capsys):
+    """``model=tiny`` is the config sweep reads (it looked for a hub model called tiny for 28 s)."""
+    from harness.model.builtin import tiny_config
+
+    config = tiny_config("llama")
+    assert main(["kv-size", "model=tiny"]) == 0
+    line = capsys.readouterr().out
+    assert f"x {config.num_hidden_layers} layers x {config.num_key_value_heads} kv heads" in line

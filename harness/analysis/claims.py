@@ -263,6 +263,10 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         floor = summaries.noise_level(noise, key[0] if by[0] == "model" else None, value)
         if floor is None:
             b_says = "no noise floor measured"
+        elif not (np.isfinite(b_lo) and np.isfinite(b_hi)):  # one prompt or one prefix: no crossed interval
+            b_says = (f"B's mean {b_mean:.3g} has no interval ({b_cube.shape[0]} prompt(s) x {b_cube.shape[1]} "
+                      f"prefix(es); a crossed interval needs at least 2 of each), so it is not separable from the "
+                      f"noise floor {floor:.3g}")
         else:
             side = "above" if b_lo > floor else "within" if b_hi <= floor else "not separable from"
             b_says = (f"B's mean {b_mean:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
@@ -292,6 +296,23 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             "n_prompts": int(row.n_prompts), "n_prefixes": int(row.n_prefixes_high + row.n_prefixes_low),
             "unit": UNIT})
     return pd.DataFrame(rows)
+
+
+def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | None) -> str:
+    """What these tables lack for ``claim`` to be tested, in words ("" when they have it): the
+    claims page and ``harness plan`` name the same requirement."""
+    groups = set(conditions.group.astype(str)) if "group" in conditions else set()
+    if claim == 1:
+        if attention is None or attention.empty:
+            return "claim 1 needs an attention table (analysis.attention=true)"
+        layers = attention["layer"].nunique()
+        return "" if layers >= 3 else f"claim 1 needs a model with at least 3 layers (this one has {layers})"
+    if claim == 2:
+        have = sorted(int(n) for n in conditions[conditions.group == "C"].prefix_len.unique()) if "C" in groups else []
+        missing = [n for n in JUMP_LENGTHS if n not in have]
+        return "" if not missing else (f"claim 2 needs group C at prefix lengths {', '.join(map(str, JUMP_LENGTHS))} "
+                                       f"(these runs have {have or 'no group C'})")
+    return "" if {"B", "C"} <= groups else f"claim 3 needs groups B and C (these runs have {sorted(groups)})"
 
 
 def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,

@@ -26,6 +26,25 @@ def _allow_mixed_settings(parser: argparse.ArgumentParser) -> None:
                              "(refused otherwise: one table would mix them)")
 
 
+def _allow_failed(parser: argparse.ArgumentParser) -> None:
+    """The ``--allow-failed`` option of every command that reads runs' results."""
+    parser.add_argument("--allow-failed", action="store_true",
+                        help="read a run some of whose conditions failed (its tables hold the others); the pages "
+                             "then say how many are missing")
+
+
+def _reading_notes(ns: argparse.Namespace, runs: list[Path]) -> list[str]:
+    """Refuse runs that are not finished (:mod:`harness.runs.readable`) and say on stderr what the
+    pages will say of the others."""
+    from harness.runs.readable import reading_notes
+
+    notes = reading_notes(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
+                          allow_mixed_settings=getattr(ns, "allow_mixed_settings", False))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return notes
+
+
 def _manifests(runs: list[Path], trust_damaged: bool) -> list[dict]:
     """The runs' manifests, where they have one (what the reports say of each run's prefix source)."""
     from harness.runs.rundir import RunDir
@@ -41,6 +60,7 @@ def figures(args: list[str]) -> int:
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
+    _allow_failed(parser)
     ns = parser.parse_args(args)
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
@@ -49,12 +69,14 @@ def figures(args: list[str]) -> int:
 
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
+    notes = _reading_notes(ns, ns.runs)
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
     print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "
           "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
-    written = write_outputs(conditions, attention, out, noise=noise, manifests=_manifests(ns.runs, ns.trust_damaged))
+    written = write_outputs(conditions, attention, out, noise=noise, manifests=_manifests(ns.runs, ns.trust_damaged),
+                            notes=notes)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -70,15 +92,17 @@ def claims(args: list[str]) -> int:
                         help="crossed bootstrap resamples (default 2000)")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
+    _allow_failed(parser)
     ns = parser.parse_args(args)
     check_out(ns.out)
+    notes = _reading_notes(ns, ns.runs)
     from harness.reporting.claims import write_claims
     from harness.runs.rundir import load_noise, load_runs
 
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
-                           n_resamples=ns.resamples)
+                           n_resamples=ns.resamples, notes=notes)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 
@@ -93,8 +117,10 @@ def corpus_report(args: list[str]) -> int:
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
     parser.add_argument("--out", type=Path, required=True, help="where corpora.md, its tables and figures/ go")
     _trust_damaged(parser)
+    _allow_failed(parser)
     ns = parser.parse_args(args)
     check_out(ns.out)
+    notes = _reading_notes(ns, [*ns.runs, *ns.bank])
     from harness.reporting.corpora import write_corpus_report
     from harness.runs.rundir import load_noise, load_runs
 
@@ -106,7 +132,8 @@ def corpus_report(args: list[str]) -> int:
     if ns.bank:
         bank = (load_runs(ns.bank, ns.trust_damaged)[0], load_noise(ns.bank, ns.trust_damaged))
     command = " ".join(["harness corpus-report", *args])
-    written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank)
+    written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank,
+                                  notes)
     print(f"wrote {len(written)} files: {(ns.out / 'corpora.md').resolve()}")
     return 0
 
@@ -123,6 +150,7 @@ def detect(args: list[str]) -> int:
     parser.add_argument("--device", default=None, help="override the runs' model.device (cpu, cuda, ...)")
     parser.add_argument("--batch-size", type=int, default=None, help="inputs per forward pass (default: the run's)")
     _trust_damaged(parser)
+    _allow_failed(parser)
     ns = parser.parse_args(args)
     if ns.batch_size is not None and ns.batch_size < 1:
         raise HarnessError(f"--batch-size must be at least 1, got {ns.batch_size}")
@@ -133,7 +161,8 @@ def detect(args: list[str]) -> int:
     for run in ns.runs:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
-    run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged)
+    notes = _reading_notes(ns, ns.runs)
+    run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
     print(f"wrote {(ns.out / 'detector.md').resolve()}")
     return 0
 
@@ -162,15 +191,18 @@ def plan(args: list[str]) -> int:
                         help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
                              "overrides, empty when none) here")
     _trust_damaged(parser)
+    _allow_mixed_settings(parser)
+    _allow_failed(parser)
     ns = parser.parse_args(args)
     if ns.out is not None:
         check_out(ns.out)
+    notes = _reading_notes(ns, ns.runs)
     from harness.io import write_parquet, write_text
     from harness.runs.plan import plan as plan_runs
     from harness.runs.plan import plan_markdown
 
-    found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged)
-    page = plan_markdown(found, ns.runs)
+    found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings)
+    page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:
         write_text(page, ns.out / "plan.md")
@@ -243,8 +275,10 @@ def causal_heads(args: list[str]) -> int:
                         "run's tables (no model is loaded); heads as a detector: harness detect")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
+    _allow_failed(parser)
     ns = parser.parse_args(args)
     check_out(ns.out)
+    notes = _reading_notes(ns, [ns.run])
     if ns.draws < 0 or any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive and --draws non-negative")
     from harness.runs.causal_heads import causal_heads as run_causal_heads
@@ -252,6 +286,6 @@ def causal_heads(args: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
                      ns.device, causal=not ns.ranking_only, trust_damaged=ns.trust_damaged,
-                     allow_mixed_settings=ns.allow_mixed_settings)
+                     allow_mixed_settings=ns.allow_mixed_settings, notes=notes)
     print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
     return 0

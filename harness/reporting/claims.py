@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.analysis import claims as analysis
 from harness.io import write_parquet, write_text
-from harness.reporting.markdown import num, power_text
+from harness.reporting.markdown import note_lines, num, power_text
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
 
@@ -131,8 +131,10 @@ def _fmt(v, digits: int = 3) -> str:
 
 
 def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], models: list[str],
-                    n_resamples: int, precision: str = "") -> str:
-    lines = ["# The seed's claims, tested", "",
+                    n_resamples: int, precision: str = "", notes: list[str] = (),
+                    missing: dict[int, str] | None = None) -> str:
+    """The claims page (``missing``: what the tables lack for each claim, :func:`analysis.missing_for`)."""
+    lines = ["# The seed's claims, tested", *note_lines(notes), "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "
              "kept at or above zero) with Satterthwaite degrees of freedom. Claims 1 and 2 compare one part of a "
@@ -151,8 +153,9 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
         rows = table[table.claim == claim]
         lines += [f"## Claim {claim}: {text}", ""]
         if rows.empty:
-            lines += ["Not tested: the runs lack what it needs (claim 1 needs the attention table of a model "
-                      "with at least 3 layers; claim 2 the lengths 32, 64, 128 and 256).", ""]
+            why = (missing or {}).get(claim) or (
+                "no measure of these runs varies between prefixes, so there is nothing to test")
+            lines += [f"Not tested: {why}.", ""]
             continue
         statistic = rows.statistic.iloc[0]
         header = ["model", "placement", "measure", f"{statistic}", "interval", "verdict"]
@@ -173,9 +176,10 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
 
 
 def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,
-                 out_dir: Path, runs: list[str], n_resamples: int = analysis.N_RESAMPLES) -> list[Path]:
+                 out_dir: Path, runs: list[str], n_resamples: int = analysis.N_RESAMPLES,
+                 notes: list[str] = ()) -> list[Path]:
     """Compute the claims, and write ``claims.parquet``, ``claims.md`` and ``figures/claim*`` under
-    ``out_dir``."""
+    ``out_dir`` (``notes``: what the reader said of the runs, under the title)."""
     out_dir = Path(out_dir)
     table = analysis.seed_claims(conditions, attention, noise, n_resamples=n_resamples)
     written = [out_dir / "claims.parquet"]
@@ -185,6 +189,7 @@ def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise
         written += save_figure(fig, out_dir / "figures" / name)
         plt.close(fig)
     models = sorted(conditions.model.astype(str).unique())
-    write_text(claims_markdown(table, list(figures), runs, models, n_resamples, precision_note(noise)),
+    write_text(claims_markdown(table, list(figures), runs, models, n_resamples, precision_note(noise), notes,
+                               {c: analysis.missing_for(c, conditions, attention) for c in analysis.HYPOTHESES}),
                out_dir / "claims.md")
     return [*written, out_dir / "claims.md"]

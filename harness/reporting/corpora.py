@@ -17,7 +17,7 @@ from harness.analysis import corpora
 from harness.analysis.claims import c_versus_b
 from harness.analysis.obeying import without_mentions
 from harness.io import write_parquet, write_text
-from harness.reporting.markdown import ci, p_text, table, where
+from harness.reporting.markdown import ci, note_lines, p_text, table, where
 from harness.reporting.plots import GROUP_COLOURS, OKABE_ITO, save_figure, style
 from harness.reporting.sources import source_lines
 
@@ -105,9 +105,10 @@ def design_line(conditions: pd.DataFrame) -> str:
             f" x lengths {', '.join(map(str, sorted(x.prefix_len.unique())))}: {len(conditions):,} conditions.")
 
 
-def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command: str, design: str = "") -> str:
-    """The markdown page."""
-    lines = ["# Public injection benchmarks: attacks inside documents", "",
+def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command: str, design: str = "",
+                notes: list[str] = ()) -> str:
+    """The markdown page (``notes``: what the reader said of the runs, under the title)."""
+    lines = ["# Public injection benchmarks: attacks inside documents", *note_lines(notes), "",
              f"Regenerate: `{command}`", "", *source_lines(manifests)[1:], "", design, "",
              "Intervals are 95% with prompts and matched sets both random (crossed; docs/statistics.md). C - B pairs "
              "each attack with the benign passage of its own set; attack - mention pairs it with its own mention "
@@ -158,7 +159,7 @@ def _claim3(conditions: pd.DataFrame, noise, source: str) -> pd.DataFrame:
 
 
 def write_corpus_report(conditions: pd.DataFrame, noise, manifests: list[dict], out: Path, command: str,
-                        bank: tuple[pd.DataFrame, object] | None = None) -> list[Path]:
+                        bank: tuple[pd.DataFrame, object] | None = None, notes: list[str] = ()) -> list[Path]:
     """``out/corpora.md``, its tables (parquet) and figures, from runs drawn from a benchmark
     (``conditions``) and, for claim 3's comparison, runs of a hand-written bank (``bank``:
     conditions and noise)."""
@@ -192,7 +193,8 @@ def write_corpus_report(conditions: pd.DataFrame, noise, manifests: list[dict], 
         ax.set_title("Replies with the attacker's string: the attack in the span, or a sentence only naming it",
                      fontsize=9)
         written += save_figure(fig, out / "figures" / "corpus_attacker_rates")
-    write_text(corpus_page(rates, contrast, drift, by_template, claim3, manifests, command, design_line(conditions)),
+    write_text(corpus_page(rates, contrast, drift, by_template, claim3, manifests, command, design_line(conditions),
+                           notes),
                out / "corpora.md")
     return [*written, out / "corpora.md"]
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.analysis.detection import DETECTORS, MIN_NEGATIVES
 from harness.io import write_text
-from harness.reporting.markdown import ci, num, table
+from harness.reporting.markdown import ci, note_lines, num, table
 from harness.reporting.plots import OKABE_ITO, save_figure, style
 
 NAMES = {"focus_score": "focus score (Attention Tracker)", "capture_heads": "capture, chosen heads (harness)",
@@ -81,8 +81,9 @@ def plot_roc(ax, scores: pd.DataFrame):
     return ax
 
 
-def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], figures: list[str]) -> str:
-    lines = ["# Would the field's detector catch it?", "",
+def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], figures: list[str],
+                  notes: list[str] = ()) -> str:
+    lines = ["# Would the field's detector catch it?", *note_lines(notes), "",
              "Attention-based detectors on the runs' inputs (one forward pass each, no continuation): Attention "
              "Tracker's focus score (Hung et al., NAACL Findings 2025, implemented from the paper: the last input "
              "token's attention on the task's tokens over that on task + prefix, averaged over heads chosen on the "
@@ -122,7 +123,7 @@ def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], 
 
 
 def write_detector_report(detector: pd.DataFrame, scores: pd.DataFrame, heads: pd.DataFrame, out: Path,
-                          runs: list[str]) -> list[Path]:
+                          runs: list[str], notes: list[str] = ()) -> list[Path]:
     """``out/detector.md`` and ``out/figures/detector_roc.{png,pdf}``: one ROC panel per model,
     placement and length (halves split, every source pooled in its panel's title)."""
     out = Path(out)
@@ -140,5 +141,5 @@ def write_detector_report(detector: pd.DataFrame, scores: pd.DataFrame, heads: p
             ax.axis("off")
         written += save_figure(fig, out / "figures" / "detector_roc")
         pngs.append("figures/detector_roc.png")
-    write_text(detector_page(detector, heads, runs, pngs), out / "detector.md")
+    write_text(detector_page(detector, heads, runs, pngs, notes), out / "detector.md")
     return [*written, out / "detector.md"]

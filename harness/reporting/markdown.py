@@ -79,6 +79,12 @@ def null_power(r) -> str:
                    "; too little to call it no difference")
 
 
+def note_lines(notes) -> list[str]:
+    """What the reader said of the runs it read (:mod:`harness.runs.readable`: failed conditions
+    left out, settings mixed), as quoted lines under a page's title."""
+    return [line for note in notes for line in ("", f"> **Note:** {note}")]
+
+
 def table(header: list[str], rows: list[list]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + [
         "| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -27,7 +27,7 @@ from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
-from harness.reporting.markdown import null_power, power_text
+from harness.reporting.markdown import note_lines, null_power, power_text
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 from harness.reporting.sources import source_lines
@@ -37,13 +37,14 @@ SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "deli
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
                     title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
-                    ceiling: pd.DataFrame | None = None, manifests: list[dict] = ()) -> str:
+                    ceiling: pd.DataFrame | None = None, manifests: list[dict] = (), notes: list[str] = ()) -> str:
     """A GitHub-readable report of one run (or several collected ones). ``ceiling``: the
     :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed;
-    ``manifests``: the runs' (where the prefixes came from, what was skipped)."""
+    ``manifests``: the runs' (where the prefixes came from, what was skipped); ``notes``: what the
+    reader said of the runs (:func:`harness.runs.readable.reading_notes`)."""
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
-    lines = [f"# {title}", "",
+    lines = [f"# {title}", *note_lines(notes), "",
              f"Models: {', '.join(map(str, conds.model.unique()))}. Placement: "
              f"{', '.join(map(str, conds.placement.unique())) if 'placement' in conds else 'raw'}. "
              f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "
@@ -341,7 +342,7 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
 
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
                   title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
-                  manifests: list[dict] = ()) -> list[Path]:
+                  manifests: list[dict] = (), notes: list[str] = ()) -> list[Path]:
     """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md`` (and ``ceiling.parquet`` when
     the conditions hold a direct placement beside injected ones); returns the paths."""
     from harness.reporting import plots as F
@@ -355,7 +356,7 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
-    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests), report)
+    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes), report)
     written.append(report)
     table = out_dir / "ceiling.parquet"
     if not ceiling.empty:  # runs collected across placements, one of them direct: the table behind that section

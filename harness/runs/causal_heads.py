@@ -33,6 +33,7 @@ from harness.inputs.isolation import Isolation
 from harness.io import write_json, write_parquet
 from harness.reporting.causal_heads import write_causal_report
 from harness.runs.compute import compute
+from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.rundir import RunDir, load_run
 from harness.runs.store import ResultStore
 
@@ -57,7 +58,8 @@ def _length(conditions: pd.DataFrame, prefix_len: int | None) -> int:
 def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, draws: int = 3,
                  rank_by: str = "capture", segment: str = "task", prefix_len: int | None = None, seed: int = 0,
                  converse: bool = True, device: str | None = None, progress: bool = True, causal: bool = True,
-                 trust_damaged: bool = False, allow_mixed_settings: bool = False) -> dict[str, pd.DataFrame]:
+                 trust_damaged: bool = False, allow_mixed_settings: bool = False,
+                 notes: list[str] = ()) -> dict[str, pd.DataFrame]:
     """Run the causal test described in the module docstring (``causal=False``: the ranking and head
     sets only, from the run's tables, without loading the model); returns the
     tables it wrote. The run is read as every reader reads it (``trust_damaged``,
@@ -91,9 +93,13 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), "prefix_len": length,
              "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks), "draws": draws,
              "converse": converse, "choosing_prefixes": sorted(choose), "testing_prefixes": sorted(test),
-             "n_prompts": int(tables.conditions.prompt_id.nunique()), "n_conditions": 0}
+             "n_prompts": int(tables.conditions.prompt_id.nunique()), "n_conditions": 0, "notes": list(notes)}
     effects = pd.DataFrame()
-    if causal:
+    if causal:  # the run's experiment is built again from its config: from the files it was made from
+        refuse_changed(str(run_dir), manifest.get("inputs"), of_config(manifest["config"]),
+                       "its heads would be tested on other prompts or prefixes than the run named them on",
+                       "run it from the directory the run was made in (the paths above say where), or restore the "
+                       "files")
         records = _causal_sweep(manifest["config"], sets, test, length, converse, Path(out_dir), device, progress)
         effects = ch.causal_effects(records[records.group != "A"], seed=seed)
         out.update({"causal_conditions.parquet": records, "causal_effects.parquet": effects})

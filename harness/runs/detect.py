@@ -33,6 +33,7 @@ from harness.analysis import detection as dt
 from harness.errors import HarnessError
 from harness.io import write_parquet
 from harness.runs.environment import now_iso, package_versions
+from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.rundir import RunDir
 from harness.runs.store import CorruptResult, ResultStore, fingerprint
 
@@ -79,6 +80,10 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
             raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
                                f"directory")
         config = manifest["config"]
+        refuse_changed(str(run_dir), manifest.get("inputs"), of_config(config),
+                       "its inputs would be scored from other prompts or prefixes than the run's",
+                       "run it from the directory the run was made in (the paths above say where), or restore the "
+                       "files")
         exp = Experiment.build(OmegaConf.create(config), device=device, attention=True)
         try:
             keys = {c: fingerprint({"detect": DETECT_VERSION, "input": key}) for c, key in exp.keys().items()}
@@ -194,8 +199,10 @@ def _rows(fitted, choose, test, heads, chosen_on, tested_on, split, seed, n_resa
 
 
 def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | None = None, batch_size: int | None = None,
-           progress: bool = True, trust_damaged: bool = False, n_resamples: int = dt.N_RESAMPLES) -> dict:
-    """Score, choose, evaluate and write (the module docstring); returns the tables written."""
+           progress: bool = True, trust_damaged: bool = False, n_resamples: int = dt.N_RESAMPLES,
+           notes: list[str] = ()) -> dict:
+    """Score, choose, evaluate and write (the module docstring; ``notes``: what the reader said of
+    the runs, on the page); returns the tables written."""
     from harness.io import sha256_file, write_sealed_json
     from harness.reporting.detection import write_detector_report
 
@@ -221,7 +228,7 @@ def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | Non
     for name, df in tables.items():
         write_parquet(df, out / name)
     write_detector_report(tables["detector.parquet"], tables["detector_scores.parquet"], tables["detector_heads.parquet"],
-                          out.path, [str(r) for r in run_dirs])
+                          out.path, [str(r) for r in run_dirs], notes)
     write_sealed_json({"command": COMMAND, "runs": [str(r) for r in run_dirs], "seed": seed,
                        "inputs": len(inputs), "detect_version": DETECT_VERSION, "started": started,
                        "finished": now_iso(), "versions": package_versions(),

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.claims import HYPOTHESES, missing_for
 from harness.analysis.planning import (
     ATTENTION,
     OUTPUT,
@@ -32,6 +33,7 @@ from harness.analysis.planning import (
 )
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
+from harness.reporting.markdown import note_lines
 from harness.runs.rundir import RunDir, run_tables
 from harness.runs.tables import concat_tables
 
@@ -114,14 +116,18 @@ class Plan:
 
 
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, budget_minutes: float | None = None,
-         trust_damaged: bool = False) -> Plan:
+         trust_damaged: bool = False, allow_mixed_settings: bool = False) -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all)."""
-    per_run, attention = run_tables(run_dirs, trust_damaged)  # each table read once
+    per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     tests = claim_tests(concat_tables(per_run), concat_tables(attention) if attention else None, effect_sds)
     if not tests:
-        raise HarnessError("no claim test could be planned from these runs: they need groups B and C, and prefix "
-                           "lengths 32, 64, 128 and 256 for claim 2")
+        missing = [why for why in (missing_for(c, concat_tables(per_run), concat_tables(attention) if attention
+                                               else None) for c in HYPOTHESES) if why]
+        raise HarnessError("no claim test could be planned from these runs: "
+                           + ("; ".join(missing) if len(missing) == len(HYPOTHESES) else
+                              "; ".join(missing + ["claim 3's measures do not vary between prefixes here (a prefix-"
+                                                   "level SD of 0 gives no effect to plan against)"])))
     p0 = max(c.pilot_prompts for c in costs)
     prompts = range(p0, min(c.prompts_available for c in costs) + 1)
     prefixes = range(2, min(c.prefixes_available for c in costs) + 1)
@@ -166,11 +172,12 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
                 effect_sds, budget_minutes)
 
 
-def plan_markdown(p: Plan, run_dirs: list[Path]) -> str:
-    """The plan as a page: the cost model, the designs, and every test's power."""
+def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
+    """The plan as a page: the cost model, the designs, and every test's power (``notes``: what
+    the reader said of the runs, under the title)."""
     effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
     lines = [
-        "# Design plan", "",
+        "# Design plan", *note_lines(notes), "",
         f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: power {p.target:g} against {effect} for "
         f"each claim test of the claims page (the power it prints), at the pilot's prefix lengths"
         + (f"; budget {p.budget_minutes:g} min still to spend." if p.budget_minutes is not None else "."), "",
@@ -184,10 +191,10 @@ def plan_markdown(p: Plan, run_dirs: list[Path]) -> str:
               "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "
               "spend | minutes in all | note |", "| --- | --- | --- | --- | --- | --- |"]
     for d in p.designs.itertuples():
-        if d.n_prompts is None:
+        if pd.isna(d.n_prompts):  # None in a column of numbers reads back as NaN
             lines.append(f"| {SCOPE_TEXT[d.scope]} | | | | | {d.note} |")
         else:
-            lines.append(f"| {SCOPE_TEXT[d.scope]} | {d.n_prompts} | {d.n_prefixes} | {d.minutes:.1f} | "
+            lines.append(f"| {SCOPE_TEXT[d.scope]} | {int(d.n_prompts)} | {int(d.n_prefixes)} | {d.minutes:.1f} | "
                          f"{d.total_minutes:.1f} | |")
     lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
               f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "

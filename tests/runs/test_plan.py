@@ -77,3 +77,12 @@ def test_plan_refuses_what_is_not_a_finished_run_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["plan", str(tmp_path), "--target", "1.5"])
     assert exc.value.code == 2
+
+
+def test_a_design_none_reaches_keeps_its_reason_and_prints_no_nan(pilot, capsys):
+    """A scope no design reaches within the budget is a row with its reason (it printed nan and dropped it)."""
+    assert main(["plan", str(pilot), "--budget-minutes", "0.0001"]) == 0
+    page = capsys.readouterr().out
+    rows = [line for line in page.splitlines() if line.startswith("| every ")]
+    assert rows and all("| | | | |" in row and row.rstrip("| ").strip() for row in rows), rows
+    assert "nan" not in page
