@@ -166,7 +166,7 @@ def _check_run_dir(run_dir: str) -> None:
                            f"hydra.run.dir")
 
 
-def _group_options(group: str, config_dir: str | None) -> set[str]:
+def group_options(group: str, config_dir: str | None) -> set[str]:
     """The names ``group=NAME`` can take: the shipped configs and those of ``--config-dir``."""
     from harness.paths import PACKAGE_DIR
 
@@ -192,7 +192,7 @@ def _check_overrides(args: list[str], config_dir: str | None) -> None:
         if key.startswith("hydra") or "/" in key:  # Hydra's own settings and group paths (hydra/launcher=...)
             continue
         if key in GROUPS:
-            options = _group_options(key, config_dir)
+            options = group_options(key, config_dir)
             for choice in (v.strip() for v in _unquoted(value).split(",")):
                 if choice and choice not in options and not choice.startswith(("${", "glob(", "choice(", "range(")):
                     raise HarnessError(_not_an_option(key, choice, options))
@@ -293,7 +293,11 @@ def resume(args: list[str]) -> int:
                              "are listed without it)")
     ns = parser.parse_intermixed_args(args)  # the flag may come after the overrides
     run = RunDir(ns.run_dir)
-    overrides = [o for o in run.overrides() if not o.startswith("hydra.run.dir=")]
+    # results are keyed by content and the inputs are checked by content, so keeping what still
+    # applies is what resuming means (a saved on_existing=fresh would delete what it resumes)
+    overrides = [o for o in run.overrides() if not o.startswith(("hydra.run.dir=", "on_existing="))]
+    if not any(o.startswith("on_existing=") for o in ns.overrides):
+        overrides.append("on_existing=resume")
     if not ns.accept_changes:
         changed = _design_changes(run, overrides, ns.overrides)
         if changed:
@@ -332,9 +336,16 @@ def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6)
 
     before, after = flat({k: v for k, v in saved.items() if k not in NOT_RESULT_KEYS and k != "hydra"}), \
         flat({k: v for k, v in now.items() if k not in NOT_RESULT_KEYS and k != "hydra"})
-    changed = [f"{k}: {before.get(k, '(absent)')!r} -> {after.get(k, '(absent)')!r}"
-               for k in sorted(set(before) | set(after))
-               if before.get(k) != after.get(k) and not any(k == a or k.startswith(a + ".") for a in asked)]
+    # a key added since the run was made takes the default that does what the older version did, and
+    # a key removed since cannot be given: neither is a change the user could undo with an override
+    # (a result they would change is keyed anew and recomputed, never reused)
+    added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+    if added or removed:
+        print("note: the run was made by an earlier version: " + "; ".join(
+            ([f"added since, at their defaults: {', '.join(added[:8])}{' ...' if len(added) > 8 else ''}"] if added
+             else []) + ([f"no longer settings: {', '.join(removed[:8])}"] if removed else [])), file=sys.stderr)
+    changed = [f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(set(before) & set(after))
+               if before[k] != after[k] and not any(k == a or k.startswith(a + ".") for a in asked)]
     return changed[:shown] + ([f"and {len(changed) - shown} more"] if len(changed) > shown else [])
 
 

@@ -11,13 +11,35 @@ from harness.errors import HarnessError
 def kv_size(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness kv-size", description="KV-cache size: how many bytes a model's "
                                      "key/value cache takes for a batch and sequence length.")
-    parser.add_argument("overrides", nargs="*", help="key=value: model=<hub id, local dir, demo or "
-                        "builtin:tiny-llama>, layers, kv_heads, head_dim, seq_len, batch, dtype")
+    parser.add_argument("overrides", nargs="*", help="key=value: model=<a model config (conf/model: tiny, demo, "
+                        "smollm2-135m-instruct-q4_1, ...), hub id or local dir>, layers, kv_heads, head_dim, seq_len, "
+                        "batch, dtype")
     ns = parser.parse_args(args)
     from harness.model.kv_size import describe
 
-    print(describe(ns.overrides))
+    print(describe([_model_config_source(o) for o in ns.overrides]))
     return 0
+
+
+def _model_config_source(override: str) -> str:
+    """``model=NAME`` where NAME is a model config (conf/model, as ``harness sweep model=NAME``
+    reads it): ``model=`` what that config loads (its GGUF's local copy, the built-in, the hub id),
+    so that a config name is not looked up on the hub. Any other override as given."""
+    key, _, name = override.partition("=")
+    from harness.cli.hydra_apps import group_options
+
+    if key != "model" or name not in group_options("model", None):
+        return override
+    from harness.config import compose, validate
+    from harness.model.sources import gguf_source
+
+    model = validate(compose([f"model={name}"])).model
+    source = gguf_source(model.gguf)
+    if source is not None:
+        from harness.model.gguf import dequantized_copy
+
+        return f"model={dequantized_copy(source)[0]}"
+    return f"model={model.name_or_path}"
 
 
 def build_prefixes(args: list[str]) -> int:
@@ -115,9 +137,13 @@ def cache_timing(args: list[str]) -> int:
     stops = stop_ids(loaded.model, loaded.tokenizer)
     context = max(max_model_len(ns.lengths), 256)
 
+    started = []  # each engine's log in --out, numbered (a fresh engine per setting)
+    ns.out.mkdir(parents=True, exist_ok=True)
+
     def open_engine() -> VllmWorker:
+        started.append(ns.out / f"vllm-{len(started) + 1}.log")
         return VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=context, seed=ns.seed, python=ns.python,
-                          block_size=ns.block_size)
+                          block_size=ns.block_size, log_path=started[-1])
 
     with tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings), desc="trials", unit="trial") as bar:
         trials, invariant, engine = run_experiment(open_engine, vocab, ns.lengths, ns.trials, ns.settings,

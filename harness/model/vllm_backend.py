@@ -29,6 +29,7 @@ WORKER = Path(__file__).with_name("vllm_worker.py")
 INSTALL = "make vllm  (a separate environment, .venv-vllm: vLLM pins an older transformers than the harness's)"
 # the engine's first start compiles nothing (enforce_eager) but still takes 60-160 s on a CPU
 START_TIMEOUT_S = 900.0
+MAX_BLOCK_SIZE = 256  # the largest of vLLM's CacheConfig block sizes (1, 8, ..., 256)
 
 
 def vllm_python(configured: str | None = None) -> Path:
@@ -44,8 +45,8 @@ def vllm_python(configured: str | None = None) -> Path:
 
 def block_size_problem(block_size: int | None, name: str) -> str | None:
     """Why ``block_size`` cannot be vLLM's prefix-cache block (None: it can, or it is vLLM's default)."""
-    if block_size is not None and (block_size < 16 or block_size % 16):
-        return f"{name} must be a multiple of 16 (32 on a CPU), got {block_size}"
+    if block_size is not None and (block_size < 16 or block_size % 16 or block_size > MAX_BLOCK_SIZE):
+        return f"{name} must be a multiple of 16 (32 on a CPU) of at most {MAX_BLOCK_SIZE}, got {block_size}"
     return None
 
 
@@ -113,10 +114,17 @@ class VllmWorker:
         self._proc = subprocess.Popen([str(self.python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._log, text=True, env=env,
                                       start_new_session=True)  # its engine processes go with it
-        self._send({"model": model, "dtype": dtype, "max_model_len": int(max_model_len), "seed": int(seed),
-                    "prefix_caching": prefix_caching, "block_size": block_size, "compile": compile,
-                    "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size})
-        ready = self._receive(start_timeout_s, "starting")
+        try:  # whatever ends the start (Ctrl-C, SIGTERM, a refusal), the worker's process group goes with it
+            self._send({"model": model, "dtype": dtype, "max_model_len": int(max_model_len), "seed": int(seed),
+                        "prefix_caching": prefix_caching, "block_size": block_size, "compile": compile,
+                        "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size})
+            ready = self._receive(start_timeout_s, "starting")
+            if not isinstance(ready.get("vllm"), str) or not isinstance(ready.get("dtype"), str):
+                raise self._not_protocol(json.dumps(ready))
+        except BaseException:
+            self._kill()
+            self._log.close()
+            raise
         self.vllm_version: str = ready["vllm"]
         self.dtype: str = ready["dtype"]
         self.start_seconds = time.perf_counter() - started
@@ -141,10 +149,20 @@ class VllmWorker:
         line = out.readline()
         if not line:
             raise self._died(doing)
-        answer = json.loads(line)
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise self._not_protocol(line)
         if "error" in answer:
             raise HarnessError(f"the vLLM engine refused a request: {answer['error']} (its log: {self.log_path})")
         return answer
+
+    def _not_protocol(self, line: str) -> HarnessError:
+        return HarnessError(f"the vLLM worker ({self.python}) answered with something that is not its protocol "
+                            f"({line.strip()[:80]!r}): is backend.python the Python of an environment with vLLM "
+                            f"({INSTALL})? Its log: {self.log_path}")
 
     def _died(self, doing: str) -> HarnessError:
         code = self._proc.poll()
@@ -191,7 +209,7 @@ class VllmWorker:
 
     def _kill(self) -> None:
         """Kill the worker and the engine processes it started (one process group)."""
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
         self._proc.wait()
 

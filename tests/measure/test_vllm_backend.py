@@ -103,6 +103,7 @@ def test_a_failed_engine_call_fails_its_conditions_not_the_sweep():
     (["experiment=vllm-outputs", "backend.tensor_parallel_size=0"], "backend.tensor_parallel_size"),
     (["experiment=vllm-outputs", "backend.block_size=40"], "backend.block_size must be a multiple of 16"),
     (["experiment=vllm-outputs", "backend.block_size=0"], "backend.block_size must be a multiple of 16"),
+    (["experiment=vllm-outputs", f"backend.block_size={2**40}"], "of at most 256, got 1099511627776"),
 ])
 def test_what_vllm_cannot_do_is_refused_before_anything_loads(override, says):
     with pytest.raises(HarnessError, match=says.replace("[", r"\[").replace("]", r"\]")):
@@ -112,6 +113,52 @@ def test_what_vllm_cannot_do_is_refused_before_anything_loads(override, says):
 def test_a_missing_vllm_environment_says_how_to_make_one(tmp_path):
     with pytest.raises(HarnessError, match="make vllm"):
         vllm_python(str(tmp_path / "nothing" / "python"))
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (a killed orphan may wait for a reaper)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def test_an_interrupted_start_leaves_no_worker_or_engine_process(tmp_path, monkeypatch):
+    """Ctrl-C while the engine starts: the worker (its own session) and what it started are killed,
+    and the log stays where it was asked for (a sweep's run directory)."""
+    import signal
+
+    pids = tmp_path / "pids"
+    fake = tmp_path / "python"  # a "vLLM Python" that starts a child of its own and never answers
+    fake.write_text(f"#!/bin/sh\necho $$ > {pids}\nsleep 300 &\necho $! >> {pids}\necho starting >&2\nwait\n")
+    fake.chmod(0o755)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake), log_path=tmp_path / "vllm.log")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    started = [int(x) for x in pids.read_text().split()]
+    assert len(started) == 2
+    assert not any(_alive(pid) for pid in started), started
+    assert "starting" in (tmp_path / "vllm.log").read_text()
+
+
+@pytest.mark.parametrize("script, shown", [("exec cat", "'{\"model\""), ("echo hello; cat", "'hello'")])
+def test_a_worker_that_does_not_speak_the_protocol_is_one_line(tmp_path, script, shown):
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    with pytest.raises(HarnessError, match="is not its protocol") as caught:
+        VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake), log_path=tmp_path / "vllm.log",
+                   start_timeout_s=30)
+    assert shown in str(caught.value) and "\n" not in str(caught.value)
 
 
 # -- a real engine --------------------------------------------------------------------------------

@@ -294,3 +294,36 @@ def test_a_rerun_that_computes_nothing_reuses_the_noise_floor(run_copy, caplog):
     pd.testing.assert_frame_equal(pd.read_parquet(run_copy / "noise.parquet"), before)
     status = json.loads((run_copy / "status.json").read_text())
     assert status["status"] == "complete" and status["seconds"].get("noise floor", 0) < 1.0
+
+
+def test_a_run_of_the_release_before_backends_resumes_with_one_command(run_copy, capsys):
+    """The previous release's format: no ``backend`` in the config it saved nor in its fingerprint,
+    no input files recorded. ``harness resume RUN`` takes it as it is (the keys added since take
+    their defaults, which do what that release did), reuses every result and rewrites the tables
+    identically; it used to ask for an impossible override, then refuse --accept-changes."""
+    import yaml
+
+    from harness.config import NOT_RESULT_KEYS
+    from harness.io import open_text_seal, write_sealed_json, write_sealed_text
+    from harness.runs.store import fingerprint
+
+    run = RunDir(run_copy)
+    config = yaml.safe_load(open_text_seal((run_copy / ".hydra" / "config.yaml").read_text())[0])
+    del config["backend"]
+    write_sealed_text(yaml.safe_dump(config, sort_keys=False), run_copy / ".hydra" / "config.yaml")
+    write_sealed_json({"config": fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})},
+                      run_copy / "run_fingerprint.json")
+    manifest = run.manifest()
+    for key in ("backend", "inputs"):
+        manifest.pop(key)
+    manifest["config"] = config
+    write_sealed_json(manifest, run_copy / "manifest.json")
+    before = pd.read_parquet(run_copy / "conditions.parquet")
+
+    capsys.readouterr()
+    assert main(["resume", str(run_copy)]) == 0
+    assert "added since, at their defaults: backend." in capsys.readouterr().err
+    after = run.manifest()
+    assert after["computed_this_run"] == 0 and after["reused"] == len(before)
+    assert after["inputs"]["prefixes"]["path"].endswith("prefixes_small.jsonl")  # recorded from now on
+    pd.testing.assert_frame_equal(pd.read_parquet(run_copy / "conditions.parquet"), before)
