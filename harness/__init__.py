@@ -30,7 +30,7 @@ _API = {
     # running and loading
     "compose": "harness.config", "validate": "harness.config", "HarnessError": "harness.errors",
     "run": "harness.runs.runner", "SweepFailed": "harness.runs.runner", "Experiment": "harness.runs.experiment",
-    "load_run": "harness.runs.rundir", "load_runs": "harness.runs.rundir", "load_noise": "harness.runs.rundir",
+    "load_run": "harness.runs.reading", "load_runs": "harness.runs.reading", "load_noise": "harness.runs.reading",
     "RunDir": "harness.runs.rundir", "collect": "harness.runs.collect",
     # statistics (DataFrame in, DataFrame out)
     "drift_summary": "harness.analysis.descriptive", "contrast": "harness.analysis.descriptive",

@@ -245,18 +245,22 @@ NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "prefix_cac
 GROUPS = ("model", "prompts", "prefixes", "experiment")  # config groups: `model=NAME` picks a file of conf/model/
 
 
-def config_keys(schema: type = None, prefix: str = "") -> list[str]:
+def config_keys(schema: type = None, prefix: str = "", lists: bool = False) -> list[str]:
     """Every dotted key of the run config (``model``, ``model.name_or_path``, ``prefix.lengths``,
-    ...), from the typed schema: what an override's key may be."""
+    ...), from the typed schema: what an override's key may be. ``lists``: only the keys whose
+    value is a list (an override gives them ``[...]``)."""
     import dataclasses
     import typing
 
-    schema = RunConfig if schema is None else schema
+    def is_list(kind) -> bool:
+        return typing.get_origin(kind) is list or any(typing.get_origin(a) is list for a in typing.get_args(kind))
+
     keys = []
-    for name, kind in typing.get_type_hints(schema).items():
-        keys.append(prefix + name)
+    for name, kind in typing.get_type_hints(RunConfig if schema is None else schema).items():
+        if not lists or is_list(kind):
+            keys.append(prefix + name)
         if dataclasses.is_dataclass(kind):
-            keys += config_keys(kind, f"{prefix}{name}.")
+            keys += config_keys(kind, f"{prefix}{name}.", lists)
     return keys
 
 

@@ -131,3 +131,21 @@ def test_kv_size_reads_a_model_config_by_its_name(capsys):
     assert main(["kv-size", "model=tiny"]) == 0
     line = capsys.readouterr().out
     assert f"x {config.num_hidden_layers} layers x {config.num_key_value_heads} kv heads" in line
+
+
+@pytest.mark.parametrize("typed, meant", [("swep", "sweep"), ("figure", "figures"), ("claim", "claims"),
+                                          ("check-determinsm", "check-determinism")])
+def test_a_mistyped_command_names_the_nearest_one(typed, meant, capsys):
+    assert f"did you mean `harness {meant}`?" in answer(capsys, [typed])
+
+
+def test_an_unknown_command_nothing_is_near_lists_them_all(capsys):
+    err = answer(capsys, ["frobnicate"])
+    assert "unknown command 'frobnicate'" in err and "commands:" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize("override, hint", [("prefix.lengths=64", "write prefix.lengths=[64]"),
+                                            ("groups=B", "write groups=[B]")])
+def test_a_scalar_for_a_list_says_how_to_write_the_list(override, hint, tmp_path, capsys):
+    err = answer(capsys, ["sweep", "model=tiny", override, f"hydra.run.dir={tmp_path / 'run'}"])
+    assert hint in err and not (tmp_path / "run").exists()

@@ -85,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {MOVED[command]}", file=sys.stderr)
         return 2
     if command not in COMMANDS:
-        print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        import difflib
+
+        near = difflib.get_close_matches(command, [*COMMANDS, "help"], n=1, cutoff=0.75)
+        if near:
+            print(f"error: unknown command {command!r}; did you mean `harness {near[0]}`? (`harness --help` lists "
+                  f"the commands)", file=sys.stderr)
+        else:
+            print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
     module, function = COMMANDS[command].split(":")
     try:

@@ -183,7 +183,7 @@ def _check_overrides(args: list[str], config_dir: str | None) -> None:
 
     from harness.config import GROUPS, config_keys
 
-    keys = config_keys()
+    keys, lists = config_keys(), set(config_keys(lists=True))
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -198,6 +198,10 @@ def _check_overrides(args: list[str], config_dir: str | None) -> None:
                     raise HarnessError(_not_an_option(key, choice, options))
             continue
         if key in keys:
+            bare = _unquoted(value).strip()
+            if key in lists and bare and not bare.startswith(("[", "${", "null")) and "-m" not in args \
+                    and "--multirun" not in args:
+                raise HarnessError(f"{key} is a list: write {key}=[{bare}] (several values: {key}=[{bare},...])")
             continue
         near = [k for k in keys if k.endswith("." + key)] or difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
         hint = f"; did you mean {near[0]}={value}?" if near else "; `harness sweep --cfg job` prints every key"

@@ -34,9 +34,9 @@ def _allow_failed(parser: argparse.ArgumentParser) -> None:
 
 
 def _reading_notes(ns: argparse.Namespace, runs: list[Path]) -> list[str]:
-    """Refuse runs that are not finished (:mod:`harness.runs.readable`) and say on stderr what the
+    """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
     pages will say of the others."""
-    from harness.runs.readable import reading_notes
+    from harness.runs.reading import reading_notes
 
     notes = reading_notes(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
                           allow_mixed_settings=getattr(ns, "allow_mixed_settings", False))
@@ -65,7 +65,7 @@ def figures(args: list[str]) -> int:
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.reporting.report import write_outputs
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.reading import load_noise, load_runs
 
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
@@ -97,7 +97,7 @@ def claims(args: list[str]) -> int:
     check_out(ns.out)
     notes = _reading_notes(ns, ns.runs)
     from harness.reporting.claims import write_claims
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.reading import load_noise, load_runs
 
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
@@ -122,7 +122,7 @@ def corpus_report(args: list[str]) -> int:
     check_out(ns.out)
     notes = _reading_notes(ns, [*ns.runs, *ns.bank])
     from harness.reporting.corpora import write_corpus_report
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.reading import load_noise, load_runs
 
     conditions, _ = load_runs(ns.runs, ns.trust_damaged)
     if "span_role" not in conditions or conditions.span_role.isna().all():

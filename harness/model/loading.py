@@ -95,7 +95,15 @@ def _why_unavailable(name_or_path: str, source: str, exc: BaseException, gated: 
     if "does not recognize this architecture" in lowered or "unrecognized configuration class" in lowered \
             or "model type" in lowered and "not recognized" in lowered:
         return f"unsupported architecture for transformers {transformers_version()}: {first}"
-    if gated or "gated" in lowered or "401" in lowered or "403" in lowered or "restricted" in lowered:
+    refused = "gated" in lowered or "401" in lowered or "403" in lowered or "restricted" in lowered
+    if gated and not refused and not local.exists() and not hub_reachable():
+        # a gated model's config says so, but what stopped this load is the missing network
+        return (f"not in the local hub cache, and the hub is unreachable (offline"
+                f"{': HF_HUB_OFFLINE is set' if os.environ.get('HF_HUB_OFFLINE', '0') not in ('0', '', 'false', 'False') else ''}"
+                f"): download it once with network access (it is gated: accept its licence on "
+                f"huggingface.co/{name_or_path} and log in first), or point model.name_or_path at a local copy or "
+                f"model.gguf at a GGUF file")
+    if gated or refused:
         return (f"gated on the hub: accept its licence on huggingface.co/{name_or_path} and log in "
                 f"(huggingface-cli login), or point model.name_or_path at a local copy ({first})")
     if local.exists() or name_or_path.startswith((".", "/", "~")):

@@ -80,7 +80,7 @@ def null_power(r) -> str:
 
 
 def note_lines(notes) -> list[str]:
-    """What the reader said of the runs it read (:mod:`harness.runs.readable`: failed conditions
+    """What the reader said of the runs it read (:mod:`harness.runs.reading`: failed conditions
     left out, settings mixed), as quoted lines under a page's title."""
     return [line for note in notes for line in ("", f"> **Note:** {note}")]
 

@@ -41,7 +41,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     """A GitHub-readable report of one run (or several collected ones). ``ceiling``: the
     :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed;
     ``manifests``: the runs' (where the prefixes came from, what was skipped); ``notes``: what the
-    reader said of the runs (:func:`harness.runs.readable.reading_notes`)."""
+    reader said of the runs (:func:`harness.runs.reading.reading_notes`)."""
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [f"# {title}", *note_lines(notes), "",

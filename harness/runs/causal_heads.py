@@ -34,7 +34,8 @@ from harness.io import write_json, write_parquet
 from harness.reporting.causal_heads import write_causal_report
 from harness.runs.compute import compute
 from harness.runs.inputs import of_config, refuse_changed
-from harness.runs.rundir import RunDir, load_run
+from harness.runs.rundir import RunDir
+from harness.runs.reading import load_run
 from harness.runs.store import ResultStore
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     """Run the causal test described in the module docstring (``causal=False``: the ranking and head
     sets only, from the run's tables, without loading the model); returns the
     tables it wrote. The run is read as every reader reads it (``trust_damaged``,
-    ``allow_mixed_settings``: :func:`harness.runs.rundir.load_runs`)."""
+    ``allow_mixed_settings``: :func:`harness.runs.reading.load_runs`)."""
     run = RunDir(run_dir)
     manifest = run.manifest(trust_damaged)
     if manifest is None or "config" not in manifest:

@@ -23,7 +23,8 @@ from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
-from harness.runs.rundir import RunDir, compared_settings, job_dirs
+from harness.runs.rundir import RunDir, job_dirs
+from harness.runs.reading import compared_settings
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 

@@ -1,5 +1,5 @@
 """Which runs one table may hold: the one rule of every command that reads several runs together
-(``collect``, ``claims``, ``figures``, ``causal-heads``, :func:`harness.runs.rundir.load_runs`).
+(``collect``, ``claims``, ``figures``, ``causal-heads``, :func:`harness.runs.reading.load_runs`).
 
 Runs of different result schemas are refused outright (their tables mean different things). Runs
 that differ in a setting that changes every number (``max_new_tokens``, the decode path,

@@ -34,7 +34,8 @@ from harness.analysis.planning import (
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
 from harness.reporting.markdown import note_lines
-from harness.runs.rundir import RunDir, run_tables
+from harness.runs.rundir import RunDir
+from harness.runs.reading import run_tables
 from harness.runs.tables import concat_tables
 
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}

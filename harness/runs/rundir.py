@@ -27,9 +27,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
-import pandas as pd
 
 from harness.errors import HarnessError
 from harness.io import (
@@ -45,12 +43,10 @@ from harness.io import (
     write_sealed_text,
 )
 from harness.reporting.figure_names import FIGURE_NAMES
-from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.inputs import refuse_changed
 from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
-from harness.runs.tables import concat_tables
 
 log = logging.getLogger(__name__)
 
@@ -351,62 +347,3 @@ def job_dirs(sweep_dir: Path) -> list[RunDir]:
     dirs = [p.parent for p in Path(sweep_dir).glob(f"*/{RunDir.HYDRA}")]
     dirs.sort(key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name))
     return [RunDir(d) for d in dirs]
-
-
-class RunTables(NamedTuple):
-    """One run's (or one collected directory's) tables and manifest, as a notebook works with them."""
-
-    conditions: pd.DataFrame
-    attention: pd.DataFrame | None  # None for behaviour-only sweeps (analysis.attention=false)
-    noise: pd.DataFrame | None  # None when no noise floor was measured
-    manifest: dict | None
-
-
-def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_settings: bool = False) -> RunTables:
-    """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
-    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing);
-    a collected directory of runs in different settings needs ``allow_mixed_settings``."""
-    conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings)
-    return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged),
-                     RunDir(run_dir).manifest(trust_damaged))
-
-
-def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False) -> tuple:
-    """``([conditions per run], [attention of the runs with one])``, each table checked against
-    its manifest's sha256, the runs checked against each other (:mod:`harness.runs.compat`)."""
-    runs = [RunDir(d) for d in run_dirs]
-    conditions, attention = [], []
-    for run in runs:
-        conditions.append(run.conditions(trust_damaged))
-        if run.has(run.ATTENTION):
-            attention.append(run.table(run.ATTENTION, trust_damaged))
-    mixed = check_compatible(*compared_settings(runs, [r.manifest(trust_damaged) or {} for r in runs]),
-                             allow_mixed_settings=allow_mixed_settings)
-    if mixed:
-        log.warning("the runs differ in %s; read together (--allow-mixed-settings)", "; ".join(mixed))
-    return conditions, attention
-
-
-def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
-              allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """:func:`run_tables` concatenated; attention None where no run has one (behaviour-only sweeps)."""
-    conditions, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)
-    return concat_tables(conditions), (concat_tables(attention) if attention else None)
-
-
-def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[Settings], list[str]]:
-    """The settings of each run read (:func:`harness.runs.compat.run_settings`), and the runs that
-    recorded none (early versions)."""
-    settings, unrecorded = [], []
-    for run, manifest in zip(runs, manifests):
-        found = run_settings(str(run.path), manifest)
-        settings += found
-        if not found:
-            unrecorded.append(str(run.path))
-    return settings, unrecorded
-
-
-def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
-    """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
-    frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if r.has(r.NOISE)]
-    return concat_tables(frames) if frames else None

@@ -4,7 +4,7 @@
 layer x head x segment (columns: :mod:`harness.runs.schema`, dtypes of metric columns:
 :mod:`harness.measure.metrics`). Keys are categorical; list columns (token ids) are stored as
 parquet lists. Writing and reading the files is :mod:`harness.io`'s (atomic, with one-line errors);
-loading a run's tables is :func:`harness.runs.rundir.load_run`'s.
+loading a run's tables is :func:`harness.runs.reading.load_run`'s.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def test_sweep_with_isolation_measures_the_noise_floor_and_draws_its_figure(tmp_
 
     from harness.reporting.figure_set import make_figures
     from harness.reporting.report import report_markdown
-    from harness.runs.rundir import load_noise, load_runs
+    from harness.runs.reading import load_noise, load_runs
 
     # figures and report drawn from the tables below, not written: the sweep-writes-them path is
     # tested once in test_figures (writing them costs more than this sweep)

@@ -61,12 +61,18 @@ def test_an_unreachable_hub_is_asked_once_then_only_the_cache(tmp_path, monkeypa
 
 
 def test_unavailable_model_names_the_real_cause(tmp_path, monkeypatch):
+    from harness.model import loading
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(HarnessError) as info:
         load_model("no-such-org/no-such-model", device="cpu")
     msg = str(info.value)
     assert "no-such-org/no-such-model" in msg and "not available" in msg and "\n" not in msg
     assert "HF_HUB_OFFLINE is set" in msg
+    # a gated model offline: the cause is being offline (it said "gated on the hub"), and the licence is a next step
+    with pytest.raises(HarnessError, match=r"the hub is unreachable \(offline: HF_HUB_OFFLINE is set\).*it is gated"):
+        load_model("meta-llama/Llama-3.2-1B", device="cpu", gated=True)
+    monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: True)  # the hub answered, and refused
     with pytest.raises(HarnessError, match="gated on the hub: accept its licence"):
         load_model("meta-llama/Llama-3.2-1B", device="cpu", gated=True)
     (tmp_path / "empty").mkdir()

@@ -12,7 +12,7 @@ from harness.analysis import curves, descriptive
 from harness.cli import main
 from harness.reporting import plots as F
 from harness.reporting.figure_set import mass_sources
-from harness.runs.rundir import load_runs
+from harness.runs.reading import load_runs
 from tests.support import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from harness.reporting import report
 from harness.reporting.markdown import ci, num, p_text
-from harness.runs.rundir import load_runs
+from harness.runs.reading import load_runs
 
 
 def test_the_report_opens_with_the_summary_and_what_the_model_said(tiny_run):

@@ -8,7 +8,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import HarnessError
-from harness.runs.rundir import load_runs
+from harness.runs.reading import load_runs
 from tests.support import SMALL_PREFIXES, one_line_error, sweep
 
 BASE = ["model=tiny", "prefix.lengths=[8]", "prompts.limit=1", f"prefixes.path={SMALL_PREFIXES}",

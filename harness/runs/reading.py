@@ -1,4 +1,5 @@
-"""Which runs a reader may read as finished, and what its pages must say of those it reads.
+"""How the commands that read runs read them: which runs they may read as finished, and their
+tables as one (each checked against its manifest's sha256, the runs against each other).
 
 ``figures``, ``claims``, ``plan``, ``causal-heads``, ``corpus-report`` and ``detect`` read run
 directories a sweep wrote. A run a sweep is writing now, one that was interrupted or stopped
@@ -7,15 +8,23 @@ command that finishes it; a run whose status is ``failed`` (some conditions fail
 hold the others) is refused unless the reader was given ``--allow-failed``, and then every page
 it writes says how many conditions are missing. Runs read together although they differ in a
 setting (``--allow-mixed-settings``) are said on the page too (:mod:`harness.runs.compat`).
+:func:`load_run` is what a notebook reads a run with.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
 
 from harness.errors import HarnessError
-from harness.runs.compat import check_compatible
-from harness.runs.rundir import RunDir, compared_settings
+from harness.runs.compat import Settings, check_compatible, run_settings
+from harness.runs.rundir import RunDir
+from harness.runs.tables import concat_tables
+
+log = logging.getLogger(__name__)
 
 
 def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mixed_settings: bool = False,
@@ -89,3 +98,62 @@ def held_by(run: RunDir) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+class RunTables(NamedTuple):
+    """One run's (or one collected directory's) tables and manifest, as a notebook works with them."""
+
+    conditions: pd.DataFrame
+    attention: pd.DataFrame | None  # None for behaviour-only sweeps (analysis.attention=false)
+    noise: pd.DataFrame | None  # None when no noise floor was measured
+    manifest: dict | None
+
+
+def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_settings: bool = False) -> RunTables:
+    """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
+    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing);
+    a collected directory of runs in different settings needs ``allow_mixed_settings``."""
+    conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings)
+    return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged),
+                     RunDir(run_dir).manifest(trust_damaged))
+
+
+def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False) -> tuple:
+    """``([conditions per run], [attention of the runs with one])``, each table checked against
+    its manifest's sha256, the runs checked against each other (:mod:`harness.runs.compat`)."""
+    runs = [RunDir(d) for d in run_dirs]
+    conditions, attention = [], []
+    for run in runs:
+        conditions.append(run.conditions(trust_damaged))
+        if run.has(run.ATTENTION):
+            attention.append(run.table(run.ATTENTION, trust_damaged))
+    mixed = check_compatible(*compared_settings(runs, [r.manifest(trust_damaged) or {} for r in runs]),
+                             allow_mixed_settings=allow_mixed_settings)
+    if mixed:
+        log.warning("the runs differ in %s; read together (--allow-mixed-settings)", "; ".join(mixed))
+    return conditions, attention
+
+
+def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
+              allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """:func:`run_tables` concatenated; attention None where no run has one (behaviour-only sweeps)."""
+    conditions, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)
+    return concat_tables(conditions), (concat_tables(attention) if attention else None)
+
+
+def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[Settings], list[str]]:
+    """The settings of each run read (:func:`harness.runs.compat.run_settings`), and the runs that
+    recorded none (early versions)."""
+    settings, unrecorded = [], []
+    for run, manifest in zip(runs, manifests):
+        found = run_settings(str(run.path), manifest)
+        settings += found
+        if not found:
+            unrecorded.append(str(run.path))
+    return settings, unrecorded
+
+
+def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
+    """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
+    frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if r.has(r.NOISE)]
+    return concat_tables(frames) if frames else None
