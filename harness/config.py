@@ -24,7 +24,7 @@ from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, MODES
 from harness.inputs.prefix_source import source_problems
 from harness.model.sources import gguf_source, source_for
-from harness.model.vllm_backend import vllm_config_problems
+from harness.model.backends import BackendConfig, backend_problems
 from harness.paths import CONFIG_MODULE, DATA_DIR
 
 
@@ -62,12 +62,10 @@ _CHOICES = [
      "teacher-forced pass along A's continuation and decodes step by step only from where X's choice "
      "differs; stepwise decodes every step (bit for bit the path of earlier versions); none decodes no "
      "B/C continuation at all (attention-only measurement: edit distance and the word checks are null)."),
-    ("Backend", "harness vllm", "What continues the conditions: harness, the harness's own engine (every "
-     "measure); vllm, a vLLM engine in its own environment (harness.model.vllm_backend): output measures only."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
 ]
 (Dtype, BosPolicy, TooShort, InjectionAt, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath,
- Backend, LocateMetric) = (_choice(*choice) for choice in _CHOICES)
+ LocateMetric) = (_choice(*choice) for choice in _CHOICES)
 
 
 @dataclass
@@ -159,26 +157,6 @@ class DecodeConfig:
 
 
 @dataclass
-class BackendConfig:
-    """What continues the conditions (``Backend``). ``vllm`` measures outputs only: it needs
-    ``analysis.attention=false`` and ``analysis.noise_floor=false`` and no isolation setting
-    (``experiment=vllm-outputs`` sets them), and a model read from a directory, a GGUF file or the hub."""
-
-    name: Backend = Backend.harness
-    # the vLLM environment's Python (null: $PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)
-    python: str | None = None
-    # the dtype vLLM computes in (null: model.dtype); bfloat16 is faster, float32 agrees (docs/vllm.md)
-    dtype: Dtype | None = None
-    block_size: int = 32  # prefix-cache block in tokens: vLLM's CPU default, 128, shares no 64-token prefix
-    compile: bool = False  # torch.compile the model: about a minute more to start, faster calls
-    # conditions sent to the engine in one call: more keeps it busier, fewer loses less to an interruption
-    chunk: int = 512
-    # vLLM's own parallelism (GPUs): the model split over this many GPUs of a node / stages of a pipeline
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-
-
-@dataclass
 class AnalysisConfig:
     attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
     # The run's own numerical noise: a sample of B/C conditions, as the sweep batched them, against
@@ -242,7 +220,7 @@ class RunConfig:
 NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "prefix_cache_mb")
 
 
-GROUPS = ("model", "prompts", "prefixes", "experiment")  # config groups: `model=NAME` picks a file of conf/model/
+GROUPS = ("model", "prompts", "prefixes", "backend", "experiment")  # config groups: `model=NAME` picks a file of conf/model/
 
 
 def config_keys(schema: type = None, prefix: str = "", lists: bool = False) -> list[str]:
@@ -378,13 +356,10 @@ def validate(cfg) -> DictConfig:
             problems.append(f"isolation_betas must be non-negative, got {bad}")
         if len(set(typed.isolation_betas)) != len(typed.isolation_betas):
             problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
-    if typed.backend.name == Backend.vllm:
-        problems.extend(vllm_config_problems(
-            typed.analysis.attention, typed.analysis.noise_floor, [m.value for m in typed.isolation],
-            typed.model.linear_dtype, typed.model.adapter, typed.backend.block_size))
-    for key in ("chunk", "tensor_parallel_size", "pipeline_parallel_size"):
-        if getattr(typed.backend, key) < 1:
-            problems.append(f"backend.{key} must be at least 1, got {getattr(typed.backend, key)}")
+    problems.extend(backend_problems(  # one rule for every backend, from what it declares it can do
+        typed.backend.name, typed.backend, attention=typed.analysis.attention, noise_floor=typed.analysis.noise_floor,
+        isolation=[m.value for m in typed.isolation], linear_dtype=typed.model.linear_dtype,
+        adapter=typed.model.adapter))
     if len(set(typed.locate.coarse)) < 2:
         problems.append(f"locate.coarse needs at least two distinct lengths, got {list(typed.locate.coarse)}")
     positive("locate.coarse", typed.locate.coarse)

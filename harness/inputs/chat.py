@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.plugins import load_plugins
 from harness.inputs.assembly import Assembled, encode
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class Placement:
 PLACEMENTS: dict[str, Placement] = {}
 
 
-def _placement(name: str, doc: str, messages=None, refuses=lambda template, chat: None) -> None:
+def register_placement(name: str, doc: str, messages=None, refuses=lambda template, chat: None) -> None:
     PLACEMENTS[name] = Placement(name, doc, messages, refuses)
 
 
@@ -101,16 +102,16 @@ def _no_tool_role(template: str, chat) -> str | None:
             "chat.generic_tool_role=true, if it renders any role it is given)")
 
 
-_placement("raw", "concatenated before the task, no chat template")
-_placement("system", "the system message", lambda chat, system, base, task: [
+register_placement("raw", "concatenated before the task, no chat template")
+register_placement("system", "the system message", lambda chat, system, base, task: [
     {"role": "system", "content": f"{system}\n\n{PREFIX_SLOT}" if system else PREFIX_SLOT}, *task])
-_placement("turn", "an earlier user turn, answered by chat.turn_reply", lambda chat, system, base, task: [
+register_placement("turn", "an earlier user turn, answered by chat.turn_reply", lambda chat, system, base, task: [
     *base, {"role": "user", "content": PREFIX_SLOT}, {"role": "assistant", "content": chat.turn_reply}, *task])
-_placement("document", "a document inside the task's user message", lambda chat, system, base, task: [
+register_placement("document", "a document inside the task's user message", lambda chat, system, base, task: [
     *base, {"role": "user", "content": chat.document_open + PREFIX_SLOT + chat.document_close + TASK_SLOT}])
-_placement("tool", "a tool result before the task's user turn", lambda chat, system, base, task: [
+register_placement("tool", "a tool result before the task's user turn", lambda chat, system, base, task: [
     *base, {"role": "tool", "content": PREFIX_SLOT}, *task], _no_tool_role)
-_placement("direct", "the user's own words before the task (the direct-instruction ceiling, not an injection)",
+register_placement("direct", "the user's own words before the task (the direct-instruction ceiling, not an injection)",
            lambda chat, system, base, task: [
                *base, {"role": "user", "content": PREFIX_SLOT + chat.direct_join + TASK_SLOT}])
 CHAT_PLACEMENTS = tuple(name for name, p in PLACEMENTS.items() if p.messages is not None)
@@ -297,3 +298,6 @@ def _layout(tokenizer, placement: str, chat, system: str | None, kwargs: dict, s
     open_, close = x0[i:], x1[: len(x1) - (n - i)]
     return ChatLayout(placement, tuple(head), tuple(tok(open_)), tuple(tok(close)), tuple(gap), tuple(tok(tail)),
                       scaffold, (a_pre[:i], open_, close, a_pre[i:], tail))
+
+
+load_plugins("placements")  # entries registered from outside the package (harness.plugins)

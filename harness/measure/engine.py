@@ -378,3 +378,9 @@ class Engine:
         return out
 
 
+def start(request) -> tuple[Engine, dict]:
+    """The harness's own engine for a sweep (``backend=harness``, :mod:`harness.model.backends`):
+    every measure; nothing of it enters the result keys beyond what they held before backends."""
+    engine = Engine(request.loaded.model, request.stops, request.max_new_tokens, request.attention,
+                    request.prefix_cache_bytes, request.decode_path, linear_dtype=request.linear_dtype)
+    return engine, {}

@@ -96,3 +96,23 @@ class VllmEngine:
     @staticmethod
     def _result(cond: Condition, continuation: Continuation, seconds: float) -> Result:
         return Result(cond, continuation, None, {}, {}, seconds)
+
+
+def start(request) -> tuple[VllmEngine, dict]:
+    """The output-only vLLM engine for ``backend=vllm`` (:mod:`harness.model.backends`), serving the
+    weights the harness loaded, and the facts the manifest records of it (and the result key reads)."""
+    import logging
+
+    settings = request.settings
+    dtype = settings.dtype or request.dtype
+    worker = VllmWorker(request.loaded.location, dtype=dtype, max_model_len=request.longest, seed=request.seed,
+                        python=settings.python, block_size=settings.block_size, compile=settings.compile,
+                        tensor_parallel_size=settings.tensor_parallel_size,
+                        pipeline_parallel_size=settings.pipeline_parallel_size,
+                        log_path=None if request.log_dir is None else request.log_dir / "vllm.log")
+    logging.getLogger(__name__).info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version,
+                                     worker.start_seconds, worker.dtype, worker.python)
+    facts = {"vllm": worker.vllm_version, "dtype": worker.dtype, "python": str(worker.python),
+             "block_size": settings.block_size, "compile": settings.compile,
+             "start_seconds": round(worker.start_seconds, 1), "log": str(worker.log_path)}
+    return VllmEngine(worker, request.stops, request.max_new_tokens, settings.chunk), facts

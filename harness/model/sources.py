@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.plugins import load_plugins
 from harness.model.builtin import TINY_FAMILIES
 from harness.model.gguf import GgufSource
 from harness.paths import ASSETS_DIR
@@ -51,7 +52,7 @@ class ModelSource:
 SOURCES: dict[str, ModelSource] = {}
 
 
-def _source(name: str, doc: str, claims, open_) -> None:
+def register_source(name: str, doc: str, claims, open_) -> None:
     SOURCES[name] = ModelSource(name, doc, claims, open_)
 
 
@@ -142,14 +143,17 @@ def _looks_local(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
 
 
-_source("builtin", f"builtin:tiny-<family>, a random tiny model made in memory ({', '.join(TINY_FAMILIES)})",
+register_source("builtin", f"builtin:tiny-<family>, a random tiny model made in memory ({', '.join(TINY_FAMILIES)})",
         lambda name, gguf: gguf is None and name.removeprefix(BUILTIN).removeprefix("tiny-") in TINY_FAMILIES
         and name.startswith(BUILTIN), _builtin)
-_source("gguf", "model.gguf.files set: a GGUF file, dequantized once and cached (name_or_path only names it)",
+register_source("gguf", "model.gguf.files set: a GGUF file, dequantized once and cached (name_or_path only names it)",
         lambda name, gguf: gguf is not None, _gguf)
-_source("shipped", f"a model this package ships: {', '.join(SHIPPED_MODELS)}",
+register_source("shipped", f"a model this package ships: {', '.join(SHIPPED_MODELS)}",
         lambda name, gguf: name in SHIPPED_MODELS, lambda name, gguf: _directory(SHIPPED_MODELS[name]))
-_source("local", "a local directory written by save_pretrained", lambda name, gguf: _looks_local(name),
+register_source("local", "a local directory written by save_pretrained", lambda name, gguf: _looks_local(name),
         lambda name, gguf: _directory(Path(name).expanduser()))
-_source("hub", "a Hugging Face hub id, org/name, from the local cache or the hub",
+register_source("hub", "a Hugging Face hub id, org/name, from the local cache or the hub",
         lambda name, gguf: bool(HUB_ID.match(name)), _hub)
+
+
+load_plugins("model_sources")  # entries registered from outside the package (harness.plugins)

@@ -50,28 +50,6 @@ def block_size_problem(block_size: int | None, name: str) -> str | None:
     return None
 
 
-def vllm_config_problems(attention: bool, noise_floor: bool, isolation: list[str], linear_dtype, adapter,
-                         block_size: int | None) -> list[str]:
-    """What a run asks of backend=vllm that it cannot do (attention, noise floor, isolation: the harness's)."""
-    problems = []
-    if attention:
-        problems.append("backend=vllm measures outputs only: add analysis.attention=false (or experiment=vllm-outputs)")
-    if noise_floor:
-        problems.append("backend=vllm has no noise floor of its own (the floor compares the harness engine's "
-                        "batched and alone computations): add analysis.noise_floor=false")
-    if any(m != "none" for m in isolation):
-        problems.append("backend=vllm cannot apply isolation settings (they act inside the harness's attention): "
-                        "use isolation=[none]")
-    if linear_dtype is not None:
-        problems.append("model.linear_dtype lowers the harness engine's products; vLLM computes in backend.dtype: "
-                        "add model.linear_dtype=null")
-    if adapter is not None:
-        problems.append("backend=vllm serves the weights as stored: model.adapter is merged in memory by the "
-                        "harness only; save the merged model and point model.name_or_path at it")
-    problems.append(block_size_problem(block_size, "backend.block_size"))
-    return [p for p in problems if p]
-
-
 def _cpu_threads() -> dict[str, str]:
     """vLLM's CPU backend keeps one core for its scheduler and computes on the rest; on a small
     machine that halves the compute (2 cores: 3.3 against 5.4 conditions/s on SmolLM2 measured).

@@ -27,9 +27,9 @@ from harness.inputs.isolation import Isolation, isolations
 from harness.inputs.prefix_source import PrefixSource, load_prefix_source
 from harness.inputs.texts import Prefix, Prompt, load_prompts
 from harness.measure.driver import DriveOutcome, drive
-from harness.measure.engine import Engine
 from harness.measure.metrics import METRICS
 from harness.model.decoding import stop_ids
+from harness.model.backends import BACKENDS, EngineRequest, start_backend
 from harness.model.linear_precision import emulated_on, lower_linears
 from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe
@@ -48,14 +48,14 @@ class Experiment:
     prompts: list[Prompt]
     prefixes: list[Prefix]
     conditions: list[Condition]
-    engine: Engine
+    engine: object  # what continues the conditions: harness.measure.engine.Engine, or a backend's own
     batch_size: int
     determinism: dict
     result_fingerprint: dict  # everything besides the condition itself that determines a result
     attn_base: str = ""  # the attention implementation the model computes with (the probe wraps it)
     allocator: dict | None = None  # the CPU allocator's settings (speed only: harness.model.resources)
     lowered_linears: int = 0  # linear layers multiplying in model.linear_dtype (harness.model.linear_precision)
-    backend: dict | None = None  # what continues the conditions: {"name": "harness"} or vLLM's facts
+    backend: dict | None = None  # what continues the conditions: its name and facts (harness.model.backends)
     source: PrefixSource | None = None  # where the prefixes came from (a corpus: its package, version, file hashes)
     skipped: list = None  # (prefix_id, length, reason) of conditions left out (prefix.too_short=skip)
     inputs: dict = None  # the input files read, by content: {role: {"path", "sha256"}} (harness.runs.inputs)
@@ -99,19 +99,11 @@ class Experiment:
         longest = max(len(c.assembled.input_ids) for c in exp.conditions) + cfg.decode.max_new_tokens
         exp.batch_size = cfg.batch_size or auto_batch_size(loaded.model, loaded.dtype, loaded.device, longest)
         stops = stop_ids(loaded.model, loaded.tokenizer)
-        if cfg.backend.name.value == "vllm":
-            exp.engine, exp.backend = _vllm_engine(cfg, loaded, stops, longest, log_dir)
-        else:
-            exp.engine = Engine(loaded.model, stops, cfg.decode.max_new_tokens, attention,
-                                prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), cfg.decode.path.value,
-                                linear_dtype=linear_dtype)
-            exp.backend = {"name": "harness"}
-        # which engine and precision continued the conditions (vLLM: its version and dtype); results
-        # of the harness's engine keep the keys they had before backends existed
-        # (the prefix cache's block size and compilation change how vLLM splits its products)
-        backend_key = ({"backend": f"vllm {exp.backend['vllm']} {exp.backend['dtype']} block {exp.backend['block_size']}"
-                                   f"{' compiled' if exp.backend['compile'] else ''}", "decode_path": "vllm"}
-                       if exp.backend["name"] == "vllm" else {})
+        # what continues the conditions: the backend the config names (harness.model.backends)
+        exp.engine, exp.backend = start_backend(cfg.backend.name, EngineRequest(
+            loaded, frozenset(stops), cfg.decode.max_new_tokens, longest, cfg.seed, m.dtype.value,
+            cfg.decode.path.value, attention, prefix_cache_bytes(cfg.prefix_cache_mb, loaded.device), linear_dtype,
+            cfg.backend, log_dir))
         exp.result_fingerprint = {
             "schema": RESULT_SCHEMA_VERSION,
             "metrics": [m.name for m in METRICS],  # a new measure is computed for every stored condition
@@ -136,7 +128,8 @@ class Experiment:
             "batch_size": exp.batch_size,
             "special_tokens": cfg.special_tokens.value,
             "versions": {name: _version(name) for name in ("torch", "transformers")},
-            **backend_key,
+            # which engine (and version, precision) continued them; the harness's adds nothing
+            **BACKENDS[cfg.backend.name].result_key(exp.backend),
             # a public benchmark's texts as read: another version or file is another result
             **({"prefix_source": {k: source.facts[k] for k in ("corpus", "package", "version", "files")}}
                if source.facts else {}),
@@ -198,7 +191,7 @@ class Experiment:
                 for c in conditions}
 
     def close(self) -> None:
-        """Stop what the experiment started besides the model (the vLLM engine's process)."""
+        """Stop what the experiment started besides the model (an engine's process, where it has one)."""
         worker = getattr(self.engine, "worker", None)
         if worker is not None:
             worker.close()
@@ -207,29 +200,6 @@ class Experiment:
         """Run ``conditions`` (default: all) through the engine (:func:`harness.measure.driver.drive`)."""
         kwargs.setdefault("batch_size", self.batch_size)
         return drive(self.engine, self.conditions if conditions is None else conditions, **kwargs)
-
-
-def _vllm_engine(cfg, loaded: LoadedModel, stops, longest: int, log_dir: Path | None):
-    """The output-only vLLM engine for ``backend=vllm`` (:mod:`harness.measure.vllm_engine`),
-    serving the weights the harness loaded, and the facts the manifest records of it."""
-    from harness.measure.vllm_engine import VllmEngine
-    from harness.model.vllm_backend import VllmWorker
-
-    if loaded.location is None:
-        raise HarnessError(f"backend=vllm needs a model stored on disk or on the hub; {loaded.name_or_path} is built "
-                           f"in memory")
-    dtype = (cfg.backend.dtype or cfg.model.dtype).value
-    worker = VllmWorker(loaded.location, dtype=dtype, max_model_len=longest, seed=cfg.seed,
-                        python=cfg.backend.python, block_size=cfg.backend.block_size, compile=cfg.backend.compile,
-                        tensor_parallel_size=cfg.backend.tensor_parallel_size,
-                        pipeline_parallel_size=cfg.backend.pipeline_parallel_size,
-                        log_path=None if log_dir is None else Path(log_dir) / "vllm.log")
-    log.info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version, worker.start_seconds, worker.dtype,
-             worker.python)
-    facts = {"name": "vllm", "vllm": worker.vllm_version, "dtype": worker.dtype, "python": str(worker.python),
-             "block_size": cfg.backend.block_size, "compile": cfg.backend.compile,
-             "start_seconds": round(worker.start_seconds, 1), "log": str(worker.log_path)}
-    return VllmEngine(worker, stops, cfg.decode.max_new_tokens, cfg.backend.chunk), facts
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -15,9 +15,13 @@ The shipped readers register themselves when this package is imported: ``agentdo
 """
 
 from harness.inputs.corpora import agentdojo, garak, spikee  # noqa: F401  (they register their corpora)
+from harness.plugins import load_plugins
 from harness.inputs.corpora.base import (
     CORPORA, GOAL_SLOT, Corpus, CorpusData, Document, Goal, PackageFiles, Template, draw_sets, load_corpus,
     register_corpus)
 
 __all__ = ["CORPORA", "GOAL_SLOT", "Corpus", "CorpusData", "Document", "Goal", "PackageFiles", "Template", "draw_sets",
            "load_corpus", "register_corpus"]
+
+
+load_plugins("prefix_sources")  # entries registered from outside the package (harness.plugins)

@@ -1,0 +1,100 @@
+"""Backends are a registry (issue 68): each one definition declaring what it can do, the config's
+refusals read from those declarations (one rule for all), ``backend=NAME`` a config group, and a
+backend registered from outside the package (an entry point of a distribution) runs a sweep.
+CONTRIBUTING.md's worked example is the stand-in: installed as written, in a temporary folder."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.config import compose, validate
+from harness.errors import HarnessError
+from harness.model import backends
+from harness.model.backends import BACKENDS, Backend, Capabilities, backend_problems, register_backend
+from harness.plugins import load_plugins
+from harness.runs.reading import load_run
+from tests.support import FAST, sweep
+
+OUTPUTS_ONLY = ["analysis.attention=false", "analysis.noise_floor=false"]
+
+
+@pytest.fixture
+def one_by_one(tmp_path, monkeypatch):
+    """CONTRIBUTING.md's backend, as a distribution with an entry point, loaded as the registry loads plug-ins."""
+    text = (Path(__file__).resolve().parents[2] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text[text.index("**A backend**"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    entry = re.search(r'```toml\n(.*?)```', text, re.S).group(1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "my_backend.py").write_text(textwrap.dedent(code), encoding="utf-8")
+    info = site / "my_backend-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-backend\nVersion: 1.0\n")
+    group = re.search(r'\[project\.entry-points\."(.*?)"\]', entry).group(1)
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + entry.split("]\n", 1)[1].replace('"', ""))
+    monkeypatch.syspath_prepend(str(site))
+    assert "one-by-one" in load_plugins("backends")
+    yield BACKENDS["one-by-one"]
+    BACKENDS.pop("one-by-one", None)
+
+
+def test_a_backend_registered_from_outside_runs_a_sweep(one_by_one, tmp_path):
+    run = sweep(tmp_path / "run", *FAST, "backend.name=one-by-one", *OUTPUTS_ONLY)
+    tables = load_run(run)
+    assert tables.attention is None and len(tables.conditions) == 42
+    assert tables.conditions.attn_kl_mean.isna().all() and tables.conditions.output_kl.isna().all()
+    assert tables.conditions.continuation_ids.map(len).gt(0).any()
+    assert tables.manifest["backend"] == {"name": "one-by-one", "version": "1"}
+    fingerprint = tables.manifest["result_fingerprint"]
+    assert fingerprint["backend"] == "one-by-one 1" and fingerprint["decode_path"] == "one-by-one"
+    # another engine's results are other results: the harness engine's run of the same design reuses none
+    harness = sweep(tmp_path / "harness", *FAST, *OUTPUTS_ONLY)
+    assert load_run(harness).manifest["backend"] == {"name": "harness"}
+    ids = pd.merge(tables.conditions, load_run(harness).conditions, on=["prompt_id", "group", "prefix_id", "prefix_len"])
+    assert len(ids) == 42  # the same conditions
+
+
+def test_what_a_backend_cannot_do_is_refused_from_its_declaration(one_by_one):
+    with pytest.raises(HarnessError, match="backend=one-by-one measures outputs only"):
+        validate(compose(["backend.name=one-by-one"]))
+    problems = backend_problems("one-by-one", None, attention=False, noise_floor=False, isolation=["mask"],
+                                linear_dtype="bfloat16", adapter="x")
+    assert len(problems) == 3 and "isolation=[none]" in problems[0]
+    assert backend_problems("harness", None, attention=True, noise_floor=True, isolation=["mask"],
+                            linear_dtype="bfloat16", adapter="x") == []
+
+
+def test_backend_equals_name_is_a_config_group_and_an_unknown_backend_is_one_line():
+    assert validate(compose(["backend=vllm", *OUTPUTS_ONLY])).backend.name == "vllm"
+    assert validate(compose(["experiment=vllm-outputs"])).backend.name == "vllm"
+    assert validate(compose([])).backend.name == "harness"
+    with pytest.raises(HarnessError, match="backend 'nosuch' is not registered"):
+        validate(compose(["backend.name=nosuch"]))
+
+
+def test_a_name_is_registered_once_and_a_plugin_that_breaks_is_one_line(monkeypatch):
+    with pytest.raises(HarnessError, match="already registered"):
+        register_backend(Backend("vllm", "another", Capabilities(), start="x:y"))
+
+    class Point:
+        name, value = "broken", "nowhere:register"
+
+        def load(self):
+            raise ImportError("No module named 'nowhere'")
+
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [Point()])
+    with pytest.raises(HarnessError, match="the backends plug-in 'broken' .* failed to register: ImportError"):
+        load_plugins("backends")
+
+
+def test_config_and_experiment_hold_no_backend_special_case():
+    """What issue 68 asked: the backends' names appear in config.py and experiment.py only as registry use."""
+    root = Path(backends.__file__).resolve().parents[1]
+    for module in ("config.py", "runs/experiment.py"):
+        assert "vllm" not in (root / module).read_text(encoding="utf-8").lower(), module
