@@ -70,6 +70,30 @@ def test_a_new_placement_is_one_definition(monkeypatch):
     assert tok.decode(x.input_ids[x.block_start:x.block_end]).startswith("> ")
 
 
+def test_contributings_new_placement_example_works():
+    """The worked example in CONTRIBUTING.md ("A placement"), run as written: the registered
+    placement is a chat placement that conditions are built with."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text[text.index("**A placement**"):], re.S).group(1)
+    try:
+        exec(code, {"register_placement": chat.register_placement, "PREFIX_SLOT": chat.PREFIX_SLOT,
+                    "TASK_SLOT": chat.TASK_SLOT})
+        assert "quoted" in chat.CHAT_PLACEMENTS
+        tok = chat_tokenizer("qwen3")
+        conditions = build_conditions(tok, [Prompt("p", "Write a line.")], [Prefix("n", "neutral", "A quiet harbour.")],
+                                      groups=["A", "B"], lengths=[3], separator="\n\n", bos_policy="auto",
+                                      placement="quoted", chat=ChatConfig())
+        a, x = (c.assembled for c in conditions)
+        assert x.input_ids[:x.block_start] + x.input_ids[x.block_end:] == a.input_ids
+        assert tok.decode(x.input_ids[x.block_start:x.block_end]).startswith("> ")
+    finally:
+        PLACEMENTS.pop("quoted", None)
+        chat.CHAT_PLACEMENTS = tuple(n for n, p in PLACEMENTS.items() if p.messages is not None)
+
+
 @pytest.mark.parametrize("name, gguf, source", [
     ("builtin:tiny-llama", None, "builtin"),
     ("demo", None, "shipped"),

@@ -89,10 +89,14 @@ class Placement:
 
 
 PLACEMENTS: dict[str, Placement] = {}
+CHAT_PLACEMENTS: tuple[str, ...] = ()  # the placements inside a chat template (all but raw)
 
 
 def register_placement(name: str, doc: str, messages=None, refuses=lambda template, chat: None) -> None:
+    """Add a placement (:class:`Placement`'s fields); one with ``messages`` is a chat placement."""
+    global CHAT_PLACEMENTS
     PLACEMENTS[name] = Placement(name, doc, messages, refuses)
+    CHAT_PLACEMENTS = tuple(n for n, p in PLACEMENTS.items() if p.messages is not None)
 
 
 def _no_tool_role(template: str, chat) -> str | None:
@@ -114,7 +118,6 @@ register_placement("tool", "a tool result before the task's user turn", lambda c
 register_placement("direct", "the user's own words before the task (the direct-instruction ceiling, not an injection)",
            lambda chat, system, base, task: [
                *base, {"role": "user", "content": PREFIX_SLOT + chat.direct_join + TASK_SLOT}])
-CHAT_PLACEMENTS = tuple(name for name, p in PLACEMENTS.items() if p.messages is not None)
 
 
 class _Misfit(Exception):

@@ -109,6 +109,7 @@ def start(request) -> tuple[VllmEngine, dict]:
                         python=settings.python, block_size=settings.block_size, compile=settings.compile,
                         tensor_parallel_size=settings.tensor_parallel_size,
                         pipeline_parallel_size=settings.pipeline_parallel_size,
+                        request_timeout_s=settings.request_timeout_s,
                         log_path=None if request.log_dir is None else request.log_dir / "vllm.log")
     logging.getLogger(__name__).info("vLLM %s engine started in %.0f s (%s, %s)", worker.vllm_version,
                                      worker.start_seconds, worker.dtype, worker.python)

@@ -73,6 +73,9 @@ class Backend:
     settings_problems: Callable[[Any], list[str]] = _no_problems  # its own backend.* settings
     result_key: Callable[[dict], dict] = _no_key  # the facts' part of every result's key
     stored_model: bool = False  # needs a model stored on disk or on the hub (not one built in memory)
+    # the harness computes with the loaded weights; False: the backend serves them itself, and the
+    # harness loads the model's tokenizer, config and structure only (no second copy in memory)
+    harness_weights: bool = True
     options: dict = field(default_factory=dict)  # free-form facts for docs and tools
 
 
@@ -98,6 +101,9 @@ class BackendConfig:
     # vLLM's own parallelism (GPUs): the model split over this many GPUs of a node / stages of a pipeline
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # seconds the engine may take to answer one request before it is killed (its conditions fail,
+    # the finished stay stored, the log is named); null: wait for ever
+    request_timeout_s: float | None = 3600.0
     options: dict = field(default_factory=dict)  # a plug-in backend's own settings
 
 
@@ -150,11 +156,20 @@ def start_backend(name: str, request: EngineRequest):
 
 
 def _vllm_settings(settings) -> list[str]:
-    from harness.model.vllm_backend import block_size_problem
+    from harness.model.vllm_backend import block_size_problem, vllm_python
+
+    try:  # before anything loads: the model would load for nothing
+        vllm_python(settings.python)
+        environment = []
+    except HarnessError as exc:
+        environment = [str(exc)]
 
     dtype = [] if settings.dtype in (None, *DTYPES) else [
         f"backend.dtype must be one of {', '.join(DTYPES)} (or null: model.dtype), got {settings.dtype}"]
-    return dtype + [block_size_problem(settings.block_size, "backend.block_size")] + [
+    if settings.request_timeout_s is not None and not settings.request_timeout_s > 0:
+        dtype.append(f"backend.request_timeout_s must be a positive number of seconds (or null: none), got "
+                     f"{settings.request_timeout_s}")
+    return environment + dtype + [block_size_problem(settings.block_size, "backend.block_size")] + [
         f"backend.{key} must be at least 1, got {getattr(settings, key)}"
         for key in ("chunk", "tensor_parallel_size", "pipeline_parallel_size") if getattr(settings, key) < 1]
 
@@ -173,5 +188,5 @@ register_backend(Backend(
 register_backend(Backend(
     "vllm", "a vLLM engine in its own environment (harness.model.vllm_backend): output measures only",
     Capabilities(), start="harness.measure.vllm_engine:start", settings_problems=_vllm_settings,
-    result_key=_vllm_key, stored_model=True))
+    result_key=_vllm_key, stored_model=True, harness_weights=False))
 load_plugins("backends")

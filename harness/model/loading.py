@@ -130,6 +130,7 @@ def load_model(
     gated: bool = False,
     gguf: GgufSource | None = None,
     adapter: str | None = None,
+    weights: bool = True,
 ) -> LoadedModel:
     """Load ``name_or_path`` (hub id, local directory, ``demo``, or ``builtin:<family>``).
 
@@ -140,7 +141,9 @@ def load_model(
     the weights come from that GGUF file (dequantized and cached, :mod:`harness.model.gguf`) and
     ``name_or_path`` is only the name the tables give the model. ``adapter`` (a directory, or the
     name of one in ``harness/assets``) is merged into the weights (:mod:`harness.model.adapters`)
-    and becomes part of the resolved revision."""
+    and becomes part of the resolved revision. ``weights=False`` (a backend that serves the weights
+    itself, such as vLLM): the tokenizer, config and generation config only, the model built on the
+    meta device (its structure, no memory), named as the loaded one would be."""
     if dtype not in DTYPES:
         raise HarnessError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if adapter is not None and device_map is not None:  # before the weights are read, not after
@@ -171,6 +174,9 @@ def load_model(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code,
                                                   **local_only)
+        if not weights:
+            return _structure_only(name_or_path, source, revision, dtype, device, trust_remote_code,
+                                   attn_implementation, tokenizer, opened, local_only)
         model = AutoModelForCausalLM.from_pretrained(
             source,
             **local_only,
@@ -211,13 +217,38 @@ def load_model(
                        max_positions_of(model.config), gguf_facts, adapter_facts, str(source))
 
 
-def load_from_config(m, *, device: str | None = None, dtype: str | None = None) -> LoadedModel:
+def _structure_only(name_or_path: str, source: str, revision, dtype: str, device: str, trust_remote_code: bool,
+                    attn_implementation, tokenizer, opened, local_only: dict) -> LoadedModel:
+    """:func:`load_model` without the weights: config and generation config read, the model built
+    on the meta device, its revision named from its files (a weights hash cannot be had)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code, **local_only)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code,
+                                                 attn_implementation=attn_implementation)
+    try:  # where the stop ids of chat models come from
+        model.generation_config = GenerationConfig.from_pretrained(source, revision=revision, **local_only)
+    except OSError:  # none saved: the config's own
+        pass
+    try:
+        resolved = opened.revision_of(model, source, revision)
+    except (RuntimeError, NotImplementedError):  # only the weights themselves would name this model
+        raise HarnessError(f"model {name_or_path!r}: nothing but its weights names it (no commit, no files to "
+                           f"hash), and this backend does not load them; use a local copy or a hub id with a "
+                           f"commit") from None
+    return LoadedModel(model.eval(), tokenizer, name_or_path, revision, resolved, dtype, device,
+                       max_positions_of(model.config), opened.facts, None, str(source))
+
+
+def load_from_config(m, *, device: str | None = None, dtype: str | None = None, weights: bool = True) -> LoadedModel:
     """The model a model config (``cfg.model``) describes, loaded as a sweep loads it (GGUF source,
     adapter, attention implementation and remote-code switch included); ``device`` and ``dtype``
-    override the config's."""
+    override the config's; ``weights=False``: its structure, tokenizer and config only."""
     device_map = m.device_map
     if device_map is not None and not isinstance(device_map, str):
         device_map = dict(device_map)
     return load_model(m.name_or_path, revision=m.revision, dtype=dtype or m.dtype.value, device=device or m.device,
                       trust_remote_code=m.trust_remote_code, attn_implementation=m.attn_implementation,
-                      device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf), adapter=m.adapter)
+                      device_map=device_map, gated=m.gated, gguf=gguf_source(m.gguf), adapter=m.adapter,
+                      weights=weights)

@@ -29,6 +29,8 @@ WORKER = Path(__file__).with_name("vllm_worker.py")
 INSTALL = "make vllm  (a separate environment, .venv-vllm: vLLM pins an older transformers than the harness's)"
 # the engine's first start compiles nothing (enforce_eager) but still takes 60-160 s on a CPU
 START_TIMEOUT_S = 900.0
+# a request's answer: a 512-condition chunk of 256 new tokens takes minutes on a CPU, never an hour
+REQUEST_TIMEOUT_S = 3600.0
 MAX_BLOCK_SIZE = 256  # the largest of vLLM's CacheConfig block sizes (1, 8, ..., 256)
 
 
@@ -81,8 +83,9 @@ class VllmWorker:
                  prefix_caching: bool = True, block_size: int | None = None, compile: bool = False,
                  tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, log_path: Path | None = None,
-                 start_timeout_s: float = START_TIMEOUT_S):
+                 start_timeout_s: float = START_TIMEOUT_S, request_timeout_s: float | None = REQUEST_TIMEOUT_S):
         self.python = vllm_python(python)
+        self.request_timeout_s = request_timeout_s
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
         self._log = open(self.log_path, "w")  # noqa: SIM115 - lives as long as the engine
         # vLLM on a CPU takes most of the free memory for its KV cache unless told: the harness's
@@ -151,7 +154,8 @@ class VllmWorker:
 
     def _ask(self, message: dict, doing: str) -> dict:
         self._send(message)
-        return self._receive(None, doing)
+        # a hung engine is killed and named with its log: its conditions fail, the finished stay stored
+        return self._receive(self.request_timeout_s, doing)
 
     # -- requests -----------------------------------------------------------------------------------
     def generate(self, prompts: list[list[int]], max_tokens: int, stop_ids, salts: list[str | None] | None = None

@@ -77,7 +77,7 @@ class Experiment:
                                     cfg.prefixes.templates)
         prefixes = source.prefixes
         inputs = of_config(cfg)
-        loaded = load_from_config(m, device=device)
+        loaded = load_from_config(m, device=device, weights=BACKENDS[cfg.backend.name].harness_weights)
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)

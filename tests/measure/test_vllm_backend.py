@@ -161,6 +161,19 @@ def test_a_worker_that_does_not_speak_the_protocol_is_one_line(tmp_path, script,
     assert shown in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_request_the_engine_never_answers_ends_in_one_line_naming_its_log(tmp_path):
+    """A hung engine: the worker is killed after backend.request_timeout_s and the error names the log."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nread line\necho \'{"vllm": "0.0", "dtype": "float32"}\'\nsleep 300\n')
+    fake.chmod(0o755)
+    worker = VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake), log_path=tmp_path / "vllm.log",
+                        request_timeout_s=1.0)
+    with pytest.raises(HarnessError, match=r"did not answer within 1 s while generating; its log: .*vllm\.log"):
+        worker.generate([[1, 2, 3]], 4, {0})
+    assert worker._proc.poll() is not None  # killed, not left running
+    worker.close()
+
+
 # -- a real engine --------------------------------------------------------------------------------
 def _vllm_python() -> str | None:
     try:

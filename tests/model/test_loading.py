@@ -310,3 +310,18 @@ def test_a_local_model_missing_a_tensor_is_refused(tmp_path):
     with pytest.raises(HarnessError, match=r"do not cover 1 parameter\(s\) \(.*up_proj.weight\), which would run on "
                                            r"random values"):
         load_model(str(tmp_path), device="cpu")
+
+
+def test_a_backend_that_serves_the_weights_itself_gets_the_model_without_them():
+    """weights=False (backend=vllm): tokenizer, config, generation config and a structure on the meta
+    device, named exactly as the full load names it; the stop ids and context are the full load's."""
+    from harness.model.decoding import stop_ids
+
+    full = load_model("demo", device="cpu")
+    bare = load_model("demo", device="cpu", weights=False)
+    assert all(p.is_meta for p in bare.model.parameters())
+    assert bare.resolved_revision == full.resolved_revision and bare.max_positions == full.max_positions
+    assert stop_ids(bare.model, bare.tokenizer) == stop_ids(full.model, full.tokenizer)
+    assert bare.tokenizer("a story").input_ids == full.tokenizer("a story").input_ids
+    assert bare.location == full.location and bare.model.config._attn_implementation == \
+        full.model.config._attn_implementation

@@ -6,6 +6,7 @@ CONTRIBUTING.md's worked example is the stand-in: installed as written, in a tem
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -71,8 +72,11 @@ def test_what_a_backend_cannot_do_is_refused_from_its_declaration(one_by_one):
 
 
 def test_backend_equals_name_is_a_config_group_and_an_unknown_backend_is_one_line():
-    assert validate(compose(["backend=vllm", *OUTPUTS_ONLY])).backend.name == "vllm"
-    assert validate(compose(["experiment=vllm-outputs"])).backend.name == "vllm"
+    a_python = f"backend.python={sys.executable}"  # stands for the vLLM environment, checked before anything loads
+    assert validate(compose(["backend=vllm", *OUTPUTS_ONLY, a_python])).backend.name == "vllm"
+    assert validate(compose(["experiment=vllm-outputs", a_python])).backend.name == "vllm"
+    with pytest.raises(HarnessError, match="needs a Python with vLLM installed; /nowhere/python is not one"):
+        validate(compose(["experiment=vllm-outputs", "backend.python=/nowhere/python"]))
     assert validate(compose([])).backend.name == "harness"
     with pytest.raises(HarnessError, match="backend 'nosuch' is not registered"):
         validate(compose(["backend.name=nosuch"]))
