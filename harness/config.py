@@ -315,6 +315,8 @@ def validate(cfg) -> DictConfig:
         source_for(typed.model.name_or_path, gguf_source(typed.model.gguf))
     except HarnessError as exc:
         problems.append(str(exc))
+    if not 0 <= typed.seed < 2**32:  # what numpy and torch take
+        problems.append(f"seed must be between 0 and 2**32 - 1, got {typed.seed}")
     if not typed.prefix.lengths and list(typed.groups) != [Group.A]:
         problems.append("prefix.lengths is empty: give at least one prefix length (e.g. prefix.lengths=[32])")
     positive("prefix.lengths", typed.prefix.lengths)

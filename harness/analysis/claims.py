@@ -254,6 +254,8 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
     for key, sub in cond.groupby(list(by), observed=True, sort=True):
         if not {"B", "C"} <= set(sub.group.astype(str)):
             continue
+        if value not in sub or not all(sub.loc[sub.group == g, value].notna().any() for g in ("B", "C")):
+            continue  # not measured (decode.path=none has no edit distance): no claim to test on it
         cmp = compare_groups(sub, value, by=list(by), n_resamples=n_resamples, seed=seed, confidence=confidence)
         if cmp.empty:
             continue

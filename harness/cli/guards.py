@@ -28,6 +28,50 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
                                "give a directory outside it")
 
 
+OUT_MARKER = ".harness-output.json"  # which command writes into an --out directory, and from which runs
+
+
+def claim_out(out: Path, command: str, runs: list[Path] = (), same_runs: bool = False) -> None:
+    """Check that ``--out`` may be this command's before it writes anything: refuse a directory that
+    holds files no harness command wrote there (a user's own ``report.md`` or ``manifest.json``),
+    another command's output, or this command's output from other runs (a rerun on the same runs
+    resumes or redraws it: ``same_runs``, for commands whose stored results belong to their runs; a
+    page drawn again from other runs replaces itself); refuse an ``--out`` that is one of the paths
+    read or inside one.
+    :func:`mark_out` then marks it: first thing for a command that resumes, last for the others
+    (a refused command leaves no directory)."""
+    import json
+
+    target = out.resolve()
+    read = sorted(str(Path(r).resolve()) for r in runs)
+    for path in read:
+        if target == Path(path) or Path(path) in target.parents:
+            raise HarnessError(f"--out {out} is {'' if target == Path(path) else 'inside '}{path}, which this command "
+                               f"reads; give a directory outside what it reads")
+    marker = out / OUT_MARKER
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            mark = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            shown = ", ".join(sorted(p.name for p in out.iterdir())[:4])
+            raise HarnessError(f"--out {out} holds files no harness command wrote there ({shown}); nothing is "
+                               f"overwritten: give a new or empty directory") from None
+        if mark.get("command") != command:
+            raise HarnessError(f"--out {out} holds the output of `harness {mark.get('command')}`; give another "
+                               f"directory for `harness {command}`")
+        if same_runs and sorted(mark.get("runs") or []) != read:
+            raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs "
+                               f"({', '.join(mark.get('runs') or [])[:160]}); give another directory (a rerun on the "
+                               f"same runs writes over its own output)")
+
+
+def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
+    """Record which command (and on which runs) writes into ``--out`` (:func:`claim_out` reads it)."""
+    from harness.io import write_json
+
+    write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / OUT_MARKER)
+
+
 def check_out_file(out: Path, force: bool) -> None:
     """``--out FILE``: never inside a run directory, never a directory, and an existing file only
     with ``--force`` (it may be the file a finished run was made from)."""
@@ -70,3 +114,14 @@ def positive(text: str) -> float:
 def non_negative(text: str) -> float:
     """argparse type: a finite number at or above 0."""
     return finite(text, 0.0)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: a whole number >= 0 (a seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value

@@ -147,7 +147,17 @@ def _unquoted(value: str) -> str:
 def _check_run_dir(run_dir: str) -> None:
     """``hydra.run.dir`` names something a run directory can be: Hydra would create it with a
     traceback for a file, a dangling link, a read-only or forbidden place."""
+    if not run_dir.strip():  # Hydra would make the working directory itself the run directory
+        raise HarnessError("hydra.run.dir is empty: give a directory for the run (leave it out for outputs/runs/<time>)")
     path = Path(run_dir)
+    for parent in path.resolve().parents:
+        if _made_by_a_sweep(parent):
+            raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
+                               f"another; choose a directory outside it")
+    if path.is_dir() and any(path.iterdir()) and not _made_by_a_sweep(path):
+        shown = ", ".join(sorted(p.name for p in path.iterdir())[:4])
+        raise HarnessError(f"hydra.run.dir={run_dir} holds files that are not a run's ({shown}, ...): a sweep would "
+                           f"write over them; choose a new or empty directory")
     if path.is_symlink() and not path.exists():
         raise HarnessError(f"hydra.run.dir={run_dir} is a link to {os.readlink(path)}, which does not exist; "
                            f"give a directory")
@@ -164,6 +174,22 @@ def _check_run_dir(run_dir: str) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not writable; choose another "
                            f"hydra.run.dir")
+    if not path.exists():  # root may write anywhere the permissions say, not on /proc: try, and take it back
+        import tempfile
+
+        try:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".harness-probe-"))
+        except OSError as exc:
+            raise HarnessError(f"cannot create the run directory {run_dir} in {existing}: {exc.strerror or exc}; "
+                               f"choose another hydra.run.dir") from None
+
+
+def _made_by_a_sweep(path: Path) -> bool:
+    """A directory a sweep claimed: it holds what only a sweep writes (its fingerprint, .hydra/; a
+    ``.lock`` alone is not one: pytest's numbered folders have one)."""
+    from harness.runs.rundir import RunDir
+
+    return any((path / name).exists() for name in (RunDir.FINGERPRINT, RunDir.HYDRA))
 
 
 def group_options(group: str, config_dir: str | None) -> set[str]:
@@ -199,6 +225,10 @@ def _check_overrides(args: list[str], config_dir: str | None) -> None:
             continue
         if key in keys:
             bare = _unquoted(value).strip()
+            if key not in lists and "," in bare and bare == value.strip() and not bare.startswith(("[", "{", "${")) \
+                    and "-m" not in args and "--multirun" not in args:
+                raise HarnessError(f"{key}={value} sweeps over values: add -m (harness sweep -m {key}={value}), one "
+                                   f"run directory per value")
             if key in lists and bare and not bare.startswith(("[", "${", "null")) and "-m" not in args \
                     and "--multirun" not in args:
                 raise HarnessError(f"{key} is a list: write {key}=[{bare}] (several values: {key}=[{bare},...])")
@@ -295,6 +325,8 @@ def resume(args: list[str]) -> int:
     parser.add_argument("--accept-changes", action="store_true",
                         help="resume even where the run's own command now composes another design (the changes "
                              "are listed without it)")
+    if not [a for a in args if not a.startswith("-")] and not {"-h", "--help"} & set(args):
+        raise HarnessError("harness resume RUN_DIR [overrides]: give the run directory to finish")
     ns = parser.parse_intermixed_args(args)  # the flag may come after the overrides
     run = RunDir(ns.run_dir)
     # results are keyed by content and the inputs are checked by content, so keeping what still

@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.cli.guards import check_out, non_negative, positive, positive_int
+from harness.cli.guards import check_out, claim_out, mark_out, non_negative, non_negative_int, positive, positive_int
 from harness.errors import HarnessError
 
 
@@ -62,6 +62,9 @@ def figures(args: list[str]) -> int:
     _allow_mixed_settings(parser)
     _allow_failed(parser)
     ns = parser.parse_args(args)
+    for run in ns.runs:
+        if not run.is_dir():
+            raise HarnessError(f"{run} is not a directory: give run directories (a sweep's, or collected ones)")
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.reporting.report import write_outputs
@@ -70,6 +73,8 @@ def figures(args: list[str]) -> int:
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
     notes = _reading_notes(ns, ns.runs)
+    if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
+        claim_out(ns.out, "figures", ns.runs)
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     noise = load_noise(ns.runs, ns.trust_damaged)
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
@@ -77,6 +82,8 @@ def figures(args: list[str]) -> int:
           "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
     written = write_outputs(conditions, attention, out, noise=noise, manifests=_manifests(ns.runs, ns.trust_damaged),
                             notes=notes)
+    if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
+        mark_out(ns.out, "figures", ns.runs)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -96,6 +103,7 @@ def claims(args: list[str]) -> int:
     ns = parser.parse_args(args)
     check_out(ns.out)
     notes = _reading_notes(ns, ns.runs)
+    claim_out(ns.out, "claims", ns.runs)
     from harness.reporting.claims import write_claims
     from harness.runs.reading import load_noise, load_runs
 
@@ -103,6 +111,7 @@ def claims(args: list[str]) -> int:
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                            n_resamples=ns.resamples, notes=notes)
+    mark_out(ns.out, "claims", ns.runs)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 
@@ -121,6 +130,7 @@ def corpus_report(args: list[str]) -> int:
     ns = parser.parse_args(args)
     check_out(ns.out)
     notes = _reading_notes(ns, [*ns.runs, *ns.bank])
+    claim_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     from harness.reporting.corpora import write_corpus_report
     from harness.runs.reading import load_noise, load_runs
 
@@ -134,6 +144,7 @@ def corpus_report(args: list[str]) -> int:
     command = " ".join(["harness corpus-report", *args])
     written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank,
                                   notes)
+    mark_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     print(f"wrote {len(written)} files: {(ns.out / 'corpora.md').resolve()}")
     return 0
 
@@ -146,7 +157,7 @@ def detect(args: list[str]) -> int:
                                      "FPR with intervals. One forward pass per input; resumable.")
     parser.add_argument("runs", nargs="+", type=Path, help="finished sweep directories (their configs are rebuilt)")
     parser.add_argument("--out", type=Path, required=True, help="where detector.md, its tables and figures/ go")
-    parser.add_argument("--seed", type=int, default=0, help="the halves' and templates' split (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="the halves' and templates' split (default 0)")
     parser.add_argument("--device", default=None, help="override the runs' model.device (cpu, cuda, ...)")
     parser.add_argument("--batch-size", type=int, default=None, help="inputs per forward pass (default: the run's)")
     _trust_damaged(parser)
@@ -162,6 +173,8 @@ def detect(args: list[str]) -> int:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
     notes = _reading_notes(ns, ns.runs)
+    claim_out(ns.out, "detect", ns.runs, same_runs=True)
+    mark_out(ns.out, "detect", ns.runs)  # first: an interrupted detect resumes into its own directory
     run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
     print(f"wrote {(ns.out / 'detector.md').resolve()}")
     return 0
@@ -197,6 +210,8 @@ def plan(args: list[str]) -> int:
     if ns.out is not None:
         check_out(ns.out)
     notes = _reading_notes(ns, ns.runs)
+    if ns.out is not None:
+        claim_out(ns.out, "plan", ns.runs)
     from harness.io import write_parquet, write_text
     from harness.runs.plan import plan as plan_runs
     from harness.runs.plan import plan_markdown
@@ -208,6 +223,7 @@ def plan(args: list[str]) -> int:
         write_text(page, ns.out / "plan.md")
         write_parquet(found.grid, ns.out / "plan_grid.parquet")
         write_text(found.overrides + "\n", ns.out / "overrides.txt")
+        mark_out(ns.out, "plan", ns.runs)
         print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
     return 0
 
@@ -224,10 +240,13 @@ def collect(args: list[str]) -> int:
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
     check_out(ns.out)
+    claim_out(ns.out, "collect", ns.paths)
     from harness.runs.collect import collect as run_collect
 
-    return run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
-                       ns.allow_mixed_settings)
+    status = run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
+                         ns.allow_mixed_settings)
+    mark_out(ns.out, "collect", ns.paths)
+    return status
 
 
 def check_determinism(args: list[str]) -> int:
@@ -279,6 +298,9 @@ def causal_heads(args: list[str]) -> int:
     ns = parser.parse_args(args)
     check_out(ns.out)
     notes = _reading_notes(ns, [ns.run])
+    claim_out(ns.out, "causal-heads", [ns.run], same_runs=True)
+    if (ns.run / "manifest.json").is_file():  # first: an interrupted test resumes into its own directory
+        mark_out(ns.out, "causal-heads", [ns.run])
     if ns.draws < 0 or any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive and --draws non-negative")
     from harness.runs.causal_heads import causal_heads as run_causal_heads

@@ -17,29 +17,33 @@ def kv_size(args: list[str]) -> int:
     ns = parser.parse_args(args)
     from harness.model.kv_size import describe
 
-    print(describe([_model_config_source(o) for o in ns.overrides]))
+    given = {o.split("=", 1)[0] for o in ns.overrides}
+    resolved = [part for o in ns.overrides for part in _model_config_source(o, "dtype" not in given)]
+    print(describe(resolved))
     return 0
 
 
-def _model_config_source(override: str) -> str:
+def _model_config_source(override: str, with_dtype: bool) -> list[str]:
     """``model=NAME`` where NAME is a model config (conf/model, as ``harness sweep model=NAME``
     reads it): ``model=`` what that config loads (its GGUF's local copy, the built-in, the hub id),
-    so that a config name is not looked up on the hub. Any other override as given."""
+    so that a config name is not looked up on the hub, and (``with_dtype``) ``dtype=`` the config's.
+    Any other override as given."""
     key, _, name = override.partition("=")
     from harness.cli.hydra_apps import group_options
 
     if key != "model" or name not in group_options("model", None):
-        return override
+        return [override]
     from harness.config import compose, validate
     from harness.model.sources import gguf_source
 
     model = validate(compose([f"model={name}"])).model
+    dtype = [f"dtype={model.dtype.value}"] if with_dtype else []
     source = gguf_source(model.gguf)
     if source is not None:
         from harness.model.gguf import dequantized_copy
 
-        return f"model={dequantized_copy(source)[0]}"
-    return f"model={model.name_or_path}"
+        return [f"model={dequantized_copy(source)[0]}", *dtype]
+    return [f"model={model.name_or_path}", *dtype]
 
 
 def build_prefixes(args: list[str]) -> int:
@@ -70,6 +74,8 @@ def build_prefixes(args: list[str]) -> int:
         given = getattr(ns, name, None)
         if given is not None and given.is_dir():
             raise HarnessError(f"--{name} {given} is a directory: give a UTF-8 text file")
+        if given is not None and given.resolve() == ns.out.resolve():  # --force would replace what it reads
+            raise HarnessError(f"--out {ns.out} is the --{name} file it is built from; give another file name")
     from harness.inputs.prefix_bank import build_bank
 
     n = build_bank(ns.what, ns.out, n=ns.n, min_chars=ns.min_chars, seed=ns.seed, id_prefix=ns.id_prefix,
@@ -113,6 +119,13 @@ def cache_timing(args: list[str]) -> int:
 
     if block_size_problem(ns.block_size, "--block-size"):
         raise HarnessError(block_size_problem(ns.block_size, "--block-size"))
+    from harness.model.vllm_backend import INSTALL, vllm_python
+
+    try:  # before the model loads; its own option names the Python (not backend.python)
+        vllm_python(ns.python)
+    except HarnessError:
+        raise HarnessError(f"cache-timing needs a Python with vLLM installed: build it with {INSTALL}, or give "
+                           f"--python PATH (or set PREFIX_HARNESS_VLLM_PYTHON)") from None
     if ns.out.exists() and (not ns.out.is_dir() or any(ns.out.iterdir())):
         raise HarnessError(f"--out {ns.out} already {'holds files' if ns.out.is_dir() else 'is a file'}; give a new "
                            f"directory (nothing is overwritten)")

@@ -128,6 +128,9 @@ def cut_prefix(
     A text too short for ``length`` is an error naming it (:class:`TooShort`), or, with ``repeat``, is cycled.
     """
     body = _body_length(length, separator_ids)
+    if body == 0 and prefix_ids:  # the separator alone: no prefix text, so B and C would be the same
+        raise HarnessError(f"prefix length {length} leaves no prefix text: the separator itself takes "
+                           f"{len(separator_ids)} token(s); give prefix.lengths above {len(separator_ids)}")
     return _head(prefix_ids, body, repeat, (
         f"prefix {name!r} has {len(prefix_ids)} tokens, too short for length {length} "
         f"({body} + {len(separator_ids)} separator tokens); use a longer text, drop {length} "

@@ -243,8 +243,12 @@ def check_context(conditions: list[Condition], max_new_tokens: int, max_position
     longest = max(conditions, key=lambda c: len(c.assembled.input_ids))
     total = len(longest.assembled.input_ids) + max_new_tokens
     if total > max_positions:
+        task = len(longest.assembled.input_ids) - (longest.prefix_len or 0)  # the prompt and its template
+        fixes = ("the prompt alone (with its template) takes "
+                 f"{task} tokens: shorten it or leave it out (prompts.limit, or edit the prompts file)"
+                 if task + max_new_tokens > max_positions else "use shorter prefix.lengths or decode.max_new_tokens")
         raise HarnessError(
             f"prompt {longest.prompt_id!r} with prefix {longest.prefix_id!r} at length {longest.prefix_len} needs "
             f"{len(longest.assembled.input_ids)} input + {max_new_tokens} new tokens = {total}, beyond the model's "
-            f"context window of {max_positions}; use shorter prefix.lengths or decode.max_new_tokens"
+            f"context window of {max_positions}; {fixes}"
         )

@@ -15,12 +15,15 @@ number so it can be fixed in an editor: files must be UTF-8, and every string mu
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inputs.checks import TargetCheck, target_check
+
+log = logging.getLogger(__name__)
 
 GROUP_OF_KIND = {"neutral": "B", "instruction": "C"}
 KIND_OF_GROUP = {"A": None, **{group: kind for kind, group in GROUP_OF_KIND.items()}}
@@ -168,6 +171,14 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,
                           r.get("pair"), r.get("check") or None, tuple(forms)))
+    members: dict[str, list[Prefix]] = {}
+    for p in out:
+        if p.pair:
+            members.setdefault(p.pair, []).append(p)
+    alone = [ps[0] for ps in members.values() if len(ps) < 2]
+    if alone:  # a matched pair compares its members: one alone is a missing line or a misspelt pair
+        raise HarnessError(f"{path}: prefix {alone[0].id!r} names pair {alone[0].pair!r}, which no other prefix of the "
+                           f"file has ({len(alone)} such); give its partner the same pair, or remove the field")
     return out
 
 
@@ -176,6 +187,11 @@ def select_prefixes(prefixes: list[Prefix], per_group: int | None, seed: int) ->
     file's order. When every prefix belongs to a matched pair, whole pairs are drawn."""
     if per_group is None:
         return list(prefixes)
+    fewest = min((sum(p.kind == kind for p in prefixes) for kind in GROUP_OF_KIND
+                  if any(p.kind == kind for p in prefixes)), default=0)
+    if per_group > fewest:
+        log.warning("prefixes.per_group=%d, but the prefixes hold only %d of a kind: all of them are used", per_group,
+                    fewest)
     rng = random.Random(seed)
     if all(p.pair for p in prefixes):
         pairs = sorted({p.pair for p in prefixes})

@@ -58,6 +58,7 @@ def describe(overrides: list[str]) -> str:
         key, value = item.split("=", 1)
         values[key.removeprefix("model.name_or_path").removeprefix("model.") or "model"] = value
     shape: dict[str, int] = {}
+    context = None  # the model's context window, where model= names one
     if "model" in values:
         from transformers import AutoConfig
 
@@ -69,11 +70,19 @@ def describe(overrides: list[str]) -> str:
             if name.startswith(BUILTIN):
                 config = tiny_config(name[len(BUILTIN):].removeprefix("tiny-"))
             else:
-                config = AutoConfig.from_pretrained(str(SHIPPED_MODELS.get(name, name)))
-        except OSError:
-            raise HarnessError(f"model config {name!r} is not available offline; give layers=, kv_heads=, "
-                               f"head_dim= instead") from None
+                from harness.model.loading import hub_reachable
+
+                source = SHIPPED_MODELS.get(name, name)  # offline: the local cache only, not a minute of retries
+                config = AutoConfig.from_pretrained(str(source), local_files_only=not hub_reachable())
+        except (OSError, ValueError):
+            raise HarnessError(f"model={name} is neither a model config (conf/model: tiny, demo, ...), a local model "
+                               f"directory with a config.json, nor a hub id in the local cache; give layers=, "
+                               f"kv_heads=, head_dim= instead") from None
         shape = shape_of(config)
+        # the dtype it computes in (the harness loads builtin models in float32), unless dtype= is given
+        own = getattr(config, "dtype", None)
+        values.setdefault("dtype", str(own).removeprefix("torch.") if own else "float32")
+        context = getattr(config, "max_position_embeddings", None)
     try:
         for key in ("layers", "kv_heads", "head_dim", "seq_len", "batch"):
             if key in values:
@@ -89,7 +98,9 @@ def describe(overrides: list[str]) -> str:
     shape.setdefault("seq_len", 2048)
     shape.setdefault("batch", 1)
     n = kv_cache_bytes(dtype=dtype, **shape)
+    beyond = (f" (beyond the model's context of {context:,} tokens)"
+              if isinstance(context, int) and shape["seq_len"] > context else "")
     return (f"2 x {shape['layers']} layers x {shape['kv_heads']} kv heads x {shape['head_dim']} head dim x "
             f"{shape['seq_len']} tokens x batch {shape['batch']} x {dtype} "
-            f"= {n:,} bytes ({n / 2**20:,.1f} MiB)")
+            f"= {n:,} bytes ({n / 2**20:,.1f} MiB){beyond}")
     return 0

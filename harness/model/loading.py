@@ -51,7 +51,8 @@ def resolve_device(device: str) -> str:
             return "mps"
         return "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise HarnessError(f"model.device={device}, but CUDA is not available here; use model.device=cpu or model.device=auto")
+        raise HarnessError(f"device {device} asked for, but CUDA is not available here; use the cpu or auto (a sweep: "
+                           f"model.device=cpu or auto; detect, causal-heads: --device cpu)")
     return device
 
 

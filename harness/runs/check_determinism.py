@@ -19,6 +19,7 @@ from harness.inputs.conditions import KEY_FIELDS
 from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config, refuse_changed
+from harness.runs.reading import reading_notes
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
@@ -32,6 +33,7 @@ def sample_evenly(items: list, n: int) -> list:
 
 def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = False) -> int:
     run = RunDir(run_dir)
+    reading_notes([run_dir], allow_failed=True, trust_damaged=trust_damaged)  # unfinished: named with its resume
     manifest = run.manifest()
     if manifest is None:
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
@@ -78,7 +80,11 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         if stored_row is None:
             continue  # not in the stored tables (e.g. it failed in the run)
         compared += 1
-        if list(stored_row.continuation_ids) != list(row.record["continuation_ids"]):
+        stored_ids, ids = stored_row.continuation_ids, row.record["continuation_ids"]
+        if stored_ids is None or ids is None:  # decode.path=none decodes no B/C continuation
+            if (stored_ids is None) != (ids is None):
+                token_diffs.append(f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}")
+        elif list(stored_ids) != list(ids):
             token_diffs.append(f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}")
         if row.record["output_kl"] is not None and stored_row.output_kl == stored_row.output_kl:
             metric_diffs.setdefault("output_kl", []).append(abs(row.record["output_kl"] - stored_row.output_kl))

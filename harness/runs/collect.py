@@ -21,7 +21,7 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
-from harness.runs.compat import check_compatible, refuse_other_schemas, run_settings
+from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.reading import compared_settings
@@ -148,7 +148,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(KEY_COLUMNS, key))}, "
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
-            + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy")
+            + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy"
+            + (" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed_settings(settings)[:2]) + ")"
+               if mixed_settings(settings) and not allow_mixed_settings else ""))
     mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:

@@ -95,6 +95,13 @@ def locate(cfg, run_dir, progress: bool = True):
     from harness.runs.experiment import Experiment
 
     run_dir, spec = Path(run_dir), cfg.locate
+    # a locate directory holds one search: a finished one (or a sweep's run) is not written over
+    if (run_dir / "locate.json").exists() and cfg.on_existing.value != "fresh":
+        raise HarnessError(f"{run_dir} holds a finished locate search (locate.json); choose another hydra.run.dir, "
+                           f"or pass on_existing=fresh to replace it")
+    if (run_dir / "conditions.parquet").exists() or (run_dir / "run_fingerprint.json").exists():
+        raise HarnessError(f"{run_dir} is a sweep's run directory; locate writes a directory of its own: choose "
+                           f"another hydra.run.dir")
     metric = spec.metric.value
     groups = ["A", *sorted(g.value for g in spec.groups)]
     exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,

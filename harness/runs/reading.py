@@ -34,6 +34,11 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     (``allow_mixed_settings``)."""
     notes = []
     runs = [RunDir(d) for d in run_dirs]
+    resolved = [Path(d).resolve() for d in run_dirs]
+    for i, path in enumerate(resolved):
+        if path in resolved[:i]:
+            raise HarnessError(f"{run_dirs[i]} is given twice (as {run_dirs[resolved.index(path)]} too): its conditions "
+                               f"would count twice; give each run once")
     for run in runs:
         note = _state_note(run, allow_failed)
         if note:
@@ -54,11 +59,26 @@ def _state_note(run: RunDir, allow_failed: bool) -> str | None:
     info = run.status()
     if info is None:
         manifest = run.manifest(trust_damaged=True) or {}
-        if "collected" in manifest or not run.is_run():  # a collected table set; or not a run (the reader says)
+        if "collected" in manifest:  # a collected table set: complete unless collect said otherwise
+            incomplete = manifest.get("incomplete") or []
+            if not incomplete:
+                return None
+            if not allow_failed:
+                raise HarnessError(f"{run} was collected from {len(incomplete)} run(s) that did not finish (first: "
+                                   f"{str(incomplete[0])[:120]}); finish them and collect again, or pass --allow-failed "
+                                   f"to read what finished (the pages then say what is missing)")
+            return (f"{run} was collected from {len(incomplete)} run(s) that did not finish (read with --allow-failed): "
+                    f"{'; '.join(str(p)[:120] for p in incomplete[:3])}.")
+        if not run.is_run():  # not a run: the reader says what it lacks
             return None
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")
     state = info.get("status")
     if state == "complete":
+        recorded = (run.manifest(trust_damaged=True) or {}).get("failures") or []
+        if recorded:  # a status.json copied from another run, or edited: the two files disagree
+            raise HarnessError(f"{run}: status.json says complete but manifest.json records {len(recorded)} failed "
+                               f"condition(s) (first: {recorded[0]}): the files disagree; rebuild them with "
+                               f"`harness resume {run}`")
         return None
     if state == "failed":
         failed, total = len(info.get("failed") or []), info.get("conditions")

@@ -140,7 +140,11 @@ class RunDir:
         except HarnessError as exc:
             return str(exc)
         if info is None:
-            return f"{self.path}: did not finish (no {self.STATUS})"
+            manifest = self.manifest(trust_damaged=True) or {}
+            if "collected" in manifest:  # a collected table set has no status of its own
+                incomplete = manifest.get("incomplete") or []
+                return f"{self.path}: collected from {len(incomplete)} unfinished run(s)" if incomplete else None
+            return f"{self.path}: did not finish (no {self.STATUS}); finish it with `harness resume {self.path}`"
         if info.get("status") != "complete":
             detail = info.get("error") or ", ".join(map(str, info.get("failed", [])))
             return f"{self.path}: {info.get('status')} ({detail})"

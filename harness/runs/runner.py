@@ -61,6 +61,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     inputs = of_config(cfg)
+    check_inputs(cfg)  # a refused input file or device leaves no run directory behind
     with rundir.claim(result_config, cfg.on_existing.value, inputs) as store, _log_file(rundir / RunDir.LOG):
         previous = rundir.previous_status()
         new_run = previous is None and not rundir.has(RunDir.FINGERPRINT)
@@ -86,6 +87,8 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
         except KeyboardInterrupt:
             # a signal that arrived while a file was being created can leave its temporary file
             store.remove_partial_writes()
+            if new_run and not owned:  # keep the command, so that the `harness resume` it advises works
+                rundir.write_hydra(config, overrides)
             if owned or previous != "complete":
                 rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
             raise
@@ -100,6 +103,11 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
 def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experiment, clock: PhaseClock,
            started: str, progress: bool) -> Path:
     analysis = cfg.analysis
+    earlier = earlier_timing(rundir)  # before this sweep rewrites status.json and the manifest
+    unknown = sorted(set(cfg.debug.fail_conditions) - {condition_label(c) for c in exp.conditions})
+    if unknown:
+        log.warning("debug.fail_conditions names no condition of this sweep: %s (labels are prompt/prefix/length, "
+                    "e.g. %s)", ", ".join(unknown[:3]), condition_label(exp.conditions[-1]))
     n_others = sum(c.group != "A" for c in exp.conditions)
     sample = (noise_sample(exp.conditions, noise_size(n_others, analysis.noise_fraction, analysis.noise_min,
                                                       analysis.noise_max)) if analysis.noise_floor else [])
@@ -146,6 +154,10 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
     for name, df in tables.items():
         write_parquet(df, rundir / name)
+    if not outcome.computed and earlier is not None:
+        # every result was reused: the seconds they cost are the earlier sweep's (what plan prices a
+        # design by), not this one's reading them back
+        condition_seconds, started = earlier["condition_seconds"], earlier["started"] or started
     manifest = build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds)
     write_sealed_json(manifest, rundir / RunDir.MANIFEST)
     clock.lap("tables")
@@ -155,12 +167,41 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         log.info("figures in %s, report %s", (rundir / RunDir.FIGURES).resolve(), (rundir / RunDir.REPORT).resolve())
         clock.lap("figures and report")
     log.info("seconds spent: %s", ", ".join(f"{k} {v:.1f}" for k, v in clock.seconds.items()))
+    seconds = clock.rounded()
+    if not outcome.computed and earlier is not None:
+        seconds = {**earlier["seconds"], "rerun": round(sum(seconds.values()), 1)}
     rundir.write_status("failed" if failed else "complete", conditions=len(exp.conditions), failed=failed,
-                        seconds=clock.rounded())
+                        seconds=seconds)
     log.info("wrote %s", rundir.path.resolve())
     if failed:
         raise SweepFailed(rundir.path, failed)
     return rundir.path
+
+
+def check_inputs(cfg) -> None:
+    """What can be refused before the run directory is claimed, cheaply: the prompts file, a prefix
+    file (a public benchmark is read once, when the experiment is built) and the device."""
+    from harness.inputs.texts import load_prefixes, load_prompts
+    from harness.model.loading import resolve_device
+
+    load_prompts(cfg.prompts.path, cfg.prompts.limit)
+    if cfg.prefixes.path and not cfg.prefixes.corpus:
+        load_prefixes(cfg.prefixes.path)
+    resolve_device(cfg.model.device)
+
+
+def earlier_timing(rundir: RunDir) -> dict | None:
+    """What the sweep that computed this run's results measured of its seconds (status.json's phases,
+    the manifest's condition seconds and start), where a complete earlier sweep left them; else None."""
+    try:
+        status, manifest = rundir.status() or {}, rundir.manifest() or {}
+    except HarnessError:  # damaged: this sweep's own seconds, as for a new run
+        return None
+    if status.get("status") != "complete" or not isinstance(status.get("seconds"), dict) \
+            or not manifest.get("condition_seconds"):
+        return None
+    return {"seconds": status["seconds"], "condition_seconds": manifest["condition_seconds"],
+            "started": manifest.get("started")}
 
 
 def earlier_noise_floor(rundir: RunDir, sample, model_label: str, batch_size: int) -> pd.DataFrame | None:
