@@ -82,15 +82,20 @@ def check_out_file(out: Path, force: bool) -> None:
         raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1."""
+def whole(text: str, low: int) -> int:
+    """A whole number at or above ``low``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    return whole(text, 1)
 
 
 def finite(text: str, low: float = -math.inf, low_open: bool = False) -> float:
@@ -118,10 +123,4 @@ def non_negative(text: str) -> float:
 
 def non_negative_int(text: str) -> int:
     """argparse type: a whole number >= 0 (a seed)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    return whole(text, 0)
