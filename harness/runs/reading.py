@@ -58,7 +58,9 @@ def _state_note(run: RunDir, allow_failed: bool) -> str | None:
                            f"written into it; read it once the sweep has finished")
     info = run.status()
     if info is None:
-        manifest = run.manifest(trust_damaged=True) or {}
+        manifest = _quiet_manifest(run)
+        if manifest is None:  # damaged: the reader refuses it (or reads it with --trust-damaged)
+            return None
         if "collected" in manifest:  # a collected table set: complete unless collect said otherwise
             incomplete = manifest.get("incomplete") or []
             if not incomplete:
@@ -74,7 +76,7 @@ def _state_note(run: RunDir, allow_failed: bool) -> str | None:
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")
     state = info.get("status")
     if state == "complete":
-        recorded = (run.manifest(trust_damaged=True) or {}).get("failures") or []
+        recorded = (_quiet_manifest(run) or {}).get("failures") or []
         if recorded:  # a status.json copied from another run, or edited: the two files disagree
             raise HarnessError(f"{run}: status.json says complete but manifest.json records {len(recorded)} failed "
                                f"condition(s) (first: {recorded[0]}): the files disagree; rebuild them with "
@@ -94,6 +96,15 @@ def _state_note(run: RunDir, allow_failed: bool) -> str | None:
                            f"killed); finish it with `harness resume {run}`")
     why = f" ({info.get('error')})" if info.get("error") else ""
     raise HarnessError(f"{run} did not finish: its status is {state}{why}; finish it with `harness resume {run}`")
+
+
+def _quiet_manifest(run: RunDir) -> dict | None:
+    """The run's manifest for what its state says ({} where absent), None where damaged: the reader
+    that needs it refuses that in its own words, once, without a warning here."""
+    try:
+        return run.manifest() or {}
+    except HarnessError:
+        return None
 
 
 def held_by(run: RunDir) -> str | None:
