@@ -23,8 +23,9 @@ from harness.inputs.assembly import INJECTION_AT
 from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, MODES
 from harness.inputs.prefix_source import source_problems
-from harness.model.sources import gguf_source, source_for
+from harness.model.adapters import adapter_dir
 from harness.model.backends import BackendConfig, backend_problems
+from harness.model.sources import gguf_source, source_for
 from harness.paths import CONFIG_MODULE, DATA_DIR
 
 
@@ -315,6 +316,14 @@ def validate(cfg) -> DictConfig:
         source_for(typed.model.name_or_path, gguf_source(typed.model.gguf))
     except HarnessError as exc:
         problems.append(str(exc))
+    if typed.model.context_limit is not None and typed.model.context_limit < 1:
+        problems.append(f"model.context_limit must be a positive number of tokens (or null), got "
+                        f"{typed.model.context_limit}")
+    if typed.model.adapter is not None and not adapter_dir(typed.model.adapter).is_dir():
+        problems.append(f"model.adapter={typed.model.adapter} is neither a directory nor an adapter shipped in "
+                        f"harness/assets")
+    if len(set(typed.locate.groups)) != len(typed.locate.groups):
+        problems.append(f"locate.groups lists a group twice: {[g.name for g in typed.locate.groups]}")
     if not 0 <= typed.seed < 2**32:  # what numpy and torch take
         problems.append(f"seed must be between 0 and 2**32 - 1, got {typed.seed}")
     if not typed.prefix.lengths and list(typed.groups) != [Group.A]:

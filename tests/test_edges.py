@@ -74,8 +74,8 @@ CASES = [
     (lambda f, r: ["check-determinism", str(r["ac"]), "--tolerance", "nan"], "must be a finite number"),
     (lambda f, r: ["check-determinism", str(r["ac"]), "--tolerance", "-1"], "must be at least 0"),
     (lambda f, r: ["plan", str(r["ac"]), "--effect-sds", "inf"], "must be a finite number"),
-    (lambda f, r: ["claims", str(r["ac"]), "--out", str(f["root"] / "c"), "--resamples", "0"], "must be at least 1"),
-    (lambda f, r: ["claims", str(r["ac"]), "--out", str(f["root"] / "c"), "--resamples", "-5"], "must be at least 1"),
+    (lambda f, r: ["claims", str(r["ac"]), "--out", str(f["root"] / "c"), "--resamples", "0"], "must be at least 20"),
+    (lambda f, r: ["claims", str(r["ac"]), "--out", str(f["root"] / "c"), "--resamples", "-5"], "must be at least 20"),
     # --out that is a file
     (lambda f, r: ["causal-heads", str(r["ac"]), "--out", str(f["file"])], "is a file: give a directory"),
     (lambda f, r: ["cache-timing", "--out", str(f["file"])], "is a file"),
@@ -109,7 +109,23 @@ CASES = [
     (lambda f, r: ["resume"], "give the run directory"),
     (lambda f, r: ["sweep", *TINY, "seed=0,1"], "add -m (harness sweep -m seed=0,1)"),
     (lambda f, r: ["figures", str(f["file"])], "is not a directory: give run directories"),
-    (lambda f, r: ["cache-timing", "--python", "/nowhere/python", "--out", str(f["root"] / "ct")], "give --python PATH"),
+    (lambda f, r: ["cache-timing", "--python", "/nowhere/python", "--out", str(f["root"] / "ct")],
+     "--python /nowhere/python is not an executable file"),
+    # the verification pass's cases (158 new ones): what it found
+    (lambda f, r: ["resume", str(r["ac"]), "decode.max_new_tokens=5"], "would change its design"),
+    (lambda f, r: ["detect", str(r["ac"]), "--out", str(f["root"] / "d2"), "--device", "bogus"], "is not one torch knows"),
+    (lambda f, r: ["causal-heads", str(r["ac"]), "--out", str(f["root"] / "h2"), "--seed", "-1"], "must be at least 0"),
+    (lambda f, r: ["sweep", *TINY, "model.device=bogus", f"hydra.run.dir={f['root'] / 'dev'}"], "is not one torch knows"),
+    (lambda f, r: ["sweep", *TINY, "model.device=mps", f"hydra.run.dir={f['root'] / 'dev'}"], "MPS is not available"),
+    (lambda f, r: ["sweep", *TINY, "model.attn_implementation=bogus", f"hydra.run.dir={f['root'] / 'attn'}"],
+     "model.attn_implementation=bogus"),
+    (lambda f, r: ["sweep", *TINY, "backend.chunk=0"], "backend.chunk is not a setting of backend=harness"),
+    (lambda f, r: ["sweep", *TINY, "model.context_limit=-1"], "model.context_limit must be a positive number"),
+    (lambda f, r: ["sweep", *TINY, "model.adapter=/nowhere/adapter"], "is neither a directory nor an adapter shipped"),
+    (lambda f, r: ["locate", *TINY, "locate.groups=[B,B]"], "locate.groups lists a group twice"),
+    (lambda f, r: ["collect", str(r["ac"]), "--out", ""], "--out is empty or '.'"),
+    (lambda f, r: ["claims", str(r["ac"]), "--out", str(f["root"] / "c3"), "--resamples", "1"], "must be at least 20"),
+    (lambda f, r: ["cache-timing", "--out", str(r["ac"] / "ct")], "inside the run directory"),
 ]
 
 
@@ -250,3 +266,25 @@ def test_a_prefix_length_the_separator_fills_is_refused(tmp_path, capsys):
     err = answer(capsys, ["sweep", *[o for o in TINY if not o.startswith("prefix.lengths")], "prefix.lengths=[2]",
                           f"hydra.run.dir={tmp_path / 'two'}"])
     assert "prefix length 2 leaves no prefix text" in err
+
+
+def test_a_copy_of_a_run_read_beside_it_is_refused(runs, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(runs["ac"], copy)
+    assert "holds the very conditions table of" in answer(capsys, ["figures", str(runs["ac"]), str(copy), "--out",
+                                                                   str(tmp_path / "f")])
+
+
+def test_what_a_sweep_left_behind_is_still_its_own(runs, tmp_path, capsys):
+    """A run directory without .hydra/ (a sweep stopped before writing it) is the harness's, not the
+    user's: a sweep into it is answered about its results, not refused as someone else's files."""
+    import shutil
+
+    left = tmp_path / "left"
+    shutil.copytree(runs["ac"], left)
+    shutil.rmtree(left / ".hydra")
+    (left / "run_fingerprint.json").unlink()
+    err = answer(capsys, ["sweep", *FAST, f"hydra.run.dir={left}"])
+    assert "files that are not a run's" not in err and "holds results of a different configuration" in err

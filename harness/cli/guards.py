@@ -18,6 +18,8 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
 
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file: give a directory")
+    if str(out) in ("", "."):  # the working directory itself: its files would be written over
+        raise HarnessError("--out is empty or '.': give a directory of its own (a new or empty one)")
     target = out.resolve()
     if allowed is not None and target == allowed.resolve():
         return

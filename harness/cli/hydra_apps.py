@@ -185,11 +185,27 @@ def _check_run_dir(run_dir: str) -> None:
 
 
 def _made_by_a_sweep(path: Path) -> bool:
-    """A directory a sweep claimed: it holds what only a sweep writes (its fingerprint, .hydra/; a
-    ``.lock`` alone is not one: pytest's numbered folders have one)."""
-    from harness.runs.rundir import RunDir
+    """A directory a sweep claimed: it holds what only a sweep writes (its fingerprint, .hydra/, a
+    sealed status.json, or a lock naming its holder; a bare ``.lock`` is not one: pytest's numbered
+    folders have one)."""
+    import json
 
-    return any((path / name).exists() for name in (RunDir.FINGERPRINT, RunDir.HYDRA))
+    from harness.io import BrokenSeal, open_json_seal
+    from harness.runs.rundir import STATUSES, RunDir
+
+    if any((path / name).exists() for name in (RunDir.FINGERPRINT, RunDir.HYDRA)):
+        return True
+    try:
+        status, sealed = open_json_seal(json.loads((path / RunDir.STATUS).read_text(encoding="utf-8")))
+        if sealed and status.get("status") in STATUSES:
+            return True
+    except (OSError, ValueError, BrokenSeal, AttributeError):
+        pass
+    try:
+        holder = json.loads((path / RunDir.LOCK).read_text(encoding="utf-8"))
+        return isinstance(holder, dict) and {"pid", "host"} <= set(holder)
+    except (OSError, ValueError):
+        return False
 
 
 def group_options(group: str, config_dir: str | None) -> set[str]:
@@ -359,7 +375,6 @@ def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6)
         now = as_plain(compose([*overrides, *extra]))
     except Exception:  # noqa: BLE001 - the sweep itself reports a command that does not compose
         return []
-    asked = {o.split("=", 1)[0].lstrip("+~") for o in extra}
 
     def flat(d: dict, prefix: str = "") -> dict:
         out = {}
@@ -380,8 +395,9 @@ def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6)
         print("note: the run was made by an earlier version: " + "; ".join(
             ([f"added since, at their defaults: {', '.join(added[:8])}{' ...' if len(added) > 8 else ''}"] if added
              else []) + ([f"no longer settings: {', '.join(removed[:8])}"] if removed else [])), file=sys.stderr)
-    changed = [f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(set(before) & set(after))
-               if before[k] != after[k] and not any(k == a or k.startswith(a + ".") for a in asked)]
+    # an override given now that sets another value changes the design too (one that gives the old
+    # value back keeps it): both need --accept-changes to rewrite a run made one way into another
+    changed = [f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(set(before) & set(after)) if before[k] != after[k]]
     return changed[:shown] + ([f"and {len(changed) - shown} more"] if len(changed) > shown else [])
 
 

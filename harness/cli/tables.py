@@ -9,8 +9,19 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.cli.guards import check_out, claim_out, mark_out, non_negative, non_negative_int, positive, positive_int
+from harness.cli.guards import (
+    check_out,
+    claim_out,
+    mark_out,
+    non_negative,
+    non_negative_int,
+    positive,
+    positive_int,
+    whole,
+)
 from harness.errors import HarnessError
+
+MIN_RESAMPLES = 20  # fewer leave a crossed bootstrap's percentiles undefined (numpy warns, the interval is noise)
 
 
 def _trust_damaged(parser: argparse.ArgumentParser) -> None:
@@ -95,8 +106,8 @@ def claims(args: list[str]) -> int:
                                      "and one figure per claim.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
     parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
-    parser.add_argument("--resamples", type=positive_int, default=2000,
-                        help="crossed bootstrap resamples (default 2000)")
+    parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES), default=2000,
+                        help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES})")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     _allow_failed(parser)
@@ -286,7 +297,8 @@ def causal_heads(args: list[str]) -> int:
     parser.add_argument("--segment", default="task", choices=["task", "continuation"],
                         help="query rows heads are ranked on (default task)")
     parser.add_argument("--length", type=int, help="prefix length to test at (default: the run's shortest)")
-    parser.add_argument("--seed", type=int, default=0, help="splits the prefixes and draws the random heads")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="splits the prefixes and draws the random heads")
     parser.add_argument("--no-converse", action="store_true", help="skip only_heads (the prefix visible to the set "
                         "only)")
     parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")

@@ -124,8 +124,12 @@ def cache_timing(args: list[str]) -> int:
     try:  # before the model loads; its own option names the Python (not backend.python)
         vllm_python(ns.python)
     except HarnessError:
-        raise HarnessError(f"cache-timing needs a Python with vLLM installed: build it with {INSTALL}, or give "
+        given = f"--python {ns.python} is not an executable file; " if ns.python else ""
+        raise HarnessError(f"cache-timing needs a Python with vLLM installed: {given}build it with {INSTALL}, or give "
                            f"--python PATH (or set PREFIX_HARNESS_VLLM_PYTHON)") from None
+    from harness.cli.guards import check_out
+
+    check_out(ns.out)  # never inside a run directory
     if ns.out.exists() and (not ns.out.is_dir() or any(ns.out.iterdir())):
         raise HarnessError(f"--out {ns.out} already {'holds files' if ns.out.is_dir() else 'is a file'}; give a new "
                            f"directory (nothing is overwritten)")

@@ -76,6 +76,7 @@ class Backend:
     # the harness computes with the loaded weights; False: the backend serves them itself, and the
     # harness loads the model's tokenizer, config and structure only (no second copy in memory)
     harness_weights: bool = True
+    reads: tuple[str, ...] = ()  # the backend.* settings it reads (one it does not, set, is refused)
     options: dict = field(default_factory=dict)  # free-form facts for docs and tools
 
 
@@ -126,6 +127,14 @@ def backend_problems(name: str, settings, *, attention: bool, noise_floor: bool,
                 f"own is registered with harness.model.backends.register_backend or an entry point "
                 f"(CONTRIBUTING.md)"]
     can, problems = BACKENDS[name].can, []
+    if settings is not None:  # a setting another backend reads, given to this one, would be ignored
+        defaults = BackendConfig()
+        unread = [key for key in vars(defaults) if key not in ("name", "options", *BACKENDS[name].reads)
+                  and getattr(settings, key, getattr(defaults, key)) != getattr(defaults, key)]
+        if unread:
+            problems.append(f"backend.{unread[0]} is not a setting of backend={name} (it would be ignored)"
+                            + (f"; backend={[n for n, b in BACKENDS.items() if unread[0] in b.reads][0]} reads it"
+                               if any(unread[0] in b.reads for b in BACKENDS.values()) else ""))
     if attention and not can.attention:
         problems.append(f"backend={name} measures outputs only: add analysis.attention=false"
                         + (" (or experiment=vllm-outputs)" if name == "vllm" else ""))
@@ -188,5 +197,7 @@ register_backend(Backend(
 register_backend(Backend(
     "vllm", "a vLLM engine in its own environment (harness.model.vllm_backend): output measures only",
     Capabilities(), start="harness.measure.vllm_engine:start", settings_problems=_vllm_settings,
-    result_key=_vllm_key, stored_model=True, harness_weights=False))
+    result_key=_vllm_key, stored_model=True, harness_weights=False,
+    reads=("python", "dtype", "block_size", "compile", "chunk", "tensor_parallel_size", "pipeline_parallel_size",
+           "request_timeout_s")))
 load_plugins("backends")

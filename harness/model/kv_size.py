@@ -10,6 +10,8 @@ factor 2 twice (once for keys and values, once again for 2-byte elements); the c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from harness.errors import HarnessError
@@ -75,9 +77,14 @@ def describe(overrides: list[str]) -> str:
                 source = SHIPPED_MODELS.get(name, name)  # offline: the local cache only, not a minute of retries
                 config = AutoConfig.from_pretrained(str(source), local_files_only=not hub_reachable())
         except (OSError, ValueError):
-            raise HarnessError(f"model={name} is neither a model config (conf/model: tiny, demo, ...), a local model "
-                               f"directory with a config.json, nor a hub id in the local cache; give layers=, "
-                               f"kv_heads=, head_dim= instead") from None
+            from harness.model.loading import hub_reachable
+
+            if Path(str(SHIPPED_MODELS.get(name, name))).expanduser().exists() or hub_reachable():
+                why = "is neither a model config (conf/model: tiny, demo, ...), a local model directory with a " \
+                      "config.json, nor a hub id"
+            else:
+                why = "is not in the local hub cache, and the hub is unreachable (offline)"
+            raise HarnessError(f"model={name} {why}; give layers=, kv_heads=, head_dim= instead") from None
         shape = shape_of(config)
         # the dtype it computes in (the harness loads builtin models in float32), unless dtype= is given
         own = getattr(config, "dtype", None)

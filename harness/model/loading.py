@@ -50,6 +50,13 @@ def resolve_device(device: str) -> str:
         if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
             return "mps"
         return "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise HarnessError(f"device {device!r} is not one torch knows: use auto, cpu, cuda, cuda:N or mps") from None
+    if device.startswith("mps") and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise HarnessError(f"device {device} asked for, but MPS is not available here; use the cpu or auto (a sweep: "
+                           f"model.device=cpu or auto; detect, causal-heads: --device cpu)")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise HarnessError(f"device {device} asked for, but CUDA is not available here; use the cpu or auto (a sweep: "
                            f"model.device=cpu or auto; detect, causal-heads: --device cpu)")
@@ -155,9 +162,17 @@ def load_model(
     opened = source_kind.open(name_or_path, gguf)
     if opened.built is not None:
         model, tokenizer = opened.built
+        if adapter is not None:  # nothing stored to merge into: it would be left out without a word
+            raise HarnessError(f"model.adapter={adapter}: {name_or_path} is built in memory; an adapter is merged into "
+                               f"a stored model (a directory, GGUF file or hub id)")
         model = model.to(DTYPES[dtype])
         if attn_implementation:
-            model.set_attn_implementation(attn_implementation)
+            try:
+                model.set_attn_implementation(attn_implementation)
+            except (ValueError, ImportError) as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise HarnessError(f"model.attn_implementation={attn_implementation}: {first[:200]}; leave it unset "
+                                   f"(transformers chooses) or give eager or sdpa") from None
         return LoadedModel(model.to(device), tokenizer, name_or_path, None,
                            opened.revision_of(model, None, revision), dtype, device, max_positions_of(model.config))
     source = opened.location

@@ -135,7 +135,8 @@ class Experiment:
                if source.facts else {}),
         }
         log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s), batch size %d%s",
-                 len(prompts), [g.name for g in cfg.groups], list(cfg.prefix.lengths), len(exp.conditions),
+                 len(prompts), groups or [g.name for g in cfg.groups], list(lengths or cfg.prefix.lengths),
+                 len(exp.conditions),
                  m.name_or_path, loaded.dtype, loaded.device, exp.batch_size,
                  "" if cfg.batch_size else " (automatic)")
         return exp
@@ -166,8 +167,8 @@ class Experiment:
         if self.loaded.max_positions is not None and longest > self.loaded.max_positions:
             # before any prefix is built: prefix.too_short=repeat would otherwise fill memory first
             raise HarnessError(f"prefix length {max(lengths)} plus {cfg.decode.max_new_tokens} new tokens exceeds the "
-                               f"model's context window of {self.loaded.max_positions}; use shorter prefix.lengths "
-                               f"or decode.max_new_tokens")
+                               f"model's context window of {self.loaded.max_positions}; use shorter prefix lengths "
+                               f"(prefix.lengths; for locate, locate.coarse) or decode.max_new_tokens")
         skipped: list = []
         conditions = build_conditions(
             self.loaded.tokenizer, self.prompts, self.prefixes,

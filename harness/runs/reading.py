@@ -39,6 +39,14 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
         if path in resolved[:i]:
             raise HarnessError(f"{run_dirs[i]} is given twice (as {run_dirs[resolved.index(path)]} too): its conditions "
                                f"would count twice; give each run once")
+    tables: dict[str, Path] = {}  # a copy of a run holds the same table: its conditions would count twice
+    for given in run_dirs:
+        sha = ((_quiet_manifest(RunDir(given)) or {}).get("tables") or {}).get(RunDir.CONDITIONS)
+        if sha and sha in tables:
+            raise HarnessError(f"{given} holds the very conditions table of {tables[sha]} (a copy?): its conditions "
+                               f"would count twice; give each run once")
+        if sha:
+            tables[sha] = Path(given)
     for run in runs:
         note = _state_note(run, allow_failed)
         if note:
