@@ -104,6 +104,9 @@ def locate(cfg, run_dir, progress: bool = True):
                            f"another hydra.run.dir")
     metric = spec.metric.value
     groups = ["A", *sorted(g.value for g in spec.groups)]
+    if sorted(g.value for g in cfg.groups) != ["A", "B", "C"]:  # a sweep's key, given to locate
+        log.warning("locate evaluates locate.groups=%s, not groups=%s (the sweep's key)", groups[1:],
+                    [g.value for g in cfg.groups])
     exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,
                            settings=[Isolation()])
 
