@@ -23,10 +23,9 @@ from harness.inputs.assembly import INJECTION_AT
 from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, MODES
 from harness.inputs.prefix_source import source_problems
-from harness.model.adapters import adapter_dir
 from harness.model.backends import BackendConfig, backend_problems
 from harness.model.sources import gguf_source, source_for
-from harness.paths import CONFIG_MODULE, DATA_DIR
+from harness.paths import CONFIG_MODULE, DATA_DIR, adapter_dir
 
 
 def _choice(name: str, values: str, doc: str) -> type[Enum]:

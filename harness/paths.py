@@ -15,6 +15,11 @@ ASSETS_DIR = PACKAGE_DIR / "assets"  # the shipped demo models
 CONFIG_MODULE = "harness.conf"  # the config tree ships inside the package (Hydra's pkg:// search path)
 
 
+def adapter_dir(adapter: str) -> Path:
+    """The directory ``model.adapter`` names: one shipped in ``harness/assets``, else a path."""
+    return ASSETS_DIR / adapter if (ASSETS_DIR / adapter).is_dir() else Path(adapter)
+
+
 def installed_distribution(distribution: str, what: str, install: str) -> importlib.metadata.Distribution:
     """The installed distribution ``distribution``; one line saying how to install it if it is not
     (``what`` names what it ships, for the message)."""

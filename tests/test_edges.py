@@ -288,3 +288,19 @@ def test_what_a_sweep_left_behind_is_still_its_own(runs, tmp_path, capsys):
     (left / "run_fingerprint.json").unlink()
     err = answer(capsys, ["sweep", *FAST, f"hydra.run.dir={left}"])
     assert "files that are not a run's" not in err and "holds results of a different configuration" in err
+
+
+def test_a_sweep_never_takes_over_another_commands_output(runs, files, capsys):
+    """detect's --out has a status of its own: a sweep with on_existing=fresh deleted its tables."""
+    out = files["root"] / "detected"
+    out.mkdir()
+    (out / ".harness-output.json").write_text('{"command": "detect", "runs": []}')
+    (out / "detector.md").write_text("kept\n")
+    assert "holds the output of another harness command" in answer(
+        capsys, ["sweep", *TINY, "on_existing=fresh", f"hydra.run.dir={out}"])
+    assert (out / "detector.md").read_text() == "kept\n"
+
+
+def test_claims_on_a_run_of_group_a_only_is_one_line(files, capsys):
+    run = sweep(files["root"] / "only-a", *FAST, "groups=[A]")
+    assert "hold group A only" in answer(capsys, ["claims", str(run), "--out", str(files["root"] / "ca")])

@@ -7,13 +7,13 @@ exit statuses; what Hydra itself refuses (a misspelt key) exits 2 like every use
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 
 from harness.cli import report_bug
+from harness.cli.guards import check_run_dir
 from harness.errors import HarnessError
 
 log = logging.getLogger("harness")
@@ -144,70 +144,6 @@ def _unquoted(value: str) -> str:
     return value
 
 
-def _check_run_dir(run_dir: str) -> None:
-    """``hydra.run.dir`` names something a run directory can be: Hydra would create it with a
-    traceback for a file, a dangling link, a read-only or forbidden place."""
-    if not run_dir.strip():  # Hydra would make the working directory itself the run directory
-        raise HarnessError("hydra.run.dir is empty: give a directory for the run (leave it out for outputs/runs/<time>)")
-    path = Path(run_dir)
-    for parent in path.resolve().parents:
-        if _made_by_a_sweep(parent):
-            raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
-                               f"another; choose a directory outside it")
-    if path.is_dir() and any(path.iterdir()) and not _made_by_a_sweep(path):
-        shown = ", ".join(sorted(p.name for p in path.iterdir())[:4])
-        raise HarnessError(f"hydra.run.dir={run_dir} holds files that are not a run's ({shown}, ...): a sweep would "
-                           f"write over them; choose a new or empty directory")
-    if path.is_symlink() and not path.exists():
-        raise HarnessError(f"hydra.run.dir={run_dir} is a link to {os.readlink(path)}, which does not exist; "
-                           f"give a directory")
-    if path.exists() and not path.is_dir():
-        raise HarnessError(f"hydra.run.dir={run_dir} is a file, not a directory; give a directory")
-    # nothing is created here (a command Hydra then refuses must leave no directory behind): the
-    # nearest existing ancestor must be a directory the run directory can be made in
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not a directory; choose "
-                           f"another hydra.run.dir")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not writable; choose another "
-                           f"hydra.run.dir")
-    if not path.exists():  # root may write anywhere the permissions say, not on /proc: try, and take it back
-        import tempfile
-
-        try:
-            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".harness-probe-"))
-        except OSError as exc:
-            raise HarnessError(f"cannot create the run directory {run_dir} in {existing}: {exc.strerror or exc}; "
-                               f"choose another hydra.run.dir") from None
-
-
-def _made_by_a_sweep(path: Path) -> bool:
-    """A directory a sweep claimed: it holds what only a sweep writes (its fingerprint, .hydra/, a
-    sealed status.json, or a lock naming its holder; a bare ``.lock`` is not one: pytest's numbered
-    folders have one)."""
-    import json
-
-    from harness.io import BrokenSeal, open_json_seal
-    from harness.runs.rundir import STATUSES, RunDir
-
-    if any((path / name).exists() for name in (RunDir.FINGERPRINT, RunDir.HYDRA)):
-        return True
-    try:
-        status, sealed = open_json_seal(json.loads((path / RunDir.STATUS).read_text(encoding="utf-8")))
-        if sealed and status.get("status") in STATUSES:
-            return True
-    except (OSError, ValueError, BrokenSeal, AttributeError):
-        pass
-    try:
-        holder = json.loads((path / RunDir.LOCK).read_text(encoding="utf-8"))
-        return isinstance(holder, dict) and {"pid", "host"} <= set(holder)
-    except (OSError, ValueError):
-        return False
-
-
 def group_options(group: str, config_dir: str | None) -> set[str]:
     """The names ``group=NAME`` can take: the shipped configs and those of ``--config-dir``."""
     from harness.paths import PACKAGE_DIR
@@ -285,7 +221,7 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     _check_overrides(args, config_dir)
     run_dirs = [_unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
     if run_dirs and "-m" not in args and "--multirun" not in args:
-        _check_run_dir(run_dirs[-1])
+        check_run_dir(run_dirs[-1])
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -119,6 +119,8 @@ def claims(args: list[str]) -> int:
     from harness.runs.reading import load_noise, load_runs
 
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
+    if not {"B", "C"} & set(conditions.group.astype(str)):
+        raise HarnessError("the runs hold group A only: the claims compare B and C with A (run groups=[A,B,C])")
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                            n_resamples=ns.resamples, notes=notes)

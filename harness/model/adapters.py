@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 
 from harness.errors import HarnessError
-from harness.paths import ASSETS_DIR
 
 ADAPTER_WEIGHTS = "adapter.safetensors"
 ADAPTER_CONFIG = "adapter.json"
@@ -124,11 +123,6 @@ def save_adapter(model: torch.nn.Module, out: Path, *, rank: int, alpha: float, 
     atomic_write(out / ADAPTER_WEIGHTS, lambda tmp: save_file(tensors, str(tmp)))
     write_json({"rank": rank, "alpha": alpha, "modules": modules, "base": base}, out / ADAPTER_CONFIG)
     return (out / ADAPTER_WEIGHTS).stat().st_size
-
-
-def adapter_dir(adapter: str) -> Path:
-    """The directory ``model.adapter`` names: one shipped in ``harness/assets``, else a path."""
-    return ASSETS_DIR / adapter if (ASSETS_DIR / adapter).is_dir() else Path(adapter)
 
 
 def adapter_sha256(path: Path) -> str:

@@ -18,10 +18,10 @@ import torch
 from safetensors import SafetensorError
 
 from harness.errors import HarnessError
-from harness.model.adapters import adapter_dir as resolve_adapter
 from harness.model.adapters import adapter_sha256, merge_adapter
 from harness.model.gguf import GgufSource, transformers_version
 from harness.model.sources import gguf_source, source_for
+from harness.paths import adapter_dir
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -221,9 +221,9 @@ def load_model(
     gguf_facts = opened.facts
     adapter_facts = None
     if adapter is not None:
-        adapter_dir = resolve_adapter(adapter)
-        description = merge_adapter(model, adapter_dir, gguf_facts["gguf_sha256"] if gguf_facts else None)
-        adapter_facts = {"path": str(adapter_dir), "sha256": adapter_sha256(adapter_dir), **description}
+        where = adapter_dir(adapter)
+        description = merge_adapter(model, where, gguf_facts["gguf_sha256"] if gguf_facts else None)
+        adapter_facts = {"path": str(where), "sha256": adapter_sha256(where), **description}
         resolved = f"{resolved}+adapter:{adapter_facts['sha256']}"
     if device_map is None:
         model = model.to(device)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.io import sha256_file
-from harness.model.adapters import adapter_dir, adapter_sha256
+from harness.model.adapters import adapter_sha256
+from harness.paths import adapter_dir
 
 # what each recorded role is called in a message, and the override that points at it
 ROLES = {"prompts": ("prompts file", "prompts.path"), "prefixes": ("prefix file", "prefixes.path"),
