@@ -30,6 +30,16 @@ def sweep(run_dir: Path, *overrides: str) -> Path:
     return run(compose(list(overrides)), run_dir, overrides=list(overrides), progress=False)
 
 
+def contributing_example(section: str, language: str = "python") -> str:
+    """The first ``language`` code block after ``section`` (e.g. "**A backend**") in CONTRIBUTING.md:
+    the worked examples there are run by tests as written."""
+    import re
+
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = text.index(section) if section else 0
+    return re.search(rf"```{language}\n(.*?)```", text[start:], re.S).group(1)
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
     return path

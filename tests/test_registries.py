@@ -16,6 +16,7 @@ from harness.inputs.texts import Prefix, Prompt
 from harness.model.builtin import byte_level_tokenizer
 from harness.model.sources import SOURCES, source_for
 from tests.inputs.test_chat import chat_tokenizer
+from tests.support import contributing_example
 
 
 def test_the_configs_choices_are_the_registries():
@@ -73,11 +74,7 @@ def test_a_new_placement_is_one_definition(monkeypatch):
 def test_contributings_new_placement_example_works():
     """The worked example in CONTRIBUTING.md ("A placement"), run as written: the registered
     placement is a chat placement that conditions are built with."""
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    code = re.search(r"```python\n(.*?)```", text[text.index("**A placement**"):], re.S).group(1)
+    code = contributing_example("**A placement**")
     try:
         exec(code, {"register_placement": chat.register_placement, "PREFIX_SLOT": chat.PREFIX_SLOT,
                     "TASK_SLOT": chat.TASK_SLOT})

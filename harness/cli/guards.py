@@ -132,6 +132,8 @@ def non_negative_int(text: str) -> int:
 def check_run_dir(run_dir: str) -> None:
     """``hydra.run.dir`` names something a run directory can be: Hydra would create it with a
     traceback for a file, a dangling link, a read-only or forbidden place."""
+    from harness.runs.rundir import RunDir
+
     if not run_dir.strip():  # Hydra would make the working directory itself the run directory
         raise HarnessError("hydra.run.dir is empty: give a directory for the run (leave it out for outputs/runs/<time>)")
     path = Path(run_dir)
@@ -139,10 +141,10 @@ def check_run_dir(run_dir: str) -> None:
         raise HarnessError(f"hydra.run.dir={run_dir} holds the output of another harness command "
                            f"({OUT_MARKER}); a sweep or locate writes a directory of its own: choose another")
     for parent in path.resolve().parents:
-        if made_by_a_sweep(parent):
+        if RunDir(parent).made_by_a_sweep():
             raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
                                f"another; choose a directory outside it")
-    if path.is_dir() and any(path.iterdir()) and not made_by_a_sweep(path):
+    if path.is_dir() and any(path.iterdir()) and not RunDir(path).made_by_a_sweep():
         shown = ", ".join(sorted(p.name for p in path.iterdir())[:4])
         raise HarnessError(f"hydra.run.dir={run_dir} holds files that are not a run's ({shown}, ...): a sweep would "
                            f"write over them; choose a new or empty directory")
@@ -170,27 +172,3 @@ def check_run_dir(run_dir: str) -> None:
         except OSError as exc:
             raise HarnessError(f"cannot create the run directory {run_dir} in {existing}: {exc.strerror or exc}; "
                                f"choose another hydra.run.dir") from None
-
-
-def made_by_a_sweep(path: Path) -> bool:
-    """A directory a sweep claimed: it holds what only a sweep writes (its fingerprint, .hydra/, a
-    sealed status.json, or a lock naming its holder; a bare ``.lock`` is not one: pytest's numbered
-    folders have one)."""
-    import json
-
-    from harness.io import BrokenSeal, open_json_seal
-    from harness.runs.rundir import STATUSES, RunDir
-
-    if any((path / name).exists() for name in (RunDir.FINGERPRINT, RunDir.HYDRA)):
-        return True
-    try:
-        status, sealed = open_json_seal(json.loads((path / RunDir.STATUS).read_text(encoding="utf-8")))
-        if sealed and status.get("status") in STATUSES:
-            return True
-    except (OSError, ValueError, BrokenSeal, AttributeError):
-        pass
-    try:
-        holder = json.loads((path / RunDir.LOCK).read_text(encoding="utf-8"))
-        return isinstance(holder, dict) and {"pid", "host"} <= set(holder)
-    except (OSError, ValueError):
-        return False

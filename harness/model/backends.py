@@ -33,7 +33,6 @@ class Capabilities:
     isolation: bool = False  # isolation settings other than none (they act inside attention)
     adapters: bool = False  # a model.adapter merged into the weights in memory
     linear_dtype: bool = False  # linear products in another precision (model.linear_dtype)
-    step_logprobs: bool = False  # every step's full distribution (output KL, the teacher-forced divergence)
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class Backend:
     # harness loads the model's tokenizer, config and structure only (no second copy in memory)
     harness_weights: bool = True
     reads: tuple[str, ...] = ()  # the backend.* settings it reads (one it does not, set, is refused)
-    options: dict = field(default_factory=dict)  # free-form facts for docs and tools
+    experiment: str | None = None  # an experiment config that sets what it cannot do off, for the refusals
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -132,12 +131,13 @@ def backend_problems(name: str, settings, *, attention: bool, noise_floor: bool,
         unread = [key for key in vars(defaults) if key not in ("name", "options", *BACKENDS[name].reads)
                   and getattr(settings, key, getattr(defaults, key)) != getattr(defaults, key)]
         if unread:
+            reader = next((other for other, b in BACKENDS.items() if unread[0] in b.reads), None)
             problems.append(f"backend.{unread[0]} is not a setting of backend={name} (it would be ignored)"
-                            + (f"; backend={[n for n, b in BACKENDS.items() if unread[0] in b.reads][0]} reads it"
-                               if any(unread[0] in b.reads for b in BACKENDS.values()) else ""))
+                            + (f"; backend={reader} reads it" if reader else ""))
     if attention and not can.attention:
+        experiment = BACKENDS[name].experiment
         problems.append(f"backend={name} measures outputs only: add analysis.attention=false"
-                        + (" (or experiment=vllm-outputs)" if name == "vllm" else ""))
+                        + (f" (or experiment={experiment})" if experiment else ""))
     if noise_floor and not can.noise_floor:
         problems.append(f"backend={name} has no noise floor of its own (the floor compares the harness engine's "
                         f"batched and alone computations): add analysis.noise_floor=false")
@@ -191,13 +191,12 @@ def _vllm_key(facts: dict) -> dict:
 
 register_backend(Backend(
     "harness", "the harness's own engine: every measure (attention, noise floor, isolation, output KL)",
-    Capabilities(attention=True, noise_floor=True, isolation=True, adapters=True, linear_dtype=True,
-                 step_logprobs=True),
+    Capabilities(attention=True, noise_floor=True, isolation=True, adapters=True, linear_dtype=True),
     start="harness.measure.engine:start"))  # its results keep the keys they had before backends existed
 register_backend(Backend(
     "vllm", "a vLLM engine in its own environment (harness.model.vllm_backend): output measures only",
     Capabilities(), start="harness.measure.vllm_engine:start", settings_problems=_vllm_settings,
-    result_key=_vllm_key, stored_model=True, harness_weights=False,
+    result_key=_vllm_key, stored_model=True, harness_weights=False, experiment="vllm-outputs",
     reads=("python", "dtype", "block_size", "compile", "chunk", "tensor_parallel_size", "pipeline_parallel_size",
            "request_timeout_s")))
 load_plugins("backends")

@@ -143,14 +143,15 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     merged, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
     if disagree and not allow_disagreement:
         key, col, i, j = disagree[0]
+        mixed = mixed_settings(settings)
         differ = _config_difference(manifests[i].get("config", {}), manifests[j].get("config", {}))
         raise HarnessError(
             f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(KEY_COLUMNS, key))}, "
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
             + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy"
-            + (" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed_settings(settings)[:2]) + ")"
-               if mixed_settings(settings) and not allow_mixed_settings else ""))
+            + (" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed[:2]) + ")"
+               if mixed and not allow_mixed_settings else ""))
     mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:

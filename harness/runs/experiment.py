@@ -35,7 +35,6 @@ from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe
 from harness.model.resources import auto_batch_size, keep_freed_memory, prefix_cache_bytes
 from harness.runs.environment import set_determinism
-from harness.runs.inputs import of_config
 from harness.runs.store import RESULT_SCHEMA_VERSION, fingerprint
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,6 @@ class Experiment:
     backend: dict | None = None  # what continues the conditions: its name and facts (harness.model.backends)
     source: PrefixSource | None = None  # where the prefixes came from (a corpus: its package, version, file hashes)
     skipped: list = None  # (prefix_id, length, reason) of conditions left out (prefix.too_short=skip)
-    inputs: dict = None  # the input files read, by content: {role: {"path", "sha256"}} (harness.runs.inputs)
 
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
@@ -76,13 +74,12 @@ class Experiment:
         source = load_prefix_source(cfg.prefixes.path, cfg.prefixes.corpus, cfg.prefixes.per_group, cfg.seed,
                                     cfg.prefixes.templates)
         prefixes = source.prefixes
-        inputs = of_config(cfg)
         loaded = load_from_config(m, device=device, weights=BACKENDS[cfg.backend.name].harness_weights)
         if m.context_limit is not None:
             loaded.max_positions = min(m.context_limit, loaded.max_positions or m.context_limit)
         determinism = set_determinism(cfg.seed, loaded.device)
         exp = cls(cfg, loaded, prompts, prefixes, [], None, 0, determinism, {})  # type: ignore[arg-type]
-        exp.source, exp.inputs = source, inputs
+        exp.source = source
         exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
         exp.attn_base = loaded.model.config._attn_implementation

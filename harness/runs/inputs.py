@@ -18,9 +18,8 @@ from harness.io import sha256_file
 from harness.model.adapters import adapter_sha256
 from harness.paths import adapter_dir
 
-# what each recorded role is called in a message, and the override that points at it
-ROLES = {"prompts": ("prompts file", "prompts.path"), "prefixes": ("prefix file", "prefixes.path"),
-         "adapter": ("adapter", "model.adapter")}
+# what each recorded role is called in a message
+ROLES = {"prompts": "prompts file", "prefixes": "prefix file", "adapter": "adapter"}
 
 
 def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: str | None) -> dict[str, dict]:
@@ -40,10 +39,10 @@ def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: st
 
 
 def of_config(cfg) -> dict[str, dict]:
-    """:func:`input_files` of a run config (validated, or as a manifest recorded it: a mapping)."""
+    """:func:`input_files` of a run config (validated, or as a manifest recorded it: a mapping,
+    which may lack keys an earlier version did not have)."""
     def get(group: str, key: str):
-        part = cfg.get(group) if hasattr(cfg, "get") else getattr(cfg, group, None)
-        return part.get(key) if hasattr(part, "get") else None
+        return (cfg.get(group) or {}).get(key)
 
     return input_files(get("prompts", "path"), get("prefixes", "path"), get("model", "adapter"))
 
@@ -59,7 +58,7 @@ def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
         was, is_ = recorded.get(role) or {}, now.get(role) or {}
         if was.get("sha256") == is_.get("sha256"):
             continue
-        name = ROLES.get(role, (role, role))[0]
+        name = ROLES.get(role, role)
         then = f"{was.get('path')} (sha256 {str(was.get('sha256'))[:12]}...)" if was else "none"
         here = f"{is_.get('path')} (sha256 {str(is_.get('sha256'))[:12]}...)" if is_ else "none"
         out.append(f"its {name} was {then}, the config now reads {here}")

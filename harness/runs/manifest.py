@@ -14,7 +14,7 @@ from harness.runs.rundir import RunDir
 
 
 def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOutcome, failed: list[str],
-                   tables: dict, rundir: RunDir, condition_seconds: dict[str, float]) -> dict:
+                   tables: dict, rundir: RunDir, condition_seconds: dict[str, float], inputs: dict) -> dict:
     """``manifest.json`` of a finished sweep: the resolved config, the model as loaded (revision,
     dtype, device, attention implementation), versions, determinism settings, counts, timing (the
     B/C conditions' seconds by phase: ``condition_seconds``), the prefix cache's use, and the sha256
@@ -48,7 +48,7 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "allocator": exp.allocator,
         "special_tokens_in_data": exp.cfg.special_tokens.value,
         # the prompts file, prefix file and adapter read, by absolute path and sha256
-        "inputs": exp.inputs,
+        "inputs": inputs,
         # a public benchmark's package, version, licence and the sha256 of every file read (null: a prefix file)
         "prefix_source": None if exp.source is None or exp.source.facts is None else {
             **exp.source.facts, "counts": exp.source.counts},

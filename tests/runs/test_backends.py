@@ -13,13 +13,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness import plugins
 from harness.config import compose, validate
 from harness.errors import HarnessError
 from harness.model import backends
 from harness.model.backends import BACKENDS, Backend, Capabilities, backend_problems, register_backend
 from harness.plugins import load_plugins
 from harness.runs.reading import load_run
-from tests.support import FAST, sweep
+from tests.support import FAST, contributing_example, sweep
 
 OUTPUTS_ONLY = ["analysis.attention=false", "analysis.noise_floor=false"]
 
@@ -27,10 +28,7 @@ OUTPUTS_ONLY = ["analysis.attention=false", "analysis.noise_floor=false"]
 @pytest.fixture
 def one_by_one(tmp_path, monkeypatch):
     """CONTRIBUTING.md's backend, as a distribution with an entry point, loaded as the registry loads plug-ins."""
-    text = (Path(__file__).resolve().parents[2] / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    section = text[text.index("**A backend**"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    entry = re.search(r'```toml\n(.*?)```', text, re.S).group(1)
+    code, entry = contributing_example("**A backend**"), contributing_example("", "toml")
     site = tmp_path / "site"
     site.mkdir()
     (site / "my_backend.py").write_text(textwrap.dedent(code), encoding="utf-8")
@@ -40,9 +38,11 @@ def one_by_one(tmp_path, monkeypatch):
     group = re.search(r'\[project\.entry-points\."(.*?)"\]', entry).group(1)
     (info / "entry_points.txt").write_text(f"[{group}]\n" + entry.split("]\n", 1)[1].replace('"', ""))
     monkeypatch.syspath_prepend(str(site))
+    plugins._harness_entry_points.cache_clear()  # the registries read the installed entry points once
     assert "one-by-one" in load_plugins("backends")
     yield BACKENDS["one-by-one"]
     BACKENDS.pop("one-by-one", None)
+    plugins._harness_entry_points.cache_clear()
 
 
 def test_a_backend_registered_from_outside_runs_a_sweep(one_by_one, tmp_path):
@@ -87,12 +87,12 @@ def test_a_name_is_registered_once_and_a_plugin_that_breaks_is_one_line(monkeypa
         register_backend(Backend("vllm", "another", Capabilities(), start="x:y"))
 
     class Point:
-        name, value = "broken", "nowhere:register"
+        name, value, group = "broken", "nowhere:register", "prefix_harness.backends"
 
         def load(self):
             raise ImportError("No module named 'nowhere'")
 
-    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [Point()])
+    monkeypatch.setattr(plugins, "_harness_entry_points", lambda: (Point(),))
     with pytest.raises(HarnessError, match="the backends plug-in 'broken' .* failed to register: ImportError"):
         load_plugins("backends")
 
