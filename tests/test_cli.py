@@ -29,7 +29,7 @@ def test_user_errors_exit_2_with_one_line(tmp_path):
     _expect_error(harness("sweep", *FAST, "model.name_or_path=no-such-org/no-such-model", *run, cwd=tmp_path),
                   "no-such-org/no-such-model", "not available")
     _expect_error(harness("sweep", *FAST, "prefix.lengths=[]", *run, cwd=tmp_path), "prefix.lengths is empty")
-    _expect_error(harness("check-determinism", str(tmp_path), "--sample", "2", cwd=tmp_path), "no manifest.json")
+    _expect_error(harness("check-determinism", str(tmp_path), "--sample", "2", cwd=tmp_path), "not a run directory")
 
 
 def test_hydra_composition_errors_exit_2(tmp_path):

@@ -25,13 +25,16 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
     if allowed is not None and target == allowed.resolve():
         return
     for place in (target, *target.parents):
+        command = RunDir(place).output_of()
+        if command and place != target:  # another command's output (detect's has a status.json of its own)
+            raise HarnessError(f"--out {out} is inside {place}, the output of `harness {command}`; give a directory "
+                               f"outside it")
+        if command:  # claim_out says whose it is
+            continue
         if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
             where = "is the run directory" if place == target else "is inside the run directory"
             raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
                                "give a directory outside it")
-
-
-OUT_MARKER = ".harness-output.json"  # which command writes into an --out directory, and from which runs
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = (), same_runs: bool = False) -> None:
@@ -51,7 +54,9 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), same_runs: bool = 
         if target == Path(path) or Path(path) in target.parents:
             raise HarnessError(f"--out {out} is {'' if target == Path(path) else 'inside '}{path}, which this command "
                                f"reads; give a directory outside what it reads")
-    marker = out / OUT_MARKER
+    from harness.runs.rundir import RunDir
+
+    marker = out / RunDir.OUT_MARKER
     if out.is_dir() and any(out.iterdir()):
         try:
             mark = json.loads(marker.read_text(encoding="utf-8"))
@@ -71,8 +76,9 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), same_runs: bool = 
 def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
     """Record which command (and on which runs) writes into ``--out`` (:func:`claim_out` reads it)."""
     from harness.io import write_json
+    from harness.runs.rundir import RunDir
 
-    write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / OUT_MARKER)
+    write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / RunDir.OUT_MARKER)
 
 
 def check_out_file(out: Path, force: bool) -> None:
@@ -137,9 +143,10 @@ def check_run_dir(run_dir: str) -> None:
     if not run_dir.strip():  # Hydra would make the working directory itself the run directory
         raise HarnessError("hydra.run.dir is empty: give a directory for the run (leave it out for outputs/runs/<time>)")
     path = Path(run_dir)
-    if (path / OUT_MARKER).is_file():  # a command's --out (detect's has a status of its own): not a run's
-        raise HarnessError(f"hydra.run.dir={run_dir} holds the output of another harness command "
-                           f"({OUT_MARKER}); a sweep or locate writes a directory of its own: choose another")
+    command = RunDir(path).output_of()
+    if command:  # a command's --out (detect's has a status of its own): not a run's
+        raise HarnessError(f"hydra.run.dir={run_dir} holds the output of `harness {command}`; a sweep or locate "
+                           f"writes a directory of its own: choose another")
     for parent in path.resolve().parents:
         if RunDir(parent).made_by_a_sweep():
             raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "

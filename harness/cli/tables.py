@@ -79,7 +79,7 @@ def figures(args: list[str]) -> int:
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.reporting.report import write_outputs
-    from harness.runs.reading import load_noise, load_runs
+    from harness.runs.reading import load_noise, load_runs, refuse_reference_only
 
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
@@ -87,6 +87,7 @@ def figures(args: list[str]) -> int:
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
         claim_out(ns.out, "figures", ns.runs)
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
+    refuse_reference_only(conditions, "harness figures")
     noise = load_noise(ns.runs, ns.trust_damaged)
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
     print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "
@@ -116,11 +117,10 @@ def claims(args: list[str]) -> int:
     notes = _reading_notes(ns, ns.runs)
     claim_out(ns.out, "claims", ns.runs)
     from harness.reporting.claims import write_claims
-    from harness.runs.reading import load_noise, load_runs
+    from harness.runs.reading import load_noise, load_runs, refuse_reference_only
 
     conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
-    if not {"B", "C"} & set(conditions.group.astype(str)):
-        raise HarnessError("the runs hold group A only: the claims compare B and C with A (run groups=[A,B,C])")
+    refuse_reference_only(conditions, "harness claims")
     noise = load_noise(ns.runs, ns.trust_damaged)
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                            n_resamples=ns.resamples, notes=notes)

@@ -15,9 +15,9 @@ def kv_size(args: list[str]) -> int:
                         "smollm2-135m-instruct-q4_1, ...), hub id or local dir>, layers, kv_heads, head_dim, seq_len, "
                         "batch, dtype")
     ns = parser.parse_args(args)
-    from harness.model.kv_size import describe
+    from harness.model.kv_size import describe, parse_overrides
 
-    given = {o.split("=", 1)[0] for o in ns.overrides}
+    given = parse_overrides(ns.overrides)  # refused here, before a model config is resolved, when malformed
     resolved = [part for o in ns.overrides for part in _model_config_source(o, "dtype" not in given)]
     print(describe(resolved))
     return 0

@@ -99,9 +99,19 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     combos = []  # (template index, payload index or -1)
     if any(not isinstance(p, dict) or not isinstance(p.get("payload"), str) for p in payloads or []):
         raise HarnessError(f"{source}: every payload needs a string field 'payload'")
+    texts = [" ".join(p["payload"].split()) for p in payloads or []]
+    repeated = next((i for i, t in enumerate(texts) if t in texts[:i]), None)
+    if repeated is not None:
+        raise HarnessError(f"payloads: payload {repeated + 1} repeats payload {texts.index(texts[repeated]) + 1}: the "
+                           f"bank would hold one attack twice; remove one of them")
+    seen: dict[tuple, int] = {}  # the same attack twice would count as two prefixes of the bank
     for t_idx, tpl in enumerate(templates):
         if not isinstance(tpl, dict) or not isinstance(tpl.get("text"), str) or not isinstance(tpl.get("style"), str):
             raise HarnessError(f"{source}: template {t_idx + 1} needs string fields 'style' and 'text'")
+        same = seen.setdefault((" ".join(tpl["text"].split()), str(tpl.get("payload"))), t_idx)
+        if same != t_idx:
+            raise HarnessError(f"{source}: template {t_idx + 1} repeats template {same + 1} (same text and payload): "
+                               f"the bank would hold one attack twice; remove one of them")
         if "{payload}" not in tpl["text"] or "payload" in tpl:
             combos.append((t_idx, -1))
         elif payloads:
@@ -193,6 +203,17 @@ def _read_text(path: Path) -> str:
         raise HarnessError(f"{path}: not UTF-8 text (bad byte at offset {exc.start}); convert it to UTF-8") from None
 
 
+def _read_prose(path: Path, option: str) -> str:
+    """A plain-text file of prose; a JSON Lines file (a prefix bank, a template file) is refused:
+    its raw JSON would become prefix text."""
+    text = _read_text(path)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and all(line.startswith("{") and line.endswith("}") for line in lines):
+        raise HarnessError(f"{option} {path} holds JSON lines (a prefix bank or templates?), not prose: give a plain "
+                           f"UTF-8 text, paragraphs separated by blank lines")
+    return text
+
+
 def _read_jsonl(path: Path) -> list:
     rows = []
     for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
@@ -218,13 +239,13 @@ def build_bank(what: str, out: Path, *, n: int, min_chars: int, seed: int, id_pr
     from ``templates`` padded with ``fillers`` (and ``payloads``), check it, write it to ``out``
     atomically; returns the number of prefixes written."""
     if what == "neutral":
-        records = neutral_bank_from_corpus(_read_text(corpus), n=n, min_chars=min_chars, seed=seed,
+        records = neutral_bank_from_corpus(_read_prose(corpus, "--corpus"), n=n, min_chars=min_chars, seed=seed,
                                            id_prefix=id_prefix or corpus.stem, source=corpus.name, licence=licence,
                                            genre=genre)
         digest = hashlib.sha256(corpus.read_bytes()).hexdigest()
         records = [{**r, "source_sha256": digest} for r in records]
     else:
-        records = instruction_bank_from_templates(_read_jsonl(templates), [_read_text(fillers)], n=n,
+        records = instruction_bank_from_templates(_read_jsonl(templates), [_read_prose(fillers, "--fillers")], n=n,
                                                   min_chars=min_chars, seed=seed,
                                                   id_prefix=id_prefix or templates.stem, source=templates.name,
                                                   licence=licence, payloads=_read_jsonl(payloads) if payloads else None)

@@ -146,7 +146,12 @@ def load_prompts(path: str | Path, limit: int | None = None) -> list[Prompt]:
     """Task prompts from ``path``; ``limit`` keeps the first N."""
     if limit is not None and limit <= 0:
         raise HarnessError(f"prompts.limit must be positive, got {limit}")
-    prompts = [Prompt(r["id"], r["text"]) for r in _read_jsonl(path, ("id", "text"))]
+    rows = _read_jsonl(path, ("id", "text"))
+    banked = [r for r in rows if r.get("kind") in GROUP_OF_KIND]
+    if banked and len(banked) == len(rows):  # every line a prefix: the two paths were swapped
+        raise HarnessError(f"{banked[0]['_where']}: this line is a prefix ({banked[0]['kind']!r}), and so is every "
+                           f"line of the file: it is a prefix bank, not task prompts; give it as prefixes.path")
+    prompts = [Prompt(r["id"], r["text"]) for r in rows]
     return prompts[:limit] if limit else prompts
 
 

@@ -50,15 +50,26 @@ def cache_nbytes(cache) -> int:
     return total
 
 
-def describe(overrides: list[str]) -> str:
-    """``harness kv-size key=value ...``: the cache size of a model (``model=``) or of a shape given
-    as ``layers=``, ``kv_heads=``, ``head_dim=`` (with ``seq_len``, ``batch``, ``dtype``), as one line."""
+def parse_overrides(overrides: list[str]) -> dict[str, str]:
+    """``key=value`` items as a dict, ``model.KEY`` read as ``KEY`` (``model.name_or_path`` as
+    ``model``); a key given twice is refused, not last-wins."""
     values: dict[str, str] = {}
+    given: dict[str, str] = {}  # key -> the override that set it
     for item in overrides:
         if "=" not in item:
             raise HarnessError(f"expected key=value, got {item!r}")
         key, value = item.split("=", 1)
-        values[key.removeprefix("model.name_or_path").removeprefix("model.") or "model"] = value
+        key = key.removeprefix("model.name_or_path").removeprefix("model.") or "model"
+        if key in given:
+            raise HarnessError(f"kv-size: {key} is given twice ({given[key]} and {item}); give it once")
+        values[key], given[key] = value, item
+    return values
+
+
+def describe(overrides: list[str]) -> str:
+    """``harness kv-size key=value ...``: the cache size of a model (``model=``) or of a shape given
+    as ``layers=``, ``kv_heads=``, ``head_dim=`` (with ``seq_len``, ``batch``, ``dtype``), as one line."""
+    values = parse_overrides(overrides)
     shape: dict[str, int] = {}
     context = None  # the model's context window, where model= names one
     if "model" in values:

@@ -35,7 +35,7 @@ from harness.reporting.causal_heads import write_causal_report
 from harness.runs.compute import compute
 from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.rundir import RunDir
-from harness.runs.reading import load_run
+from harness.runs.reading import load_run, refuse_collected
 from harness.runs.store import ResultStore
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     ``allow_mixed_settings``: :func:`harness.runs.reading.load_runs`)."""
     run = RunDir(run_dir)
     manifest = run.manifest(trust_damaged)
+    refuse_collected(run, manifest or {}, "with no model configuration of its own to patch heads in")
     if manifest is None or "config" not in manifest:
         raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
                            f"directory")

@@ -19,7 +19,7 @@ from harness.inputs.conditions import KEY_FIELDS
 from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config, refuse_changed
-from harness.runs.reading import reading_notes
+from harness.runs.reading import has_table, reading_notes, refuse_collected
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
@@ -37,11 +37,7 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     manifest = run.manifest()
     if manifest is None:
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
-    if "collected" in manifest:  # no config of its own to rerun: its runs have
-        sources = [str(s.get("run")) for s in manifest.get("sources") or [] if isinstance(s, dict)]
-        raise HarnessError(f"{run_dir} is a collected table set (harness collect), with no sweep of its own to rerun: "
-                           f"check the runs it was collected from ({', '.join(sources[:3]) or 'none recorded'}"
-                           f"{' ...' if len(sources) > 3 else ''}) one at a time")
+    refuse_collected(run, manifest, "with no sweep of its own to rerun (check its runs one at a time)")
     for name in (run.CONDITIONS, run.ATTENTION):  # before the model loads: a damaged table is refused at once
         run.check_table(name, trust_damaged)
     schema = (manifest.get("result_fingerprint") or {}).get("schema")
@@ -58,7 +54,7 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     refuse_changed(str(run_dir), manifest.get("inputs"), of_config(cfg),
                    "a recheck would compare other prompts' or prefixes' results with the stored ones",
                    "run it from the directory the run was made in (the paths above say where), or restore the files")
-    has_attention = bool(cfg.analysis.attention) and run.has(run.ATTENTION)
+    has_attention = bool(cfg.analysis.attention) and has_table(run, run.ATTENTION, trust_damaged)
     exp = Experiment.build(cfg, device=manifest["model"]["device"], attention=has_attention)
     if exp.loaded.resolved_revision != manifest["model"]["resolved_revision"]:
         print(f"warning: model revision changed since the run ({manifest['model']['resolved_revision']} -> "
@@ -71,8 +67,10 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         stored_att = {row_key(*key): part.sort_values(["segment", "layer", "head"])
                       for key, part in att.groupby(list(KEY_FIELDS), observed=True, dropna=False)}
 
-    chosen = sample_evenly([c for c in exp.conditions if c.group != "A"], sample)
-    references = [c for c in exp.conditions if c.group == "A" and c.prompt_id in {x.prompt_id for x in chosen}]
+    # a run of group A alone (groups=[A]) is checked on its references
+    chosen = sample_evenly([c for c in exp.conditions if c.group != "A"] or list(exp.conditions), sample)
+    references = [c for c in exp.conditions
+                  if c.group == "A" and c.prompt_id in {x.prompt_id for x in chosen} and c not in chosen]
     token_diffs, metric_diffs, compared = [], {}, 0
     for c, row in compute(exp, references + chosen, batch_size=1, progress=False).rows.items():
         key = row_key(*c.key().values())

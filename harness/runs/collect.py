@@ -24,7 +24,7 @@ from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.rundir import RunDir, job_dirs
-from harness.runs.reading import compared_settings
+from harness.runs.reading import compared_settings, has_table
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 
@@ -129,7 +129,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                         "inputs": manifest.get("inputs")})
         if run.has(run.CONDITIONS):
             conditions.append(run.conditions(trust_damaged).assign(_source=i))
-            if run.has(run.ATTENTION):
+            if has_table(run, run.ATTENTION, trust_damaged):
                 attention.append(run.table(run.ATTENTION, trust_damaged).assign(_source=i))
             else:
                 no_attention.add(i)
@@ -173,6 +173,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     }, out / RunDir.MANIFEST)
     print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
           + (f" ({dropped} repeated rows, e.g. group A in every job, kept once)" if dropped else ""))
+    if not {"B", "C"} & set(tables[RunDir.CONDITIONS].group.astype(str)):
+        print("note: the runs hold group A only (the task prompts alone): figures, claims and plan compare B and C "
+              "with A, so collect them with runs that have B or C")
     for i in sorted(no_attention):
         print(f"note: {runs[i].path} ran without attention analysis: its conditions have no attention rows")
     if disagree:

@@ -34,6 +34,7 @@ from harness.errors import HarnessError
 from harness.io import write_parquet
 from harness.runs.environment import now_iso, package_versions
 from harness.runs.inputs import of_config, refuse_changed
+from harness.runs.reading import refuse_collected
 from harness.runs.rundir import RunDir
 from harness.runs.store import CorruptResult, ResultStore, fingerprint
 
@@ -76,6 +77,7 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
     rows, arrays = [], []
     for run_dir in run_dirs:
         manifest = RunDir(run_dir).manifest(trust_damaged)
+        refuse_collected(RunDir(run_dir), manifest or {}, "with no model configuration of its own to score inputs with")
         if manifest is None or "config" not in manifest:
             raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
                                f"directory")

@@ -35,7 +35,7 @@ from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
 from harness.reporting.markdown import note_lines
 from harness.runs.rundir import RunDir
-from harness.runs.reading import run_tables
+from harness.runs.reading import refuse_collected, run_tables
 from harness.runs.tables import concat_tables
 
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
@@ -72,6 +72,7 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
     """:class:`RunCost` of the run at ``path`` from its manifest, status and conditions table."""
     run = RunDir(path)
     manifest, status = run.manifest() or {}, run.status() or {}
+    refuse_collected(run, manifest, "with no timing of its own to price a design by")
     config = manifest.get("config")
     if not config or "seconds" not in status:
         raise HarnessError(f"{path}: no manifest or timing in its status.json; plan from a finished run")

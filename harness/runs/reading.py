@@ -52,6 +52,10 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
         note = _state_note(run, manifest, allow_failed)
         if note:
             notes.append(note)
+    for run in runs:  # what is not a run, or a run whose table is not the one it wrote, before comparing settings
+        if not run.has(RunDir.CONDITIONS):
+            raise HarnessError(not_a_run(run))
+        run.check_table(RunDir.CONDITIONS, trust_damaged)
     manifests = [run.manifest(trust_damaged) or {} for run in runs]
     mixed = check_compatible(*compared_settings(runs, manifests), allow_mixed_settings=allow_mixed_settings)
     if mixed:
@@ -77,10 +81,10 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
                 return None
             if not allow_failed:
                 raise HarnessError(f"{run} was collected from {len(incomplete)} run(s) that did not finish (first: "
-                                   f"{str(incomplete[0])[:120]}); finish them and collect again, or pass --allow-failed "
+                                   f"{incomplete[0]}); finish them and collect again, or pass --allow-failed "
                                    f"to read what finished (the pages then say what is missing)")
             return (f"{run} was collected from {len(incomplete)} run(s) that did not finish (read with --allow-failed): "
-                    f"{'; '.join(str(p)[:120] for p in incomplete[:3])}.")
+                    f"{'; '.join(str(p) for p in incomplete[:3])}.")
         if not run.is_run():  # not a run: the reader says what it lacks
             return None
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")
@@ -141,6 +145,45 @@ def held_by(run: RunDir) -> str | None:
         os.close(fd)
 
 
+def not_a_run(run: RunDir) -> str:
+    """Why a path given as a run is not one, in a sentence that says what to give instead."""
+    if not run.path.exists():
+        return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
+    if not run.path.is_dir():
+        return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one)"
+    command = run.output_of()
+    if command:
+        return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"
+    return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
+
+
+def refuse_collected(run: RunDir, manifest: dict, why: str) -> None:
+    """Refuse a collected table set (``harness collect``'s output) where a command needs a sweep of
+    its own (``why``), naming the runs it was collected from."""
+    if "collected" not in manifest:
+        return
+    sources = [str(s.get("run")) for s in manifest.get("sources") or [] if isinstance(s, dict)]
+    raise HarnessError(f"{run} is a collected table set (harness collect), {why}: give the runs it was collected "
+                       f"from ({', '.join(sources[:3]) or 'none recorded'}{' ...' if len(sources) > 3 else ''})")
+
+
+def has_table(run: RunDir, name: str, trust_damaged: bool = False) -> bool:
+    """Whether the run holds table ``name``; one its manifest lists but the directory lacks (a
+    deleted file) is refused, not read as a run that never measured it (``trust_damaged``: warned,
+    and read as absent)."""
+    if run.has(name):
+        return True
+    manifest = _quiet_manifest(run) or {}
+    if name not in (manifest.get("tables") or {}):
+        return False
+    message = (f"{run / name} is missing, though {RunDir.MANIFEST} lists it (the sweep wrote it; the file was "
+               f"deleted or not copied): rebuild it from results/ with `harness resume {run}`")
+    if not trust_damaged:
+        raise HarnessError(message + ", or pass --trust-damaged to read the run without it")
+    log.warning("%s; read without it (--trust-damaged)", message)
+    return False
+
+
 class RunTables(NamedTuple):
     """One run's (or one collected directory's) tables and manifest, as a notebook works with them."""
 
@@ -166,7 +209,7 @@ def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_se
     conditions, attention = [], []
     for run in runs:
         conditions.append(run.conditions(trust_damaged))
-        if run.has(run.ATTENTION):
+        if has_table(run, run.ATTENTION, trust_damaged):
             attention.append(run.table(run.ATTENTION, trust_damaged))
     mixed = check_compatible(*compared_settings(runs, [r.manifest(trust_damaged) or {} for r in runs]),
                              allow_mixed_settings=allow_mixed_settings)
@@ -180,6 +223,13 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
     """:func:`run_tables` concatenated; attention None where no run has one (behaviour-only sweeps)."""
     conditions, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
+
+
+def refuse_reference_only(conditions: pd.DataFrame, command: str) -> None:
+    """Refuse tables of group A alone: every page ``command`` writes compares B and C with A."""
+    if not {"B", "C"} & set(conditions.group.astype(str)):
+        raise HarnessError(f"the runs hold group A only (the task prompts alone): {command} compares B and C with A; "
+                           f"run the sweep with groups=[A,B,C]")
 
 
 def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[Settings], list[str]]:
@@ -196,5 +246,5 @@ def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[S
 
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
     """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
-    frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if r.has(r.NOISE)]
+    frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if has_table(r, r.NOISE, trust_damaged)]
     return concat_tables(frames) if frames else None

@@ -71,6 +71,7 @@ class RunDir:
     HYDRA = ".hydra"
     LOG = "sweep.log"
     LOCK = ".lock"
+    OUT_MARKER = ".harness-output.json"  # which command wrote a directory given as --out, and from which runs
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -200,10 +201,18 @@ class RunDir:
                                f"tables from results/ with `harness resume {self}`, or pass --trust-damaged to read it "
                                f"as it is")
 
+    def output_of(self) -> str | None:
+        """The command whose ``--out`` this directory is (``figures``, ``detect``, ...), or None."""
+        try:
+            mark = json.loads((self / self.OUT_MARKER).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return str(mark.get("command")) if isinstance(mark, dict) else None
+
     def conditions(self, trust_damaged: bool = False):
         """``conditions.parquet``; a missing one, or one with no rows, is a one-line error."""
         if not self.has(self.CONDITIONS):
-            raise HarnessError(f"{self}: no {self.CONDITIONS} here; is this a run directory?")
+            raise HarnessError(f"{self}: no {self.CONDITIONS} here, so it is not a run directory")
         table = self.table(self.CONDITIONS, trust_damaged)
         if table.empty:
             raise HarnessError(f"{self / self.CONDITIONS} holds no conditions; rerun its sweep with "

@@ -109,6 +109,9 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         log.warning("debug.fail_conditions names no condition of this sweep: %s (labels are prompt/prefix/length, "
                     "e.g. %s)", ", ".join(unknown[:3]), condition_label(exp.conditions[-1]))
     n_others = sum(c.group != "A" for c in exp.conditions)
+    if not n_others:
+        log.warning("groups=[A]: this run holds the task prompts alone (the references); drift, the report and the "
+                    "claims compare B and C with A, so no figures or report are drawn (groups=[A,B,C] compares)")
     sample = (noise_sample(exp.conditions, noise_size(n_others, analysis.noise_fraction, analysis.noise_min,
                                                       analysis.noise_max)) if analysis.noise_floor else [])
     in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
@@ -161,7 +164,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     manifest = build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds, inputs)
     write_sealed_json(manifest, rundir / RunDir.MANIFEST)
     clock.lap("tables")
-    if cfg.draw_figures and tables:
+    if cfg.draw_figures and tables and any(c.group != "A" for c in exp.conditions):
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
                       noise=tables.get(RunDir.NOISE), manifests=[manifest])
         log.info("figures in %s, report %s", (rundir / RunDir.FIGURES).resolve(), (rundir / RunDir.REPORT).resolve())

@@ -10,10 +10,10 @@ from nbclient import NotebookClient
 
 from harness.analysis import curves, descriptive
 from harness.cli import main
-from harness.cli.guards import OUT_MARKER
 from harness.reporting import plots as F
 from harness.reporting.figure_set import mass_sources
 from harness.runs.reading import load_runs
+from harness.runs.rundir import RunDir
 from tests.support import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
@@ -71,7 +71,7 @@ def test_figures_command_redraws_the_sweeps_figures_byte_for_byte(tiny_run, tmp_
     said = capsys.readouterr()
     assert "computing the report's statistics" in said.err and "from 1 run directory" in said.err  # before the wait
     assert said.out.startswith("wrote ")
-    files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file() and p.name != OUT_MARKER)
+    files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file() and p.name != RunDir.OUT_MARKER)
     assert {f.name for f in files} >= {f"fig{i}_{n}.{ext}" for i, n in
                                        [(1, "edit_distance"), (2, "layer_drift"), (3, "heads_C"), (4, "prefix_mass"),
                                         (6, "survival"), (7, "output_kl_steps")]
