@@ -63,9 +63,11 @@ _CHOICES = [
      "differs; stepwise decodes every step (bit for bit the path of earlier versions); none decodes no "
      "B/C continuation at all (attention-only measurement: edit distance and the word checks are null)."),
     ("LocateMetric", "norm_edit_distance edit_distance output_kl attn_kl_mean", "What harness locate bisects on."),
+    ("CacheSetting", "none same_salt different_salts per_tenant_cache", "harness cache-timing's isolation settings "
+     "(harness.runs.cache_timing): no salt, one salt for both tenants, a salt each, an engine each."),
 ]
 (Dtype, BosPolicy, TooShort, InjectionAt, SpecialTokens, OnExisting, IsolationMode, Placement, Group, DecodePath,
- LocateMetric) = (_choice(*choice) for choice in _CHOICES)
+ LocateMetric, CacheSetting) = (_choice(*choice) for choice in _CHOICES)
 
 
 @dataclass
@@ -179,6 +181,15 @@ class LocateConfig:
 
 
 @dataclass
+class TimingConfig:
+    """``harness cache-timing``: prefix lengths (tokens), trials per setting and length, settings."""
+
+    lengths: list[int] = field(default_factory=lambda: [64, 128, 256, 1024])
+    trials: int = 100
+    settings: list[CacheSetting] = field(default_factory=lambda: list(CacheSetting))
+
+
+@dataclass
 class DebugConfig:
     """For testing failure handling: conditions named ``prompt_id/prefix_id/prefix_len`` (or
     ``prompt_id/A``) raise instead of running."""
@@ -213,11 +224,12 @@ class RunConfig:
     draw_figures: bool = True
     on_existing: OnExisting = OnExisting.auto
     locate: LocateConfig = field(default_factory=LocateConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
 
 
 # Settings that change no result: a run directory may be resumed with any of them changed.
-NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "prefix_cache_mb")
+NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "timing", "prefix_cache_mb")
 
 
 GROUPS = ("model", "prompts", "prefixes", "backend", "experiment")  # config groups: `model=NAME` picks a file of conf/model/

@@ -65,3 +65,11 @@ def test_every_commands_help_works_in_a_fresh_process(command, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage" in done.stdout.lower() or command in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_a_reader_that_closes_the_pipe_early_is_no_error():
+    """``harness cache-timing --help | head -1`` printed an internal error (BrokenPipeError)."""
+    result = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m harness cache-timing --help | "
+                             f"head -c 1 >/dev/null; {sys.executable} -m harness --help | head -c 1 >/dev/null"],
+                            capture_output=True, text=True, timeout=120)
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr

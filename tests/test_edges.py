@@ -87,7 +87,7 @@ CASES = [
     (lambda f, r: ["causal-heads", str(r["ac"]), "--out", str(f["file"])], "is a file: give a directory"),
     (lambda f, r: ["cache-timing", "--out", str(f["file"])], "is a file"),
     (lambda f, r: ["cache-timing", "--model", "nosuch", "--out", str(f["root"] / "t")],
-     "--model nosuch is not a model config name"),
+     "model=nosuch: no such model config"),
     # a run without B: refused before any model loads (it raised KeyError after the load)
     (lambda f, r: ["causal-heads", str(r["ac"]), "--out", str(f["root"] / "h"), "--ranking-only"],
      "has groups ['A', 'C']"),
@@ -117,7 +117,7 @@ CASES = [
     (lambda f, r: ["sweep", *TINY, "seed=0,1"], "add -m (harness sweep -m seed=0,1)"),
     (lambda f, r: ["figures", str(f["file"])], "is not a directory: give run directories"),
     (lambda f, r: ["cache-timing", "--python", "/nowhere/python", "--out", str(f["root"] / "ct")],
-     "--python /nowhere/python is not an executable file"),
+     "/nowhere/python is not one"),
     # the verification pass's cases (158 new ones): what it found
     (lambda f, r: ["resume", str(r["ac"]), "decode.max_new_tokens=5"], "would change its design"),
     (lambda f, r: ["detect", str(r["ac"]), "--out", str(f["root"] / "d2"), "--device", "bogus"], "is not one torch knows"),

@@ -33,7 +33,7 @@ commands:
   detect RUN [...] --out   would a detector catch it? Attention Tracker beside capture heads, TPR at low FPR
   causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
-  cache-timing --out DIR   what a shared prefix cache tells another tenant (vLLM; make vllm)
+  cache-timing [overrides] what a shared prefix cache tells another tenant (vLLM; make vllm)
 
 sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
 --cfg job prints the composed config, --help lists the config groups.
@@ -57,7 +57,7 @@ COMMANDS = {
     "causal-heads": "harness.cli.tables:causal_heads",
     "kv-size": "harness.cli.tools:kv_size",
     "build-prefixes": "harness.cli.tools:build_prefixes",
-    "cache-timing": "harness.cli.tools:cache_timing",
+    "cache-timing": "harness.cli.hydra_apps:cache_timing",
 }
 # Commands that left the harness: where they went, in one line (exit 2).
 MOVED = {
@@ -76,7 +76,17 @@ def report_bug(exc: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """``harness COMMAND ARGS``: the command's exit status (2: a mistake in the command, 3: a bug)."""
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:  # `harness ... | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
@@ -100,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # not a bug: main says nothing of it
+        raise
     except Exception as exc:  # noqa: BLE001
         return report_bug(exc)
 

@@ -1,4 +1,4 @@
-"""The Hydra applications: ``sweep``, ``locate`` and ``resume`` (config overrides, ``-m`` for
+"""The Hydra applications: ``sweep``, ``locate``, ``cache-timing`` and ``resume`` (config overrides, ``-m`` for
 multirun, ``--config-dir DIR`` for a directory of your own ``model/``, ``prompts/``, ``prefixes/`` and
 ``experiment/`` configs). Each task is a thin wrapper over a plain function
 (:func:`harness.runs.runner.run`, :func:`harness.runs.locate.locate`) that turns its errors into
@@ -94,6 +94,26 @@ def _locate_task(cfg) -> None:
     except HarnessError as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
+        raise TaskExit(2) from None
+    except Exception as exc:  # noqa: BLE001
+        raise TaskExit(report_bug(exc)) from None
+
+
+def _timing_task(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.runs.cache_timing import run
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        run(cfg, run_dir, overrides=list(HydraConfig.get().overrides.task))
+    except KeyboardInterrupt as exc:
+        print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: finished phases are kept in "
+              f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
+        raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _drop_if_made_empty(run_dir)
         raise TaskExit(2) from None
     except Exception as exc:  # noqa: BLE001
         raise TaskExit(report_bug(exc)) from None
@@ -264,6 +284,22 @@ def locate(args: list[str]) -> int:
     return _run_hydra_app("locate", _locate_task, [*args, "hydra.job.name=locate"])
 
 
+def cache_timing(args: list[str]) -> int:
+    """``harness cache-timing [overrides]``: :mod:`harness.runs.cache_timing` as a Hydra application
+    (``experiment=cache-timing`` added; the options of earlier releases are translated, with a notice)."""
+    from harness.cli.cache_timing import CACHE_TIMING_HELP, translate_cache_timing_options
+
+    if any(a in ("--help", "-h") for a in args):
+        print(CACHE_TIMING_HELP)
+        return 0
+    args = translate_cache_timing_options(args)
+    if not any(a.startswith("hydra.run.dir=") for a in args):
+        args = ["hydra.run.dir=outputs/cache-timing/${now:%Y-%m-%d_%H-%M-%S.%f}", *args]
+    if not any(a.startswith("experiment=") for a in args):
+        args = ["experiment=cache-timing", *args]
+    return _run_hydra_app("cache-timing", _timing_task, args)
+
+
 def resume(args: list[str]) -> int:
     """Rerun a run directory's own command (its saved overrides) into the same directory."""
     import argparse
@@ -294,7 +330,8 @@ def resume(args: list[str]) -> int:
                                f"settings under this version than the run was made with: {'; '.join(changed)}. Give "
                                f"the old values as overrides (harness resume {run} KEY=OLD ...) to keep the design, "
                                f"or pass --accept-changes to resume with the new one")
-    return sweep([*overrides, *ns.overrides, f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
+    app = cache_timing if "experiment=cache-timing" in overrides else sweep
+    return app([*overrides, *ns.overrides, f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
 
 
 def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6) -> list[str]:

@@ -83,6 +83,8 @@ def figures(args: list[str]) -> int:
 
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
+    if _cache_timing(ns.runs, ns.trust_damaged):
+        return _redraw_cache_timing(ns, out)
     notes = _reading_notes(ns, ns.runs)
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
         claim_out(ns.out, "figures", ns.runs)
@@ -97,6 +99,31 @@ def figures(args: list[str]) -> int:
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
         mark_out(ns.out, "figures", ns.runs)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
+    return 0
+
+
+def _cache_timing(runs: list[Path], trust_damaged: bool) -> bool:
+    """Whether ``runs`` are ``harness cache-timing`` runs (one alone: they are not read with sweeps)."""
+    from harness.runs.cache_timing import KIND
+
+    kinds = [(_manifests([r], trust_damaged) or [{}])[0].get("kind") if r.is_dir() else None for r in runs]
+    if KIND in kinds and len(runs) > 1:
+        raise HarnessError(f"a {KIND} run is redrawn alone (harness figures RUN): it has no conditions to read "
+                           f"with other runs")
+    return kinds == [KIND]
+
+
+def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
+    from harness.runs.cache_timing import redraw
+    from harness.runs.reading import reading_state
+
+    reading_state(ns.runs[0])  # a run being written, or one that did not finish, is named with its resume
+    if ns.out is not None and ns.out.resolve() != ns.runs[0].resolve():
+        claim_out(ns.out, "figures", ns.runs)
+    written = redraw(ns.runs[0], out, ns.trust_damaged)
+    if ns.out is not None and ns.out.resolve() != ns.runs[0].resolve():
+        mark_out(ns.out, "figures", ns.runs)
+    print(f"wrote {len(written)} files: {', '.join(str(p.resolve()) for p in written)}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The commands that need no run directory: ``kv-size``, ``build-prefixes`` and ``cache-timing``."""
+"""The commands that need no run directory: ``kv-size`` and ``build-prefixes``."""
 
 from __future__ import annotations
 
@@ -83,91 +83,4 @@ def build_prefixes(args: list[str]) -> int:
                    templates=getattr(ns, "templates", None), fillers=getattr(ns, "fillers", None),
                    payloads=getattr(ns, "payloads", None))
     print(f"wrote {n} {ns.what} prefixes to {ns.out}")
-    return 0
-
-
-# harness.runs.cache_timing.SETTINGS' names, here so that --help needs no heavy import (a test keeps them equal)
-CACHE_SETTINGS = ("none", "same_salt", "different_salts", "per_tenant_cache")
-
-
-def cache_timing(args: list[str]) -> int:
-    """``harness cache-timing``: the prefix-cache side channel and isolation on a vLLM engine
-    (:mod:`harness.runs.cache_timing`)."""
-    parser = argparse.ArgumentParser(prog="harness cache-timing", description="What a shared prefix cache tells "
-                                     "another tenant: time to first token of cached and fresh prefixes on a vLLM "
-                                     "engine, per prefix length and isolation setting (no salt, one salt, a salt "
-                                     "per tenant), and whether a request served from another tenant's cache "
-                                     "continues as when computed afresh. Needs the vLLM environment (make vllm).")
-    parser.add_argument("--model", default="demo", help="a model config name (conf/model): demo, "
-                        "smollm2-135m-instruct-q4_1, ... (default demo)")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 1024],
-                        help="prefix lengths in tokens (the engine caches whole blocks: 128 tokens on a CPU)")
-    parser.add_argument("--block-size", type=int, default=None, help="the prefix cache's block in tokens "
-                        "(default: vLLM's own, 128 on a CPU): nothing shorter than one block is ever shared")
-    parser.add_argument("--trials", type=int, default=100, help="trials per setting and length (default 100)")
-    parser.add_argument("--settings", nargs="+", default=list(CACHE_SETTINGS), choices=CACHE_SETTINGS)
-    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--python", default=None, help="the vLLM environment's Python (default: "
-                        "$PREFIX_HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True, help="a new directory for the tables, report and figure")
-    ns = parser.parse_args(args)
-
-    if ns.trials < 2 or any(n < 1 for n in ns.lengths):
-        raise HarnessError("--trials must be at least 2 and every --lengths value positive")
-    from harness.model.vllm_backend import VllmWorker, block_size_problem
-
-    if block_size_problem(ns.block_size, "--block-size"):
-        raise HarnessError(block_size_problem(ns.block_size, "--block-size"))
-    from harness.model.vllm_backend import INSTALL, vllm_python
-
-    try:  # before the model loads; its own option names the Python (not backend.python)
-        vllm_python(ns.python)
-    except HarnessError:
-        given = f"--python {ns.python} is not an executable file; " if ns.python else ""
-        raise HarnessError(f"cache-timing needs a Python with vLLM installed: {given}build it with {INSTALL}, or give "
-                           f"--python PATH (or set PREFIX_HARNESS_VLLM_PYTHON)") from None
-    from harness.cli.guards import check_out
-
-    check_out(ns.out)  # never inside a run directory
-    if ns.out.exists() and (not ns.out.is_dir() or any(ns.out.iterdir())):
-        raise HarnessError(f"--out {ns.out} already {'holds files' if ns.out.is_dir() else 'is a file'}; give a new "
-                           f"directory (nothing is overwritten)")
-    from tqdm.auto import tqdm
-
-    from harness.config import compose, validate
-    from harness.model.decoding import stop_ids
-    from harness.model.loading import load_from_config
-    from harness.runs.cache_timing import max_model_len, run_experiment, write_outputs
-
-    try:
-        cfg = validate(compose([f"model={ns.model}"]))
-    except HarnessError:
-        raise
-    except Exception:  # Hydra: no such config (a hub id or a directory is not a config name)
-        raise HarnessError(f"--model {ns.model} is not a model config name (conf/model: demo, "
-                           f"smollm2-135m-instruct-q4_1, ...); harness sweep takes hub ids and directories") from None
-    loaded = load_from_config(cfg.model, device="cpu")
-    if loaded.location is None:
-        raise HarnessError(f"model {ns.model} is built in memory; vLLM needs one stored on disk or the hub")
-    vocab = len(loaded.tokenizer)
-    stops = stop_ids(loaded.model, loaded.tokenizer)
-    context = max(max_model_len(ns.lengths), 256)
-
-    started = []  # each engine's log in --out, numbered (a fresh engine per setting)
-    ns.out.mkdir(parents=True, exist_ok=True)
-
-    def open_engine() -> VllmWorker:
-        started.append(ns.out / f"vllm-{len(started) + 1}.log")
-        return VllmWorker(loaded.location, dtype=ns.dtype, max_model_len=context, seed=ns.seed, python=ns.python,
-                          block_size=ns.block_size, log_path=started[-1])
-
-    with tqdm(total=ns.trials * len(ns.lengths) * len(ns.settings), desc="trials", unit="trial") as bar:
-        trials, invariant, engine = run_experiment(open_engine, vocab, ns.lengths, ns.trials, ns.settings,
-                                                   seed=ns.seed, stops=stops,
-                                                   progress=lambda done, total: bar.update(done - bar.n))
-    facts = {**engine, "model": cfg.model.name_or_path, "trials": ns.trials, "block_size": ns.block_size}
-    leak = write_outputs(ns.out, trials, invariant, facts)
-    print((ns.out / "leak.md").read_text(encoding="utf-8"))
-    print(f"wrote {ns.out}/trials.parquet, leak.parquet, leak.md, fig_leak.png ({len(leak)} cells)")
     return 0

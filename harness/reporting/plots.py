@@ -41,7 +41,7 @@ def style():
     return plt.rc_context(STYLE)
 
 
-def _length_axis(ax, lengths) -> None:
+def length_axis(ax, lengths) -> None:
     lengths = sorted(set(int(v) for v in lengths))
     if lengths and min(lengths) > 0:
         ax.set_xscale("log", base=2)
@@ -67,7 +67,7 @@ def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized ed
     if ceiling is not None:
         ax.axhspan(ceiling.ci_low, ceiling.ci_high, color="grey", alpha=0.2, linewidth=0)
         ax.axhline(ceiling["mean"], color="grey", linestyle="--", linewidth=1, label="ceiling: A vs other prompts' A")
-    _length_axis(ax, summary[summary.group != "A"].prefix_len)
+    length_axis(ax, summary[summary.group != "A"].prefix_len)
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -186,7 +186,7 @@ def plot_hit_rate(ax, rates: pd.DataFrame):
         row = base.iloc[0]
         ax.axhspan(row.ci_low, row.ci_high, color="grey", alpha=0.2, linewidth=0, label="A's 95% CI")
         ax.axhline(row.rate, color="grey", linestyle="--", linewidth=1, label="A: same words, no prefix")
-    _length_axis(ax, rates[rates.group.isin(list(ROLE_STYLES))].prefix_len)
+    length_axis(ax, rates[rates.group.isin(list(ROLE_STYLES))].prefix_len)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel("share of replies with the target word")
@@ -236,7 +236,7 @@ def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, 
     if log:
         ax.set_yscale("symlog", linthresh=1e-8)
         ax.set_ylim(bottom=0)  # divergences are >= 0; tiny negatives are rounding
-    _length_axis(ax, summary.prefix_len)
+    length_axis(ax, summary.prefix_len)
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel(ylabel)
     ax.legend(title="isolation", fontsize=7)

@@ -17,14 +17,20 @@ The invariant (``invariant``): in the ``none`` setting, where the attacker's req
 the victim's cache, its greedy continuation is compared with the same request computed after the
 cache is emptied; a shared cache must add no contamination of its own (agreement rate).
 
-Outputs under ``--out``: ``trials.parquet`` (every probe), ``leak.parquet`` (per setting and length:
-AUROC with its interval and power, :mod:`harness.analysis.leak`), ``leak.md``, and
-``fig_leak.png`` (AUROC against prefix length, one line per setting).
+A run directory like a sweep's (:class:`harness.runs.rundir.RunDir`): ``trials.parquet`` (every
+probe) and ``leak.parquet`` (per setting and length: AUROC with its interval and power,
+:mod:`harness.analysis.leak`), each listed with its sha256 in ``manifest.json`` (the engine's
+settings too), ``status.json``, ``.hydra/``, ``leak.md`` and ``figures/fig_leak.{png,pdf}``
+(:mod:`harness.reporting.leak`; ``harness figures RUN`` redraws them). Each phase (the shared
+engine's settings, then ``per_tenant_cache``) is stored under ``results/`` as it ends, keyed by
+what it measured: ``harness resume RUN`` after an interruption measures only the phases missing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import random
 import time
 from pathlib import Path
@@ -32,13 +38,24 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.leak import leak_table
-from harness.io import atomic_write, write_parquet
+from harness.config import CacheSetting, recorded_config, validate
+from harness.errors import HarnessError
+from harness.io import read_table, sha256_file, write_json, write_parquet, write_sealed_json
 from harness.model.vllm_backend import VllmWorker
+from harness.reporting.leak import write_leak_outputs
+from harness.runs.environment import harness_git_commit, now_iso, package_versions
+from harness.runs.rundir import RunDir
+from harness.runs.store import fingerprint
+
+log = logging.getLogger(__name__)
 
 # each isolation setting's (victim's, attacker's) cache salt, and whether the attacker has an engine
 # (and so a prefix cache) of its own
 SETTINGS = {"none": (None, None, False), "same_salt": ("shared", "shared", False),
             "different_salts": ("tenant-a", "tenant-b", False), "per_tenant_cache": (None, None, True)}
+assert set(SETTINGS) == {c.value for c in CacheSetting}, "a setting the config offers has no salts here"
+KIND = "cache-timing"  # the manifest's "kind": what harness figures redraws
+TABLES = ("trials.parquet", "leak.parquet")
 QUESTION_LEN = 8  # tokens of the attacker's own question after each candidate
 # vLLM's workers spin for 0.1 s waiting for their next message after each one (its shared-memory
 # queue's spin loop) before they park: a request timed on one engine while the other still spins
@@ -115,86 +132,193 @@ def run_trials(worker: VllmWorker, vocab: int, lengths: list[int], trials: int, 
     return pd.DataFrame(rows), {"compared": compared, "identical": same}
 
 
+def phases_of(settings: list[str]) -> list[list[str]]:
+    """The settings in the order they run: those on the shared engine, then those that give the
+    attacker an engine of its own (each list a phase; empty ones left out)."""
+    return [p for p in ([s for s in settings if not SETTINGS[s][2]], [s for s in settings if SETTINGS[s][2]]) if p]
+
+
 def run_experiment(open_engine, vocab: int, lengths: list[int], trials: int, settings: list[str], seed: int = 0,
-                   stops=(), progress=None) -> tuple[pd.DataFrame, dict, dict]:
+                   stops=(), progress=None, stored: dict | None = None, keep=None) -> tuple[pd.DataFrame, dict, dict]:
     """``harness cache-timing``'s trials: the settings on one shared engine first, in one random order
     (:func:`run_trials`); then those that give the attacker an engine of its own, in an order of
     their own, with that second engine opened (``open_engine()``, a context manager) only then:
     with two engines up, every request on a two-core machine ran slower and noisier (the leak at 256
-    tokens read AUROC 0.84 instead of 0.99). Returns the probes' table, the invariant's counts and
-    the shared engine's vLLM version and dtype."""
-    phases = [p for p in ([s for s in settings if not SETTINGS[s][2]], [s for s in settings if SETTINGS[s][2]]) if p]
-    parts, invariant, done_before = [], {"compared": 0, "identical": 0}, 0
+    tokens read AUROC 0.84 instead of 0.99). ``stored``: phases (:func:`phases_of`) measured before,
+    index -> (trials, invariant counts, engine facts), not run again (no engine opens when all are);
+    ``keep(index, trials, counts, engine)`` is called as each phase ends. Returns the probes'
+    table, the invariant's counts and the engine's vLLM version and dtype."""
+    stored = stored or {}
+    parts, invariant, done_before, engine = [], {"compared": 0, "identical": 0}, 0, {}
     with contextlib.ExitStack() as stack:
-        worker = stack.enter_context(open_engine())
-        for k, phase in enumerate(phases):
-            own = stack.enter_context(open_engine()) if SETTINGS[phase[0]][2] else None
-            part, counts = run_trials(worker, vocab, lengths, trials, phase, seed=seed + k, stops=stops, own_engine=own,
-                                      progress=None if progress is None else
-                                      lambda done, total, before=done_before: progress(before + done, total))
-            part["order"] += done_before
+        worker = None
+        for k, phase in enumerate(phases_of(settings)):
+            if k in stored:
+                part, counts, engine = stored[k]
+                if progress is not None:
+                    progress(done_before + len(part) // 2, None)
+            else:
+                if worker is None:
+                    worker = stack.enter_context(open_engine())
+                    engine = {"vllm": worker.vllm_version, "dtype": worker.dtype}
+                own = stack.enter_context(open_engine()) if SETTINGS[phase[0]][2] else None
+                part, counts = run_trials(worker, vocab, lengths, trials, phase, seed=seed + k, stops=stops,
+                                          own_engine=own, progress=None if progress is None else
+                                          lambda done, total, before=done_before: progress(before + done, total))
+                part["order"] += done_before
+                if keep is not None:
+                    keep(k, part, counts, engine)
             done_before += len(phase) * len(lengths) * trials
             parts.append(part)
             invariant = {key: invariant[key] + counts[key] for key in invariant}
-        engine = {"vllm": worker.vllm_version, "dtype": worker.dtype}
     return pd.concat(parts, ignore_index=True), invariant, engine
 
 
-def report(leak: pd.DataFrame, invariant: dict, facts: dict) -> str:
-    """``leak.md``: what the cache tells another tenant, per setting and length, with intervals."""
-    lines = ["# What a shared prefix cache tells another tenant", "",
-             f"Engine: vLLM {facts['vllm']} ({facts['dtype']}) serving {facts['model']}, prefix caching on "
-             f"({'blocks of ' + str(facts['block_size']) + ' tokens' if facts.get('block_size') else 'its own block size'}"
-             f"); {facts['trials']} trials per cell in one random order (`harness cache-timing`; "
-             "per_tenant_cache, the attacker on an engine of its own, runs after the other settings, in an order "
-             "of its own, with its second engine started only then). AUROC: P(a fresh "
-             "candidate's time to first token exceeds a cached one's), 0.5 when the time says nothing; 95% "
-             "interval: Newcombe's score interval; power: of the test of 0.5 against a true AUROC of 0.6.", "",
-             "| setting | prefix tokens | trials | median s, cached | median s, fresh | served from cache (cached / fresh) "
-             "| AUROC [95% CI] | power at 0.6 |", "| --- | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
-    for r in leak.itertuples():
-        lines.append(f"| {r.setting} | {r.prefix_len} | {r.trials} | {r.median_s_cached:.4f} | {r.median_s_fresh:.4f} "
-                     f"| {r.cached_share_cached:.2f} / {r.cached_share_fresh:.2f} | {r.auroc:.3f} "
-                     f"[{r.auroc_lo:.3f}, {r.auroc_hi:.3f}] | {r.power_at_0_6:.2f} |")
-    if invariant["compared"]:
-        lines += ["", f"Invariant: a request served with its prefix from another tenant's cache continued exactly as "
-                      f"when computed afresh in {invariant['identical']} of {invariant['compared']} trials."]
-    return "\n".join(lines) + "\n"
 
 
-def draw(leak: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
-    for setting, cell in leak.groupby("setting", sort=False):
-        cell = cell.sort_values("prefix_len")
-        line, = ax.plot(cell.prefix_len, cell.auroc, marker="o", label=setting)
-        ax.fill_between(cell.prefix_len, cell.auroc_lo, cell.auroc_hi, color=line.get_color(), alpha=0.2)
-    ax.axhline(0.5, color="grey", lw=0.8, ls="--", label="no leak (0.5)")
-    ax.set_xscale("log", base=2)
-    lengths = sorted(leak.prefix_len.unique())
-    ax.set_xticks(lengths, labels=[str(v) for v in lengths])
-    ax.minorticks_off()
-    ax.set_xlabel("prefix length (tokens)")
-    ax.set_ylabel("AUROC, fresh slower than cached")
-    ax.set_ylim(0, 1.02)
-    ax.set_title("Timing side channel of a shared prefix cache\n(bands: 95% score intervals)", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    plt.close(fig)
+def timing_problems(cfg) -> list[str]:
+    """What ``harness cache-timing`` refuses in a validated config, before anything loads."""
+    timing, problems = cfg.timing, []
+    if cfg.backend.name != "vllm":
+        problems.append(f"harness cache-timing measures a vLLM engine's prefix cache: backend={cfg.backend.name} has "
+                        f"none (leave backend out: the command sets backend=vllm)")
+    if timing.trials < 2:
+        problems.append(f"timing.trials must be at least 2, got {timing.trials}")
+    if not timing.lengths or any(n < 1 for n in timing.lengths) or len(set(timing.lengths)) != len(timing.lengths):
+        problems.append(f"timing.lengths must be distinct positive token counts, got {list(timing.lengths)}")
+    if not timing.settings or len(set(timing.settings)) != len(timing.settings):
+        problems.append(f"timing.settings must name each setting at most once, got "
+                        f"{[s.value for s in timing.settings]}")
+    return problems
 
 
-def write_outputs(out: Path, trials: pd.DataFrame, invariant: dict, facts: dict) -> pd.DataFrame:
-    out.mkdir(parents=True, exist_ok=True)
+def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True,
+        open_worker=None) -> Path:
+    """``harness cache-timing``: the trials of ``cfg.timing`` on the vLLM engine ``cfg.backend``
+    describes, into the run directory ``run_dir`` (module docstring); ``overrides``: the command
+    line, kept for ``harness resume``. ``open_worker(location, max_model_len, log_path)``: a
+    stand-in for the engine (tests); by default a :class:`VllmWorker`."""
+    cfg = validate(cfg)
+    problems = timing_problems(cfg)
+    if problems:
+        raise HarnessError("; ".join(problems))
+    from harness.model.loading import load_from_config
+
+    if open_worker is None:
+        from harness.model.vllm_backend import vllm_python
+
+        vllm_python(cfg.backend.python)  # the environment, before the model's files are read
+    rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
+    measured = {k: v for k, v in config.items() if k in ("model", "backend", "timing", "seed")}
+    with rundir.claim(fingerprint(measured), cfg.on_existing.value) as store:
+        loaded = load_from_config(cfg.model, device="cpu", weights=False)  # the tokenizer, stop ids, config
+        if loaded.location is None:
+            raise HarnessError(f"model {cfg.model.name_or_path} is built in memory; vLLM needs one stored on disk "
+                               f"or the hub")
+        rundir.take_over(store, fingerprint(measured), cfg.on_existing.value)
+        if cfg.on_existing.value == "fresh":  # the phases measured before go too
+            for path in (rundir / "results").glob("phase-*"):
+                path.unlink()
+        rundir.write_hydra(config, overrides)
+        started = now_iso()
+        try:
+            rundir.write_status("running")
+            trials, invariant, engine = _measure(cfg, rundir, loaded, progress, open_worker)
+            return _write(cfg, config, rundir, loaded, trials, invariant, engine, started)
+        except HarnessError as exc:
+            rundir.write_status("error", error=str(exc))
+            raise
+        except KeyboardInterrupt:
+            rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
+            raise
+
+
+def _measure(cfg, rundir: RunDir, loaded, progress: bool, open_worker) -> tuple[pd.DataFrame, dict, dict]:
+    """Every phase's trials: those stored under results/ read back, the others measured and stored."""
+    from harness.model.decoding import stop_ids
+
+    timing, backend = cfg.timing, cfg.backend
+    settings, lengths = [s.value for s in timing.settings], list(timing.lengths)
+    context = max(max_model_len(lengths), 256)
+    logs = []  # each engine's log in the run directory, numbered (a fresh engine per phase)
+    results = rundir / "results"
+    results.mkdir(exist_ok=True)
+
+    def key(k: int, phase: list[str]) -> str:
+        return fingerprint({"model": cfg.model.name_or_path, "revision": loaded.resolved_revision,
+                            "dtype": backend.dtype, "block_size": backend.block_size, "lengths": lengths,
+                            "trials": timing.trials, "phase": phase, "seed": cfg.seed + k,
+                            "question": QUESTION_LEN, "invariant": INVARIANT_TOKENS})[:24]
+
+    phases = phases_of(settings)
+    stored = {}
+    for k, phase in enumerate(phases):
+        table, facts = results / f"phase-{key(k, phase)}.parquet", results / f"phase-{key(k, phase)}.json"
+        if table.is_file() and facts.is_file():
+            info = json.loads(facts.read_text(encoding="utf-8"))
+            if info.get("sha256") == sha256_file(table):  # a damaged phase is measured again
+                stored[k] = (read_table(table), info["invariant"], info["engine"])
+    if stored:
+        log.info("%d of %d phases stored by an earlier run: reused", len(stored), len(phases))
+
+    def keep(k: int, part: pd.DataFrame, counts: dict, engine: dict) -> None:
+        name = f"phase-{key(k, phases[k])}"
+        write_parquet(part, results / f"{name}.parquet")
+        write_json({"sha256": sha256_file(results / f"{name}.parquet"), "invariant": counts, "engine": engine},
+                   results / f"{name}.json")
+
+    def open_engine():
+        logs.append(rundir / f"vllm-{len(logs) + 1}.log")
+        if open_worker is not None:
+            return open_worker(loaded.location, context, logs[-1])
+        return VllmWorker(loaded.location, dtype=backend.dtype or cfg.model.dtype.value, max_model_len=context,
+                          seed=cfg.seed, python=backend.python, block_size=backend.block_size,
+                          request_timeout_s=backend.request_timeout_s, log_path=logs[-1])
+
+    from tqdm.auto import tqdm
+
+    with tqdm(total=timing.trials * len(lengths) * len(settings), desc="trials", unit="trial",
+              disable=not progress) as bar:
+        return run_experiment(open_engine, len(loaded.tokenizer), lengths, timing.trials, settings, seed=cfg.seed,
+                              stops=stop_ids(loaded.model, loaded.tokenizer), stored=stored, keep=keep,
+                              progress=lambda done, total: bar.update(done - bar.n))
+
+
+def leak_of(trials: pd.DataFrame) -> pd.DataFrame:
+    """The leak table of a run's trials, its settings in the order :data:`SETTINGS` lists them."""
     order = {name: k for k, name in enumerate(SETTINGS)}
-    leak = leak_table(trials).sort_values(["setting", "prefix_len"], key=lambda col: col.map(order)
+    return leak_table(trials).sort_values(["setting", "prefix_len"], key=lambda col: col.map(order)
                                           if col.name == "setting" else col, ignore_index=True)
-    write_parquet(trials, out / "trials.parquet")
-    write_parquet(leak, out / "leak.parquet")
-    text = report(leak, invariant, facts)
-    atomic_write(out / "leak.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    draw(leak, out / "fig_leak.png")
-    return leak
+
+
+def _write(cfg, config: dict, rundir: RunDir, loaded, trials: pd.DataFrame, invariant: dict, engine: dict,
+           started: str) -> Path:
+    """The tables, manifest (sealed, with every table's sha256), page, figure, and status last."""
+    leak = leak_of(trials)
+    write_parquet(trials, rundir / "trials.parquet")
+    write_parquet(leak, rundir / "leak.parquet")
+    versions = package_versions()
+    facts = {**engine, "model": cfg.model.name_or_path, "trials": cfg.timing.trials,
+             "block_size": cfg.backend.block_size, "python": str(cfg.backend.python or "")}
+    write_sealed_json({
+        "kind": KIND, "harness_version": versions["prefix-harness"], "harness_commit": harness_git_commit(),
+        "config": config, "engine": facts, "invariant": invariant, "started": started, "finished": now_iso(),
+        "model": {"name_or_path": cfg.model.name_or_path, "location": str(loaded.location),
+                  "resolved_revision": loaded.resolved_revision},
+        "seed": cfg.seed, "versions": versions,
+        "tables": {name: sha256_file(rundir / name) for name in TABLES},
+    }, rundir / RunDir.MANIFEST)
+    write_leak_outputs(rundir.path, leak, invariant, facts)
+    rundir.write_status("complete", trials=len(trials))
+    log.info("wrote %s (%d cells; leak.md, figures/fig_leak.png)", rundir.path.resolve(), len(leak))
+    return rundir.path
+
+
+def redraw(run_dir: Path, out: Path, trust_damaged: bool = False) -> list[Path]:
+    """``harness figures RUN`` on a cache-timing run: the page and figure again, into ``out``, from
+    its checked tables (a table that is not the one the run wrote is refused, as every reader
+    refuses it)."""
+    run = RunDir(run_dir)
+    manifest = run.manifest(trust_damaged) or {}
+    leak = run.table("leak.parquet", trust_damaged)
+    return write_leak_outputs(out, leak, manifest.get("invariant") or {}, manifest.get("engine") or {})

@@ -64,6 +64,13 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     return notes
 
 
+def reading_state(run_dir: Path) -> None:
+    """Refuse one run a reader may not read now: held by a process writing it, or unfinished (its
+    state named with the command that finishes it)."""
+    run = RunDir(run_dir)
+    _state_note(run, _quiet_manifest(run), allow_failed=False)
+
+
 def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str | None:
     """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
     :func:`_quiet_manifest` read it."""
@@ -151,6 +158,9 @@ def not_a_run(run: RunDir) -> str:
         return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
     if not run.path.is_dir():
         return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one)"
+    if (_quiet_manifest(run) or {}).get("kind") == "cache-timing":
+        return (f"{run} is a harness cache-timing run (its tables: trials.parquet, leak.parquet), not a sweep's: "
+                f"`harness figures {run}` redraws its page; this command reads sweeps")
     command = run.output_of()
     if command:
         return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"

@@ -360,7 +360,8 @@ class RunDir:
             return
         marker, _ = self._json(self.FINGERPRINT, "restore it, or pass on_existing=resume to keep the results that still "
                                "apply (they are keyed by content, so nothing stale is reused)")
-        has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json"))
+        has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json")) \
+            or any((self / "results").glob("phase-*.parquet"))  # harness cache-timing's
         if has_results and inputs is not None:
             # a relative path read from another working directory, or a file edited since: the results
             # would be keyed anew and the run's tables would hold other inputs' results without a word

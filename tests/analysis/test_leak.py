@@ -5,7 +5,6 @@ and clock are synthetic."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +12,8 @@ from scipy import stats
 
 from harness.analysis.leak import auroc, auroc_interval, leak_table, power_against
 from harness.model.vllm_backend import Generated
-from harness.runs.cache_timing import run_experiment, run_trials, write_outputs
+from harness.reporting.leak import write_leak_outputs
+from harness.runs.cache_timing import leak_of, run_experiment, run_trials
 
 
 def test_auroc_is_the_share_of_pairs_where_fresh_is_slower():
@@ -94,24 +94,26 @@ def test_the_experiment_finds_the_leak_and_that_salts_close_it(tmp_path):
                                    settings=["none", "same_salt", "different_salts"])
     assert len(trials) == 2 * 2 * 3 * 60 and set(trials.candidate) == {"cached", "fresh"}
     assert invariant == {"compared": 120, "identical": 120}
-    leak = write_outputs(tmp_path, trials, invariant, {"vllm": "stand-in", "dtype": "float32", "model": "m",
-                                                       "trials": 60}).set_index(["setting", "prefix_len"])
+    leak = leak_of(trials)
+    write_leak_outputs(tmp_path, leak, invariant, {"vllm": "stand-in", "dtype": "float32", "model": "m",
+                                                   "trials": 60, "block_size": 16})
+    leak = leak.set_index(["setting", "prefix_len"])
     for length in (64, 256):
         assert leak.loc[("none", length), "auroc_lo"] > 0.95  # the victim's blocks serve the attacker
         assert leak.loc[("same_salt", length), "auroc_lo"] > 0.95
         assert leak.loc[("different_salts", length), "holds_half"]  # nothing shared: no leak
         assert leak.loc[("different_salts", length), "cached_share_cached"] == 0
-    assert {p.name for p in tmp_path.iterdir()} == {"trials.parquet", "leak.parquet", "leak.md", "fig_leak.png"}
-    assert "different_salts" in (tmp_path / "leak.md").read_text()
-    assert pd.read_parquet(tmp_path / "leak.parquet").shape[0] == 6
+    assert {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.*")} == {
+        "leak.md", "figures/fig_leak.png", "figures/fig_leak.pdf"}
+    page = (tmp_path / "leak.md").read_text()
+    assert "different_salts" in page and page.count("\n| different_salts |") == 2 and "blocks of 16 tokens" in page
 
 
 def test_a_tenant_with_its_own_engine_learns_nothing_from_another_s_cache(tmp_path):
     trials, invariant = run_trials(StandInEngine(seed=1), vocab=5000, lengths=[64, 256], trials=60,
                                    settings=["none", "per_tenant_cache"], own_engine=StandInEngine(seed=2),
                                    switch_pause_s=0)
-    leak = write_outputs(tmp_path, trials, invariant, {"vllm": "stand-in", "dtype": "float32", "model": "m",
-                                                       "trials": 60}).set_index(["setting", "prefix_len"])
+    leak = leak_of(trials).set_index(["setting", "prefix_len"])
     for length in (64, 256):
         assert leak.loc[("none", length), "auroc_lo"] > 0.95
         assert leak.loc[("per_tenant_cache", length), "holds_half"]
@@ -167,21 +169,3 @@ def test_trials_interleave_cells_in_random_order():
                            invariant_tokens=0)
     first_cells = trials.sort_values("order").drop_duplicates("order").head(6)[["setting", "prefix_len"]]
     assert len(first_cells.drop_duplicates()) > 1
-
-
-def test_the_command_offers_the_experiment_s_settings():
-    from harness.cli.tools import CACHE_SETTINGS
-    from harness.runs.cache_timing import SETTINGS
-
-    assert CACHE_SETTINGS == tuple(SETTINGS)
-
-
-def test_cache_timing_refuses_bad_arguments_in_one_line(capsys, tmp_path):
-    from tests.support import one_line_error
-
-    assert "--trials" in one_line_error(capsys, ["cache-timing", "--trials", "1", "--out", str(tmp_path / "new")])
-    assert "--block-size" in one_line_error(capsys, ["cache-timing", "--block-size", "24", "--out", str(tmp_path / "new")])
-    (tmp_path / "used").mkdir()
-    (tmp_path / "used" / "leak.md").write_text("earlier")
-    assert "already holds files" in one_line_error(capsys, ["cache-timing", "--out", str(tmp_path / "used")])
-    assert (tmp_path / "used" / "leak.md").read_text() == "earlier"

@@ -279,3 +279,23 @@ def test_a_vllm_sweep_end_to_end(tmp_path, monkeypatch):
     assert manifest["backend"]["block_size"] == 32 and manifest["backend"]["compile"] is False
     assert "block 32" in manifest["result_fingerprint"]["backend"]
     assert not Path(run / "attention.parquet").exists() or pd.read_parquet(run / "attention.parquet").empty
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.xdist_group("vllm")
+def test_cache_timing_end_to_end_writes_a_run_directory(tmp_path, capsys):
+    """``harness cache-timing`` on the real engine: a complete run directory whose tables its
+    manifest lists, the engine's log beside them, and the leak where a whole block is shared."""
+    from harness.cli import main
+    from harness.runs.rundir import RunDir
+
+    run = tmp_path / "timing"
+    assert main(["cache-timing", "model=demo", "timing.lengths=[16,64]", "timing.trials=4", "timing.settings=[none]",
+                 "backend.block_size=32", f"backend.python={_vllm_python()}", f"hydra.run.dir={run}"]) == 0
+    rundir = RunDir(run)
+    assert rundir.status()["status"] == "complete" and rundir.manifest()["engine"]["vllm"]
+    trials = rundir.table("trials.parquet")
+    cached = trials[trials.candidate == "cached"].groupby("prefix_len").cached_tokens.min()
+    assert cached[16] == 0 and cached[64] >= 64  # shorter than a block: never shared; two blocks: shared
+    assert (run / "vllm-1.log").is_file() and (run / "figures" / "fig_leak.pdf").is_file()
