@@ -102,3 +102,31 @@ def test_config_and_experiment_hold_no_backend_special_case():
     root = Path(backends.__file__).resolve().parents[1]
     for module in ("config.py", "runs/experiment.py"):
         assert "vllm" not in (root / module).read_text(encoding="utf-8").lower(), module
+
+
+def test_an_engine_that_dies_mid_sweep_leaves_every_finished_condition_stored(one_by_one, tmp_path, monkeypatch):
+    """The plug-in's engine raises after a few batches (a worker that died): the run ends with every
+    condition finished before stored, and a resume computes only the rest."""
+    import my_backend  # the example, installed by the fixture
+
+    from harness.runs.rundir import RunDir
+
+    calls, real = [], my_backend.OneByOne.conditions
+
+    def dying(self, reference, batch):
+        calls.append(len(batch))
+        if len(calls) > 3:
+            raise HarnessError("the engine died (stand-in)")
+        return real(self, reference, batch)
+
+    monkeypatch.setattr(my_backend.OneByOne, "conditions", dying)
+    design = [*FAST, "backend.name=one-by-one", *OUTPUTS_ONLY]
+    with pytest.raises(Exception, match="the engine died|failed"):
+        sweep(tmp_path / "run", *design)
+    stored = len(list((tmp_path / "run" / "results").glob("*.npz")))
+    finished = sum(calls[:3]) + 1  # three batches of B/C conditions and their prompt's A reference
+    assert stored >= finished and RunDir(tmp_path / "run").status()["status"] in ("error", "failed")
+    monkeypatch.setattr(my_backend.OneByOne, "conditions", real)
+    sweep(tmp_path / "run", *design, "on_existing=resume")
+    manifest = load_run(tmp_path / "run").manifest
+    assert manifest["reused"] == stored and manifest["computed_this_run"] == 42 - stored
