@@ -221,11 +221,13 @@ test-fast: install-trainer corpora
 docs: install
 	rm -rf outputs/docs-demo
 	$(MAKE) demo DEMO_OUT=outputs/docs-demo
-	mkdir -p results/demo
-	cp outputs/docs-demo/default/figures/fig1_edit_distance.png outputs/docs-demo/default/figures/fig2_layer_drift.png results/demo/
-	cp outputs/docs-demo/default/report.md results/demo/demo-report.md
-	cp outputs/docs-demo/directives-both/report.md results/demo/demo-directives-report.md
-	cp outputs/docs-demo/directives-both/figures/fig8_hit_rate.png results/demo/fig3_hit_rate.png
+	rm -rf results/demo/default results/demo/directives
+	mkdir -p results/demo/default/figures results/demo/directives/figures
+	# each report beside the figures it links (PNG: what the pages show; the PDFs stay in the runs)
+	cp outputs/docs-demo/default/report.md results/demo/default/report.md
+	cp outputs/docs-demo/default/figures/*.png results/demo/default/figures/
+	cp outputs/docs-demo/directives-both/report.md results/demo/directives/report.md
+	cp outputs/docs-demo/directives-both/figures/*.png results/demo/directives/figures/
 
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py
