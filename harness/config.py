@@ -21,7 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from harness.errors import HarnessError
 from harness.inputs.assembly import INJECTION_AT
 from harness.inputs.chat import PLACEMENTS, ChatConfig
-from harness.inputs.isolation import CONFIGURABLE, MODES
+from harness.inputs.isolation import CONFIGURABLE, isolation_problems
 from harness.inputs.prefix_source import source_problems
 from harness.model.backends import BackendConfig, backend_problems
 from harness.model.sources import gguf_source, source_for
@@ -183,7 +183,6 @@ class LocateConfig:
 @dataclass
 class TimingConfig:
     """``harness cache-timing``: prefix lengths (tokens), trials per setting and length, settings."""
-
     lengths: list[int] = field(default_factory=lambda: [64, 128, 256, 1024])
     trials: int = 100
     settings: list[CacheSetting] = field(default_factory=lambda: list(CacheSetting))
@@ -235,22 +234,23 @@ NOT_RESULT_KEYS = ("on_existing", "draw_figures", "debug", "locate", "timing", "
 GROUPS = ("model", "prompts", "prefixes", "backend", "experiment")  # config groups: `model=NAME` picks a file of conf/model/
 
 
-def config_keys(schema: type = None, prefix: str = "", lists: bool = False) -> list[str]:
+def config_keys(schema: type = None, prefix: str = "", lists: bool = False, dicts: bool = False) -> list[str]:
     """Every dotted key of the run config (``model``, ``model.name_or_path``, ``prefix.lengths``,
     ...), from the typed schema: what an override's key may be. ``lists``: only the keys whose
-    value is a list (an override gives them ``[...]``)."""
+    value is a list (an override gives them ``[...]``); ``dicts``: only those holding free keys
+    (``chat.template_kwargs.KEY``)."""
     import dataclasses
     import typing
 
-    def is_list(kind) -> bool:
-        return typing.get_origin(kind) is list or any(typing.get_origin(a) is list for a in typing.get_args(kind))
+    def of(kind, origin) -> bool:
+        return typing.get_origin(kind) is origin or any(typing.get_origin(a) is origin for a in typing.get_args(kind))
 
     keys = []
     for name, kind in typing.get_type_hints(RunConfig if schema is None else schema).items():
-        if not lists or is_list(kind):
+        if (not lists or of(kind, list)) and (not dicts or of(kind, dict) or kind is dict):
             keys.append(prefix + name)
         if dataclasses.is_dataclass(kind):
-            keys += config_keys(kind, f"{prefix}{name}.", lists)
+            keys += config_keys(kind, f"{prefix}{name}.", lists, dicts)
     return keys
 
 
@@ -273,7 +273,14 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
     if config_dir is not None:
         overrides = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]", *overrides]
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
+        try:
+            return hydra_compose("config", overrides=list(overrides))
+        except Exception as exc:  # Hydra's advice for an unknown key (+KEY=) is refused by the schema later
+            said = str(exc)
+            key = said.split("Could not override '", 1)[1].split("'", 1)[0] if "Could not override '" in said else ""
+            if key and not any(key.startswith(d + ".") for d in config_keys(dicts=True)):
+                raise HarnessError(f"{key} is not a config key (`harness sweep --cfg job` prints every key)") from None
+            raise
 
 
 def as_plain(cfg) -> dict:
@@ -316,6 +323,9 @@ def validate(cfg) -> DictConfig:
         typed = OmegaConf.merge(OmegaConf.structured(RunConfig), as_plain(cfg))
     except Exception as exc:  # omegaconf's errors name the key on their first line
         raise HarnessError(f"invalid configuration: {str(exc).strip().splitlines()[0]}") from None
+    if OmegaConf.missing_keys(typed):  # ~model removed what every run needs
+        raise HarnessError(f"the configuration leaves {', '.join(sorted(OmegaConf.missing_keys(typed)))} without a "
+                           f"value: give it (e.g. model=NAME, one of its configs)")
     problems = []
 
     def positive(key: str, values) -> None:
@@ -352,6 +362,8 @@ def validate(cfg) -> DictConfig:
         problems.append(f"batch_size must be at least 1 (or null for automatic), got {typed.batch_size}")
     if typed.prefix_cache_mb is not None and typed.prefix_cache_mb < 0:
         problems.append(f"prefix_cache_mb must be 0 or more (or null for automatic), got {typed.prefix_cache_mb}")
+    if not typed.prompts.path.strip():
+        problems.append("prompts.path is empty: give a JSONL file (or prompts=NAME, a shipped set)")
     if typed.prompts.limit is not None and typed.prompts.limit < 1:
         problems.append(f"prompts.limit must be positive (or null for all), got {typed.prompts.limit}")
     if typed.prefixes.per_group is not None and typed.prefixes.per_group < 1:
@@ -365,19 +377,7 @@ def validate(cfg) -> DictConfig:
     if noise.noise_floor and not (1 <= noise.noise_min <= noise.noise_max):
         problems.append(f"analysis.noise_min and noise_max must satisfy 1 <= noise_min <= noise_max (or "
                         f"analysis.noise_floor=false), got {noise.noise_min} and {noise.noise_max}")
-    if not typed.isolation:
-        problems.append("isolation is empty: use isolation=[none] for plain concatenation")
-    if len(set(typed.isolation)) != len(typed.isolation):
-        problems.append(f"isolation lists a mode twice: {[m.name for m in typed.isolation]}")
-    beta_modes = [m.value for m in typed.isolation if MODES[m.value].bias == "beta"]
-    if beta_modes:
-        if not typed.isolation_betas:
-            problems.append(f"isolation {beta_modes[0]} needs at least one beta in isolation_betas")
-        bad = [b for b in typed.isolation_betas if not b >= 0]
-        if bad:
-            problems.append(f"isolation_betas must be non-negative, got {bad}")
-        if len(set(typed.isolation_betas)) != len(typed.isolation_betas):
-            problems.append(f"isolation_betas lists a value twice: {list(typed.isolation_betas)}")
+    problems.extend(isolation_problems([m.value for m in typed.isolation], list(typed.isolation_betas)))
     problems.extend(backend_problems(  # one rule for every backend, from what it declares it can do
         typed.backend.name, typed.backend, attention=typed.analysis.attention, noise_floor=typed.analysis.noise_floor,
         isolation=[m.value for m in typed.isolation], linear_dtype=typed.model.linear_dtype,

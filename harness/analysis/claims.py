@@ -44,6 +44,7 @@ from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
+from harness.errors import HarnessError
 
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
@@ -298,6 +299,26 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             "n_prompts": int(row.n_prompts), "n_prefixes": int(row.n_prefixes_high + row.n_prefixes_low),
             "unit": UNIT})
     return pd.DataFrame(rows)
+
+
+def plain_concatenation(conditions: pd.DataFrame, attention: pd.DataFrame | None
+                        ) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None]:
+    """The rows the claims test: plain concatenation (isolation ``none``), with a sentence for the
+    page when rows under other isolation settings were left out; tables of isolation settings only
+    are refused (the claims would be judged on masked or down-weighted prefixes without a word)."""
+    if "isolation" not in conditions:
+        return conditions, attention, None
+    plain = conditions.isolation.astype(str) == "none"
+    if plain.all():
+        return conditions, attention, None
+    others = sorted(set(conditions.isolation.astype(str)) - {"none"})
+    if not plain[conditions.group.astype(str) != "A"].any():  # A, the reference, is never isolated
+        raise HarnessError(f"the claims test plain concatenation (isolation none), and these runs hold isolation "
+                           f"{others} only: run them with none too (isolation=[none,{others[0]}])")
+    if attention is not None and "isolation" in attention:
+        attention = attention[attention.isolation.astype(str) == "none"]
+    return conditions[plain], attention, (f"Rows under isolation {', '.join(others)} are left out: the claims test "
+                                          f"plain concatenation (isolation none).")
 
 
 def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | None) -> str:

@@ -40,6 +40,7 @@ import pandas as pd
 
 from harness.analysis.causal_heads import auroc, crossed_bootstrap, matrices, split_prefixes, stacked_auroc
 from harness.analysis.rates import rate_summary
+from harness.errors import HarnessError
 
 DETECTORS = ("focus_score", "capture_heads", "capture_all")
 KS = (1, 2, 4, 8, 16)  # capture_heads' candidate head counts
@@ -90,6 +91,10 @@ def important_heads(choosing: pd.DataFrame) -> tuple[list[tuple[int, int]], floa
     """Attention Tracker's important heads on a per-head table of the choosing half (rows: input x
     layer x head with ``group`` and ``focus``), and the k that chose them (:data:`FOCUS_K`; where no
     k keeps a head, the head with the largest standardized gap, and k NaN)."""
+    lacking = sorted({"B", "C"} - set(choosing.group.astype(str)))
+    if lacking:  # one prompt and one prefix a group leave a half without one of them
+        raise HarnessError(f"the half of the inputs that chooses Attention Tracker's heads holds no group {lacking[0]} "
+                           f"input: the heads are chosen by B against C; give the runs more prompts or prefixes")
     stats = choosing.groupby(["layer", "head", "group"], observed=True).focus.agg(["mean", "std"]).unstack("group")
     clean_mean, clean_sd = stats[("mean", "B")], stats[("std", "B")].fillna(0)
     attacked_mean, attacked_sd = stats[("mean", "C")], stats[("std", "C")].fillna(0)

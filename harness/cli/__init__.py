@@ -112,6 +112,10 @@ def _dispatch(argv: list[str]) -> int:
         return 2
     except BrokenPipeError:  # not a bug: main says nothing of it
         raise
+    except KeyboardInterrupt:  # Ctrl-C in a command that reads runs (the Hydra apps say their own)
+        print(f"\ninterrupted: `harness {command}` stopped; what it had written is complete files only (each is "
+              f"written whole or not at all), so run it again", file=sys.stderr)
+        return 130
     except Exception as exc:  # noqa: BLE001
         return report_bug(exc)
 

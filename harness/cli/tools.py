@@ -29,9 +29,16 @@ def _model_config_source(override: str, with_dtype: bool) -> list[str]:
     so that a config name is not looked up on the hub, and (``with_dtype``) ``dtype=`` the config's.
     Any other override as given."""
     key, _, name = override.partition("=")
-    from harness.cli.hydra_apps import group_options
+    from harness.cli.overrides import group_options
 
-    if key != "model" or name not in group_options("model", None):
+    options = group_options("model", None)
+    if key == "model" and name not in options and "/" not in name and not Path(name).expanduser().exists():
+        import difflib  # not a hub id (those name an owner) nor a directory: a config name mistyped
+
+        near = [o for o in options if o.lower() == name.lower()] or difflib.get_close_matches(name, sorted(options), 1)
+        if near:
+            raise HarnessError(f"model={name}: no such model config; did you mean model={near[0]}?")
+    if key != "model" or name not in options:
         return [override]
     from harness.config import compose, validate
     from harness.model.sources import gguf_source

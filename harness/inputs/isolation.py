@@ -130,3 +130,28 @@ def isolations(modes, betas: list[float]) -> list[Isolation]:
 
 
 load_plugins("isolation_modes")  # entries registered from outside the package (harness.plugins)
+
+
+def isolation_problems(modes: list[str], betas: list[float]) -> list[str]:
+    """What is wrong with the config's ``isolation`` and ``isolation_betas`` (config validation)."""
+    problems = []
+    if not modes:
+        problems.append("isolation is empty: use isolation=[none] for plain concatenation")
+    if len(set(modes)) != len(modes):
+        problems.append(f"isolation lists a mode twice: {modes}")
+    parents = {mode.companion: name for name, mode in MODES.items() if mode.companion}
+    for name in modes:  # a control alone compares with nothing: its mode brings it
+        if name in parents and parents[name] not in modes:
+            problems.append(f"isolation={name} is {parents[name]}'s control, added whenever {parents[name]} is swept: "
+                            f"give isolation=[{parents[name]}] (or [none,{parents[name]}])")
+    beta_modes = [m for m in modes if MODES[m].bias == "beta"]
+    if beta_modes:
+        if not betas:
+            problems.append(f"isolation {beta_modes[0]} needs at least one beta in isolation_betas")
+        bad = [b for b in betas if not b >= 0]
+        if bad:
+            problems.append(f"isolation_betas must be non-negative, got {bad}")
+        if len(set(betas)) != len(betas):
+            problems.append(f"isolation_betas lists a value twice: {betas}")
+    return problems
+

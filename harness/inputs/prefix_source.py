@@ -26,6 +26,8 @@ def source_problems(path: str | None, corpus: str | None, templates, injection_a
     from harness.inputs.corpora import CORPORA
 
     names = ", ".join(sorted(CORPORA))
+    if path is not None and not path.strip():
+        return ["prefixes.path is empty: give a JSONL file (or prefixes=NAME, a shipped set)"]
     if (path is None) == (corpus is None):
         return [f"prefixes needs exactly one of prefixes.path (a JSONL file) and prefixes.corpus (a public benchmark: "
                 f"{names}), got {'neither' if path is None else 'both'}"]

@@ -103,7 +103,9 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 
 
 def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[dict]:
-    path = Path(path)
+    if not str(path).strip():
+        raise HarnessError("the path is empty: give a JSONL file (prompts.path= or prefixes.path=)")
+    path = Path(path).expanduser()  # a quoted ~/file reaches here unexpanded by the shell
     if path.is_dir():
         raise HarnessError(f"{path} is a directory: give a JSONL file")
     if not path.is_file():

@@ -314,11 +314,8 @@ def _write(cfg, config: dict, rundir: RunDir, loaded, trials: pd.DataFrame, inva
     return rundir.path
 
 
-def redraw(run_dir: Path, out: Path, trust_damaged: bool = False) -> list[Path]:
+def redraw(run_dir: Path, out: Path, leak: pd.DataFrame) -> list[Path]:
     """``harness figures RUN`` on a cache-timing run: the page and figure again, into ``out``, from
-    its checked tables (a table that is not the one the run wrote is refused, as every reader
-    refuses it)."""
-    run = RunDir(run_dir)
-    manifest = run.manifest(trust_damaged) or {}
-    leak = run.table("leak.parquet", trust_damaged)
+    its leak table (read checked, as every reader reads it: ``RunDir(run_dir).table``)."""
+    manifest = RunDir(run_dir).manifest(trust_damaged=True) or {}
     return write_leak_outputs(out, leak, manifest.get("invariant") or {}, manifest.get("engine") or {})

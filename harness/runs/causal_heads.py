@@ -35,7 +35,7 @@ from harness.reporting.causal_heads import write_causal_report
 from harness.runs.compute import compute
 from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.rundir import RunDir
-from harness.runs.reading import load_run, refuse_collected
+from harness.runs.reading import RunTables, read_runs, refuse_collected
 from harness.runs.store import ResultStore
 
 log = logging.getLogger(__name__)
@@ -63,15 +63,16 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
                  notes: list[str] = ()) -> dict[str, pd.DataFrame]:
     """Run the causal test described in the module docstring (``causal=False``: the ranking and head
     sets only, from the run's tables, without loading the model); returns the
-    tables it wrote. The run is read as every reader reads it (``trust_damaged``,
-    ``allow_mixed_settings``: :func:`harness.runs.reading.load_runs`)."""
+    tables it wrote. The run's state is the caller's to check (:func:`harness.runs.reading.reading_notes`,
+    as ``harness causal-heads`` does); its tables are read checked (``trust_damaged``,
+    ``allow_mixed_settings``: :func:`harness.runs.reading.read_runs`)."""
     run = RunDir(run_dir)
     manifest = run.manifest(trust_damaged)
     refuse_collected(run, manifest or {}, "with no model configuration of its own to patch heads in")
     if manifest is None or "config" not in manifest:
         raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
                            f"directory")
-    tables = load_run(run_dir, trust_damaged, allow_mixed_settings)
+    tables = RunTables(*read_runs([Path(run_dir)], trust_damaged, allow_mixed_settings), None, manifest)
     if tables.attention is None or tables.attention.empty:
         raise HarnessError(f"{run_dir} has no attention table to name heads from: run the sweep with "
                            f"analysis.attention=true")

@@ -82,6 +82,12 @@ class Experiment:
         exp.source = source
         exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
+        chat_settings = [k for k, v in (("chat.system_prompt", cfg.chat.system_prompt),
+                                        ("chat.template_kwargs", dict(cfg.chat.template_kwargs))) if v]
+        if exp.placement == "raw" and chat_settings:  # a raw concatenation renders no chat template
+            raise HarnessError(f"{' and '.join(chat_settings)} shape chat placements, and this run's placement is raw "
+                               f"(prefix.placement={cfg.prefix.placement.value}): they would be ignored; give a chat "
+                               f"placement (prefix.placement=system, document, ...) or leave them out")
         exp.attn_base = loaded.model.config._attn_implementation
         if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
             # masks and biases are applied inside the harness's attention function
@@ -177,6 +183,11 @@ class Experiment:
             skipped=skipped,
         )
         self.skipped = skipped
+        asked = set(groups or [g.value for g in cfg.groups]) - {"A"}
+        if asked and skipped and not any(c.group != "A" for c in conditions):  # every prefix left out
+            prefix_id, length, why = skipped[0]
+            raise HarnessError(f"every B and C condition was left out at lengths {lengths} ({len(skipped)} skipped; "
+                               f"first: {prefix_id} at {length} tokens: {why}); give longer prefix.lengths")
         check_context(conditions, cfg.decode.max_new_tokens, self.loaded.max_positions)
         return conditions
 

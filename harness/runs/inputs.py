@@ -27,8 +27,8 @@ def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: st
     exist (a missing one is refused later, where it is read, with its own message)."""
     found = {}
     for role, path in (("prompts", prompts_path), ("prefixes", prefixes_path)):
-        if path and Path(path).is_file():
-            found[role] = {"path": str(Path(path).resolve()), "sha256": sha256_file(Path(path))}
+        if path and Path(path).expanduser().is_file():  # ~ as the readers expand it
+            found[role] = {"path": str(Path(path).expanduser().resolve()), "sha256": sha256_file(Path(path).expanduser())}
     if adapter:
         where = adapter_dir(adapter)
         try:

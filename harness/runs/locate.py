@@ -104,9 +104,22 @@ def locate(cfg, run_dir, progress: bool = True):
                            f"another hydra.run.dir")
     metric = spec.metric.value
     groups = ["A", *sorted(g.value for g in spec.groups)]
-    if sorted(g.value for g in cfg.groups) != ["A", "B", "C"]:  # a sweep's key, given to locate
-        log.warning("locate evaluates locate.groups=%s, not groups=%s (the sweep's key)", groups[1:],
-                    [g.value for g in cfg.groups])
+    if metric.startswith("attn_") and not cfg.analysis.attention:
+        raise HarnessError(f"locate.metric={metric} is an attention measure, and analysis.attention=false turns "
+                           f"attention off: drop one of them")
+    if metric.endswith("edit_distance") and cfg.decode.path.value == "none":
+        raise HarnessError(f"locate.metric={metric} compares continuations, and decode.path=none decodes none: use "
+                           f"locate.metric=output_kl or attn_kl_mean, or another decode.path")
+    ignored = []  # a sweep's keys, given to locate: said, not silently dropped
+    if sorted(g.value for g in cfg.groups) != ["A", "B", "C"]:
+        ignored.append(f"groups={[g.value for g in cfg.groups]} (it evaluates locate.groups={groups[1:]})")
+    if [m.value for m in cfg.isolation] != ["none"]:
+        ignored.append(f"isolation={[m.value for m in cfg.isolation]} (it searches plain concatenation)")
+    if list(cfg.prefix.lengths) != [32, 64, 128, 256]:  # config.yaml's: an experiment's or the user's
+        ignored.append(f"prefix.lengths={list(cfg.prefix.lengths)} (it evaluates locate.coarse={list(spec.coarse)} "
+                       f"and bisects from there)")
+    if ignored:
+        log.warning("locate does not read the sweep's %s", "; ".join(ignored))
     exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,
                            settings=[Isolation()])
 

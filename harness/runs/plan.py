@@ -162,6 +162,10 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
                           f"it on {reached['attention']} of {n_att} attention tests and {reached['all']} of "
                           f"{len(tests)} tests in all (the most within the budget), and the claims page states the "
                           f"power of the others")
+    unpowered = sum(np.isnan(t.power(*t.pilot)) for t in tests)
+    if chosen is not None and unpowered:  # "every test" holds for the tests that have a power to reach
+        why_chosen += (f" that has a power ({unpowered} of {len(tests)} have none: their prefixes' spread is 0, "
+                       f"see below)")
     overrides = "" if chosen is None else f"prompts.limit={int(chosen.n_prompts)} prefixes.per_group={int(chosen.n_prefixes)}"
     per_group = int(chosen.n_prefixes) if chosen is not None else max(t.pilot[1] for t in tests)
     rows = []

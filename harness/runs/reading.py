@@ -203,11 +203,11 @@ class RunTables(NamedTuple):
     manifest: dict | None
 
 
-def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_settings: bool = False) -> RunTables:
+def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_settings: bool = False,
+             allow_failed: bool = False) -> RunTables:
     """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
-    each table checked against its manifest's sha256 (``trust_damaged``: warn instead of refusing);
-    a collected directory of runs in different settings needs ``allow_mixed_settings``."""
-    conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings)
+    read as :func:`load_runs` reads runs."""
+    conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings, allow_failed)
     return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged),
                      RunDir(run_dir).manifest(trust_damaged))
 
@@ -228,9 +228,25 @@ def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_se
     return conditions, attention
 
 
-def load_runs(run_dirs: list[Path], trust_damaged: bool = False,
+def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False,
+              allow_failed: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``(conditions, attention)`` of the runs, as a notebook reads them: refused where the commands
+    refuse them (:func:`reading_notes`: a run given twice, unfinished, or failed unless
+    ``allow_failed``; a table changed since it was written unless ``trust_damaged``; runs in
+    different settings unless ``allow_mixed_settings``), and what the pages would say is warned.
+    Attention is None where no run has one (behaviour-only sweeps)."""
+    import warnings
+
+    for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed,
+                              allow_mixed_settings=allow_mixed_settings, trust_damaged=trust_damaged):
+        warnings.warn(note, stacklevel=2)
+    return read_runs(run_dirs, trust_damaged, allow_mixed_settings)
+
+
+def read_runs(run_dirs: list[Path], trust_damaged: bool = False,
               allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """:func:`run_tables` concatenated; attention None where no run has one (behaviour-only sweeps)."""
+    """:func:`run_tables` concatenated, for a command that has read the runs' state already
+    (:func:`reading_notes`); attention None where no run has one."""
     conditions, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)
     return concat_tables(conditions), (concat_tables(attention) if attention else None)
 

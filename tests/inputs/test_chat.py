@@ -424,7 +424,9 @@ def test_direct_ceiling_end_to_end(tmp_path):
     assert set(zip(ceiling.role, ceiling.placement)) == {(r, p) for r in ("asked", "forbidden")
                                                          for p in ("system", "direct")}
     assert not (tmp_path / "system" / "ceiling.parquet").exists()  # one placement alone has no ceiling
-    assert main(["figures", str(runs[0]), "--out", str(tmp_path / "both")]) == 0  # redrawn from other runs
-    assert not (tmp_path / "both" / "ceiling.parquet").exists()
+    assert main(["figures", str(runs[0]), "--out", str(tmp_path / "both")]) == 2  # other runs' pages stay
+    assert (tmp_path / "both" / "ceiling.parquet").exists()
+    assert main(["figures", str(runs[0]), "--out", str(tmp_path / "one")]) == 0
+    assert not (tmp_path / "one" / "ceiling.parquet").exists()
     for role, placement in (("asked", "direct"), ("asked", "system"), ("forbidden", "system")):
         assert re.search(rf"\| {role} \| 16 \| {placement} \| \d+/4 \|", report), (role, placement)

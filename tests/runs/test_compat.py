@@ -65,8 +65,32 @@ def test_allow_mixed_settings_lets_every_reader_through(runs, tmp_path):
 
 
 def test_runs_of_one_setting_read_together_without_a_flag(runs, tmp_path):
-    conditions, _ = load_runs([runs["n4"], runs["n4"]])
+    from harness.runs.reading import read_runs  # the tables alone: a run given twice is load_runs' to refuse
+
+    conditions, _ = read_runs([runs["n4"], runs["n4"]])
     assert len(conditions) == 2 * len(load_runs([runs["n4"]])[0])
+
+
+def test_a_notebook_reads_runs_as_the_commands_do(runs, tmp_path):
+    """H.load_runs([RUN, RUN]) returned every condition twice, and load_run of a failed run its
+    survivors, without a word (every command refuses both)."""
+    import json
+    import shutil
+
+    from harness.errors import HarnessError
+    from harness.io import open_json_seal, write_sealed_json
+    from harness.runs.reading import load_run
+
+    with pytest.raises(HarnessError, match="is given twice"):
+        load_runs([runs["n4"], runs["n4"]])
+    failed = tmp_path / "failed"
+    shutil.copytree(runs["n4"], failed)
+    status, _ = open_json_seal(json.loads((failed / "status.json").read_text()))
+    write_sealed_json({**status, "status": "failed", "failed": ["x/y/8"]}, failed / "status.json")
+    with pytest.raises(HarnessError, match="is a failed run"):
+        load_run(failed)
+    with pytest.warns(UserWarning, match="conditions failed and are missing"):
+        assert len(load_run(failed, allow_failed=True).conditions) == len(load_runs([runs["n4"]])[0])
 
 
 def test_runs_continued_by_other_engines_or_engine_settings_are_mixed_settings():

@@ -1,0 +1,123 @@
+"""What the Hydra applications check of their command line before Hydra composes anything: a
+``--config-dir`` that is a directory of readable YAML, override keys the config has (with the
+closest one it does have), config groups given one of their configs, lists written as lists.
+Hydra's own answers are longer, suggest adding a key with ``+``, and leave a run directory behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def option(args: list[str], *names: str) -> str | None:
+    """The value of the last ``--name VALUE`` / ``--name=VALUE`` among ``args``."""
+    value = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg[len(name) + 1:]
+    return value
+
+
+def check_config_dir(config_dir: str) -> None:
+    """Every YAML file of a user's config directory parses and holds only encodable text: Hydra
+    would answer a broken one with a long traceback, and a lone surrogate fails only when the run's
+    config is written."""
+    import yaml
+
+    root = Path(config_dir)
+    if not root.is_dir():
+        raise HarnessError(f"--config-dir {config_dir} is not a directory")
+    for path in sorted(root.rglob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = yaml.safe_load(text)
+            yaml.safe_dump(data, allow_unicode=True).encode("utf-8")
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise HarnessError(f"{path}{where}: not valid YAML ({problem}); fix the file") from None
+        except UnicodeError:
+            raise HarnessError(f"{path}: not UTF-8 text, or a string in it holds a lone surrogate (an escape like "
+                               f"\\udc80); write the text as UTF-8 characters") from None
+        except OSError as exc:
+            raise HarnessError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def unquoted(value: str) -> str:
+    """A Hydra override value without its quotes (``'a,b'`` -> ``a,b``)."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1].replace("\\" + value[0], value[0])
+    return value
+
+
+def group_options(group: str, config_dir: str | None) -> set[str]:
+    """The names ``group=NAME`` can take: the shipped configs and those of ``--config-dir``."""
+    from harness.paths import PACKAGE_DIR
+
+    dirs = [PACKAGE_DIR / "conf" / group] + ([Path(config_dir) / group] if config_dir else [])
+    return {p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")}
+
+
+def check_overrides(args: list[str], config_dir: str | None) -> None:
+    """Refuse, in one line and before Hydra creates anything, an override whose key the config
+    does not have (with the closest key it does have) and a config group given something that is
+    not one of its configs (a model path or hub id goes in ``model.name_or_path``). Hydra's own
+    answers are longer, suggest adding the key with ``+``, and leave a run directory behind."""
+    import difflib
+
+    from harness.config import GROUPS, config_keys
+
+    keys, lists, dicts = config_keys(), set(config_keys(lists=True)), config_keys(dicts=True)
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        added, key = arg.startswith("+"), key.lstrip("+~")
+        if key.startswith("hydra") or "/" in key:  # Hydra's own settings and group paths (hydra/launcher=...)
+            continue
+        if any(key.startswith(d + ".") for d in dicts):  # a free key (chat.template_kwargs.KEY): Hydra's to judge
+            continue
+        if key in GROUPS and added:  # Hydra's answer is config-file syntax ("override experiment: quick")
+            raise HarnessError(f"{key} is a config group the config already has: write {key}={value} (no +)")
+        if key in GROUPS and unquoted(value).strip().startswith("["):
+            raise HarnessError(f"{key}= takes one config name, not a list; one run per config: "
+                               f"harness sweep -m {key}={unquoted(value).strip()[1:-1]}")
+        if key in GROUPS:
+            options = group_options(key, config_dir)
+            for choice in (v.strip() for v in unquoted(value).split(",")):
+                if choice and choice not in options and not choice.startswith(("${", "glob(", "choice(", "range(")):
+                    raise HarnessError(_not_an_option(key, choice, options))
+            continue
+        if key in keys:
+            bare = unquoted(value).strip()
+            if key not in lists and "," in bare and bare == value.strip() and not bare.startswith(("[", "{", "${")) \
+                    and "-m" not in args and "--multirun" not in args:
+                raise HarnessError(f"{key}={value} sweeps over values: add -m (harness sweep -m {key}={value}), one "
+                                   f"run directory per value")
+            if key in lists and bare and not bare.startswith(("[", "${", "null")) and "-m" not in args \
+                    and "--multirun" not in args:
+                raise HarnessError(f"{key} is a list: write {key}=[{bare}] (several values: {key}=[{bare},...])")
+            continue
+        near = [k for k in keys if k.endswith("." + key)] or difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}={value}?" if near else "; `harness sweep --cfg job` prints every key"
+        raise HarnessError(f"{key} is not a config key{hint}")
+
+
+def _not_an_option(group: str, choice: str, options: set[str]) -> str:
+    """Why ``group=choice`` names no config, and what to write instead."""
+    import difflib
+
+    instead = {"model": "model.name_or_path", "prompts": "prompts.path", "prefixes": "prefixes.path"}.get(group)
+    looks_like_path = "/" in choice or choice.endswith((".jsonl", ".gguf")) or Path(choice).exists()
+    if instead and looks_like_path:
+        what = "a hub id or a local directory" if group == "model" else "a JSONL file"
+        return (f"{group}={choice} is not one of the shipped {group} configs; for {what} write "
+                f"{instead}={choice}")
+    near = difflib.get_close_matches(choice, sorted(options), n=1, cutoff=0.6)
+    return (f"{group}={choice}: no such {group} config" + (f"; did you mean {group}={near[0]}?" if near else "")
+            + f" (the configs: {', '.join(sorted(options))})")
