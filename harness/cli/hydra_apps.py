@@ -74,8 +74,8 @@ def _sweep_task(cfg) -> None:
               f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
         raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
     except (HarnessError, SweepFailed) as exc:
-        log.error("%s", exc)
         if hydra_cfg.mode == RunMode.MULTIRUN:
+            log.error("%s", exc)  # the job's own line in the multirun's log (a single run's is the error below)
             rundir = RunDir(run_dir)
             if not rundir.is_run():  # a new job directory: say why it holds nothing
                 rundir.write_hydra(as_plain(cfg), _command_line(hydra_cfg))
@@ -102,7 +102,6 @@ def _locate_task(cfg) -> None:
         print(f"\n{'terminated' if terminated else 'interrupted'} during the search: {kept}", file=sys.stderr)
         raise TaskExit(143 if terminated else 130) from None
     except HarnessError as exc:
-        log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         _drop_if_made_empty(run_dir)
         raise TaskExit(2) from None
