@@ -228,6 +228,8 @@ docs: install
 	cp outputs/docs-demo/default/figures/*.png results/demo/default/figures/
 	cp outputs/docs-demo/directives-both/report.md results/demo/directives/report.md
 	cp outputs/docs-demo/directives-both/figures/*.png results/demo/directives/figures/
+	# the notebook with its outputs, on the directive runs (the obedient and the plain model)
+	$(BIN)/python notebooks/execute.py notebooks/analysis.ipynb ../outputs/docs-demo/directives ../outputs/docs-demo/directives-plain
 
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py
