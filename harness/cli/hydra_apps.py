@@ -57,6 +57,13 @@ def _command_line(hydra_cfg) -> list[str]:
     return list(OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
 
 
+def _refused(exc: Exception, run_dir: Path, code: int = 2) -> TaskExit:
+    """A task's refusal: its one line, and the run directory Hydra made for it gone if left empty."""
+    print(f"error: {exc}", file=sys.stderr)
+    _drop_if_made_empty(run_dir)
+    return TaskExit(code)
+
+
 def _sweep_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -81,9 +88,7 @@ def _sweep_task(cfg) -> None:
                 rundir.write_hydra(as_plain(cfg), _command_line(hydra_cfg))
                 rundir.write_status("error", error=str(exc))
             return  # the other jobs go on; the multirun summary names this one and sets the exit status
-        print(f"error: {exc}", file=sys.stderr)
-        _drop_if_made_empty(run_dir)
-        raise TaskExit(2 if isinstance(exc, HarnessError) else 1) from None
+        raise _refused(exc, run_dir, 2 if isinstance(exc, HarnessError) else 1) from None
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: say so, with its own status
         raise TaskExit(report_bug(exc)) from None
 
@@ -102,9 +107,7 @@ def _locate_task(cfg) -> None:
         print(f"\n{'terminated' if terminated else 'interrupted'} during the search: {kept}", file=sys.stderr)
         raise TaskExit(143 if terminated else 130) from None
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        _drop_if_made_empty(run_dir)
-        raise TaskExit(2) from None
+        raise _refused(exc, run_dir) from None
     except Exception as exc:  # noqa: BLE001
         raise TaskExit(report_bug(exc)) from None
 
@@ -122,9 +125,7 @@ def _timing_task(cfg) -> None:
               f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
         raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        _drop_if_made_empty(run_dir)
-        raise TaskExit(2) from None
+        raise _refused(exc, run_dir) from None
     except Exception as exc:  # noqa: BLE001
         raise TaskExit(report_bug(exc)) from None
 
