@@ -3,7 +3,7 @@ prompt-level tests (``descriptive``), prompts x prefixes as crossed random facto
 the lead interval and test in ``lead``, from the variance components of ``crossed_variance``),
 planning (``design``, ``power``), per-head contrasts (``heads``), rates (``rates``,
 ``rate_intervals``, the rate test's simulated power in ``rate_power``, ``obeying``), curves,
-isolation summaries, the seed's claims (``claims``; the power of claims 1 and 2 in ``claim_power``)
+isolation summaries, the three contamination claims (``claims``; the power of claims 1 and 2 in ``claim_power``)
 and the causal-head test (``causal_heads``).
 
 Public here (each imported on first use):

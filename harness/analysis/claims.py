@@ -1,4 +1,4 @@
-"""The seed study's three claims as tested hypotheses: DataFrame in, DataFrame out.
+"""The three contamination claims as tested hypotheses: DataFrame in, DataFrame out.
 
 The seed study reported, from a handful of runs, that (1) the attention divergence between A and C
 peaks in the middle layers, (2) it jumps between 64 and 128 prefix tokens, and (3) C drifts

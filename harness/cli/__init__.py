@@ -27,7 +27,7 @@ commands:
   check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
   kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
-  claims RUN [...] --out   test the seed's claims (middle layers, 64->128 jump, C vs B) on runs
+  claims RUN [...] --out   test the three contamination claims (middle layers, 64->128 jump, C vs B) on runs
   plan RUN [...]           the cheapest prompts x prefixes design reaching a power, from pilot runs
   corpus-report RUN --out  the public-benchmark page: attacker's string vs mention, C - B by template/position
   detect RUN [...] --out   would a detector catch it? Attention Tracker beside capture heads, TPR at low FPR

@@ -130,7 +130,7 @@ def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
 
 
 def claims(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness claims", description="Test the seed study's three claims "
+    parser = argparse.ArgumentParser(prog="harness claims", description="Test the three contamination claims "
                                      "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
                                      "on the tables of one or more run directories: claims.md, claims.parquet "
                                      "and one figure per claim.")

@@ -22,7 +22,7 @@ def caveat(models: list[str]) -> str:
     """What the verdicts are evidence about: the runs' own models, not the 1-3B models of the seed."""
     return (f"Models: {', '.join(models)}. The verdicts are evidence about these models at the size and precision "
             "they ran at (a quantized model's manifest records its GGUF and quantization types), not about the "
-            "1-3B full-precision models the seed's claims were made for; the shipped hub configs (qwen2.5-1.5b, "
+            "1-3B full-precision models the three contamination claims were made for; the shipped hub configs (qwen2.5-1.5b, "
             "llama-3.2-1b, gemma-2-2b, ...) run the same study on a GPU.")
 
 
@@ -134,7 +134,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
                     n_resamples: int, precision: str = "", notes: list[str] = (),
                     missing: dict[int, str] | None = None) -> str:
     """The claims page (``missing``: what the tables lack for each claim, :func:`analysis.missing_for`)."""
-    lines = ["# The seed's claims, tested", *note_lines(notes), "",
+    lines = ["# The three contamination claims, tested", *note_lines(notes), "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "
              "kept at or above zero) with Satterthwaite degrees of freedom. Claims 1 and 2 compare one part of a "

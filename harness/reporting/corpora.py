@@ -1,7 +1,7 @@
 """The public-benchmark page (``harness corpus-report``): does an attack set into a benchmark's
 document make the model write the attacker's string more often than a sentence that only names it,
 and how far does it move the model beside a benign passage, by template, position and length? With
-the seed's claim 3 on the benchmark's sets beside the hand-written bank's. Numbers come from
+contamination claim 3 on the benchmark's sets beside the hand-written bank's. Numbers come from
 :mod:`harness.analysis.corpora` and :func:`harness.analysis.claims.c_versus_b`; this module draws
 (on Axes it is given) and writes (:func:`write_corpus_report`)."""
 
@@ -137,7 +137,7 @@ def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command:
         lines += [""] + table(["model", "template", "position", "length", "measure", "sets C+B", "C - B", "p"],
                               _drift_rows(by_template, ["attack", "injection_at", "prefix_len"]))
     if not claim3.empty:
-        lines += ["", "## The seed's claim 3 on benchmark sets beside the hand-written bank", "",
+        lines += ["", "## Contamination claim 3 on benchmark sets beside the hand-written bank", "",
                   "Claim 3: C drifts systematically more than B (C - B pooled over lengths, and for a benchmark's "
                   "sets over the three positions too; prompts and prefixes random; harness.analysis.claims."
                   "c_versus_b). *source* says whose prefixes: the bank's C and B texts differ everywhere, a "

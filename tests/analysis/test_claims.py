@@ -1,4 +1,4 @@
-"""The seed's claims as tested hypotheses (harness.analysis.claims), on synthetic tables whose truth
+"""The three contamination claims as tested hypotheses (harness.analysis.claims), on synthetic tables whose truth
 is planted: each verdict must follow the planted effect, and the numbers must match a plain
 computation."""
 
