@@ -5,6 +5,7 @@ the words their answer must hold."""
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 
 import pytest
@@ -177,6 +178,21 @@ CASES = [
                    f"hydra.run.dir={f['root'] / 'p4-7'}"], "analysis.attention=false turns attention off"),
     (lambda f, r: ["resume", str(r["ac"]), f"hydra.run.dir={f['root'] / 'elsewhere'}"], "does not apply"),
     (lambda f, r: ["kv-size", "model=TINY"], "did you mean model=tiny?"),
+    # the fifth pass's cases
+    (lambda f, r: ["locate", *TINY, "-m", "seed=0,1"], "-m is not accepted"),
+    (lambda f, r: ["cache-timing", "-m", "model=demo"], "-m is not accepted"),
+    (lambda f, r: ["cache-timing", "experiment=quick", "model=demo"], "would replace experiment=cache-timing"),
+    (lambda f, r: ["cache-timing", "--model", "demo", "model=tiny"],
+     "model is given twice (--model demo and model=tiny)"),
+    (lambda f, r: ["cache-timing", "model=demo", "timing.settings=[]", f"backend.python={sys.executable}",
+                   f"hydra.run.dir={f['root'] / 'p5-ct'}"], "timing.settings is empty"),
+    (lambda f, r: ["cache-timing", "model=tiny", f"backend.python={sys.executable}",
+                   f"hydra.run.dir={f['root'] / 'p5-tiny'}"], "is built in memory"),
+    (lambda f, r: ["cache-timing", "model=demo", f"backend.python={sys.executable}", f"hydra.run.dir={r['ac']}"],
+     "is a sweep's run directory; cache-timing writes a directory of its own"),
+    (lambda f, r: ["sweep", *TINY, "hydra.run.dir='~/p5-run'"], "~ is not expanded here"),
+    (lambda f, r: ["locate", *[o for o in TINY if not o.startswith("prompts.limit")], "prompts.limit=1",
+                   f"hydra.run.dir={f['root'] / 'p5-l1'}"], "1 prompt gives none"),
 ]
 
 
@@ -482,3 +498,52 @@ def test_a_project_conf_directory_is_searched_without_being_named(tmp_path, monk
     from harness.runs.rundir import RunDir
 
     assert RunDir(tmp_path / "run").manifest()["config"]["seed"] == 7
+
+
+
+def test_a_refused_cache_timing_leaves_no_directory(files, capsys):
+    run = files["root"] / "p5-never"
+    answer(capsys, ["cache-timing", "model=tiny", f"backend.python={sys.executable}", f"hydra.run.dir={run}"])
+    assert not run.exists()
+
+
+def test_a_deleted_conditions_table_is_named_with_its_resume(runs, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["ac"], run)
+    (run / "conditions.parquet").unlink()
+    err = answer(capsys, ["figures", str(run), "--out", str(tmp_path / "f")])
+    assert "conditions.parquet is missing (the sweep wrote it" in err and f"`harness resume {run}`" in err
+
+
+def test_isolation_runs_are_read_on_their_plain_rows_or_refused(tmp_path, capsys):
+    """detect and causal-heads crashed on isolation runs (AssertionError, KeyError 'C'), and figures
+    wrote an empty report for a run of one isolation setting only."""
+    decayed = sweep(tmp_path / "decay", *FAST, "isolation=[decay]", "isolation_betas=[4]")
+    assert "the report's sections compare plain concatenation" in answer(
+        capsys, ["figures", str(decayed), "--out", str(tmp_path / "f")])
+    assert "heads are named on plain concatenation" in answer(
+        capsys, ["causal-heads", str(decayed), "--out", str(tmp_path / "h"), "--ranking-only"])
+    mixed = sweep(tmp_path / "mixed", *FAST, "isolation=[none,decay]", "isolation_betas=[4]")
+    assert main(["detect", str(mixed), "--out", str(tmp_path / "d")]) == 0
+
+
+def test_a_notebook_gets_one_line_for_no_runs_and_expands_home(runs, tmp_path, monkeypatch):
+    import harness as H
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="give at least one run directory"):
+        H.load_runs([])
+    monkeypatch.setenv("HOME", str(runs["ac"].parent))
+    assert len(H.load_run(f"~/{runs['ac'].name}").conditions) > 0
+
+
+def test_unread_chat_settings_are_named():
+    from harness.inputs.chat import ChatConfig, unread_chat_settings
+
+    chat = ChatConfig(turn_reply="Sure.", template_kwargs={"bogus_kw": 1})
+    unread = unread_chat_settings(chat, "system", "{{ messages }} {{ enable_thinking }}")
+    assert any("chat.turn_reply (read by prefix.placement=turn only" in u for u in unread)
+    assert any("chat.template_kwargs.bogus_kw" in u for u in unread)
+    assert unread_chat_settings(ChatConfig(turn_reply="Sure."), "turn", "{{ x }}") == []

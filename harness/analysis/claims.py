@@ -301,9 +301,9 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
     return pd.DataFrame(rows)
 
 
-def plain_concatenation(conditions: pd.DataFrame, attention: pd.DataFrame | None
+def plain_concatenation(conditions: pd.DataFrame, attention: pd.DataFrame | None, what: str = "the claims test"
                         ) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None]:
-    """The rows the claims test: plain concatenation (isolation ``none``), with a sentence for the
+    """The rows ``what`` reads: plain concatenation (isolation ``none``), with a sentence for the
     page when rows under other isolation settings were left out; tables of isolation settings only
     are refused (the claims would be judged on masked or down-weighted prefixes without a word)."""
     if "isolation" not in conditions:
@@ -313,11 +313,11 @@ def plain_concatenation(conditions: pd.DataFrame, attention: pd.DataFrame | None
         return conditions, attention, None
     others = sorted(set(conditions.isolation.astype(str)) - {"none"})
     if not plain[conditions.group.astype(str) != "A"].any():  # A, the reference, is never isolated
-        raise HarnessError(f"the claims test plain concatenation (isolation none), and these runs hold isolation "
+        raise HarnessError(f"{what} plain concatenation (isolation none), and these runs hold isolation "
                            f"{others} only: run them with none too (isolation=[none,{others[0]}])")
     if attention is not None and "isolation" in attention:
         attention = attention[attention.isolation.astype(str) == "none"]
-    return conditions[plain], attention, (f"Rows under isolation {', '.join(others)} are left out: the claims test "
+    return conditions[plain], attention, (f"Rows under isolation {', '.join(others)} are left out: {what} "
                                           f"plain concatenation (isolation none).")
 
 

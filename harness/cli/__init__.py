@@ -122,6 +122,8 @@ def _dispatch(argv: list[str]) -> int:
 
 def __getattr__(name: str):
     # Terminated and TaskExit are the Hydra applications' (imported here only when asked for)
-    if name in ("Terminated", "TaskExit", "hydra_quoted"):
+    if name in ("Terminated", "TaskExit"):
         return getattr(importlib.import_module("harness.cli.hydra_apps"), name)
+    if name == "hydra_quoted":
+        return getattr(importlib.import_module("harness.cli.overrides"), name)
     raise AttributeError(f"module 'harness.cli' has no attribute {name!r}")

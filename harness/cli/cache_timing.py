@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.cli.overrides import hydra_quoted
 from harness.errors import HarnessError
 
 CACHE_TIMING_HELP = """harness cache-timing [overrides]: what a shared prefix cache tells another tenant.
@@ -41,19 +42,26 @@ def translate_cache_timing_options(args: list[str]) -> list[str]:
             continue
         values = [inline] if inline else []
         i += 1
-        while i < len(args) and not args[i].startswith("-") and "=" not in args[i] and \
-                (name in LISTS or not values):
+        # a list takes values up to the next option or override; any other option its one value, '=' and all
+        while i < len(args) and not args[i].startswith("-") and (name in LISTS and "=" not in args[i] or not values):
             values.append(args[i])
             i += 1
         if not values:
             raise HarnessError(f"{name} needs a value (the new form: {OLD_OPTIONS[name]}=VALUE)")
         value = f"[{','.join(values)}]" if name in LISTS else values[0]
+        if name not in LISTS and any(c in value for c in "=,[]{}()' "):  # a path with Hydra's syntax in it
+            value = hydra_quoted(value)
         if name == "--model" and ("/" in value or Path(value).exists()):
             raise HarnessError(f"--model {value} is not a model config name (conf/model: demo, "
                                f"smollm2-135m-instruct-q4_1, ...); for a directory write model.name_or_path={value}")
         out.append(f"{OLD_OPTIONS[name]}={value}")
         old.append(f"{name} {' '.join(values)}")
         new.append(out[-1])
+    given = {o.split("=", 1)[0]: o for o in out if "=" in o and o not in new}
+    twice = next((n for n in new if n.split("=", 1)[0] in given), None)
+    if twice:  # the old spelling and the new one for one setting: neither is dropped without a word
+        raise HarnessError(f"{twice.split('=', 1)[0]} is given twice ({old[new.index(twice)]} and "
+                           f"{given[twice.split('=', 1)[0]]}): give it once, as {given[twice.split('=', 1)[0]]}")
     if old:
         print(f"note: {', '.join(old)} is the spelling of earlier releases, read this once more; write "
               f"{' '.join(new)} (harness cache-timing --help)", file=sys.stderr)

@@ -67,9 +67,10 @@ def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
             raise HarnessError(f"--out {out} holds the output of `harness {mark.get('command')}`; give another "
                                f"directory for `harness {command}`")
         if sorted(mark.get("runs") or []) != read:
-            raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs "
-                               f"({', '.join(mark.get('runs') or [])[:160]}); give another directory (a rerun on the "
-                               f"same runs writes over its own output)")
+            made_from, reads = ", ".join(mark.get("runs") or [])[:200], ", ".join(read)[:200]
+            raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs (made from {made_from}; "
+                               f"this command reads {reads}); give another directory (a rerun on the same runs writes "
+                               f"over its own output)")
 
 
 def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
@@ -141,6 +142,9 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
 
     if not run_dir.strip():  # Hydra would make the working directory itself the run directory
         raise HarnessError("hydra.run.dir is empty: give a directory for the run (leave it out for outputs/runs/<time>)")
+    if run_dir.startswith("~"):  # quoted for Hydra, so no shell expanded it: a folder named ~ would be made
+        raise HarnessError(f"hydra.run.dir={run_dir}: ~ is not expanded here; give the full path "
+                           f"({Path(run_dir).expanduser()})")
     path = Path(run_dir)
     command = RunDir(path).output_of()
     if command:  # a command's --out (detect's has a status of its own): not a run's
@@ -150,6 +154,11 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
         if RunDir(parent).made_by_a_sweep():
             raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
                                f"another; choose a directory outside it")
+    from harness.runs.reading import is_cache_timing
+
+    if path.is_dir() and is_cache_timing(RunDir(path)) and app != "cache-timing":
+        raise HarnessError(f"hydra.run.dir={run_dir} holds a harness cache-timing run; a {app} writes a directory of "
+                           f"its own: choose another")
     if (path / "locate.json").is_file():  # a locate search: locate answers for its own (fresh replaces it)
         if app == "locate":
             return

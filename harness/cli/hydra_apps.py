@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.cli import report_bug
 from harness.cli.guards import check_run_dir
-from harness.cli.overrides import check_config_dir, check_overrides, option, unquoted
+from harness.cli.overrides import check_config_dir, check_overrides, hydra_quoted, option, unquoted
 from harness.errors import HarnessError
 
 log = logging.getLogger("harness")
@@ -187,7 +187,14 @@ down to locate.resolution=8 tokens, and prints it with its 95% interval. Every o
 a sweep's (model, prompts, prefixes, placement, ...: harness sweep --help)."""
 
 
+def _refuse_multirun(name: str, args: list[str]) -> None:
+    if "-m" in args or "--multirun" in args:
+        raise HarnessError(f"harness {name} runs one experiment: -m is not accepted (run it once per setting, each "
+                           f"with its own hydra.run.dir)")
+
+
 def locate(args: list[str]) -> int:
+    _refuse_multirun("locate", args)
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = ["hydra.run.dir=outputs/locate/${now:%Y-%m-%d_%H-%M-%S.%f}", *args]
     if any(a in ("--help", "-h") for a in args):
@@ -205,6 +212,11 @@ def cache_timing(args: list[str]) -> int:
         print(CACHE_TIMING_HELP)
         return 0
     args = translate_cache_timing_options(args)
+    _refuse_multirun("cache-timing", args)
+    chosen = [a.split("=", 1)[1] for a in args if a.startswith("experiment=")]
+    if chosen and chosen[-1] != "cache-timing":  # it would replace the experiment the command runs
+        raise HarnessError(f"experiment={chosen[-1]} would replace experiment=cache-timing, the experiment this "
+                           f"command is: give its settings as overrides instead")
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = ["hydra.run.dir=outputs/cache-timing/${now:%Y-%m-%d_%H-%M-%S.%f}", *args]
     if not any(a.startswith("experiment=") for a in args):
@@ -280,8 +292,10 @@ def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6)
                 out[f"{prefix}{k}"] = v
         return out
 
-    before, after = flat({k: v for k, v in saved.items() if k not in NOT_RESULT_KEYS and k != "hydra"}), \
-        flat({k: v for k, v in now.items() if k not in NOT_RESULT_KEYS and k != "hydra"})
+    # a cache-timing run's design is its timing: the key a sweep's results do not depend on
+    ignored = {*NOT_RESULT_KEYS, "hydra"} - ({"timing"} if "experiment=cache-timing" in overrides else set())
+    before, after = flat({k: v for k, v in saved.items() if k not in ignored}), \
+        flat({k: v for k, v in now.items() if k not in ignored})
     # a key added since the run was made takes the default that does what the older version did, and
     # a key removed since cannot be given: neither is a change the user could undo with an override
     # (a result they would change is keyed anew and recomputed, never reused)
@@ -294,9 +308,3 @@ def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6)
     # value back keeps it): both need --accept-changes to rewrite a run made one way into another
     changed = [f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(set(before) & set(after)) if before[k] != after[k]]
     return changed[:shown] + ([f"and {len(changed) - shown} more"] if len(changed) > shown else [])
-
-
-def hydra_quoted(value: str) -> str:
-    """``value`` as a quoted Hydra override value: commas, spaces, brackets and non-ASCII letters
-    in a path would otherwise be read as override syntax (a comma even as a sweep)."""
-    return "'" + value.replace("'", "\\'") + "'"

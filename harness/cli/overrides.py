@@ -121,3 +121,9 @@ def _not_an_option(group: str, choice: str, options: set[str]) -> str:
     near = difflib.get_close_matches(choice, sorted(options), n=1, cutoff=0.6)
     return (f"{group}={choice}: no such {group} config" + (f"; did you mean {group}={near[0]}?" if near else "")
             + f" (the configs: {', '.join(sorted(options))})")
+
+
+def hydra_quoted(value: str) -> str:
+    """``value`` as a quoted Hydra override value: commas, spaces, brackets and non-ASCII letters
+    in a path would otherwise be read as override syntax (a comma even as a sweep)."""
+    return "'" + value.replace("'", "\\'") + "'"

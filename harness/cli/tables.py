@@ -78,6 +78,7 @@ def figures(args: list[str]) -> int:
             raise HarnessError(f"{run} is not a directory: give run directories (a sweep's, or collected ones)")
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
+    from harness.analysis.claims import plain_concatenation
     from harness.reporting.report import write_outputs
     from harness.runs.reading import load_noise, read_runs, refuse_reference_only
 
@@ -90,6 +91,7 @@ def figures(args: list[str]) -> int:
         claim_out(ns.out, "figures", ns.runs)
     conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     refuse_reference_only(conditions, "harness figures")
+    plain_concatenation(conditions, attention, "the report's sections compare")  # its isolation section: the rest
     noise = load_noise(ns.runs, ns.trust_damaged)
     # the statistics (a rate's power is simulated) take from seconds to a minute or so: say what is going on
     print(f"read {len(conditions)} conditions from {len(ns.runs)} run director{'y' if len(ns.runs) == 1 else 'ies'}; "

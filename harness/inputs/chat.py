@@ -109,6 +109,25 @@ def _no_tool_role(template: str, chat) -> str | None:
 register_placement("raw", "concatenated before the task, no chat template")
 register_placement("system", "the system message", lambda chat, system, base, task: [
     {"role": "system", "content": f"{system}\n\n{PREFIX_SLOT}" if system else PREFIX_SLOT}, *task])
+# the chat settings one placement reads (the others ignore them)
+READ_BY = {"turn_reply": "turn", "document_open": "document", "document_close": "document", "direct_join": "direct",
+           "generic_tool_role": "tool"}
+
+
+def unread_chat_settings(chat, placement: str, template: str | None) -> list[str]:
+    """The chat settings given away from their defaults that this run never uses: one another
+    placement reads, or a template argument its chat template does not mention (said, not refused:
+    an experiment may set them for all the placements it sweeps)."""
+    defaults, unread = ChatConfig(), []
+    for key, reader in READ_BY.items():
+        if getattr(chat, key) != getattr(defaults, key) and placement != reader:
+            unread.append(f"chat.{key} (read by prefix.placement={reader} only; this run's is {placement})")
+    for name in _plain(chat.template_kwargs) if isinstance(template, str) else ():
+        if name not in template:
+            unread.append(f"chat.template_kwargs.{name} (the model's chat template never mentions {name})")
+    return unread
+
+
 register_placement("turn", "an earlier user turn, answered by chat.turn_reply", lambda chat, system, base, task: [
     *base, {"role": "user", "content": PREFIX_SLOT}, {"role": "assistant", "content": chat.turn_reply}, *task])
 register_placement("document", "a document inside the task's user message", lambda chat, system, base, task: [

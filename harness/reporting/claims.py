@@ -22,7 +22,8 @@ def caveat(models: list[str]) -> str:
     """What the verdicts are evidence about: the runs' own models, not the 1-3B models of the seed."""
     return (f"Models: {', '.join(models)}. The verdicts are evidence about these models at the size and precision "
             "they ran at (a quantized model's manifest records its GGUF and quantization types), not about the "
-            "1-3B full-precision models the three contamination claims were made for; the shipped hub configs (qwen2.5-1.5b, "
+            "1-3B full-precision models the three contamination claims were made for; the shipped hub configs "
+            "(qwen2.5-1.5b, "
             "llama-3.2-1b, gemma-2-2b, ...) run the same study on a GPU.")
 
 

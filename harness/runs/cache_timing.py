@@ -44,6 +44,7 @@ from harness.io import read_table, sha256_file, write_json, write_parquet, write
 from harness.model.vllm_backend import VllmWorker
 from harness.reporting.leak import write_leak_outputs
 from harness.runs.environment import harness_git_commit, now_iso, package_versions
+from harness.runs.reading import is_cache_timing
 from harness.runs.rundir import RunDir
 from harness.runs.store import fingerprint
 
@@ -186,7 +187,10 @@ def timing_problems(cfg) -> list[str]:
         problems.append(f"timing.trials must be at least 2, got {timing.trials}")
     if not timing.lengths or any(n < 1 for n in timing.lengths) or len(set(timing.lengths)) != len(timing.lengths):
         problems.append(f"timing.lengths must be distinct positive token counts, got {list(timing.lengths)}")
-    if not timing.settings or len(set(timing.settings)) != len(timing.settings):
+    if not timing.settings:
+        problems.append("timing.settings is empty: name at least one (none, same_salt, different_salts, "
+                        "per_tenant_cache)")
+    elif len(set(timing.settings)) != len(timing.settings):
         problems.append(f"timing.settings must name each setting at most once, got "
                         f"{[s.value for s in timing.settings]}")
     return problems
@@ -209,12 +213,16 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
 
         vllm_python(cfg.backend.python)  # the environment, before the model's files are read
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
+    if rundir.path.is_dir() and rundir.made_by_a_sweep() and not is_cache_timing(rundir):
+        raise HarnessError(f"{rundir} is a sweep's run directory; cache-timing writes a directory of its own: choose "
+                           f"another hydra.run.dir")
     measured = {k: v for k, v in config.items() if k in ("model", "backend", "timing", "seed")}
+    # the tokenizer, stop ids and config only: before the claim, so a refused model leaves no directory
+    loaded = load_from_config(cfg.model, device="cpu", weights=False)
+    if loaded.location is None:
+        raise HarnessError(f"model {cfg.model.name_or_path} is built in memory; vLLM needs one stored on disk or the "
+                           f"hub")
     with rundir.claim(fingerprint(measured), cfg.on_existing.value) as store:
-        loaded = load_from_config(cfg.model, device="cpu", weights=False)  # the tokenizer, stop ids, config
-        if loaded.location is None:
-            raise HarnessError(f"model {cfg.model.name_or_path} is built in memory; vLLM needs one stored on disk "
-                               f"or the hub")
         rundir.take_over(store, fingerprint(measured), cfg.on_existing.value)
         if cfg.on_existing.value == "fresh":  # the phases measured before go too
             for path in (rundir / "results").glob("phase-*"):

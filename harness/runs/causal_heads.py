@@ -28,6 +28,7 @@ import pandas as pd
 
 from harness.analysis import causal_heads as ch
 from harness.analysis.causal_heads import DEFAULT_KS
+from harness.analysis.claims import plain_concatenation
 from harness.errors import HarnessError
 from harness.inputs.isolation import Isolation
 from harness.io import write_json, write_parquet
@@ -79,6 +80,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     if rank_by not in tables.attention:
         raise HarnessError(f"--rank-by {rank_by!r} is not a column of {run_dir}/attention.parquet "
                            f"(try capture or kl_shared)")
+    conditions, attention, _ = plain_concatenation(tables.conditions, tables.attention, "heads are named on")
+    tables = RunTables(conditions, attention, None, manifest)
     groups = set(tables.conditions.group.astype(str))
     if not {"B", "C"} <= groups:
         raise HarnessError(f"{run_dir} has groups {sorted(groups)}: heads are named by C minus B, so the run needs "

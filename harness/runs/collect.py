@@ -24,7 +24,7 @@ from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.rundir import RunDir, job_dirs
-from harness.runs.reading import compared_settings, has_table, held_by
+from harness.runs.reading import compared_settings, has_table, held_by, is_cache_timing
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
 from harness.runs.tables import concat_tables
 
@@ -117,6 +117,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                            f"them; give a new directory")
     runs = find_runs(paths)
     for run in runs:  # a sweep still writing: its tables are not final (and may not exist yet)
+        if is_cache_timing(run):
+            raise HarnessError(f"{run} is a harness cache-timing run: collect merges sweeps' condition tables, which "
+                               f"it has none of (`harness figures {run}` redraws its own page)")
         holder = held_by(run)
         if holder is not None:
             raise HarnessError(f"{run} is being written by a sweep ({holder}): collect it once the sweep has finished")

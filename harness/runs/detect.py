@@ -31,6 +31,7 @@ import pandas as pd
 
 from harness.analysis import detection as dt
 from harness.errors import HarnessError
+from harness.inputs.isolation import Isolation
 from harness.io import write_parquet
 from harness.runs.environment import now_iso, package_versions
 from harness.runs.inputs import of_config, refuse_changed
@@ -86,7 +87,8 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
                        "its inputs would be scored from other prompts or prefixes than the run's",
                        "run it from the directory the run was made in (the paths above say where), or restore the "
                        "files")
-        exp = Experiment.build(OmegaConf.create(config), device=device, attention=True)
+        # a detector reads the input as it arrives: plain concatenation, whatever isolation the run swept
+        exp = Experiment.build(OmegaConf.create(config), device=device, attention=True, settings=[Isolation()])
         try:
             keys = {c: fingerprint({"detect": DETECT_VERSION, "input": key}) for c, key in exp.keys().items()}
             batches = focus_batches(exp.conditions, batch_size or exp.batch_size)

@@ -21,6 +21,7 @@ import torch
 
 from harness.config import Group, validate
 from harness.errors import HarnessError
+from harness.inputs.chat import unread_chat_settings
 from harness.inputs.checks import CHECKS_VERSION
 from harness.inputs.conditions import Condition, build_conditions, check_context
 from harness.inputs.isolation import Isolation, isolations
@@ -88,6 +89,9 @@ class Experiment:
             raise HarnessError(f"{' and '.join(chat_settings)} shape chat placements, and this run's placement is raw "
                                f"(prefix.placement={cfg.prefix.placement.value}): they would be ignored; give a chat "
                                f"placement (prefix.placement=system, document, ...) or leave them out")
+        template = getattr(loaded.tokenizer, "chat_template", None)
+        for unread in unread_chat_settings(cfg.chat, exp.placement, template) if exp.placement != "raw" else ():
+            log.warning("not used by this run: %s", unread)
         exp.attn_base = loaded.model.config._attn_implementation
         if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
             # masks and biases are applied inside the harness's attention function

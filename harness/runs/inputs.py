@@ -28,7 +28,8 @@ def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: st
     found = {}
     for role, path in (("prompts", prompts_path), ("prefixes", prefixes_path)):
         if path and Path(path).expanduser().is_file():  # ~ as the readers expand it
-            found[role] = {"path": str(Path(path).expanduser().resolve()), "sha256": sha256_file(Path(path).expanduser())}
+            where = Path(path).expanduser()
+            found[role] = {"path": str(where.resolve()), "sha256": sha256_file(where)}
     if adapter:
         where = adapter_dir(adapter)
         try:

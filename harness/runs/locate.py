@@ -122,6 +122,9 @@ def locate(cfg, run_dir, progress: bool = True):
         log.warning("locate does not read the sweep's %s", "; ".join(ignored))
     exp = Experiment.build(cfg, attention=metric.startswith("attn_"), lengths=list(spec.coarse), groups=groups,
                            settings=[Isolation()])
+    if len(exp.prompts) < 2:  # one prompt: a rise with an interval of nan to nan
+        raise HarnessError(f"locate's interval resamples prompts, and {len(exp.prompts)} prompt gives none: give at "
+                           f"least 2 (prompts.limit)")
 
     evaluated: dict[int, pd.Series] = {}
 

@@ -152,15 +152,28 @@ def held_by(run: RunDir) -> str | None:
         os.close(fd)
 
 
+def is_cache_timing(run: RunDir) -> bool:
+    """Whether ``run`` is a ``harness cache-timing`` run (by its manifest, or its tables where the
+    manifest is gone)."""
+    return (_quiet_manifest(run) or {}).get("kind") == "cache-timing" or (
+        not run.has(RunDir.CONDITIONS) and (run.has("leak.parquet") or any((run / "results").glob("phase-*"))))
+
+
 def not_a_run(run: RunDir) -> str:
     """Why a path given as a run is not one, in a sentence that says what to give instead."""
     if not run.path.exists():
         return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
     if not run.path.is_dir():
         return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one)"
-    if (_quiet_manifest(run) or {}).get("kind") == "cache-timing":
+    if is_cache_timing(run):
+        if not run.has(RunDir.MANIFEST):
+            return (f"{run} is a harness cache-timing run without its {RunDir.MANIFEST} (deleted?): `harness resume "
+                    f"{run}` writes it again from the phases stored under results/")
         return (f"{run} is a harness cache-timing run (its tables: trials.parquet, leak.parquet), not a sweep's: "
                 f"`harness figures {run}` redraws its page; this command reads sweeps")
+    if (_quiet_manifest(run) or {}).get("tables", {}).get(RunDir.CONDITIONS) or run.made_by_a_sweep():
+        return (f"{run / RunDir.CONDITIONS} is missing (the sweep wrote it; deleted or not copied?): rebuild it from "
+                f"results/ with `harness resume {run}`")
     command = run.output_of()
     if command:
         return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"
@@ -237,6 +250,8 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
     Attention is None where no run has one (behaviour-only sweeps)."""
     import warnings
 
+    if not run_dirs:
+        raise HarnessError("load_runs: give at least one run directory")
     for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed,
                               allow_mixed_settings=allow_mixed_settings, trust_damaged=trust_damaged):
         warnings.warn(note, stacklevel=2)

@@ -74,7 +74,7 @@ class RunDir:
     OUT_MARKER = ".harness-output.json"  # which command wrote a directory given as --out, and from which runs
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = Path(path).expanduser()  # a quoted "~/run" reaches here as the shell left it
 
     def __truediv__(self, name: str) -> Path:
         return self.path / name

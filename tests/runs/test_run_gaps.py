@@ -255,7 +255,7 @@ def test_sigterm_during_locate_keeps_the_lengths_already_evaluated(tmp_path, cap
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Experiment, "drive", drive)
-    code = main(["locate", "model=tiny", "prompts.limit=1", f"prefixes.path={FAST[4].split('=', 1)[1]}",
+    code = main(["locate", "model=tiny", "prompts.limit=2", f"prefixes.path={FAST[4].split('=', 1)[1]}",
                  "locate.coarse=[8,16,32]", "decode.max_new_tokens=3", "hydra.run.dir=loc"])
     assert code == 143
     err = capsys.readouterr().err
