@@ -487,20 +487,6 @@ def test_the_detector_refuses_a_choosing_half_without_a_group():
         important_heads(only_c)
 
 
-def test_a_project_conf_directory_is_searched_without_being_named(tmp_path, monkeypatch, capsys):
-    """conf/experiment/mine.yaml beside the command, as lightning-hydra-template users keep it."""
-    (tmp_path / "conf" / "experiment").mkdir(parents=True)
-    (tmp_path / "conf" / "experiment" / "mine.yaml").write_text(
-        "# @package _global_\nseed: 7\n", encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    assert main(["sweep", *FAST, "experiment=mine", f"hydra.run.dir={tmp_path / 'run'}"]) == 0
-    assert "reading your configs from ./conf" in capsys.readouterr().err
-    from harness.runs.rundir import RunDir
-
-    assert RunDir(tmp_path / "run").manifest()["config"]["seed"] == 7
-
-
-
 def test_a_refused_cache_timing_leaves_no_directory(files, capsys):
     run = files["root"] / "p5-never"
     answer(capsys, ["cache-timing", "model=tiny", f"backend.python={sys.executable}", f"hydra.run.dir={run}"])

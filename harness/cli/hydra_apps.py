@@ -18,7 +18,6 @@ from harness.cli.overrides import check_config_dir, check_overrides, hydra_quote
 from harness.errors import HarnessError
 
 log = logging.getLogger("harness")
-PROJECT_CONF = "conf"  # a user's config directory, searched without --config-dir when it is there
 STARTED = time.time()  # when this command started: a run directory made after it is this command's own
 
 
@@ -142,12 +141,6 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     from harness.runs.callbacks import JobsIncomplete
 
     config_dir = option(args, "--config-dir", "-cd")
-    if config_dir is None and Path(PROJECT_CONF).is_dir() and not Path(PROJECT_CONF, "config.yaml").exists():
-        # a project's own conf/ (conf/experiment/, conf/model/, ...), found as lightning-hydra-template
-        # users expect; a conf/ with a config.yaml of its own is another application's, not read
-        config_dir = PROJECT_CONF
-        args = ["--config-dir", config_dir, *args]
-        print(f"note: reading your configs from ./{PROJECT_CONF} (beside the shipped ones)", file=sys.stderr)
     if config_dir is not None:
         check_config_dir(config_dir)
     check_overrides(args, config_dir)
