@@ -193,6 +193,15 @@ CASES = [
     (lambda f, r: ["sweep", *TINY, "hydra.run.dir='~/p5-run'"], "~ is not expanded here"),
     (lambda f, r: ["locate", *[o for o in TINY if not o.startswith("prompts.limit")], "prompts.limit=1",
                    f"hydra.run.dir={f['root'] / 'p5-l1'}"], "1 prompt gives none"),
+    # the sixth pass's cases
+    (lambda f, r: ["sweep", *TINY, "chat.turn_reply=Sure", f"hydra.run.dir={f['root'] / 'p6-1'}"],
+     "chat.turn_reply shape chat placements, and this run's placement is raw"),
+    (lambda f, r: ["sweep", *TINY, "chat.generic_tool_role=true", f"hydra.run.dir={f['root'] / 'p6-2'}"],
+     "chat.generic_tool_role shape chat placements"),
+    (lambda f, r: ["sweep", *TINY, "isolation=[decay]", "isolation_betas=[1e300]",
+                   f"hydra.run.dir={f['root'] / 'p6-3'}"],
+     "isolation_betas must be between 0 and 65504"),
+    (lambda f, r: ["detect", str(r["ac"]), "--out", str(f["root"] / "p6-d")], "the runs hold no group B input"),
 ]
 
 
@@ -533,3 +542,23 @@ def test_unread_chat_settings_are_named():
     assert any("chat.turn_reply (read by prefix.placement=turn only" in u for u in unread)
     assert any("chat.template_kwargs.bogus_kw" in u for u in unread)
     assert unread_chat_settings(ChatConfig(turn_reply="Sure."), "turn", "{{ x }}") == []
+
+
+
+def test_the_sixth_pass_edges(runs, tmp_path, capsys):
+    import shutil
+
+    import harness as H
+    from harness.inputs.texts import load_prompts
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["ac"], run)
+    shutil.rmtree(run / "results")
+    (run / "results").write_text("mine\n")  # results/ replaced by a file: a traceback before
+    assert "is a file, not the run's results/ folder" in answer(capsys, ["resume", str(run)])
+    assert (run / "results").read_text() == "mine\n"
+    assert H.collect(str(runs["ac"]), str(tmp_path / "c")) == 0  # str paths, as H.run and H.load_run take
+    assert len(H.load_runs(str(runs["ac"]))[0]) == len(H.load_run(runs["ac"]).conditions)
+    numeric = write_jsonl(tmp_path / "p.jsonl", [{"id": 0, "text": "Hello."}])
+    with pytest.raises(Exception, match="field 'id' must be a string, got int"):
+        load_prompts(numeric)

@@ -150,6 +150,10 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # Hydra configures the root logger for the job (a console handler on the sys.stdout of the
+    # moment): put back what was there, so a caller that goes on (a notebook, a test) keeps its own
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name="config")(task)()
     except TaskExit as exc:
@@ -165,6 +169,12 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
         return 143 if isinstance(exc, Terminated) else 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
     return 0
 
 

@@ -84,6 +84,8 @@ def figures(args: list[str]) -> int:
 
     out = ns.out or ns.runs[0]
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
+    if (out / "figures").exists() and not (out / "figures").is_dir():
+        raise HarnessError(f"{out / 'figures'} is a file, where the figures go: move it away (nothing is overwritten)")
     if _cache_timing(ns.runs, ns.trust_damaged):
         return _redraw_cache_timing(ns, out)
     notes = _reading_notes(ns, ns.runs)
@@ -354,9 +356,18 @@ def causal_heads(args: list[str]) -> int:
         raise HarnessError("--k sizes must be positive and --draws non-negative")
     from harness.runs.causal_heads import causal_heads as run_causal_heads
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed, not ns.no_converse,
-                     ns.device, causal=not ns.ranking_only, trust_damaged=ns.trust_damaged,
-                     allow_mixed_settings=ns.allow_mixed_settings, notes=notes)
+    # its progress lines on stderr for this command only (a handler left on the root logger outlived it)
+    handler, root = logging.StreamHandler(sys.stderr), logging.getLogger()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed,
+                         not ns.no_converse, ns.device, causal=not ns.ranking_only, trust_damaged=ns.trust_damaged,
+                         allow_mixed_settings=ns.allow_mixed_settings, notes=notes)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
     print(f"wrote {(ns.out / 'causal_heads.md').resolve()}")
     return 0

@@ -132,6 +132,9 @@ def isolations(modes, betas: list[float]) -> list[Isolation]:
 load_plugins("isolation_modes")  # entries registered from outside the package (harness.plugins)
 
 
+MAX_BETA = 65504.0  # decay's largest beta: its bias must fit every dtype attention computes in
+
+
 def isolation_problems(modes: list[str], betas: list[float]) -> list[str]:
     """What is wrong with the config's ``isolation`` and ``isolation_betas`` (config validation)."""
     problems = []
@@ -148,9 +151,10 @@ def isolation_problems(modes: list[str], betas: list[float]) -> list[str]:
     if beta_modes:
         if not betas:
             problems.append(f"isolation {beta_modes[0]} needs at least one beta in isolation_betas")
-        bad = [b for b in betas if not b >= 0]
-        if bad:
-            problems.append(f"isolation_betas must be non-negative, got {bad}")
+        bad = [b for b in betas if not 0 <= b <= MAX_BETA]
+        if bad:  # a bias beyond float16's range overflows in the attention's dtype: every condition fails
+            problems.append(f"isolation_betas must be between 0 and {MAX_BETA:g} (the largest float16; far beyond "
+                            f"what masking already does), got {bad}")
         if len(set(betas)) != len(betas):
             problems.append(f"isolation_betas lists a value twice: {betas}")
     return problems

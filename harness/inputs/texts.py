@@ -122,6 +122,9 @@ def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str
         if not isinstance(obj, dict):
             raise HarnessError(f"{where}: expected a JSON object, got {type(obj).__name__}")
         for key in required:
+            if key in obj and obj[key] is not None and not isinstance(obj[key], str):
+                raise HarnessError(f"{where}: field {key!r} must be a string, got {type(obj[key]).__name__} "
+                                   f"({obj[key]!r}); quote it")
             if not isinstance(obj.get(key), str) or not obj[key].strip():
                 raise HarnessError(f"{where}: missing or empty string field {key!r}")
         for key in optional:

@@ -110,6 +110,8 @@ def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False,
             trust_damaged: bool = False, allow_mixed_settings: bool = False) -> int:
+    paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]  # the API takes str paths too
+    out = Path(out)
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file; give a directory for the collected tables")
     if any((out / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, "results")):

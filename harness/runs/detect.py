@@ -218,6 +218,10 @@ def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | Non
     inputs, arrays = measure_runs(list(run_dirs), store, device, batch_size, progress, trust_damaged)
     if inputs.empty:
         raise HarnessError("the runs hold no B or C conditions to score")
+    lacking = sorted({"B", "C"} - set(inputs.group.astype(str)))
+    if lacking:  # a detector is scored on attacks (C) against benign inputs (B)
+        raise HarnessError(f"the runs hold no group {lacking[0]} input: a detector is scored on C (the attacks) "
+                           f"against B (benign inputs), so it needs both (groups=[A,B,C])")
     heads = head_table(inputs, arrays)
     rows, chosen, scored = [], [], []
     for (model, placement, length), cell in inputs.groupby(["model", "placement", "prefix_len"], sort=True):

@@ -10,6 +10,8 @@ from one, and run its conditions with :meth:`Experiment.drive`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import inspect
 import json
 import logging
@@ -21,7 +23,7 @@ import torch
 
 from harness.config import Group, validate
 from harness.errors import HarnessError
-from harness.inputs.chat import unread_chat_settings
+from harness.inputs.chat import ChatConfig, unread_chat_settings
 from harness.inputs.checks import CHECKS_VERSION
 from harness.inputs.conditions import Condition, build_conditions, check_context
 from harness.inputs.isolation import Isolation, isolations
@@ -83,8 +85,9 @@ class Experiment:
         exp.source = source
         exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
-        chat_settings = [k for k, v in (("chat.system_prompt", cfg.chat.system_prompt),
-                                        ("chat.template_kwargs", dict(cfg.chat.template_kwargs))) if v]
+        defaults = ChatConfig()  # every chat setting given away from its default
+        chat_settings = [f"chat.{k}" for k in vars(defaults)
+                         if (dict(v) if isinstance(v := getattr(cfg.chat, k), Mapping) else v) != getattr(defaults, k)]
         if exp.placement == "raw" and chat_settings:  # a raw concatenation renders no chat template
             raise HarnessError(f"{' and '.join(chat_settings)} shape chat placements, and this run's placement is raw "
                                f"(prefix.placement={cfg.prefix.placement.value}): they would be ignored; give a chat "

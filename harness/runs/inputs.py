@@ -69,6 +69,11 @@ def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
 def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: str, remedy: str) -> None:
     """Raise a one-line :class:`HarnessError` where :func:`changed_inputs` finds any: ``what`` the
     command would do with them, ``remedy`` what to do instead."""
+    gone = [f"the {ROLES.get(role, role)} {entry['path']}" for role, entry in (recorded or {}).items()
+            if isinstance(entry, dict) and entry.get("path") and not Path(entry["path"]).exists()]
+    if gone:  # moved or deleted: what to restore, not which directory to run from
+        raise HarnessError(f"{run} was made from {', '.join(gone)}, which no longer exists: {what}; restore it (the "
+                           f"manifest records its sha256) or give its new path")
     changed = changed_inputs(recorded, now)
     if changed:
         raise HarnessError(f"{run} was made from other input files than its config names here: {'; '.join(changed)}. "

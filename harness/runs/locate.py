@@ -155,7 +155,8 @@ def locate(cfg, run_dir, progress: bool = True):
                 "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
                 "resolution": spec.resolution, "finished": now_iso()}, run_dir / "locate.json")
     lo, hi = (table.set_index("prefix_len").loc[n] for n in (interval.low, interval.high))
-    print(f"{metric} rises fastest between prefix lengths {interval.low} and {interval.high} tokens "
+    rises = "rises fastest" if interval.rise > 0 else "rises at no step here; its steepest step is"
+    print(f"{metric} {rises} between prefix lengths {interval.low} and {interval.high} tokens "
           f"({exp.model_label}, {len(exp.prompts)} prompts, groups {'+'.join(groups[1:])}):\n"
           f"  at {interval.low}: {lo['mean']:.4f} [95% CI {lo.ci_low:.4f}, {lo.ci_high:.4f}]\n"
           f"  at {interval.high}: {hi['mean']:.4f} [95% CI {hi.ci_low:.4f}, {hi.ci_high:.4f}]\n"

@@ -250,6 +250,8 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
     Attention is None where no run has one (behaviour-only sweeps)."""
     import warnings
 
+    if isinstance(run_dirs, (str, Path)):  # one run, given bare: read as one, not letter by letter
+        run_dirs = [run_dirs]
     if not run_dirs:
         raise HarnessError("load_runs: give at least one run directory")
     for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed,

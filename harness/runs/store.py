@@ -77,8 +77,11 @@ class ResultStore:
         self.results = run_dir / "results"
         self.failures = run_dir / "failures"
         self.quarantine = run_dir / "quarantine"
-        self.results.mkdir(parents=True, exist_ok=True)
-        self.failures.mkdir(parents=True, exist_ok=True)
+        for folder in (self.results, self.failures):
+            if folder.exists() and not folder.is_dir():  # a file where the run keeps its results
+                raise HarnessError(f"{folder} is a file, not the run's {folder.name}/ folder: move it away (the "
+                                   f"run's stored results are lost with it, so they are computed again)")
+            folder.mkdir(parents=True, exist_ok=True)
         self.remove_partial_writes()
 
     def remove_partial_writes(self) -> None:
