@@ -106,7 +106,7 @@ def test_choices_are_enums():
     (["analysis.noise_min=0"], "analysis.noise_min"),
     (["analysis.noise_fraction=1.5"], "analysis.noise_fraction"),
     (["isolation=[]"], "isolation is empty"),
-    (["isolation=[decay]", "isolation_betas=[-1]"], "non-negative"),
+    (["isolation=[decay]", "isolation_betas=[-1]"], "must be between 0 and"),
     (["locate.coarse=[]"], "locate.coarse"),
     (["locate.resolution=0"], "locate.resolution"),
     (["prompts.limit=0"], "prompts.limit"),

@@ -194,10 +194,6 @@ CASES = [
     (lambda f, r: ["locate", *[o for o in TINY if not o.startswith("prompts.limit")], "prompts.limit=1",
                    f"hydra.run.dir={f['root'] / 'p5-l1'}"], "1 prompt gives none"),
     # the sixth pass's cases
-    (lambda f, r: ["sweep", *TINY, "chat.turn_reply=Sure", f"hydra.run.dir={f['root'] / 'p6-1'}"],
-     "chat.turn_reply shape chat placements, and this run's placement is raw"),
-    (lambda f, r: ["sweep", *TINY, "chat.generic_tool_role=true", f"hydra.run.dir={f['root'] / 'p6-2'}"],
-     "chat.generic_tool_role shape chat placements"),
     (lambda f, r: ["sweep", *TINY, "isolation=[decay]", "isolation_betas=[1e300]",
                    f"hydra.run.dir={f['root'] / 'p6-3'}"],
      "isolation_betas must be between 0 and 65504"),
@@ -562,3 +558,13 @@ def test_the_sixth_pass_edges(runs, tmp_path, capsys):
     numeric = write_jsonl(tmp_path / "p.jsonl", [{"id": 0, "text": "Hello."}])
     with pytest.raises(Exception, match="field 'id' must be a string, got int"):
         load_prompts(numeric)
+
+
+
+def test_a_placement_s_own_chat_settings_on_a_raw_run_are_said(tmp_path, caplog):
+    """chat.turn_reply on a raw run was used by nothing without a word (an experiment may set it for
+    every placement it sweeps, so it is said, not refused)."""
+    sweep(tmp_path / "raw", *FAST, "chat.turn_reply=Sure", "chat.generic_tool_role=true")
+    assert "not used by this run: chat.turn_reply (read by prefix.placement=turn only; this run's is raw)" \
+        in caplog.text
+    assert "chat.generic_tool_role (read by prefix.placement=tool only" in caplog.text

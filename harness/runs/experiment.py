@@ -10,8 +10,6 @@ from one, and run its conditions with :meth:`Experiment.drive`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import inspect
 import json
 import logging
@@ -23,7 +21,7 @@ import torch
 
 from harness.config import Group, validate
 from harness.errors import HarnessError
-from harness.inputs.chat import ChatConfig, unread_chat_settings
+from harness.inputs.chat import unread_chat_settings
 from harness.inputs.checks import CHECKS_VERSION
 from harness.inputs.conditions import Condition, build_conditions, check_context
 from harness.inputs.isolation import Isolation, isolations
@@ -85,15 +83,16 @@ class Experiment:
         exp.source = source
         exp.allocator = allocator if loaded.device == "cpu" else None
         exp.conditions = exp.conditions_at(lengths=lengths, groups=groups, settings=settings)
-        defaults = ChatConfig()  # every chat setting given away from its default
-        chat_settings = [f"chat.{k}" for k in vars(defaults)
-                         if (dict(v) if isinstance(v := getattr(cfg.chat, k), Mapping) else v) != getattr(defaults, k)]
+        # what shapes every chat render: on a raw placement, refused (a placement's own settings,
+        # which an experiment may set for all the placements it sweeps, are said below instead)
+        chat_settings = [k for k, v in (("chat.system_prompt", cfg.chat.system_prompt),
+                                        ("chat.template_kwargs", dict(cfg.chat.template_kwargs))) if v]
         if exp.placement == "raw" and chat_settings:  # a raw concatenation renders no chat template
             raise HarnessError(f"{' and '.join(chat_settings)} shape chat placements, and this run's placement is raw "
                                f"(prefix.placement={cfg.prefix.placement.value}): they would be ignored; give a chat "
                                f"placement (prefix.placement=system, document, ...) or leave them out")
         template = getattr(loaded.tokenizer, "chat_template", None)
-        for unread in unread_chat_settings(cfg.chat, exp.placement, template) if exp.placement != "raw" else ():
+        for unread in unread_chat_settings(cfg.chat, exp.placement, template):
             log.warning("not used by this run: %s", unread)
         exp.attn_base = loaded.model.config._attn_implementation
         if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
