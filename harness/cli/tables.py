@@ -86,7 +86,7 @@ def figures(args: list[str]) -> int:
     check_out(out, allowed=ns.runs[0] if len(ns.runs) == 1 else None)
     if (out / "figures").exists() and not (out / "figures").is_dir():
         raise HarnessError(f"{out / 'figures'} is a file, where the figures go: move it away (nothing is overwritten)")
-    if _cache_timing(ns.runs, ns.trust_damaged):
+    if _cache_timing(ns.runs):
         return _redraw_cache_timing(ns, out)
     notes = _reading_notes(ns, ns.runs)
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
@@ -106,15 +106,16 @@ def figures(args: list[str]) -> int:
     return 0
 
 
-def _cache_timing(runs: list[Path], trust_damaged: bool) -> bool:
+def _cache_timing(runs: list[Path]) -> bool:
     """Whether ``runs`` are ``harness cache-timing`` runs (one alone: they are not read with sweeps)."""
-    from harness.runs.cache_timing import KIND
+    from harness.runs.reading import is_cache_timing
+    from harness.runs.rundir import RunDir
 
-    kinds = [(_manifests([r], trust_damaged) or [{}])[0].get("kind") if r.is_dir() else None for r in runs]
-    if KIND in kinds and len(runs) > 1:
-        raise HarnessError(f"a {KIND} run is redrawn alone (harness figures RUN): it has no conditions to read "
-                           f"with other runs")
-    return kinds == [KIND]
+    timing = [r.is_dir() and is_cache_timing(RunDir(r)) for r in runs]
+    if any(timing) and len(runs) > 1:
+        raise HarnessError("a cache-timing run is redrawn alone (harness figures RUN): it has no conditions to read "
+                           "with other runs")
+    return timing == [True]
 
 
 def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
