@@ -59,14 +59,18 @@ def _grid(rows: int, cols: int, width: float = 4.6, height: float = 3.4, **kwarg
 
 
 def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
-                 noise: pd.DataFrame | None = None, ceiling: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
-    """Figures 1-9 (those the tables have data for), one row per model and placement (figure 9, the
+                 noise: pd.DataFrame | None = None, ceiling: pd.DataFrame | None = None,
+                 forest: pd.DataFrame | None = None) -> dict[str, plt.Figure]:
+    """Figures 0-9 (those the tables have data for), one row per model and placement (figure 9, the
     placements beside the direct ceiling: one row per model; ``ceiling``: the
-    :func:`ceiling_table` of the baseline conditions, computed here when not given)."""
+    :func:`ceiling_table` of the baseline conditions, computed here when not given). Figure 0, the
+    answer first, needs ``forest`` (:func:`harness.analysis.forest.forest_table`)."""
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}
     with F.style():
+        if forest is not None and not forest.empty:
+            out["fig0_c_minus_b"] = forest_figure(forest)
         fig, axes = _grid(len(combos), 1)
         summary = descriptive.drift_summary(conds, "norm_edit_distance")
         ceilings = curves.ceiling(conds)
@@ -152,6 +156,27 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                 row[0].set_title(f"Injected, against asked directly\n{model}")
             out["fig9_ceiling"] = fig
     return out
+
+
+def forest_figure(forest: pd.DataFrame) -> plt.Figure:
+    """Figure 0: C - B (and B - A, C - A for drift measures) per measure and prefix length, one row of
+    panels per model and placement, each measure on its own axis in its own units."""
+    combos = panels(forest)
+    measures = list(dict.fromkeys(forest.measure))
+    fig, axes = _grid(len(combos), len(measures), width=3.3, height=1.4 + 0.22 * forest.prefix_len.nunique() * forest.comparison.nunique())
+    for row, (model, placement) in zip(axes, combos):
+        cell = select(forest, model, placement)
+        for ax, measure in zip(row, measures):
+            F.plot_forest(ax, cell[cell.measure == measure], xlabel=measure)
+            ax.set_title(f"{measure.split(' (')[0]}\n{title(model, placement)}")
+    handles = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=2, fontsize=7,
+               title="95% intervals, prompts and prefixes random; the line at 0 is no difference", title_fontsize=7)
+    fig.suptitle("Does the instruction-like prefix (C) move the model more than the neutral one (B)?")
+    return fig
 
 
 # figure 8's table under its public name before harness.analysis.obeying (``H.hit_rates``)

@@ -216,6 +216,43 @@ def plot_ceiling(ax, table: pd.DataFrame):
     return ax
 
 
+COMPARISON_STYLES = {"C - B": ("#D55E00", "o", "C - B: instruction-like minus neutral"),
+                     "B - A": ("#0072B2", "s", "B - A: the neutral prefix's drift from A"),
+                     "C - A": ("#999999", "D", "C - A: the instruction-like prefix's drift from A")}
+
+
+def plot_forest(ax, rows: pd.DataFrame, xlabel: str, delta: float | None = None):
+    """Figure 0 (one panel): one measure's estimates with their 95% intervals, a row per prefix
+    length and comparison (C - B first and bold), zero marked by a line and, when given, the
+    smallest effect of interest ``delta`` by dotted lines at +-delta. A row without an interval
+    shows its estimate hollow. ``rows``: :func:`harness.analysis.forest.forest_table` rows of one
+    measure, model and placement."""
+    lengths = sorted(set(int(v) for v in rows.prefix_len))
+    comparisons = [c for c in COMPARISON_STYLES if c in set(rows.comparison)]
+    step = 1.0 / (len(comparisons) + 1)
+    for j, comparison in enumerate(comparisons):
+        colour, marker, label = COMPARISON_STYLES[comparison]
+        cell = rows[rows.comparison == comparison]
+        y = np.array([lengths.index(int(v)) for v in cell.prefix_len]) + j * step
+        est, low, high = (cell[c].to_numpy(dtype=float) for c in ("estimate", "ci_low", "ci_high"))
+        has = np.isfinite(low) & np.isfinite(high)
+        ax.errorbar(est[has], y[has], xerr=[est[has] - low[has], high[has] - est[has]], fmt=marker, color=colour,
+                    capsize=2.5, linewidth=2.0 if j == 0 else 1.0, markersize=5 if j == 0 else 4, label=label)
+        if (~has).any():
+            ax.plot(est[~has], y[~has], marker, color=colour, markerfacecolor="none", markersize=5,
+                    label=f"{comparison}: no interval (see the report)")
+    ax.axvline(0, color="black", linewidth=0.9)
+    if delta is not None and np.isfinite(delta) and delta > 0:
+        for x in (-delta, delta):
+            ax.axvline(x, color="black", linestyle=":", linewidth=0.9)
+    ax.set_yticks([i + step * (len(comparisons) - 1) / 2 for i in range(len(lengths))], [str(n) for n in lengths])
+    ax.set_ylim(len(lengths) - 0.5 + step * (len(comparisons) - 1), -0.5)  # shortest length on top, C - B first
+    ax.set_ylabel("prefix length (tokens)")
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="y", visible=False)
+    return ax
+
+
 def plot_prefix_mass(ax, summary: pd.DataFrame):
     """Figure 4: attention mass on the prefix vs prefix length, by group (``drift_summary`` of
     ``attn_prefix_mass_mean``)."""

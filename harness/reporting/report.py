@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
 from harness.analysis.crossed import compare_groups
+from harness.analysis.forest import forest_table
 from harness.analysis.heads import head_contrasts
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_parquet, write_text
@@ -37,11 +38,13 @@ SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "deli
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
                     title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
-                    ceiling: pd.DataFrame | None = None, manifests: list[dict] = (), notes: list[str] = ()) -> str:
+                    ceiling: pd.DataFrame | None = None, manifests: list[dict] = (), notes: list[str] = (),
+                    contrasts: pd.DataFrame | None = None) -> str:
     """A GitHub-readable report of one run (or several collected ones). ``ceiling``: the
     :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed;
     ``manifests``: the runs' (where the prefixes came from, what was skipped); ``notes``: what the
-    reader said of the runs (:func:`harness.runs.reading.reading_notes`)."""
+    reader said of the runs (:func:`harness.runs.reading.reading_notes`); ``contrasts``: the
+    :func:`contrast_table`, when already computed. Figure 0 (in ``figure_files``) follows the summary."""
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [f"# {title}", *note_lines(notes), "",
@@ -55,8 +58,14 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              "support claims about instruction-like content in general, and lead. *prompts*: bootstrap over prompts "
              "(BCa where it applies) and Wilcoxon tests paired by prompt: claims about these particular prefixes "
              "only.", *source_lines(list(manifests))]
-    contrasts = contrast_table(conds)
-    lines += _summary(contrasts) + examples_section(conds, CELL[:-1])
+    contrasts = contrast_table(conds) if contrasts is None else contrasts
+    headline = [f for f in figure_files if Path(f).stem == FIGURE_NAMES[0]]
+    lines += _summary(contrasts) + [line for f in headline for line in (
+        "", f"![{FIGURE_NAMES[0]}]({f})", "",
+        "Figure 0, the answer: C - B per measure and prefix length, with each group's own drift from A (B - A, "
+        "C - A) where the measure is a distance from A; 95% intervals with prompts and prefixes random, the "
+        "numbers in `contrasts.parquet` and the C - B table below.")]
+    lines += examples_section(conds, CELL[:-1])
     behaviour = behaviour_section(conds, ceiling)
     if not behaviour:
         behaviour = ["", "## Behaviour", "", "No prefix of this run names a target or a check, so there is no obey "
@@ -67,7 +76,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
         lines += _attention(conds, obeying.without_mentions(baseline(attention), conds))
     lines += _noise(conditions, noise) + _isolation(conditions, noise)
     if figure_files:
-        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files]
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files if f not in headline]
     return "\n".join(lines) + "\n"
 
 
@@ -343,25 +352,29 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
                   title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
                   manifests: list[dict] = (), notes: list[str] = ()) -> list[Path]:
-    """Write ``out_dir/figures/*.{pdf,png}`` and ``out_dir/report.md`` (and ``ceiling.parquet`` when
-    the conditions hold a direct placement beside injected ones); returns the paths."""
+    """Write ``out_dir/figures/*.{pdf,png}``, ``out_dir/report.md``, ``contrasts.parquet`` (the
+    numbers of figure 0: :func:`harness.analysis.forest.forest_table`) and ``ceiling.parquet`` when
+    the conditions hold a direct placement beside injected ones; returns the paths."""
     from harness.reporting import plots as F
 
     out_dir = Path(out_dir)
     ceiling = obeying.ceiling_table(baseline(conditions))  # the report, figure 9 and ceiling.parquet share it
+    contrasts = contrast_table(baseline(conditions))  # the report's C - B table, figure 0 and contrasts.parquet
+    forest = forest_table(baseline(conditions), contrasts)
     written = []
-    for name, fig in make_figures(conditions, attention, noise, ceiling).items():
+    for name, fig in make_figures(conditions, attention, noise, ceiling, forest).items():
         written += F.save_figure(fig, out_dir / "figures" / name)
     for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's, or a killed one's
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / "report.md"
-    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes), report)
+    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts), report)
     written.append(report)
-    table = out_dir / "ceiling.parquet"
-    if not ceiling.empty:  # runs collected across placements, one of them direct: the table behind that section
-        write_parquet(ceiling, table)
-        written.append(table)
-    else:  # an earlier draw's, from other runs
-        table.unlink(missing_ok=True)
+    for name, table in (("contrasts.parquet", forest), ("ceiling.parquet", ceiling)):
+        path = out_dir / name
+        if not table.empty:  # ceiling: runs collected across placements, one of them direct
+            write_parquet(table, path)
+            written.append(path)
+        else:  # an earlier draw's, from other runs
+            path.unlink(missing_ok=True)
     return written

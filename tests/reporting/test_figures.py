@@ -90,6 +90,28 @@ def test_sweep_writes_figures_and_report(tiny_run):
     # 5 prefixes per group: the report says which interval to read
     assert "With 5 prefixes in a group, the prompts x prefixes interval rests on few prefixes" in report
     assert "power at 1 prefix SD" in report
+    # the answer first: the report's first picture is figure 0, C - B with its intervals, and its numbers are a table
+    images = [line for line in report.splitlines() if line.startswith("![")]
+    assert images[0] == "![fig0_c_minus_b](figures/fig0_c_minus_b.png)" and images.count(images[0]) == 1
+    assert report.index(images[0]) < report.index("## Examples")
+    forest = pd.read_parquet(run_dir / "contrasts.parquet")
+    assert set(forest.comparison) == {"C - B", "B - A", "C - A"} and (forest.resampled == "prompts x prefixes").all()
+
+
+def test_figure_zero_marks_zero_and_delta_and_draws_c_minus_b_first():
+    rows = pd.DataFrame({"prefix_len": [8, 8, 8, 24, 24, 24], "comparison": ["C - B", "B - A", "C - A"] * 2,
+                         "estimate": [0.1, 0.5, 0.6, 0.2, 0.7, 0.9], "ci_low": [-0.1, 0.4, 0.5, float("nan"), 0.6, 0.8],
+                         "ci_high": [0.3, 0.6, 0.7, float("nan"), 0.8, 1.0]})
+    fig, ax = plt.subplots()
+    F.plot_forest(ax, rows, "edit distance (norm.)", delta=0.25)
+    vertical = sorted(line.get_xdata()[0] for line in ax.lines if len(set(line.get_xdata())) == 1
+                      and line.get_linestyle() in ("-", ":") and len(line.get_xdata()) == 2)
+    assert vertical == [-0.25, 0.0, 0.25]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["8", "24"] and ax.get_ylim()[0] > ax.get_ylim()[1]  # shortest length on top
+    handles, names = ax.get_legend_handles_labels()
+    assert names[0].startswith("C - B") and "C - B: no interval (see the report)" in names
+    plt.close(fig)
 
 
 def test_notebook_runs_top_to_bottom(tiny_run, monkeypatch):
