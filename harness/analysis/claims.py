@@ -45,6 +45,7 @@ from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segme
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
 from harness.errors import HarnessError
+from harness.numbers import num, signed
 
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
@@ -188,8 +189,8 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
             "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
             **_powers(Y, thirds_weights(len(layers))),
             "verdict": _verdict(lo, hi),
-            "detail": f"peak at layer {layers[peak]} of {len(layers)} = {peak / depth:.2f} of depth "
-                      f"(interval {plo:.2f} to {phi:.2f}, percentile bootstrap)",
+            "detail": f"peak at layer {layers[peak]} of {len(layers)} = {num(peak / depth, 2)} of depth "
+                      f"(interval {num(plo, 2)} to {num(phi, 2)}, percentile bootstrap)",
             "peak_fraction": peak / depth, "peak_low": plo, "peak_high": phi,
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
@@ -220,8 +221,8 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
             "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
             **_powers(Y, JUMP_WEIGHTS),
             "verdict": _verdict(lo, hi),
-            "detail": "means at 32/64/128/256: " + ", ".join(f"{m:.3g}" for m in observed)
-                      + "; increases: " + ", ".join(f"{s:+.3g}" for s in steps),
+            "detail": "means at 32/64/128/256: " + ", ".join(num(m) for m in observed)
+                      + "; increases: " + ", ".join(signed(s) for s in steps),
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
 
@@ -267,18 +268,18 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         if floor is None:
             b_says = "no noise floor measured"
         elif not (np.isfinite(b_lo) and np.isfinite(b_hi)):  # one prompt or one prefix: no crossed interval
-            b_says = (f"B's mean {b_mean:.3g} has no interval ({b_cube.shape[0]} prompt(s) x {b_cube.shape[1]} "
+            b_says = (f"B's mean {num(b_mean)} has no interval ({b_cube.shape[0]} prompt(s) x {b_cube.shape[1]} "
                       f"prefix(es); a crossed interval needs at least 2 of each), so it is not separable from the "
-                      f"noise floor {floor:.3g}")
+                      f"noise floor {num(floor)}")
         else:
             side = "above" if b_lo > floor else "within" if b_hi <= floor else "not separable from"
-            b_says = (f"B's mean {b_mean:.3g} (interval {b_lo:.3g} to {b_hi:.3g}) is {side} the noise floor "
-                      f"{floor:.3g}")
+            b_says = (f"B's mean {num(b_mean)} (interval {num(b_lo)} to {num(b_hi)}) is {side} the noise floor "
+                      f"{num(floor)}")
         comps = variance_components(sub, value, by=list(by)).iloc[0]
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
         need_p, need_x = designs_for_power(comps, n_prompts, per_group, float(row.prefix_sd))
         if not (np.isfinite(row.prefix_sd) and row.prefix_sd > 0):
-            needs = "the prefixes' own spread is estimated at 0, so no power against it can be stated"
+            needs = "the prefixes' own spread is estimated at 0, so power against it is not estimable"
         else:
             needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
                      else "power 0.8 is out of reach by adding prompts alone")
@@ -293,7 +294,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             "ci_high": float(row.ci_high), "p": float(row.p_crossed), "power": float(row.power),
             "power_low": float(row.power_low), "power_high": float(row.power_high),
             "verdict": _verdict(float(row.ci_low), float(row.ci_high)),
-            "detail": f"prefix-level SD {row.prefix_sd:.3g}; {b_says}", "b_mean": b_mean, "b_low": b_lo,
+            "detail": f"prefix-level SD {num(row.prefix_sd)}; {b_says}", "b_mean": b_mean, "b_low": b_lo,
             "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "prefix_sd": float(row.prefix_sd),
             "prompts_for_power_80": need_p, "prefixes_for_power_80": need_x,
             "n_prompts": int(row.n_prompts), "n_prefixes": int(row.n_prefixes_high + row.n_prefixes_low),

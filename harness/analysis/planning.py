@@ -29,6 +29,7 @@ from harness.analysis.claims import JUMP_WEIGHTS, layer_cubes, length_cubes, thi
 from harness.analysis.descriptive import with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
+from harness.numbers import num
 
 ATTENTION, OUTPUT = "attention", "output"
 # the measures the claims page tests, and whether each is an attention measure or an output one
@@ -111,15 +112,15 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
     if reach.empty:
         best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() else None
         why = (f"no design searched reaches power {target:g} on every {_TESTS[scope]}" +
-               (f"; the best reaches {best[column]:.2f} at {int(best.n_prompts)} prompts x "
+               (f"; the best reaches {num(best[column], 2)} at {int(best.n_prompts)} prompts x "
                 f"{int(best.n_prefixes)} prefixes per group" if best is not None else ""))
         return None, why
     reach = reach.sort_values(["seconds", "n_prompts", "n_prefixes"])
     first = reach.iloc[0]
     if budget_seconds is not None and first.seconds > budget_seconds:
-        return None, (f"none fits the budget of {budget_seconds / 60:.0f} min: the cheapest design reaching "
+        return None, (f"none fits the budget of {budget_seconds / 60:g} min: the cheapest design reaching "
                       f"{target:g} on every {_TESTS[scope]} ({int(first.n_prompts)} prompts x {int(first.n_prefixes)} "
-                      f"prefixes per group) costs {first.seconds / 60:.0f} min")
+                      f"prefixes per group) costs {num(first.seconds / 60)} min")
     return first, ""
 
 

@@ -13,6 +13,7 @@ from harness.analysis.crossed import cell_means
 from harness.analysis.crossed_variance import complete_table
 from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, present_columns, with_settings
 from harness.analysis.rate_intervals import effective_units, quantile, wilson
+from harness.numbers import size
 
 WILSON = "Wilson, crossed"  # how rate_summary's ci_method names its interval
 
@@ -24,11 +25,11 @@ def interval_words(shape: tuple[int, int], n_eff: float, dof: float) -> str:
     is the worst case (all the variation between the scarcer factor's units: too few hits, or hits
     too clustered, to show that it is less)."""
     prompts, prefixes = shape
-    units = f"{n_eff:.3g} effective unit" + ("" if n_eff == 1 else "s")
+    units = f"{size(n_eff)} effective unit" + ("" if n_eff == 1 else "s")
     if prefixes > 1 and np.isclose(n_eff, min(prompts, prefixes), rtol=1e-9):
         scarcer = f"{prompts} prompts" if prompts <= prefixes else f"{prefixes} prefixes"
         units += f" (the worst case: all the variation between the {scarcer})"
-    return f"{WILSON}, {units}" + (f", t on {dof:.3g} df" if np.isfinite(dof) else "")
+    return f"{WILSON}, {units}" + (f", t on {size(dof)} df" if np.isfinite(dof) else "")
 
 
 def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence[str] = GROUP_BY,

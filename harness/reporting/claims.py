@@ -128,7 +128,7 @@ def claim_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None, tabl
 
 
 def _fmt(v, digits: int = 3) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else num(v, digits)
+    return num(v, digits) if v is None or np.isfinite(float(v)) else num(None)
 
 
 def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], models: list[str],

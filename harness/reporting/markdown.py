@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-
-def num(v, digits: int = 3) -> str:
-    """``digits`` significant digits, in one style for every number of a report: positional from
-    1e-6 up (trailing zeros kept, they are significant: 0.0100, 0.500, 0.00000725), whole numbers
-    from ``10 ** digits`` up, and scientific only below 1e-6, where a number is rounding-sized
-    (4.66e-09); never "-0"."""
-    if v is None or pd.isna(v):
-        return "n/a"
-    if v == 0:
-        return "0"
-    size = abs(v)
-    if size >= 10 ** digits:
-        return f"{v:.0f}"
-    if size < 1e-6:
-        return f"{v:.{digits - 1}e}"
-    decimals = max(digits - 1 - math.floor(math.log10(size)), 0)
-    text = f"{v:.{decimals}f}"
-    if len(text.lstrip("-").replace(".", "").lstrip("0")) > digits:  # rounding carried it up a digit
-        text = f"{v:.{max(decimals - 1, 0)}f}"
-    return text
+from harness.numbers import NOT_ESTIMABLE, ci, count, num, p_text, signed  # noqa: F401  (the reports' one style)
 
 
 def where(r) -> str:
@@ -35,31 +14,13 @@ def where(r) -> str:
     return f"{r.model}" + (f" ({placement})" if placement not in (None, "raw") and pd.notna(placement) else "")
 
 
-def ci(mean, low, high, digits=3, note: str | None = None) -> str:
-    """``mean [low, high]``; where the interval is missing, ``mean, no interval (note)`` with ``note``
-    saying why (e.g. "2 prompts"): never a made-up or zero-width interval."""
-    if mean is None or pd.isna(mean):
-        return "n/a"
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
-        why = f" ({note})" if note else ""
-        return f"{num(mean, digits)}, no interval{why}"
-    if low == high:  # one unit, or every unit alike: a resampled interval has nothing to show
-        return f"{num(mean, digits)}, no interval ({note or 'every resample gives the same value'})"
-    return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]"
-
-
-def p_text(p) -> str:
-    """A p- or q-value: two significant digits in :func:`num`'s style (0.0019, 0.000036; never
-    3.6e-05 beside 0.0019)."""
-    return "n/a" if p is None or pd.isna(p) else num(p, 2)
-
-
 def power_text(power, low=None, high=None) -> str:
     """A power with the range its data allow where there is one: "0.34 (range 0.03 to 0.72)"; the
-    range alone ("n/a (range 0.05 to 0.61)") where no point power can be stated."""
+    range alone ("not estimable (range 0.05 to 0.61)") where no point power can be stated."""
     if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return num(power, 2)
-    return f"{num(power, 2)} (range {num(low, 2)} to {num(high, 2)})"
+        return NOT_ESTIMABLE if power is None or pd.isna(power) else num(power, 2)
+    point = NOT_ESTIMABLE if power is None or pd.isna(power) else num(power, 2)
+    return f"{point} (range {num(low, 2)} to {num(high, 2)})"
 
 
 def null_power(r) -> str:
@@ -70,7 +31,7 @@ def null_power(r) -> str:
     stated (a rate whose prefix-level SD is estimated at 0: no hit at all, say) it says so."""
     ranged = not pd.isna(r.power_low)
     if not ranged and pd.isna(r.power):
-        return ("power not estimable: the prefix-level SD is estimated at 0, so there is no effect to size it by; "
+        return (f"power {NOT_ESTIMABLE}: the prefix-level SD is estimated at 0, so there is no effect to size it by; "
                 "nothing to call it no difference")
     text = f"power {num(r.power, 2)} against one prefix-level SD" + (
         f", range {num(r.power_low, 2)} to {num(r.power_high, 2)}" if ranged else "")

@@ -28,7 +28,7 @@ from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
-from harness.reporting.markdown import note_lines, null_power, power_text
+from harness.reporting.markdown import note_lines, null_power, power_text, signed
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 from harness.reporting.sources import source_lines
@@ -51,7 +51,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              f"Models: {', '.join(map(str, conds.model.unique()))}. Placement: "
              f"{', '.join(map(str, conds.placement.unique())) if 'placement' in conds else 'raw'}. "
              f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "
-             f"{x[x.group == 'C'].prefix_id.nunique()} instruction-like (C). Conditions: {len(conditions)}.", "",
+             f"{x[x.group == 'C'].prefix_id.nunique()} instruction-like (C). Conditions: {len(conditions):,}.", "",
              "Intervals are 95%. *prompts x prefixes*: prompts and prefixes both random (a t interval from the "
              "crossed design's variance components; for rates a Wilson interval at the effective sample size the "
              "crossing is worth, and MOVER for a difference of rates), with the test each interval inverts: these "
@@ -94,7 +94,7 @@ def _output(conds: pd.DataFrame) -> list[str]:
         at = {k: cell[cell.k == k] for k in (1, 8)}
         rows.append([s_row.model, s_row.group, s_row.prefix_len, s_row.n_prompts,
                      _ci(s_row.mean, s_row.ci_low, s_row.ci_high), _ci(k_row.mean, k_row.ci_low, k_row.ci_high),
-                     *[_ci(c.survival.iloc[0], c.ci_low.iloc[0], c.ci_high.iloc[0], 2) if len(c) else "n/a"
+                     *[_ci(c.survival.iloc[0], c.ci_low.iloc[0], c.ci_high.iloc[0]) if len(c) else "n/a"
                        for c in at.values()]])
     lines += [""] + _table(["model", "group", "prefix length", "prompts", "edit distance (norm.)", "output KL (nats)",
                             "identical after 1", "identical after 8"], rows)
@@ -191,9 +191,9 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
     rows = []
     for r in table.itertuples():
         rows.append([r.measure, where(r), r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
-                     _ci(r.statistic, r.ci_low, r.ci_high, 4, r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
+                     _ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
                      power_text(r.power, r.power_low, r.power_high), _p(r.p_perm) + (" (exact)" if r.exact else ""),
-                     _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts, 4), _p(r.wilcoxon_p)])
+                     _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts), _p(r.wilcoxon_p)])
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
     if fewest < FEW_PREFIXES:
@@ -277,7 +277,7 @@ def _head_power(heads: pd.DataFrame, per_model: pd.Series) -> str:
         m = int(per_model[model])
         power = sub.power_lone.dropna()
         said = (f"its power against one prefix-level SD of the head was {_num(power.median(), 2)} for the median head "
-                f"(at most {_num(power.max(), 2)})" if len(power) else "no power can be stated (no head had an interval)")
+                f"(at most {_num(power.max(), 2)})" if len(power) else "its power is not estimable (no head had an interval)")
         parts.append(f"{model}: with {int(r.n_prompts)} prompts and {int(r.n_prefixes_high)}+{int(r.n_prefixes_low)} "
                      f"prefixes ({r.design}) a lone head among {m} tests needs p <= {_num(0.05 / m, 2)}, and {said}.")
     return " ".join(parts)
@@ -288,7 +288,7 @@ Q_LABELS = {"q": "q (prompts)", "q_crossed": "q (prompts x prefixes)", "q_perm":
 
 def _head_table(heads: pd.DataFrame, qs: tuple[str, str]) -> list[str]:
     """Listed heads, with the q the table is about first."""
-    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, f"{r.mean_diff:+.4f}"]
+    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, signed(r.mean_diff)]
             + [_p(getattr(r, q)) for q in qs] for r in heads.itertuples()]
     return _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
                    *(Q_LABELS[q] for q in qs)], rows)
@@ -344,7 +344,7 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
         within = ("n/a" if f_ed is None else "yes" if r.ci_high <= f_ed and (k is None or (f_kl is not None and
                                                                                            k.ci_high <= f_kl)) else "no")
         rows.append([r.model, SETTING_NOTES.get(r.setting, r.setting), r.prefix_len, _ci(r["mean"], r.ci_low, r.ci_high),
-                     _ci(k["mean"], k.ci_low, k.ci_high, 4) if k is not None else "n/a", within])
+                     _ci(k["mean"], k.ci_low, k.ci_high) if k is not None else "n/a", within])
     return lines + [""] + _table(["model", "isolation", "prefix length", "edit distance (norm.)", "attention KL (nats)",
                                   "within noise"], rows)
 

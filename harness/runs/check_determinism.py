@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from harness.config import RunConfig, register_configs
 from harness.errors import HarnessError
+from harness.numbers import num
 from harness.inputs.conditions import KEY_FIELDS
 from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
@@ -99,7 +100,7 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     print(f"  token differences: {len(token_diffs)}" + (": " + ", ".join(token_diffs[:10]) if token_diffs else ""))
     worst = {metric: max(v) for metric, v in metric_diffs.items()}
     for metric, value in worst.items():
-        print(f"  max |difference| {metric}: {value:.3g}")
+        print(f"  max |difference| {metric}: {num(value)}")
     bad = [metric for metric, value in worst.items() if value > tolerance]
     if not compared:
         print("NOT checked: none of the sampled conditions is in the stored tables")

@@ -21,6 +21,7 @@ import pandas as pd
 
 from harness.analysis.descriptive import bootstrap_ci
 from harness.errors import HarnessError
+from harness.numbers import ci
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +159,8 @@ def locate(cfg, run_dir, progress: bool = True):
     rises = "rises fastest" if interval.rise > 0 else "rises at no step here; its steepest step is"
     print(f"{metric} {rises} between prefix lengths {interval.low} and {interval.high} tokens "
           f"({exp.model_label}, {len(exp.prompts)} prompts, groups {'+'.join(groups[1:])}):\n"
-          f"  at {interval.low}: {lo['mean']:.4f} [95% CI {lo.ci_low:.4f}, {lo.ci_high:.4f}]\n"
-          f"  at {interval.high}: {hi['mean']:.4f} [95% CI {hi.ci_low:.4f}, {hi.ci_high:.4f}]\n"
-          f"  rise: {interval.rise:+.4f} [95% CI {interval.rise_ci[0]:+.4f}, {interval.rise_ci[1]:+.4f}], paired by prompt\n"
+          f"  at {interval.low}: {ci(lo['mean'], lo.ci_low, lo.ci_high)} (95% CI)\n"
+          f"  at {interval.high}: {ci(hi['mean'], hi.ci_low, hi.ci_high)} (95% CI)\n"
+          f"  rise: {ci(interval.rise, *interval.rise_ci)} (95% CI, paired by prompt)\n"
           f"table: {(run_dir / 'locate.parquet').resolve()}")
     return run_dir

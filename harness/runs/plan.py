@@ -33,6 +33,7 @@ from harness.analysis.planning import (
 )
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
+from harness.numbers import NOT_ESTIMABLE, count, num
 from harness.reporting.markdown import note_lines
 from harness.runs.rundir import RunDir
 from harness.runs.reading import refuse_collected, run_tables
@@ -190,8 +191,8 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         "## Cost, measured on the pilot", "",
         "| run | s per A condition | s per B/C condition | fixed s per sweep | prompts in the set | prefixes per group "
         "in the bank |", "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {c.run} | {c.seconds_a:.2f} | {c.seconds_bc:.3f} | {c.seconds_fixed:.0f} | {c.prompts_available} | "
-              f"{c.prefixes_available} |" for c in p.costs]
+    lines += [f"| {c.run} | {num(c.seconds_a)} | {num(c.seconds_bc)} | {num(c.seconds_fixed)} | {count(c.prompts_available)} | "
+              f"{count(c.prefixes_available)} |" for c in p.costs]
     lines += ["", "Minutes still to spend count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
               "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C).", "",
               "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "
@@ -200,16 +201,16 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         if pd.isna(d.n_prompts):  # None in a column of numbers reads back as NaN
             lines.append(f"| {SCOPE_TEXT[d.scope]} | | | | | {d.note} |")
         else:
-            lines.append(f"| {SCOPE_TEXT[d.scope]} | {int(d.n_prompts)} | {int(d.n_prefixes)} | {d.minutes:.1f} | "
-                         f"{d.total_minutes:.1f} | |")
+            lines.append(f"| {SCOPE_TEXT[d.scope]} | {int(d.n_prompts)} | {int(d.n_prefixes)} | {num(d.minutes)} | "
+                         f"{num(d.total_minutes)} | |")
     lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
               f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "
               f"per group (the bank's)."]
     if p.chosen is None:
         lines += ["", "Chosen: none; the pilot's design stays, and the claims page states the power it has."]
     else:
-        lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {p.chosen.seconds / 60:.1f} minutes still to spend, "
-                      f"{p.chosen.total_seconds / 60:.1f} in all."]
+        lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {num(p.chosen.seconds / 60)} minutes still to spend, "
+                      f"{num(p.chosen.total_seconds / 60)} in all."]
     lines += ["",
               "## Power per test", "", "The last column is what the target would take beyond the prompt set: the "
               f"fewest prompts (up to 1,000) at which the test reaches power {p.target:g} with "
@@ -217,15 +218,15 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
               "| claim | measure | model | placement | pilot | power at the pilot | power at the chosen design | "
               "prompts for the target |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in p.tests.itertuples():
-        needed = "no power" if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
+        needed = NOT_ESTIMABLE if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
                                                               pd.isna(t.prompts_needed) else f"{int(t.prompts_needed)}")
         lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {_power(t.power_pilot)} | "
                      f"{'' if p.chosen is None else _power(t.power_chosen)} | {needed} |")
-    lines += ["", "No power: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
+    lines += ["", "Power not estimable: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
               "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"
 
 
 def _power(value: float) -> str:
-    return "no power" if np.isnan(value) else f"{value:.2f}"
+    return NOT_ESTIMABLE if np.isnan(value) else num(value, 2)
 

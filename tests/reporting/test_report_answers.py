@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.reporting import report
-from harness.reporting.markdown import ci, num, p_text
+from harness.reporting.markdown import ci, num, p_text, power_text
 from harness.runs.reading import load_runs
 
 
@@ -79,12 +79,20 @@ def test_a_prompts_only_test_the_general_interval_does_not_back_is_said_to_disag
 
 
 def test_numbers_print_in_one_style_of_significant_digits():
-    """The style the issue asked for: significant digits everywhere, no 7.248e-06 beside 0.0034."""
-    assert ci(0.010, 0.000151, 0.424) == "0.0100 [0.000151, 0.424]"
-    cases = {0.0034: "0.00340", 7.248e-06: "0.00000725", 0.5: "0.500", 181.68: "182", 999.7: "1000", 0.09996: "0.100",
-             -0.1626: "-0.163", 56092.27: "56092", 4.66e-09: "4.66e-09", 0.0: "0", 12.0: "12.0"}
+    """The style the issue asked for: significant digits everywhere, no 7.248e-06 beside 0.0034, an
+    estimate and its interval at one precision, thousands separators, p below 0.0001 as "< 0.0001"."""
+    assert ci(0.010, 0.000151, 0.424) == "0.010 [0.000, 0.424]"
+    assert ci(0.02604, -0.04489, 0.09698) == "0.0260 [-0.0449, 0.0970]"
+    assert ci(-0.00128, -0.002563, 0.000007256) == "-0.00128 [-0.00256, 0.00001]"
+    assert ci(0.0, 0.0, 0.324) == "0 [0, 0.324]"  # exact zeros (no hit at all) stay 0
+    assert ci(-0.00001, -0.0004, 0.2) == "0.000 [0.000, 0.200]"  # never "-0.000"
+    assert ci(1234.5, 1000.2, 1500.0) == "1,234 [1,000, 1,500]"
+    cases = {0.0034: "0.00340", 7.248e-06: "0.00000725", 0.5: "0.500", 181.68: "182", 999.7: "1,000",
+             0.09996: "0.100", -0.1626: "-0.163", 56092.27: "56,092", 4.66e-09: "4.66e-09", 0.0: "0", 12.0: "12.0"}
     assert {v: num(v) for v in cases} == cases
-    assert [p_text(p) for p in (3.6e-05, 0.0019, 0.5, 1.0)] == ["0.000036", "0.0019", "0.50", "1.0"]
+    assert [p_text(p) for p in (3.6e-05, 2.4e-07, 0.00025, 0.0019, 0.5, 1.0)] == [
+        "< 0.0001", "< 0.0001", "0.00025", "0.0019", "0.50", "1.0"]
+    assert power_text(float("nan")) == "not estimable" and power_text(float("nan"), 0.05, 0.61).startswith("not est")
 
 
 @given(st.floats(1e-6, 999.4, allow_nan=False), st.booleans())

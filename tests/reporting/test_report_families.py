@@ -168,7 +168,7 @@ def test_contrast_rows_the_design_cannot_support_say_so_in_words():
         lines = [line for line in report._contrasts(conds) if line.startswith("| output KL")]
         assert lines and all(f", no interval ({why}) |" in line for line in lines)
         cells = [c.strip() for c in lines[0].strip("|").split("|")]
-        assert cells[5] == "n/a" and cells[7] == "n/a"  # no test, no power without the interval
+        assert cells[5] == "n/a" and cells[7] == "not estimable"  # no test; no power without the interval
     text = "\n".join(report._contrasts(contrast_conditions(3)))
     assert "no interval" not in text and "With 3 prefixes in a group" in text
 
