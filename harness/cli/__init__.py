@@ -23,20 +23,21 @@ commands:
   sweep [overrides] [-m]   run a prefix sweep (Hydra; e.g. model=gpt2 prefix.lengths=[32,64])
   locate [overrides]       find the prefix-length interval where drift rises fastest
   resume RUN_DIR           finish an interrupted run (computes only what is missing)
-  collect DIR [...] --out  merge run directories (e.g. a multirun) into one table set
+  collect DIR [...]        merge run directories (e.g. a multirun) into one table set
   check-determinism RUN    rerun a sample of conditions at batch size 1 and compare
   kv-size [key=value ...]  KV-cache size of a model config (layers, kv heads, head dim, dtype, ...)
   figures RUN [RUN ...]    redraw figures and report.md from stored tables (no model needed)
-  claims RUN [...] --out   test the three contamination claims (middle layers, 64->128 jump, C vs B) on runs
+  claims RUN [...]         test the three contamination claims (middle layers, 64->128 jump, C vs B) on runs
   plan RUN [...]           the cheapest prompts x prefixes design reaching a power, from pilot runs
-  corpus-report RUN --out  the public-benchmark page: attacker's string vs mention, C - B by template/position
-  detect RUN [...] --out   would a detector catch it? Attention Tracker beside capture heads, TPR at low FPR
-  causal-heads RUN --out   do the heads RUN names carry its effect? (mask them, against random heads)
+  corpus-report RUN [...]  the public-benchmark page: attacker's string vs mention, C - B by template/position
+  detect RUN [...]         would a detector catch it? Attention Tracker beside capture heads, TPR at low FPR
+  causal-heads RUN         do the heads RUN names carry its effect? (mask them, against random heads)
   build-prefixes ...       build a prefix bank from a text corpus or attack templates
   cache-timing [overrides] what a shared prefix cache tells another tenant (vLLM; make vllm)
 
 sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
 --cfg job prints the composed config, --help lists the config groups.
+Commands that read runs write beside the first one (RUN-claims, RUN-detect, ...) unless --out says where.
 Run `harness <command> --help` for a command's options.
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -35,6 +36,17 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
             where = "is the run directory" if place == target else "is inside the run directory"
             raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
                                "give a directory outside it")
+
+
+def out_beside(out: Path | None, first: Path, command: str) -> Path:
+    """``--out``, or where a command writes without one: ``<first run>-<command>`` beside the first run
+    it reads (commands that read runs never write into one), said on stderr."""
+    if out is not None:
+        return out
+    run = Path(os.path.abspath(first))
+    default = run.parent / f"{run.name}-{command}"
+    print(f"--out not given: writing beside {run.name}, in {default}", file=sys.stderr)
+    return default
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:

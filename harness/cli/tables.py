@@ -15,6 +15,7 @@ from harness.cli.guards import (
     mark_out,
     non_negative,
     non_negative_int,
+    out_beside,
     positive,
     positive_int,
     whole,
@@ -140,13 +141,15 @@ def claims(args: list[str]) -> int:
                                      "on the tables of one or more run directories: claims.md, claims.parquet "
                                      "and one figure per claim.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
-    parser.add_argument("--out", type=Path, required=True, help="where claims.md, claims.parquet and figures/ go")
+    parser.add_argument("--out", type=Path, default=None, help="where claims.md, claims.parquet and figures/ go "
+                        "(default: RUN-claims beside the first run)")
     parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES), default=2000,
                         help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES})")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     _allow_failed(parser)
     ns = parser.parse_args(args)
+    ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
     notes = _reading_notes(ns, ns.runs)
     claim_out(ns.out, "claims", ns.runs)
@@ -174,11 +177,13 @@ def corpus_report(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories drawn from a corpus")
     parser.add_argument("--bank", nargs="*", type=Path, default=[],
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
-    parser.add_argument("--out", type=Path, required=True, help="where corpora.md, its tables and figures/ go")
+    parser.add_argument("--out", type=Path, default=None, help="where corpora.md, its tables and figures/ go "
+                        "(default: RUN-corpus-report beside the first run)")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     _allow_failed(parser)
     ns = parser.parse_args(args)
+    ns.out = out_beside(ns.out, ns.runs[0], "corpus-report")
     check_out(ns.out)
     notes = _reading_notes(ns, [*ns.runs, *ns.bank])
     claim_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
@@ -207,13 +212,15 @@ def detect(args: list[str]) -> int:
                                      "templates, and on benign instruction-like inputs): AUROC and TPR at 1% and 0.1% "
                                      "FPR with intervals. One forward pass per input; resumable.")
     parser.add_argument("runs", nargs="+", type=Path, help="finished sweep directories (their configs are rebuilt)")
-    parser.add_argument("--out", type=Path, required=True, help="where detector.md, its tables and figures/ go")
+    parser.add_argument("--out", type=Path, default=None, help="where detector.md, its tables and figures/ go "
+                        "(default: RUN-detect beside the first run)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="the halves' and templates' split (default 0)")
     parser.add_argument("--device", default=None, help="override the runs' model.device (cpu, cuda, ...)")
     parser.add_argument("--batch-size", type=int, default=None, help="inputs per forward pass (default: the run's)")
     _trust_damaged(parser)
     _allow_failed(parser)
     ns = parser.parse_args(args)
+    ns.out = out_beside(ns.out, ns.runs[0], "detect")
     if ns.batch_size is not None and ns.batch_size < 1:
         raise HarnessError(f"--batch-size must be at least 1, got {ns.batch_size}")
     from harness.runs.detect import detect as run_detect
@@ -283,13 +290,15 @@ def collect(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness collect", description="Many run directories (a multirun, or "
                                      "several sweeps) into one table set.")
     parser.add_argument("paths", nargs="+", type=Path, help="run directories or sweep directories")
-    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="where the collected tables go (default: PATH-collect "
+                        "beside the first path)")
     parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
     parser.add_argument("--allow-disagreement", action="store_true",
                         help="keep the first copy of a key whose copies differ (reported), instead of refusing")
     _trust_damaged(parser)
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
+    ns.out = out_beside(ns.out, ns.paths[0], "collect")
     check_out(ns.out)
     claim_out(ns.out, "collect", ns.paths)
     from harness.runs.collect import collect as run_collect
@@ -327,8 +336,8 @@ def causal_heads(args: list[str]) -> int:
         "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
         "causal_heads.md, figures/causal_heads.png and the tables behind them."))
     parser.add_argument("run", type=Path, help="a finished sweep's directory with attention.parquet")
-    parser.add_argument("--out", type=Path, required=True, help="where the tables, figure and page go (rerun the "
-                        "same command to resume)")
+    parser.add_argument("--out", type=Path, default=None, help="where the tables, figure and page go (rerun the "
+                        "same command to resume; default: RUN-causal-heads beside the run)")
     parser.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="head-set sizes (default 1 2 4 8 "
                         "16; sizes of at least the number of heads are left out: 'mask' is every head)")
     parser.add_argument("--draws", type=int, default=3, help="random head sets per k (default 3)")
@@ -348,6 +357,7 @@ def causal_heads(args: list[str]) -> int:
     _allow_mixed_settings(parser)
     _allow_failed(parser)
     ns = parser.parse_args(args)
+    ns.out = out_beside(ns.out, ns.run, "causal-heads")
     check_out(ns.out)
     notes = _reading_notes(ns, [ns.run])
     claim_out(ns.out, "causal-heads", [ns.run])

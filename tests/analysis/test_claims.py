@@ -140,6 +140,23 @@ def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_pa
     assert "never write into a run" in capsys.readouterr().err
 
 
+def test_without_out_the_claims_page_goes_beside_the_run(tiny_run, tmp_path, capsys):
+    import shutil
+
+    from harness.cli import main
+
+    run, other = tmp_path / "run", tmp_path / "other"
+    for copy in (run, other):
+        shutil.copytree(tiny_run, copy)
+    assert main(["claims", str(run), "--resamples", "200"]) == 0
+    assert f"--out not given: writing beside run, in {tmp_path / 'run-claims'}" in capsys.readouterr().err
+    assert (tmp_path / "run-claims" / "claims.md").is_file() and not (run / "claims.md").exists()
+    assert main(["claims", str(run), "--resamples", "200"]) == 0  # the same runs again: the page is redrawn
+    capsys.readouterr()
+    assert main(["claims", str(run), str(other), "--resamples", "200"]) == 2  # another page is not written over
+    assert "run-claims" in capsys.readouterr().err
+
+
 def test_designs_for_power_are_the_fewest_that_reach_it():
     from harness.analysis.design import design_power
 
