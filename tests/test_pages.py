@@ -39,3 +39,26 @@ def test_the_link_reader_finds_pictures_and_links_and_skips_code():
 def test_every_local_link_of_a_tracked_page_exists(page):
     missing = [t for t in local_targets(page.read_text(encoding="utf-8")) if not (page.parent / t).exists()]
     assert not missing, f"{page.relative_to(ROOT)} links {len(missing)} missing file(s): {missing[:5]}"
+
+
+def test_every_page_the_harness_writes_names_the_glossary_under_its_title():
+    """Issue 70: a glossary page every report links. A page starts with ``heading`` (title, the
+    glossary's place, the reader's notes); a page title written any other way would skip it."""
+    from harness.reporting.markdown import GLOSSARY, heading
+
+    assert heading("T", ["n"]) == ["# T", "", GLOSSARY, "", "> **Note:** n"]
+    assert "docs/glossary.md" in GLOSSARY and (ROOT / "docs" / "glossary.md").is_file()
+    writers = [*sorted((ROOT / "harness" / "reporting").glob("*.py")), ROOT / "harness" / "runs" / "plan.py"]
+    titled = [p.name for p in writers if p.name != "markdown.py" and re.search(r"""\[f?["']# """, p.read_text())]
+    assert not titled, f"pages titled without heading(): {titled}"
+    assert sum("heading(" in p.read_text() for p in writers) >= 7  # report, claims, plan, corpora, detect, heads, leak
+
+
+@pytest.mark.parametrize("term", ["A, B, C", "placement", "triple", "the three contamination claims", "drift",
+                                  "edit distance", "output KL", "capture", "redistribution", "sink", "survival",
+                                  "noise floor", "near tie", "ceiling", "prompts x prefixes", "prefix-level SD",
+                                  "power", "not estimable", "Wilson", "MOVER", "effective units", "verdict", "C - B",
+                                  "pilot", "run directory"])
+def test_the_glossary_defines_the_words_the_reports_use(term):
+    text = (ROOT / "docs" / "glossary.md").read_text()
+    assert f"**{term}" in text, f"docs/glossary.md does not define {term!r}"

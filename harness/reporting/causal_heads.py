@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.io import write_text
-from harness.reporting.markdown import ci, note_lines, num, table
+from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import save_figure, style
 
 MEASURE_NAMES = {"target_hit": "prefix's word produced (rate)", "output_kl": "output KL to A (nats/token)",
@@ -84,7 +84,7 @@ def summary_rows(effects: pd.DataFrame, measure: str, mode: str) -> list[list]:
 
 def causal_page(effects: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> str:
     n_test = len(about["testing_prefixes"])
-    lines = [f"# Do the named heads matter? ({about['model']})", *note_lines(about.get("notes", ())), "",
+    lines = [*heading(f"Do the named heads matter? ({about['model']})", about.get("notes", ())), "",
              f"Run `{about['run']}`, prefix length {about['prefix_len']}. Heads ranked by C minus B "
              f"`{about['rank_by']}` ({about['segment']} rows) on {len(about['choosing_prefixes'])} prefixes; every "
              f"number below is measured on the other {n_test} prefixes x {about['n_prompts']} prompts "

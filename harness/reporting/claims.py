@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.analysis import claims as analysis
 from harness.io import write_parquet, write_text
-from harness.reporting.markdown import note_lines, num, power_text
+from harness.reporting.markdown import heading, num, power_text
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
 
@@ -135,7 +135,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
                     n_resamples: int, precision: str = "", notes: list[str] = (),
                     missing: dict[int, str] | None = None) -> str:
     """The claims page (``missing``: what the tables lack for each claim, :func:`analysis.missing_for`)."""
-    lines = ["# The three contamination claims, tested", *note_lines(notes), "",
+    lines = [*heading("The three contamination claims, tested", notes), "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "
              "kept at or above zero) with Satterthwaite degrees of freedom. Claims 1 and 2 compare one part of a "

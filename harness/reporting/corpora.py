@@ -17,7 +17,7 @@ from harness.analysis import corpora
 from harness.analysis.claims import c_versus_b
 from harness.analysis.obeying import without_mentions
 from harness.io import write_parquet, write_text
-from harness.reporting.markdown import ci, note_lines, p_text, table, where
+from harness.reporting.markdown import ci, heading, p_text, table, where
 from harness.reporting.plots import GROUP_COLOURS, OKABE_ITO, save_figure, style
 from harness.reporting.sources import source_lines
 
@@ -108,7 +108,7 @@ def design_line(conditions: pd.DataFrame) -> str:
 def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command: str, design: str = "",
                 notes: list[str] = ()) -> str:
     """The markdown page (``notes``: what the reader said of the runs, under the title)."""
-    lines = ["# Public injection benchmarks: attacks inside documents", *note_lines(notes), "",
+    lines = [*heading("Public injection benchmarks: attacks inside documents", notes), "",
              f"Regenerate: `{command}`", "", *source_lines(manifests)[1:], "", design, "",
              "Intervals are 95% with prompts and matched sets both random (crossed; docs/statistics.md). C - B pairs "
              "each attack with the benign passage of its own set; attack - mention pairs it with its own mention "

@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.analysis.detection import DETECTORS, MIN_NEGATIVES
 from harness.io import write_text
-from harness.reporting.markdown import ci, note_lines, num, table
+from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import OKABE_ITO, save_figure, style
 
 NAMES = {"focus_score": "focus score (Attention Tracker)", "capture_heads": "capture, chosen heads (harness)",
@@ -83,7 +83,7 @@ def plot_roc(ax, scores: pd.DataFrame):
 
 def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], figures: list[str],
                   notes: list[str] = ()) -> str:
-    lines = ["# Would the field's detector catch it?", *note_lines(notes), "",
+    lines = [*heading("Would the field's detector catch it?", notes), "",
              "Attention-based detectors on the runs' inputs (one forward pass each, no continuation): Attention "
              "Tracker's focus score (Hung et al., NAACL Findings 2025, implemented from the paper: the last input "
              "token's attention on the task's tokens over that on task + prefix, averaged over heads chosen on the "

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.io import write_text
-from harness.reporting.markdown import ci, num, table
+from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import OKABE_ITO, length_axis, save_figure, style
 
 SETTING_NAMES = {"none": "no salt (one shared cache)", "same_salt": "one salt for both tenants",
@@ -23,7 +23,7 @@ def leak_markdown(leak: pd.DataFrame, invariant: dict, facts: dict, notes=()) ->
     """``leak.md``: what the cache tells another tenant, per setting and length, with intervals;
     ``facts``: the engine (vllm, dtype), model, trials and block size the run recorded."""
     block = facts.get("block_size")
-    lines = ["# What a shared prefix cache tells another tenant", *[f"> **Note:** {n}" for n in notes], "",
+    lines = [*heading("What a shared prefix cache tells another tenant", notes), "",
              f"Engine: vLLM {facts.get('vllm')} ({facts.get('dtype')}) serving {facts.get('model')}, prefix caching "
              f"on ({'blocks of ' + str(block) + ' tokens' if block else 'its own block size'}); "
              f"{facts.get('trials')} trials per cell in one random order (`harness cache-timing`; per_tenant_cache, "

@@ -40,6 +40,14 @@ def null_power(r) -> str:
                    "; too little to call it no difference")
 
 
+GLOSSARY = "*The words used here are defined in the harness's glossary, `docs/glossary.md` (its docs site: Glossary).*"
+
+
+def heading(title: str, notes=()) -> list[str]:
+    """A page's first lines: its title, the glossary's place, and :func:`note_lines`."""
+    return [f"# {title}", "", GLOSSARY, *note_lines(notes)]
+
+
 def note_lines(notes) -> list[str]:
     """What the reader said of the runs it read (:mod:`harness.runs.reading`: failed conditions
     left out, settings mixed), as quoted lines under a page's title."""

@@ -28,7 +28,7 @@ from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
-from harness.reporting.markdown import note_lines, null_power, power_text, signed
+from harness.reporting.markdown import heading, null_power, power_text, signed
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 from harness.reporting.sources import source_lines
@@ -47,7 +47,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     :func:`contrast_table`, when already computed. Figure 0 (in ``figure_files``) follows the summary."""
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
-    lines = [f"# {title}", *note_lines(notes), "",
+    lines = [*heading(title, notes), "",
              f"Models: {', '.join(map(str, conds.model.unique()))}. Placement: "
              f"{', '.join(map(str, conds.placement.unique())) if 'placement' in conds else 'raw'}. "
              f"Prompts: {conds.prompt_id.nunique()}. Prefixes: {x[x.group == 'B'].prefix_id.nunique()} neutral (B), "

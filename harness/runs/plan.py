@@ -34,7 +34,7 @@ from harness.analysis.planning import (
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
 from harness.numbers import NOT_ESTIMABLE, count, num
-from harness.reporting.markdown import note_lines
+from harness.reporting.markdown import heading
 from harness.runs.rundir import RunDir
 from harness.runs.reading import refuse_collected, run_tables
 from harness.runs.tables import concat_tables
@@ -184,7 +184,7 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
     the reader said of the runs, under the title)."""
     effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
     lines = [
-        "# Design plan", *note_lines(notes), "",
+        *heading("Design plan", notes), "",
         f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: power {p.target:g} against {effect} for "
         f"each claim test of the claims page (the power it prints), at the pilot's prefix lengths"
         + (f"; budget {p.budget_minutes:g} min still to spend." if p.budget_minutes is not None else "."), "",
