@@ -5,6 +5,7 @@ Hydra's own answers are longer, suggest adding a key with ``+``, and leave a run
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -28,9 +29,15 @@ def check_config_dir(config_dir: str) -> None:
     config is written."""
     import yaml
 
+    from harness.paths import PACKAGE_DIR
+
     root = Path(config_dir)
     if not root.is_dir():
         raise HarnessError(f"--config-dir {config_dir} is not a directory")
+    groups = {p.name for p in (PACKAGE_DIR / "conf").iterdir() if p.is_dir() and not p.name.startswith("_")}
+    if root.name in groups and any(root.glob("*.yaml")) and not any((root / g).is_dir() for g in groups):
+        raise HarnessError(f"--config-dir {config_dir} holds {root.name} configs themselves: give the folder above it "
+                           f"(--config-dir {root.parent}), whose {root.name}/ Hydra reads as the group")
     for path in sorted(root.rglob("*.yaml")):
         try:
             text = path.read_text(encoding="utf-8")
@@ -46,6 +53,24 @@ def check_config_dir(config_dir: str) -> None:
                                f"\\udc80); write the text as UTF-8 characters") from None
         except OSError as exc:
             raise HarnessError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        if path.parent == root / "experiment" and data and not _has_package_header(text):
+            raise HarnessError(f"{path}: an experiment config sets keys of the whole config, so its first line is "
+                               "`# @package _global_` (as in the shipped ones, harness/conf/experiment/; Hydra reads "
+                               "it only above any other line, a comment included); add it")
+
+
+def _has_package_header(text: str) -> bool:
+    """Whether a YAML file's header names a ``@package``: Hydra reads ``# @key value`` lines from the
+    top, past blank lines, and stops at the first other line (a plain comment included)."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not re.match(r"#\s*@", stripped):
+            return False
+        if stripped.lstrip("#").strip().startswith("@package"):
+            return True
+    return False
 
 
 def unquoted(value: str) -> str:

@@ -327,3 +327,24 @@ def test_a_run_of_the_release_before_backends_resumes_with_one_command(run_copy,
     assert after["computed_this_run"] == 0 and after["reused"] == len(before)
     assert after["inputs"]["prefixes"]["path"].endswith("prefixes_small.jsonl")  # recorded from now on
     pd.testing.assert_frame_equal(pd.read_parquet(run_copy / "conditions.parquet"), before)
+
+
+def test_a_config_dir_given_one_level_too_deep_or_an_experiment_without_its_header_is_one_line(tmp_path, capsys,
+                                                                                              monkeypatch):
+    """Pass 6 #122, #124: --config-dir naming conf/experiment itself, and an experiment file without
+    `# @package _global_`, got Hydra's 'no such config' and "Key 'experiment' not in 'RunConfig'"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    mine = tmp_path / "conf" / "experiment" / "mine.yaml"
+    mine.write_text("# @package _global_\nseed: 3\n")
+    err = one_line_error(capsys, ["sweep", "--config-dir", "conf/experiment", "experiment=mine", "hydra.run.dir=run"])
+    assert "holds experiment configs themselves" in err and "--config-dir conf" in err
+    mine.write_text("# my experiment\nseed: 3\n")
+    err = one_line_error(capsys, ["sweep", "--config-dir", "conf", "experiment=mine", "hydra.run.dir=run"])
+    assert "mine.yaml" in err and "`# @package _global_`" in err
+    assert not (tmp_path / "run").exists()
+    mine.write_text("# my experiment\n# @package _global_\nseed: 3\n")  # below a comment: Hydra does not read it
+    assert "`# @package _global_`" in one_line_error(capsys, ["sweep", "--config-dir", "conf", "experiment=mine"])
+    mine.write_text("\n# @package _global_\n# my experiment\nseed: 3\n")
+    assert main(["sweep", "--config-dir", "conf", "experiment=mine", *FAST, "--cfg", "job"]) == 0
+    assert "seed: 3" in capsys.readouterr().out
