@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -40,13 +39,11 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
 
 def out_beside(out: Path | None, first: Path, command: str) -> Path:
     """``--out``, or where a command writes without one: ``<first run>-<command>`` beside the first run
-    it reads (commands that read runs never write into one), said on stderr."""
+    it reads (commands that read runs never write into one; each says where it wrote when done)."""
     if out is not None:
         return out
     run = Path(os.path.abspath(first))
-    default = run.parent / f"{run.name}-{command}"
-    print(f"--out not given: writing beside {run.name}, in {default}", file=sys.stderr)
-    return default
+    return run.parent / f"{run.name}-{command}"
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:

@@ -145,16 +145,19 @@ def test_without_out_the_claims_page_goes_beside_the_run(tiny_run, tmp_path, cap
 
     from harness.cli import main
 
-    run, other = tmp_path / "run", tmp_path / "other"
-    for copy in (run, other):
-        shutil.copytree(tiny_run, copy)
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
     assert main(["claims", str(run), "--resamples", "200"]) == 0
-    assert f"--out not given: writing beside run, in {tmp_path / 'run-claims'}" in capsys.readouterr().err
+    assert f"{tmp_path / 'run-claims' / 'claims.md'}" in capsys.readouterr().out
     assert (tmp_path / "run-claims" / "claims.md").is_file() and not (run / "claims.md").exists()
     assert main(["claims", str(run), "--resamples", "200"]) == 0  # the same runs again: the page is redrawn
     capsys.readouterr()
-    assert main(["claims", str(run), str(other), "--resamples", "200"]) == 2  # another page is not written over
-    assert "run-claims" in capsys.readouterr().err
+    shutil.copytree(tiny_run, tmp_path / "mine")
+    (tmp_path / "mine-claims").mkdir()
+    (tmp_path / "mine-claims" / "claims.md").write_text("my own notes")  # a page no harness command wrote
+    assert main(["claims", str(tmp_path / "mine"), "--resamples", "200"]) == 2
+    assert "mine-claims" in capsys.readouterr().err
+    assert (tmp_path / "mine-claims" / "claims.md").read_text() == "my own notes"
 
 
 def test_designs_for_power_are_the_fewest_that_reach_it():
