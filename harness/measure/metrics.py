@@ -113,6 +113,13 @@ if any(m.from_row not in ROW_METRICS or m.aggregate not in ("mean", "peak_layer"
     raise RuntimeError("a headline metric names an unknown row metric or aggregation")
 
 
+def label(name: str) -> str:
+    """What a figure's axis calls a metric's column: its C - B label where it has one ("output KL
+    (nats)"), else its description; an unknown column's own name."""
+    metric = next((m for m in METRICS if m.name == name), None)
+    return name if metric is None else metric.contrast or metric.doc
+
+
 def condition_metrics(section: str) -> list[str]:
     """The conditions-table columns of one section's condition metrics, in registry order."""
     return [m.name for m in METRICS if m.level == "condition" and m.section == section]

@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.analysis import claims as analysis
 from harness.io import write_parquet, write_text
+from harness.measure.metrics import label
 from harness.reporting.markdown import heading, num, power_text
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
@@ -56,7 +57,8 @@ def plot_layer_claim(ax, curves: pd.DataFrame, value: str = "kl"):
         ax.plot(sub.depth, sub[value], marker=".", color=GROUP_COLOURS[group], label=GROUP_NAMES[group])
         ax.fill_between(sub.depth, sub.ci_low, sub.ci_high, color=GROUP_COLOURS[group], alpha=0.2, lw=0)
     ax.set_xlabel("layer, as a fraction of depth")
-    ax.set_ylabel(f"attention {value}(A‖X) (nats)")
+    ax.set_ylabel({"kl": "attention KL(A‖X), total (nats)", "kl_shared": "redistribution: KL on shared keys (nats)",
+                   "capture": "capture: -log(1 - prefix mass) (nats)"}.get(value, f"attention {value} (nats)"))
     ax.set_xlim(0, 1)
     return ax
 
@@ -71,7 +73,7 @@ def plot_length_claim(ax, curves: pd.DataFrame, value: str):
     lengths = sorted(curves.prefix_len.unique())
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.set_xlabel("prefix length (tokens)")
-    ax.set_ylabel(value)
+    ax.set_ylabel(label(value))
     return ax
 
 
@@ -84,7 +86,7 @@ def plot_contrast_claim(ax, rows: pd.DataFrame):
     ax.axvline(0, color="0.3", lw=1)
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
-    ax.set_xlabel(f"C minus B in {rows.measure.iloc[0]}")
+    ax.set_xlabel(f"C minus B: {label(rows.measure.iloc[0])}")
     return ax
 
 

@@ -20,6 +20,8 @@ OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "
 GROUP_COLOURS = {"A": "#000000", "B": "#0072B2", "C": "#D55E00"}
 GROUP_NAMES = {"A": "A: prompt only", "B": "B: neutral prefix", "C": "C: instruction-like prefix"}
 MASS_SOURCES = ("sink", "context", "task", "continuation")
+SOURCE_NAMES = {"sink": "sink: position 0, where idle heads rest", "context": "context: other keys before the prefix",
+                "task": "task: the prompt's tokens", "continuation": "continuation: A's generated tokens"}
 STYLE = {
     "figure.dpi": 100,
     "savefig.dpi": 200,
@@ -52,9 +54,12 @@ def length_axis(ax, lengths) -> None:
 
 def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized edit distance to A (0-1)",
                          title: str = "Output drift vs prefix length", ceiling: pd.Series | None = None,
-                         value: str = "mean", band: str = "95% bootstrap CI over prompts"):
+                         value: str = "mean", band: str = "95% bootstrap CI over prompts",
+                         bounds: tuple[float, float] | None = (0.0, 1.0)):
     """Figure 1: mean drift vs prefix length, one line per group, 95% CI band; ``ceiling`` (a row
     of :func:`harness.analysis.curves.ceiling`) draws how far unrelated prompts' continuations are apart.
+    ``bounds``: the measure's whole range (a fraction's 0 to 1), drawn in full so that a difference
+    is seen at its size, not magnified by a cut axis; None for an open-ended measure.
 
     ``summary``: :func:`harness.analysis.descriptive.drift_summary` output (one model, one isolation)."""
     for group in ("B", "C"):
@@ -68,6 +73,8 @@ def plot_drift_vs_length(ax, summary: pd.DataFrame, ylabel: str = "normalized ed
         ax.axhspan(ceiling.ci_low, ceiling.ci_high, color="grey", alpha=0.2, linewidth=0)
         ax.axhline(ceiling["mean"], color="grey", linestyle="--", linewidth=1, label="ceiling: A vs other prompts' A")
     length_axis(ax, summary[summary.group != "A"].prefix_len)
+    if bounds is not None:
+        ax.set_ylim(bounds[0] - 0.02 * (bounds[1] - bounds[0]), bounds[1] + 0.02 * (bounds[1] - bounds[0]))
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -134,14 +141,15 @@ def plot_mass_sources(ax, sources: pd.DataFrame, group: str = "C"):
     for source in MASS_SOURCES:
         vals = np.array([float(cell[(cell.prefix_len == n) & (cell.source == source)]["mean"].sum()) for n in lengths])
         base = np.where(vals >= 0, bottom_pos, bottom_neg)
-        ax.bar(np.arange(len(lengths)), vals, bottom=base, color=colours[source], label=source)
+        ax.bar(np.arange(len(lengths)), vals, bottom=base, color=colours[source], label=SOURCE_NAMES[source])
         bottom_pos, bottom_neg = bottom_pos + np.clip(vals, 0, None), bottom_neg + np.clip(vals, None, 0)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(np.arange(len(lengths)), [str(n) for n in lengths])
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel("attention taken by the prefix (fraction)")
     ax.set_title(f"Where the prefix's attention came from ({group})")
-    ax.legend(title="taken from", fontsize=7)
+    ax.legend(title="taken from A's attention on", fontsize=7, title_fontsize=7, ncol=2, loc="upper center",
+              bbox_to_anchor=(0.5, -0.2))  # below the axes: inside, it covered the shortest length's bar
     return ax
 
 
@@ -175,11 +183,13 @@ def plot_hit_rate(ax, rates: pd.DataFrame):
     for it, forbids it or only mentions it, per prefix length, with 95% intervals; A's base rate (the
     same words in A's continuations) as a band. ``rates``:
     :func:`harness.analysis.obeying.word_rates` (``group`` holds the role)."""
-    for role, (colour, label) in ROLE_STYLES.items():
+    for i, (role, (colour, label)) in enumerate(ROLE_STYLES.items()):
         cell = rates[rates.group == role].sort_values("prefix_len")
         if cell.empty:
             continue
-        ax.errorbar(cell.prefix_len, cell.rate, yerr=[cell.rate - cell.ci_low, cell.ci_high - cell.rate], marker="o",
+        # side by side on the log axis (x 2**-0.08, 1, 2**0.08): equal rates, three lines at 0 say, all show
+        x = cell.prefix_len.to_numpy(dtype=float) * 2.0 ** (0.08 * (i - 1))
+        ax.errorbar(x, cell.rate, yerr=[cell.rate - cell.ci_low, cell.ci_high - cell.rate], marker="os^"[i],
                     capsize=3, color=colour, label=label)
     base = rates[~rates.group.isin(list(ROLE_STYLES))]
     if not base.empty:
@@ -191,7 +201,8 @@ def plot_hit_rate(ax, rates: pd.DataFrame):
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel("share of replies with the target word")
     ax.set_title("Is the prefix's word in the reply?")
-    ax.legend(title="95% CI: Wilson at the crossing's effective sample size", title_fontsize=7, fontsize=7)
+    ax.legend(title="95% intervals, prompts and prefixes random", title_fontsize=7, fontsize=7, ncol=3,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below the axes: it covered whiskers
     return ax
 
 
@@ -257,7 +268,7 @@ def plot_prefix_mass(ax, summary: pd.DataFrame):
     """Figure 4: attention mass on the prefix vs prefix length, by group (``drift_summary`` of
     ``attn_prefix_mass_mean``)."""
     return plot_drift_vs_length(ax, summary, ylabel="attention on prefix keys (fraction, 0-1)",
-                                title="Attention captured by the prefix")
+                                title="Attention captured by the prefix", bounds=(0.0, 1.0))
 
 
 def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, log: bool = False):

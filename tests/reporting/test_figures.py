@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import nbformat
+import numpy as np
 import pandas as pd
 from nbclient import NotebookClient
 
@@ -193,7 +194,12 @@ def test_hit_rate_figure_names_its_interval():
     fig, ax = plt.subplots()
     F.plot_hit_rate(ax, rates)
     assert len(ax.containers) == 2  # one errorbar per role; A is a band
-    assert "Wilson at the crossing's effective sample size" in ax.get_legend().get_title().get_text()
+    # words a newcomer reads (the method is the report's and the glossary's), the legend below the axes
+    assert ax.get_legend().get_title().get_text() == "95% intervals, prompts and prefixes random"
+    assert ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted()).y0 < 0
+    # roles side by side at each length, so that equal rates (lines at 0) are all seen
+    xs = [tuple(np.round(c.lines[0].get_xdata(), 6)) for c in ax.containers]
+    assert len(set(xs)) == 2 and all(len(x) == 1 for x in xs)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "A's 95% CI" in legend  # the grey band says what it is
     assert ax.get_title() == "Is the prefix's word in the reply?"  # what it plots, not "obeyed"
