@@ -9,32 +9,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-
-
-def check_out(out: Path, allowed: Path | None = None) -> None:
-    """``--out`` is a directory, never a run directory nor inside one (a run read, or any other
-    sweep's): commands that read runs write elsewhere. ``allowed``: the one run a command writes
-    into by design (``harness figures RUN`` redraws into RUN)."""
-    from harness.runs.rundir import RunDir
-
-    if out.exists() and not out.is_dir():
-        raise HarnessError(f"--out {out} is a file: give a directory")
-    if str(out) in ("", "."):  # the working directory itself: its files would be written over
-        raise HarnessError("--out is empty or '.': give a directory of its own (a new or empty one)")
-    target = out.resolve()
-    if allowed is not None and target == allowed.resolve():
-        return
-    for place in (target, *target.parents):
-        command = RunDir(place).output_of()
-        if command and place != target:  # another command's output (detect's has a status.json of its own)
-            raise HarnessError(f"--out {out} is inside {place}, the output of `harness {command}`; give a directory "
-                               f"outside it")
-        if command:  # claim_out says whose it is
-            continue
-        if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
-            where = "is the run directory" if place == target else "is inside the run directory"
-            raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
-                               "give a directory outside it")
+from harness.runs.outdir import check_out, check_out_file, claim_out, mark_out  # noqa: F401  (the commands' guards)
 
 
 def out_beside(out: Path | None, first: Path, command: str) -> Path:
@@ -44,60 +19,6 @@ def out_beside(out: Path | None, first: Path, command: str) -> Path:
         return out
     run = Path(os.path.abspath(first))
     return run.parent / f"{run.name}-{command}"
-
-
-def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
-    """Check that ``--out`` may be this command's before it writes anything: refuse a directory that
-    holds files no harness command wrote there (a user's own ``report.md`` or ``manifest.json``),
-    another command's output, or this command's output from other runs (a rerun on the same runs
-    resumes or redraws it; other runs' pages are not replaced without a word); refuse an ``--out``
-    that is one of the paths read or inside one.
-    :func:`mark_out` then marks it, once nothing more is refused and before anything is written (a
-    refused command leaves no directory; an interrupted one leaves its own)."""
-    import json
-
-    target = out.resolve()
-    read = sorted(str(Path(r).resolve()) for r in runs)
-    for path in read:
-        if target == Path(path) or Path(path) in target.parents:
-            raise HarnessError(f"--out {out} is {'' if target == Path(path) else 'inside '}{path}, which this command "
-                               f"reads; give a directory outside what it reads")
-    from harness.runs.rundir import RunDir
-
-    marker = out / RunDir.OUT_MARKER
-    if out.is_dir() and any(out.iterdir()):
-        try:
-            mark = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            shown = ", ".join(sorted(p.name for p in out.iterdir())[:4])
-            raise HarnessError(f"--out {out} holds files no harness command wrote there ({shown}); nothing is "
-                               f"overwritten: give a new or empty directory") from None
-        if mark.get("command") != command:
-            raise HarnessError(f"--out {out} holds the output of `harness {mark.get('command')}`; give another "
-                               f"directory for `harness {command}`")
-        if sorted(mark.get("runs") or []) != read:
-            made_from, reads = ", ".join(mark.get("runs") or [])[:200], ", ".join(read)[:200]
-            raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs (made from {made_from}; "
-                               f"this command reads {reads}); give another directory (a rerun on the same runs writes "
-                               f"over its own output)")
-
-
-def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
-    """Record which command (and on which runs) writes into ``--out`` (:func:`claim_out` reads it)."""
-    from harness.io import write_json
-    from harness.runs.rundir import RunDir
-
-    write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / RunDir.OUT_MARKER)
-
-
-def check_out_file(out: Path, force: bool) -> None:
-    """``--out FILE``: never inside a run directory, never a directory, and an existing file only
-    with ``--force`` (it may be the file a finished run was made from)."""
-    if out.is_dir():
-        raise HarnessError(f"--out {out} is a directory: give a file name")
-    check_out(out.parent)
-    if out.exists() and not force:
-        raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
 
 
 def whole(text: str, low: int) -> int:
@@ -144,6 +65,24 @@ def non_negative_int(text: str) -> int:
     return whole(text, 0)
 
 
+def check_sweep_dir(sweep_dir: str) -> None:
+    """``hydra.sweep.dir`` of a multirun is never a run directory nor inside one (its jobs would write
+    into a finished run, as a single sweep's ``hydra.run.dir`` may not)."""
+    from harness.runs.rundir import RunDir
+
+    try:
+        path = Path(sweep_dir).resolve()
+    except (RuntimeError, OSError) as exc:
+        raise HarnessError(f"hydra.sweep.dir={sweep_dir} cannot be followed ({exc}); give a directory") from None
+    for place in (path, *path.parents):
+        if RunDir(place).made_by_a_sweep():
+            raise HarnessError(f"hydra.sweep.dir={sweep_dir} is {'' if place == path else 'inside '}the run directory "
+                               f"{place}: a multirun's jobs never write into a run; choose a directory outside it")
+
+
+LOCATE_FILES = {"locate.json", "locate.parquet", "locate.partial.parquet", "locate.log", ".hydra"}
+
+
 def check_run_dir(run_dir: str, app: str = "sweep") -> None:
     """``hydra.run.dir`` names something a run directory can be: Hydra would create it with a
     traceback for a file, a dangling link, a read-only or forbidden place."""
@@ -155,6 +94,10 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
         raise HarnessError(f"hydra.run.dir={run_dir}: ~ is not expanded here; give the full path "
                            f"({Path(run_dir).expanduser()})")
     path = Path(run_dir)
+    try:
+        path.resolve(strict=False)
+    except (RuntimeError, OSError) as exc:  # a symbolic link that leads back to itself
+        raise HarnessError(f"hydra.run.dir={run_dir} cannot be followed ({exc}); give a directory") from None
     command = RunDir(path).output_of()
     if command:  # a command's --out (detect's has a status of its own): not a run's
         raise HarnessError(f"hydra.run.dir={run_dir} holds the output of `harness {command}`; a sweep or locate "
@@ -168,6 +111,9 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
     if path.is_dir() and is_cache_timing(RunDir(path)) and app != "cache-timing":
         raise HarnessError(f"hydra.run.dir={run_dir} holds a harness cache-timing run; a {app} writes a directory of "
                            f"its own: choose another")
+    names = {p.name for p in path.iterdir()} if path.is_dir() else set()
+    if app == "locate" and names and names <= LOCATE_FILES:
+        return  # a locate search's own files, an interrupted one's partial table included: locate answers for them
     if (path / "locate.json").is_file():  # a locate search: locate answers for its own (fresh replaces it)
         if app == "locate":
             return
@@ -191,6 +137,9 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
         raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not a directory; choose "
                            f"another hydra.run.dir")
     if not os.access(existing, os.W_OK | os.X_OK):
+        if existing == path:  # the run directory itself (a resume, or a sweep continuing one)
+            raise HarnessError(f"cannot write into the run directory {run_dir}: it is not writable (its permissions, "
+                               f"or an immutable flag); make it writable to continue it")
         raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not writable; choose another "
                            f"hydra.run.dir")
     if not path.exists():  # root may write anywhere the permissions say, not on /proc: try, and take it back

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from harness.cli import report_bug
-from harness.cli.guards import check_run_dir
+from harness.cli.guards import check_run_dir, check_sweep_dir
 from harness.cli.overrides import check_config_dir, check_overrides, hydra_quoted, option, unquoted
 from harness.errors import HarnessError
 
@@ -103,7 +103,8 @@ def _locate_task(cfg) -> None:
         locate(cfg, run_dir)
     except LocateStopped as exc:
         terminated = isinstance(exc.signal, Terminated)
-        kept = f"the {exc.lengths} length(s) evaluated so far are in {exc.path}" if exc.path else "no length finished"
+        kept = (f"the {exc.lengths} length(s) evaluated so far are in {exc.path} (the same command searches again "
+                f"and replaces it)" if exc.path else "no length finished")
         print(f"\n{'terminated' if terminated else 'interrupted'} during the search: {kept}", file=sys.stderr)
         raise TaskExit(143 if terminated else 130) from None
     except HarnessError as exc:
@@ -147,6 +148,9 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     run_dirs = [unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
     if run_dirs and "-m" not in args and "--multirun" not in args:
         check_run_dir(run_dirs[-1], name)
+    sweep_dirs = [unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")]
+    if sweep_dirs and ("-m" in args or "--multirun" in args):
+        check_sweep_dir(sweep_dirs[-1])
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)

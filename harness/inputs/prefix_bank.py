@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inputs.checks import CHECKS, target_check
-from harness.inputs.texts import GROUP_OF_KIND
+from harness.inputs.texts import GROUP_OF_KIND, DuplicateKey, json_line
 from harness.io import write_text
 
 KINDS = tuple(GROUP_OF_KIND)
@@ -215,14 +215,27 @@ def _read_prose(path: Path, option: str) -> str:
 
 
 def _read_jsonl(path: Path) -> list:
-    rows = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+    rows, text = [], _read_text(path)
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append(json_line(line))
             except json.JSONDecodeError as exc:
+                if _one_document(text):  # pretty-printed JSON: valid, but not one object per line
+                    raise HarnessError(f"{path} is one JSON document over several lines, not JSON Lines: give one "
+                                       f"JSON object per line") from None
                 raise HarnessError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            except DuplicateKey as exc:
+                raise HarnessError(f"{path}:{lineno}: the field {exc} is given twice in one object; keep one") from None
     return rows
+
+
+def _one_document(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def write_jsonl_atomic(path: Path, records: list[dict]) -> None:

@@ -102,12 +102,32 @@ def _lines(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice (json keeps the last, silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    keys = [k for k, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise DuplicateKey(repr(key))
+    return dict(pairs)
+
+
+def json_line(line: str):
+    """One line of a JSONL file, parsed; an object naming a key twice raises :class:`DuplicateKey`
+    (json.loads would keep the last value without a word)."""
+    return json.loads(line, object_pairs_hook=_unique_keys)
+
+
 def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[dict]:
     if not str(path).strip():
         raise HarnessError("the path is empty: give a JSONL file (prompts.path= or prefixes.path=)")
     path = Path(path).expanduser()  # a quoted ~/file reaches here unexpanded by the shell
     if path.is_dir():
         raise HarnessError(f"{path} is a directory: give a JSONL file")
+    if path.exists() and not path.is_file():  # a pipe, a device: read once, never the same twice
+        raise HarnessError(f"{path} is not an ordinary file (a pipe, device or socket): give a JSONL file")
     if not path.is_file():
         raise HarnessError(f"{path}: file not found")
     rows, seen = [], set()
@@ -116,9 +136,11 @@ def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str
             continue
         where = f"{path}:{lineno}"
         try:
-            obj = json.loads(line)
+            obj = json_line(line)
         except json.JSONDecodeError as exc:
             raise HarnessError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
+        except DuplicateKey as exc:
+            raise HarnessError(f"{where}: the field {exc} is given twice in one object; keep one") from None
         if not isinstance(obj, dict):
             raise HarnessError(f"{where}: expected a JSON object, got {type(obj).__name__}")
         for key in required:

@@ -16,6 +16,12 @@ class JobsIncomplete(BaseException):
 
 
 class SweepSummary(Callback):
+    def __init__(self) -> None:
+        self.job_dirs: list[str] = []  # each launched job's directory, in launch order
+
+    def on_job_start(self, config, **kwargs) -> None:
+        self.job_dirs.append(str(config.hydra.runtime.output_dir))
+
     def on_multirun_end(self, config, **kwargs) -> None:
         from harness.runs.rundir import job_dirs  # here, not at the top: Hydra imports this module before it
         # composes, and rundir imports pandas, which would delay every config error
@@ -23,6 +29,11 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = job_dirs(sweep_dir)
         problems = [p for p in (job.problem() for job in jobs) if p]
+        shared = sorted({d for d in self.job_dirs if self.job_dirs.count(d) > 1})
+        if shared:  # hydra.sweep.subdir gave several jobs one directory: only the first could run there
+            problems.append(f"{len(self.job_dirs)} jobs were launched into {len(set(self.job_dirs))} directories "
+                            f"({shared[0]} was given to {self.job_dirs.count(shared[0])}); hydra.sweep.subdir must "
+                            f"differ between jobs (the default, the job number, does)")
         if problems:
             raise JobsIncomplete(f"{len(problems)} of {len(jobs)} job(s) in {sweep_dir} are incomplete:\n  "
                                  + "\n  ".join(problems))

@@ -23,10 +23,11 @@ from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
+from harness.runs.outdir import check_out, claim_out, mark_out
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.reading import compared_settings, has_table, held_by, is_cache_timing
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
-from harness.runs.tables import concat_tables
+from harness.runs.tables import concat_tables, refuse_one_key_two_texts
 
 # Compared between copies of a key: every result column. Not timing (it differs between identical
 # runs) nor ``near_tie``: each run flags it against its own noise floor (an output-only run's floor
@@ -112,11 +113,11 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             trust_damaged: bool = False, allow_mixed_settings: bool = False) -> int:
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]  # the API takes str paths too
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise HarnessError(f"--out {out} is a file; give a directory for the collected tables")
     if any((out / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, "results")):
         raise HarnessError(f"--out {out} is a sweep's run directory: collect reads runs and never writes into "
                            f"them; give a new directory")
+    check_out(out)  # the command's checks, for the API too: a user's own files there are never written over
+    claim_out(out, "collect", paths)
     runs = find_runs(paths)
     for run in runs:  # a sweep still writing: its tables are not final (and may not exist yet)
         if is_cache_timing(run):
@@ -144,7 +145,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                 no_attention.add(i)
     if not conditions:
         raise HarnessError("no tables found in " + ", ".join(map(str, paths)))
-    _refuse_same_ids_other_files(runs, manifests, conditions)
+    refuse_one_key_two_texts(conditions, [str(run.path) for run in runs])
     read = sorted({int(c._source.iloc[0]) for c in conditions})
     settings, unrecorded = compared_settings([runs[i] for i in read], [manifests[i] for i in read])
     refuse_other_schemas(settings, unrecorded)
@@ -168,6 +169,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         att, _, _ = dedupe(att, KEY_COLUMNS + ["layer", "head", "segment"], ATTENTION_METRICS, set())
         tables[RunDir.ATTENTION] = att.drop(columns="_source")
     out.mkdir(parents=True, exist_ok=True)
+    mark_out(out, "collect", paths)  # before the tables: an interrupted collect leaves its own directory
     for name, df in tables.items():
         write_parquet(df, out / name)
     write_sealed_json({
@@ -193,35 +195,6 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         print(f"{'warning' if allow_partial else 'error'}: {len(problems)} run(s) incomplete:\n  " + "\n  ".join(problems))
         return 0 if allow_partial else 1
     return 0
-
-
-# an input file's role, and the column holding the ids its lines define
-ID_COLUMNS = {"prompts": "prompt_id", "prefixes": "prefix_id"}
-
-
-def _refuse_same_ids_other_files(runs: list[RunDir], manifests: list[dict], conditions: list[pd.DataFrame]) -> None:
-    """Refuse two runs whose ids name lines of different files: the same prompt id from two
-    prompts files with other content (sha256, recorded in each manifest's ``inputs``) would be two
-    prompts under one key in the collected table. Runs of earlier versions recorded no inputs."""
-    for role, column in ID_COLUMNS.items():
-        seen: dict[str, tuple[int, set]] = {}  # sha256 -> (first run, its ids)
-        for table in conditions:
-            i = int(table._source.iloc[0])
-            recorded = (manifests[i].get("inputs") or {}).get(role) if isinstance(manifests[i].get("inputs"), dict) \
-                else None
-            if not isinstance(recorded, dict) or column not in table:
-                continue
-            ids = set(table[column].dropna().astype(str))
-            for sha, (j, other_ids) in seen.items():
-                shared = ids & other_ids
-                if sha != recorded.get("sha256") and shared:
-                    raise HarnessError(
-                        f"{runs[j].path} and {runs[i].path} were made from different {role} files "
-                        f"({(manifests[j]['inputs'][role]).get('path')} and {recorded.get('path')}, other content) "
-                        f"that share {len(shared)} id(s) (e.g. {sorted(shared)[0]!r}): one key would name two "
-                        f"different {role} in the collected table; collect runs made from one file, or give the "
-                        f"lines of the other file ids of their own")
-            seen.setdefault(str(recorded.get("sha256")), (i, set()))[1].update(ids)
 
 
 def _aligned(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

@@ -192,8 +192,10 @@ class Experiment:
         asked = set(groups or [g.value for g in cfg.groups]) - {"A"}
         if asked and skipped and not any(c.group != "A" for c in conditions):  # every prefix left out
             prefix_id, length, why = skipped[0]
+            why = why.split("; drop ")[0]  # its own advice (drop the length, or skip) is what was done here
             raise HarnessError(f"every B and C condition was left out at lengths {lengths} ({len(skipped)} skipped; "
-                               f"first: {prefix_id} at {length} tokens: {why}); give longer prefix.lengths")
+                               f"first: {prefix_id} at {length} tokens: {why}); give longer prefix.lengths (for "
+                               f"locate, locate.coarse)")
         check_context(conditions, cfg.decode.max_new_tokens, self.loaded.max_positions)
         return conditions
 

@@ -48,6 +48,14 @@ def of_config(cfg) -> dict[str, dict]:
     return input_files(get("prompts", "path"), get("prefixes", "path"), get("model", "adapter"))
 
 
+def contents(inputs) -> dict:
+    """role -> sha256 of a recorded ``inputs`` mapping (:func:`input_files`): what must not change
+    between two records of one run (a path may move; the content may not)."""
+    if not isinstance(inputs, dict):
+        return {}
+    return {role: (entry or {}).get("sha256") for role, entry in inputs.items() if isinstance(entry, dict)}
+
+
 def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
     """One phrase per recorded input whose content differs from what the config names now (a role
     recorded but no longer named, or named anew, counts); empty where ``recorded`` is None (runs of

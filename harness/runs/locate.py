@@ -151,6 +151,7 @@ def locate(cfg, run_dir, progress: bool = True):
         raise LocateStopped(partial if evaluated else None, len(evaluated), exc) from None
     table = summary_table(seen, interval, metric)
     write_parquet(table, run_dir / "locate.parquet")
+    (run_dir / "locate.partial.parquet").unlink(missing_ok=True)  # an interrupted search's, now searched again
     write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,
                 "groups": groups[1:], "prompts": len(exp.prompts), "interval": [interval.low, interval.high],
                 "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),

@@ -22,7 +22,7 @@ import pandas as pd
 from harness.errors import HarnessError
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.rundir import RunDir
-from harness.runs.tables import concat_tables
+from harness.runs.tables import concat_tables, refuse_one_key_two_texts
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +238,8 @@ def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_se
                              allow_mixed_settings=allow_mixed_settings)
     if mixed:
         log.warning("the runs differ in %s; read together (--allow-mixed-settings)", "; ".join(mixed))
+    if len(runs) > 1:
+        refuse_one_key_two_texts(conditions, [str(r.path) for r in runs])
     return conditions, attention
 
 
@@ -288,6 +290,16 @@ def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[S
 
 
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
-    """The noise-floor tables of the runs that measured one, concatenated (None if none did)."""
+    """The noise-floor tables of the runs that measured one, concatenated (None if none did: a run
+    that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
+    if isinstance(run_dirs, (str, Path)):  # one run, given bare: read as one, not letter by letter
+        run_dirs = [run_dirs]
+    resolved = [Path(d).resolve() for d in run_dirs]
+    for i, path in enumerate(resolved):
+        if path in resolved[:i]:
+            raise HarnessError(f"{run_dirs[i]} is given twice: its noise floor would count twice; give each run once")
+    for run in map(RunDir, run_dirs):
+        if not run.has(RunDir.CONDITIONS):
+            raise HarnessError(not_a_run(run))
     frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if has_table(r, r.NOISE, trust_damaged)]
     return concat_tables(frames) if frames else None

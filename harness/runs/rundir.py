@@ -44,7 +44,7 @@ from harness.io import (
 )
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.runs.environment import now_iso
-from harness.runs.inputs import refuse_changed
+from harness.runs.inputs import contents, refuse_changed
 from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
 
@@ -190,7 +190,11 @@ class RunDir:
         tables = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
         recorded = tables.get(name)
         if not recorded:
-            if not sealed:
+            if not sealed and not ({"harness_version", "collected"} & set(manifest)):
+                raise HarnessError(f"{self / self.MANIFEST} records neither the tables nor the harness that wrote "
+                                   f"them (every version's manifest names its version): it is not one the harness "
+                                   f"wrote; " + self._manifest_advice())
+            if not sealed:  # an earlier version's manifest: its tables are read unchecked, as it read them
                 return
             raise HarnessError(f"{self / name} is not a table this run wrote ({self.MANIFEST} does not list it); "
                                f"rebuild the tables with `harness resume {self}`, or pass --trust-damaged to read it")
@@ -362,6 +366,11 @@ class RunDir:
                                "apply (they are keyed by content, so nothing stale is reused)")
         has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json")) \
             or any((self / "results").glob("phase-*.parquet"))  # harness cache-timing's
+        recorded = (self.manifest(trust_damaged=True) or {}).get("inputs") if self.has(self.MANIFEST) else None
+        if has_results and isinstance(recorded, dict) and "inputs" in (marker or {}) \
+                and contents(marker["inputs"]) != contents(recorded):
+            raise HarnessError(f"{self / self.FINGERPRINT} and {self.MANIFEST} disagree on the run's input files: the "
+                               f"fingerprint is damaged; restore it, or pass on_existing=fresh to recompute the run")
         if has_results and inputs is not None:
             # a relative path read from another working directory, or a file edited since: the results
             # would be keyed anew and the run's tables would hold other inputs' results without a word

@@ -48,6 +48,23 @@ class SweepFailed(Exception):
                          f"Rerun the same command with hydra.run.dir={run_dir} to retry only the failed ones")
 
 
+def _refuse_other_outputs(rundir: RunDir) -> None:
+    """A sweep writes a directory of its own: not a locate search's, a cache-timing run's or a
+    command's ``--out`` (the CLI checks ``hydra.run.dir`` the same way; this is the API's check)."""
+    from harness.runs.reading import is_cache_timing
+
+    path = rundir.path
+    if (path / "locate.json").exists() or (path / "locate.partial.parquet").exists():
+        raise HarnessError(f"{path} holds a locate search; a sweep writes a directory of its own: choose another")
+    command = rundir.output_of()
+    if command:
+        raise HarnessError(f"{path} holds the output of `harness {command}`; a sweep writes a directory of its own: "
+                           f"choose another")
+    if path.is_dir() and is_cache_timing(rundir):
+        raise HarnessError(f"{path} holds a harness cache-timing run; a sweep writes a directory of its own: choose "
+                           f"another")
+
+
 def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True) -> Path:
     """Run the sweep described by ``cfg`` into ``run_dir`` (``overrides``: the command line that
     produced ``cfg``, kept for ``harness resume``).
@@ -59,6 +76,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     and lets KeyboardInterrupt through after marking the run interrupted."""
     cfg = validate(cfg)
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
+    _refuse_other_outputs(rundir)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     inputs = of_config(cfg)
     check_inputs(cfg)  # a refused input file or device leaves no run directory behind

@@ -79,8 +79,9 @@ class ResultStore:
         self.quarantine = run_dir / "quarantine"
         for folder in (self.results, self.failures):
             if folder.exists() and not folder.is_dir():  # a file where the run keeps its results
-                raise HarnessError(f"{folder} is a file, not the run's {folder.name}/ folder: move it away (the "
-                                   f"run's stored results are lost with it, so they are computed again)")
+                lost = ("the run's stored results are lost with it, so they are computed again" if folder.name ==
+                        "results" else "it held the failed conditions' records, which are tried again")
+                raise HarnessError(f"{folder} is a file, not the run's {folder.name}/ folder: move it away ({lost})")
             folder.mkdir(parents=True, exist_ok=True)
         self.remove_partial_writes()
 

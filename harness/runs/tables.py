@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.errors import HarnessError
 from harness.measure.metrics import condition_dtypes
 from harness.runs.schema import ATTENTION_COLUMNS, ATTENTION_METRICS, CATEGORICAL, CONDITION_COLUMNS, DESCRIPTIVE_DTYPES
 
@@ -73,3 +74,31 @@ def concat_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return df
 
 
+
+
+# what an id names, where its tokens sit in ``input_ids``, and what else must match for two rows'
+# tokens to be comparable (one tokenizer; a prefix cut to one length)
+ID_SPANS = (("prompt", "prompt_id", "task_start", "task_end", ("model",)),
+            ("prefix", "prefix_id", "prefix_start", "prefix_end", ("model", "prefix_len")))
+
+
+def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> None:
+    """Refuse conditions tables of several runs in which one prompt id (or prefix id, at one model
+    and length) names different tokens: read together, one key would hold two prompts' results. Two
+    files that share ids with the same text are fine (it is the tokens that are compared, the
+    model's own reading of the text, not the files)."""
+    for role, column, start, end, by in ID_SPANS:
+        seen: dict[tuple, tuple[tuple, str]] = {}
+        for table, name in zip(tables, names):
+            if not {column, start, end, "input_ids", *by} <= set(table.columns):
+                continue
+            rows = table.dropna(subset=[column]).drop_duplicates(subset=[*by, column])
+            for key, ids, lo, hi in zip(zip(*(rows[c].astype(str) for c in (*by, column))), rows["input_ids"],
+                                        rows[start], rows[end]):
+                tokens = tuple(np.asarray(ids)[int(lo):int(hi)].tolist())
+                first = seen.setdefault(key, (tokens, name))
+                if first[0] != tokens:
+                    raise HarnessError(f"{first[1]} and {name} give the {role} id {key[-1]!r} different texts "
+                                       f"({role}s files with other content under one id): read together, one key "
+                                       f"would hold two {role}s' results; read runs made from one file, or give the "
+                                       f"other file's lines ids of their own")

@@ -73,8 +73,12 @@ def test_check_determinism_from_another_directory_is_refused(made, capsys, monke
 
 def test_collect_refuses_one_id_from_two_files(made, capsys, tmp_path):
     line = one_line_error(capsys, ["collect", str(made["run"]), str(made["other"]), "--out", str(tmp_path / "c")])
-    assert "different prompts files" in line and "'p1'" in line
+    assert "give the prompt id 'p1' different texts" in line
     assert not (tmp_path / "c").exists()
+    # every reader of several runs refuses them too (figures and claims pooled them: pass 7, #081 and #082)
+    for command in (["figures", "--out", str(tmp_path / "f")], ["claims", "--out", str(tmp_path / "k")]):
+        line = one_line_error(capsys, [command[0], str(made["run"]), str(made["other"]), *command[1:]])
+        assert "give the prompt id 'p1' different texts" in line, line
 
 
 def test_changed_inputs_is_silent_only_for_runs_that_recorded_none():

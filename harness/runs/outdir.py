@@ -1,0 +1,90 @@
+"""Where a command that reads runs may write (``--out``, or ``out=`` in the API): never into a run
+directory nor inside one, never over files no harness command wrote, never over another command's
+output or this command's output from other runs. The CLI (:mod:`harness.cli.guards`) and the Python
+API (:func:`harness.runs.collect.collect`) share these checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.io import write_json
+from harness.runs.rundir import RunDir
+
+
+def check_out(out: Path, allowed: Path | None = None) -> None:
+    """``--out`` is a directory, never a run directory nor inside one (a run read, or any other
+    sweep's): commands that read runs write elsewhere. ``allowed``: the one run a command writes
+    into by design (``harness figures RUN`` redraws into RUN)."""
+    if out.is_symlink() and not out.exists():
+        raise HarnessError(f"--out {out} is a link to {os.readlink(out)}, which does not exist: give a directory")
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file: give a directory")
+    if str(out) in ("", "."):  # the working directory itself: its files would be written over
+        raise HarnessError("--out is empty or '.': give a directory of its own (a new or empty one)")
+    target = out.resolve()
+    if allowed is not None and target == allowed.resolve():
+        return
+    for place in (target, *target.parents):
+        command = RunDir(place).output_of()
+        if command and place != target:  # another command's output (detect's has a status.json of its own)
+            raise HarnessError(f"--out {out} is inside {place}, the output of `harness {command}`; give a directory "
+                               f"outside it")
+        if command:  # claim_out says whose it is
+            continue
+        if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
+            where = "is the run directory" if place == target else "is inside the run directory"
+            raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
+                               "give a directory outside it")
+
+
+def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
+    """Check that ``--out`` may be this command's before it writes anything: refuse a directory that
+    holds files no harness command wrote there (a user's own ``report.md`` or ``manifest.json``),
+    another command's output, or this command's output from other runs (a rerun on the same runs
+    resumes or redraws it; other runs' pages are not replaced without a word); refuse an ``--out``
+    that is one of the paths read or inside one.
+    :func:`mark_out` then marks it, once nothing more is refused and before anything is written (a
+    refused command leaves no directory; an interrupted one leaves its own)."""
+    import json
+
+    target = out.resolve()
+    read = sorted(str(Path(r).resolve()) for r in runs)
+    for path in read:
+        if target == Path(path) or Path(path) in target.parents:
+            raise HarnessError(f"--out {out} is {'' if target == Path(path) else 'inside '}{path}, which this command "
+                               f"reads; give a directory outside what it reads")
+    marker = out / RunDir.OUT_MARKER
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            mark = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            shown = ", ".join(sorted(p.name for p in out.iterdir())[:4])
+            raise HarnessError(f"--out {out} holds files no harness command wrote there ({shown}); nothing is "
+                               f"overwritten: give a new or empty directory") from None
+        if mark.get("command") != command:
+            raise HarnessError(f"--out {out} holds the output of `harness {mark.get('command')}`; give another "
+                               f"directory for `harness {command}`")
+        if sorted(mark.get("runs") or []) != read:
+            made_from, reads = ", ".join(mark.get("runs") or [])[:200], ", ".join(read)[:200]
+            raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs (made from {made_from}; "
+                               f"this command reads {reads}); give another directory (a rerun on the same runs writes "
+                               f"over its own output)")
+
+
+def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
+    """Record which command (and on which runs) writes into ``--out`` (:func:`claim_out` reads it)."""
+    write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / RunDir.OUT_MARKER)
+
+
+def check_out_file(out: Path, force: bool) -> None:
+    """``--out FILE``: never inside a run directory, never a directory, and an existing file only
+    with ``--force`` (it may be the file a finished run was made from)."""
+    if out.is_dir():
+        raise HarnessError(f"--out {out} is a directory: give a file name")
+    if out.exists() and not out.is_file():  # a device, a pipe, a socket: --force replaces files, not those
+        raise HarnessError(f"--out {out} is not an ordinary file (a device, pipe or socket): give a file name")
+    check_out(out.parent)
+    if out.exists() and not force:
+        raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
