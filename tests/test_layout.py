@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "harness"
 
 # Bottom to top. A module may import from its own stage and from any stage below it, never above.
 STAGES = ["base", "inputs", "model", "config", "measure", "analysis", "reporting", "runs", "entry"]
-BASE = {"errors", "io", "paths", "exports", "conf", "plugins"}  # the modules every stage may use
+BASE = {"errors", "io", "paths", "exports", "conf", "plugins", "numbers"}  # the modules every stage may use
 ENTRY = {"cli", "__init__", "__main__"}  # the command line and the public API: may use anything
 MAX_LINES = 400
 

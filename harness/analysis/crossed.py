@@ -35,6 +35,9 @@ from harness.analysis.descriptive import (
     N_PERMUTATIONS,
     N_RESAMPLES,
     bootstrap_interval,
+    check_count,
+    check_groups,
+    check_resampling,
     present_columns,
     wilcoxon_p,
     with_settings,
@@ -236,10 +239,13 @@ def prefix_permutation_test(df: pd.DataFrame, value: str, high: str = "C", low: 
 
     Supports the claim about instruction-like content *in general* (prefixes as a random factor).
     With k prefixes per group the smallest attainable p is 1 / C(2k, k) (two-sided: twice that),
-    e.g. 2/6 with two prefixes per group.
+    e.g. 2/6 with two prefixes per group. Refused: a group :func:`check_groups` refuses, fewer
+    than 1 permutation.
 
     Columns: by..., n_prompts, n_prefixes_high, n_prefixes_low, design, statistic, p_perm, exact.
     """
+    check_groups(df, high, low)
+    check_count("n_permutations", n_permutations, 1)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
         p, exact = _permutation(lay, n_permutations, seed, alternative)
@@ -311,10 +317,13 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
     set and ``low`` prefixes from the low set with replacement (pairs with replacement in the paired
     design, see :func:`prefix_permutation_test`), then recomputes the statistic (mean over high
     prefixes of prefix means over prompts, minus the same for low) with the multiplicities as
-    weights. Supports the claim about instruction-like content *in general*.
+    weights. Supports the claim about instruction-like content *in general*. Refused: a group
+    :func:`check_groups` refuses, a setting :func:`check_resampling` refuses.
 
     Columns: by..., statistic, ci_low, ci_high, n_prompts, n_prefixes_high, n_prefixes_low, design.
     """
+    check_groups(df, high, low)
+    check_resampling(confidence, n_resamples)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
         low_ci, high_ci = _two_way(lay, n_resamples, seed, confidence)
@@ -347,7 +356,13 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
       and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
       up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
+
+    Refused at entry: a group :func:`check_groups` refuses, a ``confidence`` or ``n_resamples``
+    :func:`check_resampling` refuses, fewer than 1 permutation.
     """
+    check_groups(df, high, low)
+    check_resampling(confidence, n_resamples)
+    check_count("n_permutations", n_permutations, 1)
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
         f"{high} vs {low} content in general (prompts and prefixes resampled)"
     rows = []

@@ -18,9 +18,11 @@ from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
     N_RESAMPLES,
+    bootstrap_ci,
+    check_count,
+    check_resampling,
     present_columns,
     summarise_per_prompt,
-    bootstrap_ci,
     with_settings,
 )
 
@@ -36,10 +38,15 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     first divergence + 1); every cell gets the same k grid. The interval is a percentile cluster
     bootstrap over prompts (the claim: *these* prefixes); ``two_way=True`` also resamples the cell's
     prefixes, independently (the claim: such prefixes in general). Conditions are weighted by their
-    prompt's (and prefix's) multiplicity.
+    prompt's (and prefix's) multiplicity. Refused: a negative ``max_k`` (0 stays: the default's own
+    fallback, and what the report passes when every continuation is empty), a ``confidence`` or
+    ``n_resamples`` :func:`check_resampling` refuses.
 
     Columns: by..., k, survival, ci_low, ci_high, n (conditions), n_prompts.
     """
+    if max_k is not None:
+        check_count("max_k", max_k, 0)
+    check_resampling(confidence, n_resamples)
     df = with_settings(conditions)
     by = present_columns(df, by)
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)

@@ -43,6 +43,62 @@ GROUP_BY = ("model", "placement", "isolation", "group", "prefix_len")
 CLAIM_PROMPTS = "these prefixes (prompts resampled)"
 CLAIM_GENERAL = "instruction-like content in general (prompts and prefixes resampled)"
 
+# A floor against a mistyped count (1 resample gives a zero-width interval), not a recommendation:
+# it sits below every count a caller or test asks for (50 and up; the CLI's own floor is 20).
+MIN_RESAMPLES = 10
+# a sweep may leave a group out (groups=[A,B]) and the report still asks for C - B on every run:
+# those rows say n_prompts 0, so these are accepted whether or not the table holds them
+SWEEP_GROUPS = ("A", "B", "C")
+
+# --------------------------------------------------------------------------------------------
+# Checks of public arguments: one-line ValueErrors naming the argument, what is allowed, the value
+# --------------------------------------------------------------------------------------------
+
+
+def shown(value) -> str:
+    """``value`` as an error message prints it (a numpy scalar as the plain number it holds)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def check_fraction(name: str, value, example: float) -> None:
+    """Refuse ``value`` unless it is a number strictly between 0 and 1 (a confidence, a level)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < 1:
+        raise ValueError(f"{name} must be a number strictly between 0 and 1 (e.g. {example}), got {shown(value)}")
+
+
+def check_count(name: str, value, minimum: int) -> None:
+    """Refuse ``value`` unless it is a whole number of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
+
+
+def check_resampling(confidence: float, n_resamples: int | None = None) -> None:
+    """The checks every bootstrap interval shares: ``confidence`` in (0, 1) and, when given, at least
+    :data:`MIN_RESAMPLES` resamples."""
+    check_fraction("confidence", confidence, CONFIDENCE)
+    if n_resamples is not None:
+        check_count("n_resamples", n_resamples, MIN_RESAMPLES)
+
+
+def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[str] = ()) -> None:
+    """Refuse ``value`` (the argument ``name``) unless ``df[column]`` holds it or it is in ``also``:
+    a group or segment the table lacks would give an empty or all-NaN table without a word."""
+    held = sorted(map(str, df[column].dropna().unique())) if column in df.columns else []
+    if str(value) in held or value in also:
+        return
+    where = ", ".join(map(repr, held)) or "none"
+    extra = f" or a sweep's {', '.join(also[:-1])} or {also[-1]}" if also else ""
+    raise ValueError(f"{name} must be a {column} the table holds ({where}){extra}, got {shown(value)}")
+
+
+def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
+    """Refuse a ``high``/``low`` pair a C-minus-B style comparison cannot mean: either group neither
+    held by ``df`` nor one of :data:`SWEEP_GROUPS`, or the same group twice."""
+    check_held(df, "group", "high", high, SWEEP_GROUPS)
+    check_held(df, "group", "low", low, SWEEP_GROUPS)
+    if high == low:
+        raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
+
 # --------------------------------------------------------------------------------------------
 # Prompt-only intervals and tests
 # --------------------------------------------------------------------------------------------
@@ -56,16 +112,18 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
     result), otherwise the percentile interval. Returns ``(low, high, method_used)`` with
     ``method_used`` one of ``"BCa"``, ``"percentile"``, ``"degenerate"`` (all values equal: the
     interval is that value) or ``"none"`` (fewer than 2 values: NaN). Prompt-only: supports claims
-    about *these* prefixes.
+    about *these* prefixes. A ``confidence`` outside (0, 1) or fewer than :data:`MIN_RESAMPLES`
+    resamples is refused (:func:`check_resampling`).
     """
+    check_resampling(confidence, n_resamples)
+    if method not in ("BCa", "percentile"):
+        raise ValueError(f"method must be 'BCa' or 'percentile', got {method!r}")
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
     if len(values) < 2:
         return (np.nan, np.nan, "none")
     if np.all(values == values[0]):
         return (float(values[0]), float(values[0]), "degenerate")
-    if method not in ("BCa", "percentile"):
-        raise ValueError(f"method must be 'BCa' or 'percentile', got {method!r}")
     if method == "BCa" and len(np.unique(values)) >= 8:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -146,7 +204,8 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
     """``high`` minus ``low`` at each length, paired by prompt: mean difference, bootstrap CI over
     prompts (``ci_method``), and a two-sided Wilcoxon signed-rank p-value (NaN when every difference
     is zero). Prompt-only: a claim about *these* prefixes; see :func:`compare_groups` for the claim
-    about the content in general."""
+    about the content in general. Groups are checked as :func:`check_groups` says."""
+    check_groups(conditions, high, low)
     conditions = with_settings(conditions)
     by = present_columns(conditions, by)
     columns = by + ["n_prompts", "mean_diff", "ci_low", "ci_high", "ci_method", "wilcoxon_p"]
@@ -258,7 +317,10 @@ def weighted_segment_mean(attention: pd.DataFrame, value: str = "kl", by: Sequen
 
 def layer_profile(attention: pd.DataFrame, value: str = "kl", segment: str | None = None) -> pd.DataFrame:
     """Mean ``value`` per group, prefix length and layer (over heads, prefixes and prompts; segments
-    weighted by ``n_queries``, :func:`weighted_segment_mean`), bootstrap CI over prompts."""
+    weighted by ``n_queries``, :func:`weighted_segment_mean`), bootstrap CI over prompts. A
+    ``segment`` the table does not hold is refused."""
+    if segment is not None:
+        check_held(attention, "segment", "segment", segment)
     att = attention if segment is None else attention[attention.segment == segment]
     by = present_columns(with_settings(att), ("model", "placement", "isolation", "group", "prefix_len", "layer"))
     return summarise_per_prompt(weighted_segment_mean(att, value, by), value, by)
@@ -266,7 +328,11 @@ def layer_profile(attention: pd.DataFrame, value: str = "kl", segment: str | Non
 
 def head_map(attention: pd.DataFrame, group: str = "C", value: str = "kl", segment: str | None = None) -> pd.DataFrame:
     """Mean ``value`` per prefix length, layer and head for one group (per prompt first, segments
-    weighted by ``n_queries``: :func:`weighted_segment_mean`)."""
+    weighted by ``n_queries``: :func:`weighted_segment_mean`). A ``group`` or ``segment`` the table
+    does not hold is refused (a sweep's A, B or C is accepted: a sweep may leave one out)."""
+    check_held(attention, "group", "group", group, SWEEP_GROUPS)
+    if segment is not None:
+        check_held(attention, "segment", "segment", segment)
     att = attention[attention.group == group]
     if segment is not None:
         att = att[att.segment == segment]

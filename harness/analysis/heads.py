@@ -16,6 +16,9 @@ from harness.analysis.crossed_variance import difference, supported
 from harness.analysis.descriptive import (
     HEAD_PERMUTATIONS,
     benjamini_hochberg_by,
+    check_count,
+    check_fraction,
+    check_groups,
     present_columns,
     wilcoxon_rows,
     with_settings,
@@ -143,8 +146,13 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     ``segment``: one segment, a list, or None for all; each segment is its own set of rows.
     ``significant`` is ``q < alpha`` (``significant_by="wilcoxon"``), ``q_crossed < alpha``
     (``"crossed"``) or ``q_perm < alpha`` (``"permutation"``); the ``significant_by`` column names the
-    test. Sorted by that q-value.
+    test. Sorted by that q-value. Refused: an ``alpha`` outside (0, 1) (at 1 or above every head
+    would be significant), a group :func:`check_groups` refuses, fewer than 1 permutation.
     """
+    check_fraction("alpha", alpha, 0.05)
+    check_groups(attention, high, low)
+    if permutation:  # unused without the permutation test
+        check_count("n_permutations", n_permutations, 1)
     if family not in ("model", "length"):
         raise ValueError(f"family must be 'model' or 'length', got {family!r}")
     if significant_by not in SIGNIFICANT_BY:

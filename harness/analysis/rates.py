@@ -11,11 +11,28 @@ import pandas as pd
 
 from harness.analysis.crossed import cell_means
 from harness.analysis.crossed_variance import complete_table
-from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, present_columns, with_settings
+from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, check_fraction, present_columns, shown, with_settings
 from harness.analysis.rate_intervals import effective_units, quantile, wilson
 from harness.numbers import size
 
 WILSON = "Wilson, crossed"  # how rate_summary's ci_method names its interval
+HIT = "target_hit"  # rate_summary's column when none is named
+
+
+def check_hits(df: pd.DataFrame, hit: str) -> None:
+    """Refuse a ``hit`` column ``df`` lacks, or one whose non-null values are not booleans or 0/1 (a
+    continuous measure such as ``output_kl`` would be averaged into a meaningless "rate")."""
+    if hit not in df.columns:
+        flags = ", ".join(repr(c) for c in df.columns if pd.api.types.is_bool_dtype(df[c].dtype)) or "none"
+        raise ValueError(f"hit must name a column of the table (its boolean columns: {flags}), got {shown(hit)}")
+    values = df[hit].dropna()
+    try:
+        bad = values[~values.astype(float).isin([0.0, 1.0])]
+    except (TypeError, ValueError):  # strings and other objects: not hits either
+        bad = values
+    if len(bad):
+        raise ValueError(f"hit must name a column of booleans or 0/1 (nulls are left out), got {shown(hit)}, "
+                         f"which holds {shown(bad.iloc[0])}")
 
 
 def interval_words(shape: tuple[int, int], n_eff: float, dof: float) -> str:
@@ -32,7 +49,7 @@ def interval_words(shape: tuple[int, int], n_eff: float, dof: float) -> str:
     return f"{WILSON}, {units}" + (f", t on {size(dof)} df" if np.isfinite(dof) else "")
 
 
-def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence[str] = GROUP_BY,
+def rate_summary(conditions: pd.DataFrame, hit: str | None = None, by: Sequence[str] = GROUP_BY,
                  confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Hit rate (e.g. ``target_hit``) per group and length with a 95% interval.
 
@@ -40,7 +57,9 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
     crossing: the share of conditions that hit). Prompts and prefixes are both random
     (``resampled="prompts x prefixes"``: the claim about such prefixes in general) for groups with
     prefixes, prompts only for A (``"prompts"``: its base rate, a plain Wilson interval). Rows whose
-    ``hit`` is null are left out; an absent ``hit`` column gives an empty table.
+    ``hit`` is null are left out. ``hit`` None means ``target_hit``, and an empty table where the
+    table has none (a run whose prefixes name no target); a column the caller names must be there.
+    Either must hold booleans or 0/1 (:func:`check_hits`), and ``confidence`` lie in (0, 1).
 
     The interval is :func:`harness.analysis.rate_intervals.crossed_rate_interval`; where the crossing is
     incomplete it is computed on the largest complete part (``ci_method`` says so).
@@ -50,11 +69,15 @@ def rate_summary(conditions: pd.DataFrame, hit: str = "target_hit", by: Sequence
     Columns: by..., rate, ci_low, ci_high, n_hits, n_conditions, n_prompts, n_prefixes, resampled,
     ci_method, effective_units.
     """
+    check_fraction("confidence", confidence, CONFIDENCE)
+    if hit is not None or HIT in conditions.columns:
+        hit = HIT if hit is None else hit
+        check_hits(conditions, hit)
     df = with_settings(conditions)
     by = present_columns(df, by)
     columns = by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts", "n_prefixes", "resampled",
                     "ci_method", "effective_units"]
-    if hit not in df.columns:
+    if hit is None:
         return pd.DataFrame(columns=columns)
     df = df[df[hit].notna()].assign(_hit=lambda d: d[hit].astype(float))
     if df.empty:

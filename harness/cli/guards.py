@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.runs.outdir import check_out, check_out_file, claim_out, mark_out  # noqa: F401  (the commands' guards)
 
 
 def out_beside(out: Path | None, first: Path, command: str) -> Path:

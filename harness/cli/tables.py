@@ -10,9 +10,6 @@ import sys
 from pathlib import Path
 
 from harness.cli.guards import (
-    check_out,
-    claim_out,
-    mark_out,
     non_negative,
     non_negative_int,
     out_beside,
@@ -21,6 +18,7 @@ from harness.cli.guards import (
     whole,
 )
 from harness.errors import HarnessError
+from harness.runs.outdir import check_out, claim_out, mark_out
 
 MIN_RESAMPLES = 20  # fewer leave a crossed bootstrap's percentiles undefined (numpy warns, the interval is noise)
 

@@ -74,7 +74,7 @@ def build_prefixes(args: list[str]) -> int:
         p.add_argument("--out", type=Path, required=True, help="the JSONL file to write (a new one: see --force)")
         p.add_argument("--force", action="store_true", help="replace --out if it exists")
     ns = parser.parse_args(args)
-    from harness.cli.guards import check_out_file
+    from harness.runs.outdir import check_out_file
 
     check_out_file(ns.out, ns.force)
     for name in ("corpus", "templates", "fillers", "payloads"):

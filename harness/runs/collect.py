@@ -113,9 +113,6 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             trust_damaged: bool = False, allow_mixed_settings: bool = False) -> int:
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]  # the API takes str paths too
     out = Path(out)
-    if any((out / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, "results")):
-        raise HarnessError(f"--out {out} is a sweep's run directory: collect reads runs and never writes into "
-                           f"them; give a new directory")
     check_out(out)  # the command's checks, for the API too: a user's own files there are never written over
     claim_out(out, "collect", paths)
     runs = find_runs(paths)

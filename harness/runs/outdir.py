@@ -1,7 +1,8 @@
 """Where a command that reads runs may write (``--out``, or ``out=`` in the API): never into a run
 directory nor inside one, never over files no harness command wrote, never over another command's
 output or this command's output from other runs. The CLI (:mod:`harness.cli.guards`) and the Python
-API (:func:`harness.runs.collect.collect`) share these checks."""
+API (:func:`harness.runs.collect.collect`) share these checks. The run directory's layout is imported
+where it is used: a command's ``--help`` and its refusals come before torch loads."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.io import write_json
-from harness.runs.rundir import RunDir
 
 
 def check_out(out: Path, allowed: Path | None = None) -> None:
     """``--out`` is a directory, never a run directory nor inside one (a run read, or any other
     sweep's): commands that read runs write elsewhere. ``allowed``: the one run a command writes
     into by design (``harness figures RUN`` redraws into RUN)."""
+    from harness.runs.rundir import RunDir
+
     if out.is_symlink() and not out.exists():
         raise HarnessError(f"--out {out} is a link to {os.readlink(out)}, which does not exist: give a directory")
     if out.exists() and not out.is_dir():
@@ -49,6 +50,8 @@ def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
     refused command leaves no directory; an interrupted one leaves its own)."""
     import json
 
+    from harness.runs.rundir import RunDir
+
     target = out.resolve()
     read = sorted(str(Path(r).resolve()) for r in runs)
     for path in read:
@@ -75,6 +78,9 @@ def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
 
 def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
     """Record which command (and on which runs) writes into ``--out`` (:func:`claim_out` reads it)."""
+    from harness.io import write_json
+    from harness.runs.rundir import RunDir
+
     write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / RunDir.OUT_MARKER)
 
 
