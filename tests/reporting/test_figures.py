@@ -255,3 +255,17 @@ def test_the_notebook_is_saved_with_its_outputs():
     assert not errors and len(figures) >= 5
     assert sum(bool(c.get("outputs")) for c in code) >= len(code) // 2
     assert "RUN_DIRS = None" in code[0].source  # the runs were given to the execution only
+
+
+def test_the_benchmarks_notebook_runs_on_the_tracked_results_and_is_saved_with_its_figures():
+    """Issue 70, item 6: a second notebook for the public-benchmark and detector pages, executed in CI
+    (here) and saved with its outputs for the docs site."""
+    path = ROOT / "notebooks" / "benchmarks.ipynb"
+    saved = nbformat.read(path, as_version=4)
+    images = [o for c in saved.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 2, "save it with its outputs: python notebooks/execute.py notebooks/benchmarks.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert "focus_score" in str(outputs) and "attack - mention" in str(outputs)
