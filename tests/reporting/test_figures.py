@@ -91,6 +91,8 @@ def test_sweep_writes_figures_and_report(tiny_run):
     # 5 prefixes per group: the report says which interval to read
     assert "With 5 prefixes in a group, the prompts x prefixes interval rests on few prefixes" in report
     assert "power at 1 prefix SD" in report
+    # no test known to exceed its level beside the valid ones (issue 65, item 5)
+    assert "| prefix permutation p |" not in report and "is not printed" in report
     # the answer first: the report's first picture is figure 0, C - B with its intervals, and its numbers are a table
     images = [line for line in report.splitlines() if line.startswith("![")]
     assert images[0] == "![fig0_c_minus_b](figures/fig0_c_minus_b.png)" and images.count(images[0]) == 1
