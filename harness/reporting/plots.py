@@ -247,8 +247,10 @@ def plot_forest(ax, rows: pd.DataFrame, xlabel: str, delta: float | None = None)
         y = np.array([lengths.index(int(v)) for v in cell.prefix_len]) + j * step
         est, low, high = (cell[c].to_numpy(dtype=float) for c in ("estimate", "ci_low", "ci_high"))
         has = np.isfinite(low) & np.isfinite(high)
-        ax.errorbar(est[has], y[has], xerr=[est[has] - low[has], high[has] - est[has]], fmt=marker, color=colour,
-                    capsize=2.5, linewidth=2.0 if j == 0 else 1.0, markersize=5 if j == 0 else 4, label=label)
+        if has.any():  # no empty series: its legend entry would name intervals that are not drawn
+            ax.errorbar(est[has], y[has], xerr=[est[has] - low[has], high[has] - est[has]], fmt=marker,
+                        color=colour, capsize=2.5, linewidth=2.0 if j == 0 else 1.0, markersize=5 if j == 0 else 4,
+                        label=label)
         if (~has).any():
             ax.plot(est[~has], y[~has], marker, color=colour, markerfacecolor="none", markersize=5,
                     label=f"{comparison}: no interval (see the report)")
