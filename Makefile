@@ -43,12 +43,12 @@ $(VLLM_VENV)/bin/vllm-ready:
 
 vllm: $(VLLM_VENV)/bin/vllm-ready
 
-# Three sweeps and a side-by-side report: the default demo (neutral and instruction-like prefixes
-# on the default, obedient story model); the directive control on the obedient model (positive
-# control) and on the plain one (negative control): story prefixes carrying a directive, against
-# matched prefixes that only mention the same word. Sweeps 2 and 3 draw no figures of their own
-# (the side-by-side report has them all; `harness figures DIR` draws one run's): that keeps the demo
-# under five minutes on two cores. Rerunning reuses every stored result.
+# Three sweeps and a side-by-side report: the directive control on the directive-trained model
+# (positive control) and on the plain one (negative control): story prefixes carrying a directive,
+# against matched prefixes that only mention the same word; then the default demo (neutral and
+# instruction-like prefixes of the default bank on the same model). Sweeps 1 and 2 draw no figures of
+# their own (the side-by-side report has them all; `harness figures DIR` draws one run's): that
+# keeps the demo near five minutes on two cores. Rerunning reuses every stored result.
 DEMO_OUT ?= outputs/demo
 # The effect first: the directive sweeps (the taught model beside its plain original), where the data establish
 # something; then the default sweep, 10 prefixes of bland text on the same model, where they do not.

@@ -47,7 +47,7 @@ _API = {
     # figures and the report
     "make_figures": "harness.reporting.figure_set", "hit_rates": "harness.reporting.figure_set",
     "mass_sources": "harness.reporting.figure_set", "report_markdown": "harness.reporting.report",
-    "write_outputs": "harness.reporting.report",
+    "write_outputs": "harness.runs.outdir",
     # the metric registry
     "METRICS": "harness.measure.metrics",
 }

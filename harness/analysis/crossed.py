@@ -37,6 +37,7 @@ from harness.analysis.descriptive import (
     bootstrap_interval,
     check_count,
     check_groups,
+    check_measure,
     check_resampling,
     present_columns,
     wilcoxon_p,
@@ -245,6 +246,7 @@ def prefix_permutation_test(df: pd.DataFrame, value: str, high: str = "C", low: 
     Columns: by..., n_prompts, n_prefixes_high, n_prefixes_low, design, statistic, p_perm, exact.
     """
     check_groups(df, high, low)
+    check_measure(df, value)
     check_count("n_permutations", n_permutations, 1)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
@@ -323,6 +325,7 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
     Columns: by..., statistic, ci_low, ci_high, n_prompts, n_prefixes_high, n_prefixes_low, design.
     """
     check_groups(df, high, low)
+    check_measure(df, value)
     check_resampling(confidence, n_resamples)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
@@ -361,6 +364,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
     :func:`check_resampling` refuses, fewer than 1 permutation.
     """
     check_groups(df, high, low)
+    check_measure(df, value)
     check_resampling(confidence, n_resamples)
     check_count("n_permutations", n_permutations, 1)
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \

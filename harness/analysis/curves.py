@@ -19,12 +19,15 @@ from harness.analysis.descriptive import (
     GROUP_BY,
     N_RESAMPLES,
     bootstrap_ci,
+    check_by,
     check_count,
     check_resampling,
     present_columns,
     summarise_per_prompt,
     with_settings,
 )
+
+MAX_K = 10_000  # a survival curve's longest reach where the table does not say how long continuations are
 
 
 def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int | None = None,
@@ -46,8 +49,13 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     """
     if max_k is not None:
         check_count("max_k", max_k, 0)
+        longest = int(conditions["n_continuation_tokens"].max()) if "n_continuation_tokens" in conditions and \
+            conditions["n_continuation_tokens"].notna().any() else MAX_K
+        if max_k > max(longest, 1):  # a curve past the last token is flat, and a huge one fills the memory
+            raise ValueError(f"max_k must be at most the longest continuation ({longest} tokens), got {max_k}")
     check_resampling(confidence, n_resamples)
     df = with_settings(conditions)
+    check_by(df, by)
     by = present_columns(df, by)
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)
     if max_k is None:

@@ -91,6 +91,18 @@ def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[s
     raise ValueError(f"{name} must be a {column} the table holds ({where}){extra}, got {shown(value)}")
 
 
+def check_measure(df: pd.DataFrame, value: str) -> None:
+    """Refuse a ``value`` that is not a column of numbers or booleans of ``df`` (a text column would
+    fail deep inside a mean; a missing one with a bare KeyError)."""
+    if value not in df.columns:
+        raise ValueError(f"value must name a column of the table, got {shown(value)}")
+    column = df[value]
+    if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
+        example = next(iter(column.dropna()), None)
+        raise ValueError(f"value must name a column of numbers or booleans, got {shown(value)}, which holds "
+                         f"{shown(example)[:40]}")
+
+
 def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
     """Refuse a ``high``/``low`` pair a C-minus-B style comparison cannot mean: either group neither
     held by ``df`` nor one of :data:`SWEEP_GROUPS`, or the same group twice."""
@@ -162,6 +174,15 @@ def present_columns(df: pd.DataFrame, by) -> list[str]:
     return [c for c in by if c in df.columns]
 
 
+def check_by(df: pd.DataFrame, by) -> None:
+    """Refuse a ``by`` column that ``df`` lacks and no table of the harness may lack (the keys
+    :data:`GROUP_BY` names are skipped where absent, as tables of one placement have none): a typo
+    would silently pool over what it meant to split."""
+    unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
+    if unknown:
+        raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
+
+
 def paired_differences(df: pd.DataFrame, value: str, by: list[str], high: str, low: str) -> pd.DataFrame | None:
     """Per ``by`` cell and prompt: ``value`` of group ``high`` minus group ``low`` (each averaged over
     the group's prefixes) in a ``diff`` column; None when either group is absent."""
@@ -195,6 +216,7 @@ def drift_summary(conditions: pd.DataFrame, value: str = "norm_edit_distance",
     """Mean ``value`` per group and prefix length, with a bootstrap CI over prompts (BCa where it
     applies; ``ci_method``). Describes *these* prefixes."""
     conditions = with_settings(conditions)
+    check_by(conditions, by)
     by = present_columns(conditions, by)
     return summarise_per_prompt(per_prompt(conditions, value, by), value, by)
 

@@ -4,8 +4,8 @@ A report's question is "does the instruction-like prefix (C) move the model more
 (B)?". :func:`forest_table` answers it per measure, model, placement and prefix length in one tidy
 table, each row an estimate with its prompts x prefixes interval (prompts and prefixes both random):
 
-* ``C - B``: the lead comparison of the report's C - B table
-  (:func:`harness.analysis.crossed.compare_groups`), copied, not recomputed;
+* ``C - B``: the lead comparison of the report's C - B table (:func:`contrast_table`: every
+  contrasted measure through :func:`harness.analysis.crossed.compare_groups`), copied, not recomputed;
 * ``B - A`` and ``C - A``: the mean of a *drift* measure over one group, which is already a difference
   from A (A's value of it is 0 by construction: the edit distance of A's continuation to itself, the
   KL of A's attention from itself). Its interval is the crossed t interval of one group's mean
@@ -18,14 +18,36 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.analysis.crossed import cell_means
+from harness.analysis import descriptive, obeying
+from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS, complete_table, group_mean
+from harness.measure.metrics import contrasted
 
 CELL = ("model", "placement", "prefix_len")
 COMPARISONS = ("C - B", "B - A", "C - A")
 COLUMNS = ["model", "placement", "prefix_len", "measure", "value", "comparison", "estimate", "ci_low", "ci_high",
            "ci_note", "n_prompts", "n_prefixes", "resampled"]
 RESAMPLED = "prompts x prefixes"
+
+
+def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
+    """C - B of every contrasted measure (:func:`harness.measure.metrics.contrasted`) per model and
+    length (:func:`harness.analysis.crossed.compare_groups`), with ``q_crossed`` within each model;
+    the target hit rate is left out where C both asks for and forbids the word."""
+    results = []
+    mixed = bool((obeying.roles(conds) == "forbidden").any())
+    for value, label in contrasted():
+        if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
+            continue
+        rows = conds if value == "target_hit" else obeying.without_mentions(conds)  # a word rate: C against mentions
+        data = rows.assign(**{value: rows[value].astype(float)})
+        rate = pd.api.types.is_bool_dtype(conds[value].dtype)
+        results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
+    if not results:
+        return pd.DataFrame()
+    table = pd.concat(results, ignore_index=True)
+    table["q_crossed"] = descriptive.benjamini_hochberg_by(table, "p_crossed", family=("model",))
+    return table
 
 
 def is_drift(conds: pd.DataFrame, value: str) -> bool:

@@ -19,6 +19,7 @@ from harness.analysis.descriptive import (
     check_count,
     check_fraction,
     check_groups,
+    check_held,
     present_columns,
     wilcoxon_rows,
     with_settings,
@@ -157,6 +158,8 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
         raise ValueError(f"family must be 'model' or 'length', got {family!r}")
     if significant_by not in SIGNIFICANT_BY:
         raise ValueError(f"significant_by must be one of {sorted(SIGNIFICANT_BY)}, got {significant_by!r}")
+    for one in [] if segment is None else [segment] if isinstance(segment, str) else list(segment):
+        check_held(attention, "segment", "segment", one)
     att = with_settings(attention[attention.group.isin([high, low])])
     if segment is not None:
         att = att[att.segment.isin([segment] if isinstance(segment, str) else list(segment))]

@@ -73,6 +73,20 @@ def check_sweep_dir(sweep_dir: str) -> None:
         path = Path(sweep_dir).resolve()
     except (RuntimeError, OSError) as exc:
         raise HarnessError(f"hydra.sweep.dir={sweep_dir} cannot be followed ({exc}); give a directory") from None
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"hydra.sweep.dir={sweep_dir} is a file, not a directory; give a directory")
+    if path.is_dir():
+        command = RunDir(path).output_of()
+        if command or (path / "locate.json").exists() or (path / "locate.partial.parquet").exists():
+            what = f"the output of `harness {command}`" if command else "a locate search"
+            raise HarnessError(f"hydra.sweep.dir={sweep_dir} holds {what}; a multirun writes a directory of its own: "
+                               f"choose another")
+        jobs = [p for p in path.iterdir() if (p / RunDir.HYDRA).is_dir()]
+        others = [p.name for p in path.iterdir() if p not in jobs and not (jobs and p.name == "multirun.yaml")]
+        if others:  # a user's files (Hydra writes its multirun.yaml over one without a word)
+            raise HarnessError(f"hydra.sweep.dir={sweep_dir} holds files that are not a multirun's "
+                               f"({', '.join(sorted(others)[:4])}): its jobs would write over them; choose a new or "
+                               f"empty directory")
     for place in (path, *path.parents):
         if RunDir(place).made_by_a_sweep():
             raise HarnessError(f"hydra.sweep.dir={sweep_dir} is {'' if place == path else 'inside '}the run directory "

@@ -151,6 +151,10 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     sweep_dirs = [unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")]
     if sweep_dirs and ("-m" in args or "--multirun" in args):
         check_sweep_dir(sweep_dirs[-1])
+    for subdir in (unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.subdir=")):
+        if subdir.startswith(("/", "~")) or ".." in Path(subdir).parts:  # a job outside its multirun
+            raise HarnessError(f"hydra.sweep.subdir={subdir} leads out of hydra.sweep.dir: a job's directory is "
+                               f"inside its multirun's (the default is the job number)")
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -252,6 +256,10 @@ def resume(args: list[str]) -> int:
         raise HarnessError(f"harness resume finishes {ns.run_dir} where it is, so {moved[0]} does not apply; to "
                            f"continue it elsewhere, copy the directory there and resume the copy")
     run = RunDir(ns.run_dir)
+    command = run.output_of()
+    if command:  # collect's output, or another command's: not a sweep to finish
+        raise HarnessError(f"{run} holds the output of `harness {command}`, not a sweep: resume the runs it was made "
+                           f"from, then run `harness {command}` again")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "

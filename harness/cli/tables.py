@@ -18,7 +18,7 @@ from harness.cli.guards import (
     whole,
 )
 from harness.errors import HarnessError
-from harness.runs.outdir import check_out, claim_out, mark_out
+from harness.runs.outdir import check_out, claim_out, mark_out, unmark_if_empty
 
 MIN_RESAMPLES = 20  # fewer leave a crossed bootstrap's percentiles undefined (numpy warns, the interval is noise)
 
@@ -233,6 +233,11 @@ def detect(args: list[str]) -> int:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
     notes = _reading_notes(ns, ns.runs)
+    if len(ns.runs) > 1:  # its inputs are pooled by id, as every reader's are
+        from harness.runs.rundir import RunDir
+        from harness.runs.tables import refuse_one_key_two_texts
+
+        refuse_one_key_two_texts([RunDir(r).conditions(ns.trust_damaged) for r in ns.runs], [str(r) for r in ns.runs])
     claim_out(ns.out, "detect", ns.runs)
     mark_out(ns.out, "detect", ns.runs)  # first: an interrupted detect resumes into its own directory
     run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
@@ -359,10 +364,11 @@ def causal_heads(args: list[str]) -> int:
     check_out(ns.out)
     notes = _reading_notes(ns, [ns.run])
     claim_out(ns.out, "causal-heads", [ns.run])
-    if (ns.run / "manifest.json").is_file():  # first: an interrupted test resumes into its own directory
-        mark_out(ns.out, "causal-heads", [ns.run])
     if ns.draws < 0 or any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive and --draws non-negative")
+    fresh = not ns.out.exists()
+    if (ns.run / "manifest.json").is_file():  # first: an interrupted test resumes into its own directory
+        mark_out(ns.out, "causal-heads", [ns.run])
     from harness.runs.causal_heads import causal_heads as run_causal_heads
 
     # its progress lines on stderr for this command only (a handler left on the root logger outlived it)
@@ -375,6 +381,10 @@ def causal_heads(args: list[str]) -> int:
         run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed,
                          not ns.no_converse, ns.device, causal=not ns.ranking_only, trust_damaged=ns.trust_damaged,
                          allow_mixed_settings=ns.allow_mixed_settings, notes=notes)
+    except HarnessError:
+        if fresh:  # refused before anything was computed: no directory holding only the marker is left
+            unmark_if_empty(ns.out)
+        raise
     finally:
         root.removeHandler(handler)
         root.setLevel(level)

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.analysis import curves, descriptive
+from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.reporting import plots as F
@@ -64,12 +65,15 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     """Figures 0-9 (those the tables have data for), one row per model and placement (figure 9, the
     placements beside the direct ceiling: one row per model; ``ceiling``: the
     :func:`ceiling_table` of the baseline conditions, computed here when not given). Figure 0, the
-    answer first, needs ``forest`` (:func:`harness.analysis.forest.forest_table`)."""
+    answer first, draws ``forest`` (:func:`harness.analysis.forest.forest_table`; computed here when not
+    given)."""
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}
+    if forest is None:  # the report's C - B table and each group's drift, as write_outputs computes them
+        forest = forest_table(conds, contrast_table(conds))
     with F.style():
-        if forest is not None and not forest.empty:
+        if not forest.empty:
             out["fig0_c_minus_b"] = forest_figure(forest)
         fig, axes = _grid(len(combos), 1)
         summary = descriptive.drift_summary(conds, "norm_edit_distance")

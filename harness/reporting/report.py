@@ -15,12 +15,10 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
-from harness.analysis.crossed import compare_groups
-from harness.analysis.forest import forest_table
+from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.heads import head_contrasts
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_parquet, write_text
-from harness.measure.metrics import contrasted
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section, examples_section
 from harness.reporting.figure_names import FIGURE_NAMES
@@ -114,26 +112,6 @@ FEW_PREFIXES = 10  # below this many prefixes per group, the report says the gen
 SUMMARY_OUTPUT = ("output_kl", "norm_edit_distance")
 SUMMARY_ATTENTION = ("attn_capture_mean",)
 CELL = ("model", "placement", "prefix_len")  # one summary line, one example block: placements kept apart
-
-
-def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
-    """C - B of every contrasted measure (:func:`harness.measure.metrics.contrasted`) per model and
-    length (:func:`harness.analysis.crossed.compare_groups`), with ``q_crossed`` within each model;
-    the target hit rate is left out where C both asks for and forbids the word."""
-    results = []
-    mixed = bool((obeying.roles(conds) == "forbidden").any())
-    for value, label in contrasted():
-        if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
-            continue
-        rows = conds if value == "target_hit" else obeying.without_mentions(conds)  # a word rate: C against mentions
-        data = rows.assign(**{value: rows[value].astype(float)})
-        rate = pd.api.types.is_bool_dtype(conds[value].dtype)
-        results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
-    if not results:
-        return pd.DataFrame()
-    table = pd.concat(results, ignore_index=True)
-    table["q_crossed"] = descriptive.benjamini_hochberg_by(table, "p_crossed", family=("model",))
-    return table
 
 
 def _finding(r) -> str:

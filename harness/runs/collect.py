@@ -23,7 +23,7 @@ from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
-from harness.runs.outdir import check_out, claim_out, mark_out
+from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.reading import compared_settings, has_table, held_by, is_cache_timing
 from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
@@ -167,8 +167,15 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         tables[RunDir.ATTENTION] = att.drop(columns="_source")
     out.mkdir(parents=True, exist_ok=True)
     mark_out(out, "collect", paths)  # before the tables: an interrupted collect leaves its own directory
+    before = (RunDir(out).manifest(trust_damaged=True) or {}).get("tables") if (out / RunDir.MANIFEST).is_file() \
+        else None
     for name, df in tables.items():
         write_parquet(df, out / name)
+    if before and before != {name: sha256_file(out / name) for name in tables}:  # a page of the earlier tables
+        dropped = drop_report(out)
+        if dropped:
+            print(f"removed {', '.join(dropped)}, drawn from the tables collected before: `harness figures {out}` "
+                  f"draws them anew")
     write_sealed_json({
         "collected": now_iso(),
         "sources": sources,

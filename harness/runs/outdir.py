@@ -94,3 +94,46 @@ def check_out_file(out: Path, force: bool) -> None:
     check_out(out.parent)
     if out.exists() and not force:
         raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
+
+
+REPORT_FILES = ("report.md", "contrasts.parquet", "ceiling.parquet")  # what write_outputs writes beside figures/
+
+
+def drop_report(path: Path) -> list[str]:
+    """Remove the report, its tables and the standard figures from ``path`` (their tables were just
+    replaced, so they describe other data), by exact name: a user's own files there stay. Returns
+    the names removed."""
+    from harness.io import figure_files_in
+    from harness.reporting.figure_names import FIGURE_NAMES
+
+    gone = [path / name for name in REPORT_FILES if (path / name).is_file()]
+    gone += figure_files_in(path / "figures", FIGURE_NAMES)
+    for file in gone:
+        file.unlink(missing_ok=True)
+    return sorted({("figures/" if file.parent.name == "figures" else "") + file.name for file in gone})
+
+
+def unmark_if_empty(out: Path) -> None:
+    """Remove ``out`` where it holds nothing but :func:`mark_out`'s marker: a command refused after
+    marking it leaves no directory of its own behind."""
+    from harness.runs.rundir import RunDir
+
+    if out.is_dir() and [p.name for p in out.iterdir()] == [RunDir.OUT_MARKER]:
+        (out / RunDir.OUT_MARKER).unlink()
+        out.rmdir()
+
+
+def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix contamination run", noise=None,
+                  manifests: list[dict] = (), notes: list[str] = ()) -> list[Path]:
+    """The report, its tables and the standard figures of ``conditions`` (and ``attention``) into
+    ``out_dir``, for the Python API: checked as every command's ``--out`` is (never a run directory nor
+    inside one, never over files no harness command wrote, never over another command's output), then
+    :func:`harness.reporting.report.write_outputs`. Returns the paths written."""
+    from harness.reporting.report import write_outputs as write
+
+    out_dir = Path(out_dir)
+    check_out(out_dir)
+    claim_out(out_dir, "figures")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mark_out(out_dir, "figures")
+    return write(conditions, attention, out_dir, title, noise, manifests, notes)

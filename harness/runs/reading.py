@@ -171,12 +171,12 @@ def not_a_run(run: RunDir) -> str:
                     f"{run}` writes it again from the phases stored under results/")
         return (f"{run} is a harness cache-timing run (its tables: trials.parquet, leak.parquet), not a sweep's: "
                 f"`harness figures {run}` redraws its page; this command reads sweeps")
+    command = run.output_of()  # first: detect's output has a status.json of its own, as a sweep's has
+    if command:
+        return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"
     if (_quiet_manifest(run) or {}).get("tables", {}).get(RunDir.CONDITIONS) or run.made_by_a_sweep():
         return (f"{run / RunDir.CONDITIONS} is missing (the sweep wrote it; deleted or not copied?): rebuild it from "
                 f"results/ with `harness resume {run}`")
-    command = run.output_of()
-    if command:
-        return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
 
 

@@ -29,6 +29,7 @@ from harness.runs.compute import Computed, compute
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config
 from harness.runs.manifest import build_manifest
+from harness.runs.outdir import drop_report
 from harness.runs.rundir import RunDir
 from harness.runs.schema import row_key
 from harness.runs.store import ResultStore, fingerprint
@@ -173,6 +174,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         clock.lap("noise floor")
     if tables:
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
+    before = (rundir.manifest(trust_damaged=True) or {}).get("tables") if rundir.has(RunDir.MANIFEST) else None
     for name, df in tables.items():
         write_parquet(df, rundir / name)
     if not outcome.computed and earlier is not None:
@@ -182,6 +184,11 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     manifest = build_manifest(exp, config, started, outcome, failed, tables, rundir, condition_seconds, inputs)
     write_sealed_json(manifest, rundir / RunDir.MANIFEST)
     clock.lap("tables")
+    if not cfg.draw_figures and before and before != manifest["tables"]:  # a report of the tables replaced
+        dropped = drop_report(rundir.path)
+        if dropped:
+            log.info("removed %s, drawn from the tables this run replaced: `harness figures %s` draws them anew",
+                     ", ".join(dropped), rundir.path)
     if cfg.draw_figures and tables and any(c.group != "A" for c in exp.conditions):
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
                       noise=tables.get(RunDir.NOISE), manifests=[manifest])
@@ -256,6 +263,8 @@ def tables_of(computed: Computed, attention: bool) -> dict[str, pd.DataFrame]:
 @contextlib.contextmanager
 def _log_file(path: Path) -> Iterator[None]:
     """Also log to ``path`` while the sweep runs (only once the run directory is claimed)."""
+    if path.exists() and not path.is_file():
+        raise HarnessError(f"{path} is not a file (a directory?), and the run's log is written there: move it away")
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
     ours = logging.getLogger("harness")

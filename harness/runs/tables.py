@@ -82,6 +82,9 @@ ID_SPANS = (("prompt", "prompt_id", "task_start", "task_end", ("model",)),
             ("prefix", "prefix_id", "prefix_start", "prefix_end", ("model", "prefix_len")))
 
 
+PLURAL = {"prompt": "prompts", "prefix": "prefixes"}
+
+
 def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> None:
     """Refuse conditions tables of several runs in which one prompt id (or prefix id, at one model
     and length) names different tokens: read together, one key would hold two prompts' results. Two
@@ -99,6 +102,17 @@ def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> No
                 first = seen.setdefault(key, (tokens, name))
                 if first[0] != tokens:
                     raise HarnessError(f"{first[1]} and {name} give the {role} id {key[-1]!r} different texts "
-                                       f"({role}s files with other content under one id): read together, one key "
-                                       f"would hold two {role}s' results; read runs made from one file, or give the "
-                                       f"other file's lines ids of their own")
+                                       f"(files with other content under one id): read together, one key would hold "
+                                       f"two different {PLURAL[role]}' results; read runs made from one file, or give "
+                                       f"the other file's lines ids of their own")
+        if role == "prefix":  # one prefix neutral in one run, instruction-like in another: C - B with itself
+            kinds: dict[str, tuple[str, str]] = {}
+            for table, name in zip(tables, names):
+                if {column, "group"} <= set(table.columns):
+                    for pid, group in table.dropna(subset=[column])[[column, "group"]].drop_duplicates().itertuples(
+                            index=False):
+                        first = kinds.setdefault(str(pid), (str(group), name))
+                        if first[0] != str(group):
+                            raise HarnessError(f"the prefix id {str(pid)!r} is group {first[0]} in {first[1]} and "
+                                               f"{group} in {name}: read together, C - B would compare a prefix with "
+                                               f"itself; read runs whose banks agree on each prefix's kind")
