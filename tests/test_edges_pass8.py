@@ -153,3 +153,10 @@ def test_make_figures_as_the_api_page_shows_it_draws_figure_zero(base):
     figures = H.make_figures(tables.conditions, tables.attention, tables.noise)
     assert next(iter(figures)) == "fig0_c_minus_b"
     plt.close("all")
+
+
+def test_a_run_without_group_c_says_there_is_no_c_minus_b(tmp_path):
+    """Pass 8's notes: an A,B-only run's contrasts.parquet gave its C - B rows the note '0 prompts'."""
+    run = sweep(tmp_path / "ab", *[o for o in FAST if o != "draw_figures=false"], "groups=[A,B]", "prompts.limit=3")
+    assert "No C - B: the runs hold no group C." in (run / "report.md").read_text()
+    assert not (run / "contrasts.parquet").exists()

@@ -33,7 +33,10 @@ RESAMPLED = "prompts x prefixes"
 def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
     """C - B of every contrasted measure (:func:`harness.measure.metrics.contrasted`) per model and
     length (:func:`harness.analysis.crossed.compare_groups`), with ``q_crossed`` within each model;
-    the target hit rate is left out where C both asks for and forbids the word."""
+    the target hit rate is left out where C both asks for and forbids the word. Empty where the
+    conditions lack group B or C (a benign-only run, ``groups=[A,B]``: there is no C - B to state)."""
+    if not {"B", "C"} <= set(conds["group"].astype(str)):
+        return pd.DataFrame()
     results = []
     mixed = bool((obeying.roles(conds) == "forbidden").any())
     for value, label in contrasted():

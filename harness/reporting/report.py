@@ -167,7 +167,8 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
                      "it, so C - B would mix them; see \"Obeying or copying?\" above.")
     table = contrast_table(conds) if table is None else table
     if table.empty:
-        return lines
+        missing = sorted({"B", "C"} - set(conds.group.astype(str)))
+        return lines + ([f"No C - B: the runs hold no group {' or '.join(missing)}."] if missing else [])
     rows = []
     for r in table.itertuples():
         rows.append([r.measure, where(r), r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
