@@ -160,3 +160,21 @@ def test_a_run_without_group_c_says_there_is_no_c_minus_b(tmp_path):
     run = sweep(tmp_path / "ab", *[o for o in FAST if o != "draw_figures=false"], "groups=[A,B]", "prompts.limit=3")
     assert "No C - B: the runs hold no group C." in (run / "report.md").read_text()
     assert not (run / "contrasts.parquet").exists()
+
+
+def test_sigterm_in_a_command_that_reads_runs_says_its_line_and_exits_143(base, monkeypatch, capsys):
+    """Pass 8's notes: claims killed by SIGTERM exited 143 with no word (Ctrl-C said its line)."""
+    import os
+    import signal
+
+    import harness.cli.tables as tables
+
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler main installs turns it into Terminated
+        raise AssertionError("SIGTERM did not stop the command")
+
+    monkeypatch.setattr(tables, "claims", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["claims", str(base)]) == 143
+    assert "terminated: `harness claims` stopped" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before  # put back for whoever called main

@@ -106,6 +106,14 @@ def _dispatch(argv: list[str]) -> int:
             print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
     module, function = COMMANDS[command].split(":")
+    import signal
+
+    from harness.errors import Terminated, on_sigterm
+
+    try:  # SIGTERM says its line too (the Hydra apps install their own)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread (a notebook's worker): signals are not ours to take
+        previous = None
     try:
         return getattr(importlib.import_module(module), function)(rest)
     except HarnessError as exc:
@@ -113,17 +121,25 @@ def _dispatch(argv: list[str]) -> int:
         return 2
     except BrokenPipeError:  # not a bug: main says nothing of it
         raise
-    except KeyboardInterrupt:  # Ctrl-C in a command that reads runs (the Hydra apps say their own)
-        print(f"\ninterrupted: `harness {command}` stopped; what it had written is complete files only (each is "
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM in a command that reads runs (the Hydra apps say their own)
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"\n{how}: `harness {command}` stopped; what it had written is complete files only (each is "
               f"written whole or not at all), so run it again", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:  # noqa: BLE001
         return report_bug(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def __getattr__(name: str):
-    # Terminated and TaskExit are the Hydra applications' (imported here only when asked for)
-    if name in ("Terminated", "TaskExit"):
+    # TaskExit is the Hydra applications' (imported here only when asked for); Terminated, every command's
+    if name == "Terminated":
+        from harness.errors import Terminated
+
+        return Terminated
+    if name == "TaskExit":
         return getattr(importlib.import_module("harness.cli.hydra_apps"), name)
     if name == "hydra_quoted":
         return getattr(importlib.import_module("harness.cli.overrides"), name)

@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.cli import report_bug
 from harness.cli.guards import check_run_dir, check_sweep_dir
 from harness.cli.overrides import check_config_dir, check_overrides, hydra_quoted, option, unquoted
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Terminated, on_sigterm
 
 log = logging.getLogger("harness")
 STARTED = time.time()  # when this command started: a run directory made after it is this command's own
@@ -30,14 +30,6 @@ def _drop_if_made_empty(run_dir: Path) -> None:
             run_dir.rmdir()
     except OSError:
         pass
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what SLURM and most schedulers send before a kill), handled like Ctrl-C."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    raise Terminated()
 
 
 class TaskExit(BaseException):
@@ -157,7 +149,7 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
                                f"inside its multirun's (the default is the job number)")
     register_configs()
     sys.argv = [f"harness {name}", *args]
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     # Hydra configures the root logger for the job (a console handler on the sys.stdout of the
     # moment): put back what was there, so a caller that goes on (a notebook, a test) keeps its own
     root = logging.getLogger()
