@@ -44,7 +44,7 @@ def test_a_job_directory_outside_its_multirun_is_refused(tmp_path, capsys):
     """#035: '../esc${hydra.job.num}' put the jobs outside, and the summary said 'all 0 jobs complete'."""
     line = one_line_error(capsys, [*MULTIRUN, f"hydra.sweep.dir={tmp_path / 'ms'}",
                                    "hydra.sweep.subdir=../esc${hydra.job.num}"])
-    assert "leads out of hydra.sweep.dir" in line and not list(tmp_path.iterdir())
+    assert "leads out of it" in line and not list(tmp_path.iterdir())
 
 
 def test_the_python_report_writer_checks_its_directory(base, tmp_path):

@@ -94,7 +94,7 @@ def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[s
 def check_measure(df: pd.DataFrame, value: str) -> None:
     """Refuse a ``value`` that is not a column of numbers or booleans of ``df`` (a text column would
     fail deep inside a mean; a missing one with a bare KeyError)."""
-    if value not in df.columns:
+    if not isinstance(value, str) or value not in df.columns:  # a list names no one column
         raise ValueError(f"value must name a column of the table, got {shown(value)}")
     column = df[value]
     if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):

@@ -144,9 +144,11 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     if sweep_dirs and ("-m" in args or "--multirun" in args):
         check_sweep_dir(sweep_dirs[-1])
     for subdir in (unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.subdir=")):
-        if subdir.startswith(("/", "~")) or ".." in Path(subdir).parts:  # a job outside its multirun
-            raise HarnessError(f"hydra.sweep.subdir={subdir} leads out of hydra.sweep.dir: a job's directory is "
-                               f"inside its multirun's (the default is the job number)")
+        if not subdir.strip() or subdir.startswith(("/", "~")) or ".." in Path(subdir).parts or \
+                Path(subdir) == Path("."):  # a job outside its multirun, or in its top directory
+            raise HarnessError(f"hydra.sweep.subdir={subdir!r} must name a directory of each job's own inside "
+                               f"hydra.sweep.dir (the default, the job number, does); this one leads out of it or "
+                               f"gives every job the top directory")
     register_configs()
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, on_sigterm)

@@ -35,7 +35,8 @@ class SweepSummary(Callback):
                             f"({shared[0]} was given to {self.job_dirs.count(shared[0])}); hydra.sweep.subdir must "
                             f"differ between jobs (the default, the job number, does)")
         if problems:
-            raise JobsIncomplete(f"{len(problems)} of {len(jobs)} job(s) in {sweep_dir} are incomplete:\n  "
+            raise JobsIncomplete(f"{len(problems)} of {max(len(jobs), len(self.job_dirs))} job(s) in {sweep_dir} are "
+                                 f"incomplete:\n  "
                                  + "\n  ".join(problems))
         log.info("all %d jobs complete in %s; combine them with: harness collect %s --out DIR", len(jobs),
                  sweep_dir, sweep_dir)
