@@ -75,7 +75,8 @@ def test_a_report_of_replaced_tables_is_removed_not_left_beside_them(base, tmp_p
     assert not (run / "figures" / "fig0_c_minus_b.png").exists() and mine.read_bytes() == b"mine"
     capsys.readouterr()
     assert main(["collect", str(run), "--out", str(tmp_path / "c")]) == 0
-    assert "removed" in capsys.readouterr().out and not (tmp_path / "c" / "report.md").exists()
+    said = capsys.readouterr().out
+    assert "removed" in said and "repeated rows" not in said and not (tmp_path / "c" / "report.md").exists()
 
 
 def test_one_prefix_neutral_in_one_run_and_instruction_like_in_another_is_refused(base, tmp_path, capsys):

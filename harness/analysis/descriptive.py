@@ -72,12 +72,17 @@ def check_count(name: str, value, minimum: int) -> None:
         raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
 
 
+MAX_RESAMPLES = 1_000_000
+
+
 def check_resampling(confidence: float, n_resamples: int | None = None) -> None:
     """The checks every bootstrap interval shares: ``confidence`` in (0, 1) and, when given, at least
     :data:`MIN_RESAMPLES` resamples."""
     check_fraction("confidence", confidence, CONFIDENCE)
     if n_resamples is not None:
         check_count("n_resamples", n_resamples, MIN_RESAMPLES)
+        if n_resamples > MAX_RESAMPLES:  # each resample holds a row of weights: 10**9 filled 24 GB
+            raise ValueError(f"n_resamples must be at most {MAX_RESAMPLES:,}, got {shown(n_resamples)}")
 
 
 def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[str] = ()) -> None:
@@ -106,6 +111,10 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
 def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
     """Refuse a ``high``/``low`` pair a C-minus-B style comparison cannot mean: either group neither
     held by ``df`` nor one of :data:`SWEEP_GROUPS`, or the same group twice."""
+    missing = [c for c in ("group", "prompt_id", "prefix_id") if c not in df.columns]
+    if missing:
+        raise ValueError(f"the table must have the key columns group, prompt_id and prefix_id; it has no "
+                         f"{', '.join(missing)}")
     check_held(df, "group", "high", high, SWEEP_GROUPS)
     check_held(df, "group", "low", low, SWEEP_GROUPS)
     if high == low:
@@ -128,6 +137,7 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
     resamples is refused (:func:`check_resampling`).
     """
     check_resampling(confidence, n_resamples)
+    check_count("seed", seed, 0)
     if method not in ("BCa", "percentile"):
         raise ValueError(f"method must be 'BCa' or 'percentile', got {method!r}")
     values = np.asarray(values, dtype=float)
@@ -178,6 +188,8 @@ def check_by(df: pd.DataFrame, by) -> None:
     """Refuse a ``by`` column that ``df`` lacks and no table of the harness may lack (the keys
     :data:`GROUP_BY` names are skipped where absent, as tables of one placement have none): a typo
     would silently pool over what it meant to split."""
+    if not list(by):
+        raise ValueError("by must name at least one column to summarise by (e.g. ('group', 'prefix_len'))")
     unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
     if unknown:
         raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
@@ -228,7 +240,9 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
     is zero). Prompt-only: a claim about *these* prefixes; see :func:`compare_groups` for the claim
     about the content in general. Groups are checked as :func:`check_groups` says."""
     check_groups(conditions, high, low)
+    check_measure(conditions, value)
     conditions = with_settings(conditions)
+    check_by(conditions, by)
     by = present_columns(conditions, by)
     columns = by + ["n_prompts", "mean_diff", "ci_low", "ci_high", "ci_method", "wilcoxon_p"]
     wide = paired_differences(conditions, value, by, high, low)
@@ -321,6 +335,10 @@ def weighted_segment_mean(attention: pd.DataFrame, value: str = "kl", by: Sequen
     :func:`head_map`) goes through here, so tables and figures agree. ``beta`` is folded into
     ``isolation`` first; ``by`` columns absent from the table are skipped.
     """
+    missing = [c for c in (value, "n_queries", "segment") if c not in attention.columns]
+    if missing:  # the conditions table given for the attention one, say
+        raise ValueError(f"attention must be an attention table (a row per condition, layer, head and segment); this "
+                         f"one has no {', '.join(missing)}")
     att = with_settings(attention)
     by = present_columns(att, by)
     cond = list(dict.fromkeys(by + present_columns(att, CONDITION_KEYS)))

@@ -20,6 +20,7 @@ from harness.analysis.descriptive import (
     check_fraction,
     check_groups,
     check_held,
+    check_measure,
     present_columns,
     wilcoxon_rows,
     with_settings,
@@ -152,6 +153,10 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     """
     check_fraction("alpha", alpha, 0.05)
     check_groups(attention, high, low)
+    if "A" in (high, low):  # every attention row is a B or C condition measured against A's
+        raise ValueError("high and low must be B or C: an attention table's rows are B and C conditions, each "
+                         "measured against A's attention (A is in every row already)")
+    check_measure(attention, value)
     if permutation:  # unused without the permutation test
         check_count("n_permutations", n_permutations, 1)
     if family not in ("model", "length"):

@@ -203,6 +203,13 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,
                           r.get("pair"), r.get("check") or None, tuple(forms)))
+    texts: dict[str, tuple[str, str]] = {}  # one text under two ids: counted twice, or B and C at once
+    for r in rows:
+        first = texts.setdefault(" ".join(r["text"].split()), (r["id"], r["_where"]))
+        if first[0] != r["id"]:
+            raise HarnessError(f"{r['_where']}: prefix {r['id']!r} has the same text as {first[0]!r} ({first[1]}): "
+                               f"one text would count as two prefixes (or be neutral and instruction-like at once); "
+                               f"keep one")
     members: dict[str, list[Prefix]] = {}
     for p in out:
         if p.pair:

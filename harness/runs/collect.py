@@ -115,6 +115,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     out = Path(out)
     check_out(out)  # the command's checks, for the API too: a user's own files there are never written over
     claim_out(out, "collect", paths)
+    if not paths:
+        raise HarnessError("collect: give at least one run or sweep directory")
     runs = find_runs(paths)
     for run in runs:  # a sweep still writing: its tables are not final (and may not exist yet)
         if is_cache_timing(run):
@@ -172,9 +174,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     for name, df in tables.items():
         write_parquet(df, out / name)
     if before and before != {name: sha256_file(out / name) for name in tables}:  # a page of the earlier tables
-        dropped = drop_report(out)
-        if dropped:
-            print(f"removed {', '.join(dropped)}, drawn from the tables collected before: `harness figures {out}` "
+        stale = drop_report(out)
+        if stale:
+            print(f"removed {', '.join(stale)}, drawn from the tables collected before: `harness figures {out}` "
                   f"draws them anew")
     write_sealed_json({
         "collected": now_iso(),

@@ -132,6 +132,8 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     from harness.reporting.report import write_outputs as write
 
     out_dir = Path(out_dir)
+    if len(conditions) == 0:  # nothing to draw: refused before the directory is made
+        raise HarnessError("write_outputs: the conditions table is empty; give a run's conditions")
     check_out(out_dir)
     claim_out(out_dir, "figures")
     out_dir.mkdir(parents=True, exist_ok=True)

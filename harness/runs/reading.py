@@ -92,7 +92,7 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
                                    f"to read what finished (the pages then say what is missing)")
             return (f"{run} was collected from {len(incomplete)} run(s) that did not finish (read with --allow-failed): "
                     f"{'; '.join(str(p) for p in incomplete[:3])}.")
-        if not run.is_run():  # not a run: the reader says what it lacks
+        if not run.is_run() or run.output_of():  # not a run (another command's output): the reader says so
             return None
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")
     state = info.get("status")
