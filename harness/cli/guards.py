@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, other_output
 
 
 def out_beside(out: Path | None, first: Path, command: str) -> Path:
@@ -76,10 +77,9 @@ def check_sweep_dir(sweep_dir: str) -> None:
     if path.exists() and not path.is_dir():
         raise HarnessError(f"hydra.sweep.dir={sweep_dir} is a file, not a directory; give a directory")
     if path.is_dir():
-        command = RunDir(path).output_of()
-        if command or (path / "locate.json").exists() or (path / "locate.partial.parquet").exists():
-            what = f"the output of `harness {command}`" if command else "a locate search"
-            raise HarnessError(f"hydra.sweep.dir={sweep_dir} holds {what}; a multirun writes a directory of its own: "
+        held = other_output(path)
+        if held:
+            raise HarnessError(f"hydra.sweep.dir={sweep_dir} holds {held}; a multirun writes a directory of its own: "
                                f"choose another")
         jobs = [p for p in path.iterdir() if (p / RunDir.HYDRA).is_dir()]
         others = [p.name for p in path.iterdir() if p not in jobs and not (jobs and p.name == "multirun.yaml")]
@@ -91,9 +91,6 @@ def check_sweep_dir(sweep_dir: str) -> None:
         if RunDir(place).made_by_a_sweep():
             raise HarnessError(f"hydra.sweep.dir={sweep_dir} is {'' if place == path else 'inside '}the run directory "
                                f"{place}: a multirun's jobs never write into a run; choose a directory outside it")
-
-
-LOCATE_FILES = {"locate.json", "locate.parquet", "locate.partial.parquet", "locate.log", ".hydra"}
 
 
 def check_run_dir(run_dir: str, app: str = "sweep") -> None:
@@ -127,7 +124,7 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
     names = {p.name for p in path.iterdir()} if path.is_dir() else set()
     if app == "locate" and names and names <= LOCATE_FILES:
         return  # a locate search's own files, an interrupted one's partial table included: locate answers for them
-    if (path / "locate.json").is_file():  # a locate search: locate answers for its own (fresh replaces it)
+    if (path / LOCATE_JSON).is_file():  # a locate search: locate answers for its own (fresh replaces it)
         if app == "locate":
             return
         raise HarnessError(f"hydra.run.dir={run_dir} holds a locate search (locate.json); a {app} writes a directory "

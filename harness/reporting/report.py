@@ -21,7 +21,7 @@ from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section, examples_section
-from harness.reporting.figure_names import FIGURE_NAMES
+from harness.reporting.figure_names import CEILING, CONTRASTS, FIGURE_NAMES, REPORT
 from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
 from harness.reporting.markdown import num as _num
@@ -348,10 +348,10 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's, or a killed one's
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
-    report = out_dir / "report.md"
+    report = out_dir / REPORT
     write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts), report)
     written.append(report)
-    for name, table in (("contrasts.parquet", forest), ("ceiling.parquet", ceiling)):
+    for name, table in ((CONTRASTS, forest), (CEILING, ceiling)):
         path = out_dir / name
         if not table.empty:  # ceiling: runs collected across placements, one of them direct
             write_parquet(table, path)

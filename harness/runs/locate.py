@@ -21,6 +21,7 @@ import pandas as pd
 
 from harness.analysis.descriptive import bootstrap_ci
 from harness.errors import HarnessError
+from harness.runs.outdir import LOCATE_JSON, LOCATE_PARTIAL
 from harness.numbers import ci
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ def locate(cfg, run_dir, progress: bool = True):
 
     run_dir, spec = Path(run_dir), cfg.locate
     # a locate directory holds one search: a finished one (or a sweep's run) is not written over
-    if (run_dir / "locate.json").exists() and cfg.on_existing.value != "fresh":
+    if (run_dir / LOCATE_JSON).exists() and cfg.on_existing.value != "fresh":
         raise HarnessError(f"{run_dir} holds a finished locate search (locate.json); choose another hydra.run.dir, "
                            f"or pass on_existing=fresh to replace it")
     if (run_dir / "conditions.parquet").exists() or (run_dir / "run_fingerprint.json").exists():
@@ -145,17 +146,17 @@ def locate(cfg, run_dir, progress: bool = True):
     try:
         interval, seen = bisect_steepest(evaluate, list(spec.coarse), spec.resolution)
     except KeyboardInterrupt as exc:  # keep what was computed: a long search is not lost to a signal
-        partial = run_dir / "locate.partial.parquet"
+        partial = run_dir / LOCATE_PARTIAL
         if evaluated:
             write_parquet(summary_table(evaluated, None, metric), partial)
         raise LocateStopped(partial if evaluated else None, len(evaluated), exc) from None
     table = summary_table(seen, interval, metric)
     write_parquet(table, run_dir / "locate.parquet")
-    (run_dir / "locate.partial.parquet").unlink(missing_ok=True)  # an interrupted search's, now searched again
+    (run_dir / LOCATE_PARTIAL).unlink(missing_ok=True)  # an interrupted search's, now searched again
     write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,
                 "groups": groups[1:], "prompts": len(exp.prompts), "interval": [interval.low, interval.high],
                 "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
-                "resolution": spec.resolution, "finished": now_iso()}, run_dir / "locate.json")
+                "resolution": spec.resolution, "finished": now_iso()}, run_dir / LOCATE_JSON)
     lo, hi = (table.set_index("prefix_len").loc[n] for n in (interval.low, interval.high))
     rises = "rises fastest" if interval.rise > 0 else "rises at no step here; its steepest step is"
     print(f"{metric} {rises} between prefix lengths {interval.low} and {interval.high} tokens "

@@ -84,6 +84,27 @@ def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
     write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / RunDir.OUT_MARKER)
 
 
+LOCATE_JSON, LOCATE_PARTIAL = "locate.json", "locate.partial.parquet"  # a locate search's, finished or cut off
+LOCATE_FILES = {LOCATE_JSON, "locate.parquet", LOCATE_PARTIAL, "locate.log", ".hydra"}  # everything it writes
+
+
+def other_output(path: Path) -> str | None:
+    """What ``path`` holds that no sweep may write into, in words ("the output of `harness claims`",
+    "a locate search", "a harness cache-timing run"), or None: the one rule a sweep's run directory,
+    a multirun's sweep directory and :func:`harness.run` all apply."""
+    from harness.runs.reading import is_cache_timing
+    from harness.runs.rundir import RunDir
+
+    command = RunDir(path).output_of()
+    if command:
+        return f"the output of `harness {command}`"
+    if (path / LOCATE_JSON).exists() or (path / LOCATE_PARTIAL).exists():
+        return "a locate search"
+    if path.is_dir() and is_cache_timing(RunDir(path)):
+        return "a harness cache-timing run"
+    return None
+
+
 def check_out_file(out: Path, force: bool) -> None:
     """``--out FILE``: never inside a run directory, never a directory, and an existing file only
     with ``--force`` (it may be the file a finished run was made from)."""
@@ -96,15 +117,12 @@ def check_out_file(out: Path, force: bool) -> None:
         raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
 
 
-REPORT_FILES = ("report.md", "contrasts.parquet", "ceiling.parquet")  # what write_outputs writes beside figures/
-
-
 def drop_report(path: Path) -> list[str]:
     """Remove the report, its tables and the standard figures from ``path`` (their tables were just
     replaced, so they describe other data), by exact name: a user's own files there stay. Returns
     the names removed."""
     from harness.io import figure_files_in
-    from harness.reporting.figure_names import FIGURE_NAMES
+    from harness.reporting.figure_names import FIGURE_NAMES, REPORT_FILES
 
     gone = [path / name for name in REPORT_FILES if (path / name).is_file()]
     gone += figure_files_in(path / "figures", FIGURE_NAMES)

@@ -34,11 +34,7 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     (``allow_mixed_settings``)."""
     notes = []
     runs = [RunDir(d) for d in run_dirs]
-    resolved = [Path(d).resolve() for d in run_dirs]
-    for i, path in enumerate(resolved):
-        if path in resolved[:i]:
-            raise HarnessError(f"{run_dirs[i]} is given twice (as {run_dirs[resolved.index(path)]} too): its conditions "
-                               f"would count twice; give each run once")
+    refuse_given_twice(run_dirs, "its conditions")
     recorded = [_quiet_manifest(run) for run in runs]
     tables: dict[str, Path] = {}  # a copy of a run holds the same table: its conditions would count twice
     for given, manifest in zip(run_dirs, recorded):
@@ -62,6 +58,16 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
         notes.append(f"These runs differ in {'; '.join(mixed)}, and were read together (--allow-mixed-settings): no "
                      f"column says which row was computed under which setting.")
     return notes
+
+
+def refuse_given_twice(run_dirs: list[Path], what: str) -> None:
+    """Refuse a run named twice (by two spellings of one path, or a link to it): ``what`` it holds
+    would count twice."""
+    resolved = [Path(d).resolve() for d in run_dirs]
+    for i, path in enumerate(resolved):
+        if path in resolved[:i]:
+            raise HarnessError(f"{run_dirs[i]} is given twice (as {run_dirs[resolved.index(path)]} too): {what} "
+                               f"would count twice; give each run once")
 
 
 def reading_state(run_dir: Path) -> None:
@@ -294,10 +300,7 @@ def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFram
     that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
     if isinstance(run_dirs, (str, Path)):  # one run, given bare: read as one, not letter by letter
         run_dirs = [run_dirs]
-    resolved = [Path(d).resolve() for d in run_dirs]
-    for i, path in enumerate(resolved):
-        if path in resolved[:i]:
-            raise HarnessError(f"{run_dirs[i]} is given twice: its noise floor would count twice; give each run once")
+    refuse_given_twice(run_dirs, "its noise floor")
     for run in map(RunDir, run_dirs):
         if not run.has(RunDir.CONDITIONS):
             raise HarnessError(not_a_run(run))

@@ -29,7 +29,7 @@ from harness.runs.compute import Computed, compute
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config
 from harness.runs.manifest import build_manifest
-from harness.runs.outdir import drop_report
+from harness.runs.outdir import drop_report, other_output
 from harness.runs.rundir import RunDir
 from harness.runs.schema import row_key
 from harness.runs.store import ResultStore, fingerprint
@@ -51,19 +51,11 @@ class SweepFailed(Exception):
 
 def _refuse_other_outputs(rundir: RunDir) -> None:
     """A sweep writes a directory of its own: not a locate search's, a cache-timing run's or a
-    command's ``--out`` (the CLI checks ``hydra.run.dir`` the same way; this is the API's check)."""
-    from harness.runs.reading import is_cache_timing
-
-    path = rundir.path
-    if (path / "locate.json").exists() or (path / "locate.partial.parquet").exists():
-        raise HarnessError(f"{path} holds a locate search; a sweep writes a directory of its own: choose another")
-    command = rundir.output_of()
-    if command:
-        raise HarnessError(f"{path} holds the output of `harness {command}`; a sweep writes a directory of its own: "
-                           f"choose another")
-    if path.is_dir() and is_cache_timing(rundir):
-        raise HarnessError(f"{path} holds a harness cache-timing run; a sweep writes a directory of its own: choose "
-                           f"another")
+    command's ``--out`` (:func:`harness.runs.outdir.other_output`; the CLI checks ``hydra.run.dir``
+    the same way; this is the API's check)."""
+    held = other_output(rundir.path)
+    if held:
+        raise HarnessError(f"{rundir.path} holds {held}; a sweep writes a directory of its own: choose another")
 
 
 def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True) -> Path:
