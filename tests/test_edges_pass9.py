@@ -83,3 +83,64 @@ def test_readers_name_causal_heads_output_instead_of_calling_it_unfinished(base,
     (out / "manifest.json").write_text("{}")
     for argv in (["figures", str(out)], ["claims", str(out)]):
         assert "holds the output of `harness causal-heads`" in one_line_error(capsys, argv)
+
+
+def test_conditions_in_several_runs_are_read_once(base, tmp_path, caplog):
+    """#170: figures of two jobs holding the same conditions counted each twice ('Conditions: 22')
+    where collect keeps one copy; copies that disagree are refused, not averaged."""
+    from harness.cli import main
+    from harness.errors import HarnessError
+    from harness.runs.reading import merge_runs
+
+    again = sweep(tmp_path / "again", *FAST, "seed=1")  # the same conditions: no key holds the seed
+    one = H.load_run(base).conditions
+    assert len(H.load_runs([base, again])[0]) == len(one)
+    assert main(["figures", str(base), str(again), "--out", str(tmp_path / "f")]) == 0
+    assert f"{len(one)} condition(s) appear in more than one of these runs" in caplog.text
+    assert f"Conditions: {len(one)}" in (tmp_path / "f" / "report.md").read_text()
+
+    changed = one.copy()
+    changed["output_kl"] = changed["output_kl"] + 1.0
+    with pytest.raises(HarnessError, match=r"are in r1 and r2 with different results .*harness collect"):
+        merge_runs([one, changed], [None, None], ["r1", "r2"])
+    assert len(merge_runs([one, changed], [None, None], ["r1", "r2"], allow_mixed_settings=True)[0]) == 2 * len(one)
+
+
+def test_a_report_the_user_edited_is_kept_when_its_tables_are_replaced(tmp_path, caplog):
+    """#013: a resume that replaced the tables deleted the user's edited report.md with the stale
+    ones; a redraw wrote over it."""
+    import shutil
+
+    from harness.cli import main
+
+    run = sweep(tmp_path / "r", *FAST)
+    assert main(["figures", str(run)]) == 0
+    report = run / "report.md"
+    written = report.read_text()
+    assert main(["figures", str(run)]) == 0  # its own page, untouched: replaced in place
+    assert not (run / "report.edited.md").exists()
+    report.write_text(written + "\nMY NOTES\n")
+    assert main(["figures", str(run)]) == 0
+    assert "MY NOTES" in (run / "report.edited.md").read_text() and "MY NOTES" not in report.read_text()
+    assert "kept as report.edited.md" in caplog.text
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    (copy / "report.md").write_text(written.replace("Conditions", "My conditions"))
+    sweep(copy, *FAST, "prompts.limit=1", "on_existing=resume")  # other tables: the report is stale
+    assert not (copy / "report.md").exists()
+    assert "My conditions" in (copy / "report.edited-2.md").read_text()
+    assert "MY NOTES" in (copy / "report.edited.md").read_text()  # the first kept copy, kept
+
+
+def test_a_redraw_in_place_holds_the_run_against_a_resume(tmp_path):
+    """#087: figures drawing into a run while a resume replaced its tables left a report of the old
+    tables in a run whose status named the new ones; the redraw now holds the run's lock."""
+    from harness.errors import HarnessError
+    from harness.runs.lock import hold
+
+    run = sweep(tmp_path / "r", *FAST)
+    with hold(run, "figures", "run it again once it has"):
+        with pytest.raises(HarnessError, match=r"`harness figures` is writing to .*r \(pid \d+ on "):
+            sweep(run, *FAST, "prompts.limit=1", "on_existing=resume")
+    sweep(run, *FAST, "prompts.limit=1", "on_existing=resume")  # once it has finished

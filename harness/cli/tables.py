@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from harness.cli.guards import (
@@ -99,8 +100,13 @@ def figures(args: list[str]) -> int:
           "computing the report's statistics and drawing its figures ...", file=sys.stderr, flush=True)
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
         mark_out(ns.out, "figures", ns.runs)  # before writing: an interrupted draw leaves its own directory
-    written = write_outputs(conditions, attention, out, noise=noise, manifests=_manifests(ns.runs, ns.trust_damaged),
-                            notes=notes)
+    from harness.runs.lock import hold
+    from harness.runs.rundir import RunDir
+
+    # into a run itself: held against a resume replacing the tables it draws (and a second redraw)
+    with hold(out, "figures", "run it again once it has") if RunDir(out).made_by_a_sweep() else nullcontext():
+        written = write_outputs(conditions, attention, out, noise=noise,
+                                manifests=_manifests(ns.runs, ns.trust_damaged), notes=notes)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 

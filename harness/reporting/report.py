@@ -9,6 +9,7 @@ content *in general*, and the report leads with those, each with the power its d
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from harness.analysis.summaries import isolation_summary, noise_level
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section, examples_section
+from harness.reporting.edits import keep_if_edited, stamped
 from harness.reporting.figure_names import CEILING, CONTRASTS, FIGURE_NAMES, REPORT
 from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
@@ -30,6 +32,8 @@ from harness.reporting.markdown import heading, null_power, power_text, signed
 from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 from harness.reporting.sources import source_lines
+
+log = logging.getLogger(__name__)
 
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
 
@@ -349,7 +353,11 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / REPORT
-    write_text(report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts), report)
+    kept = keep_if_edited(report)
+    if kept is not None:
+        log.warning("%s had been edited since the harness wrote it: kept as %s", report, kept.name)
+    page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts)
+    write_text(stamped(page), report)
     written.append(report)
     for name, table in ((CONTRASTS, forest), (CEILING, ceiling)):
         path = out_dir / name

@@ -113,8 +113,23 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     for name, df in out.items():
         write_parquet(df, Path(out_dir) / name)
     write_json(about, Path(out_dir) / "causal_heads.json")
-    write_causal_report(effects, ranking, about, Path(out_dir))
+    written = write_causal_report(effects, ranking, about, Path(out_dir))
+    _drop_earlier(Path(out_dir), [Path(out_dir) / name for name in out] + written)
     return out
+
+
+CAUSAL_FILES = ("causal_conditions.parquet", "causal_effects.parquet", "figures/causal_heads.png",
+                "figures/causal_heads.pdf")  # what only a causal test (not --ranking-only) writes
+
+
+def _drop_earlier(out_dir: Path, written: list[Path]) -> None:
+    """Remove what an earlier causal-heads run into ``out_dir`` wrote and this one did not (a causal
+    test's tables and figure beside a ranking-only page): one directory describes one analysis."""
+    gone = [name for name in CAUSAL_FILES if (out_dir / name).is_file() and out_dir / name not in written]
+    for name in gone:
+        (out_dir / name).unlink(missing_ok=True)
+    if gone:
+        log.info("removed %s, from an earlier causal-heads run into %s with other options", ", ".join(gone), out_dir)
 
 
 def _causal_sweep(config: dict, sets: dict, test: set, length: int, converse: bool, out_dir: Path,

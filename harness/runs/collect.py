@@ -13,10 +13,8 @@ contributes conditions but no attention rows (said in the output).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
@@ -25,17 +23,10 @@ from harness.runs.compat import check_compatible, mixed_settings, refuse_other_s
 from harness.runs.environment import now_iso
 from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
 from harness.runs.rundir import RunDir, job_dirs
-from harness.runs.reading import compared_settings, has_table, held_by, is_cache_timing
-from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS, TIMING_COLUMNS
-from harness.runs.tables import concat_tables, refuse_one_key_two_texts
-
-# Compared between copies of a key: every result column. Not timing (it differs between identical
-# runs) nor ``near_tie``: each run flags it against its own noise floor (an output-only run's floor
-# is another sample than the attention run's), so it says something of the run, not of the result.
-PER_RUN_FLAGS = ["near_tie"]
-COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS + PER_RUN_FLAGS]
-ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
-
+from harness.runs.lock import held_by, writer
+from harness.runs.reading import compared_settings, has_table, is_cache_timing
+from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS
+from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts
 
 def find_runs(paths: list[Path]) -> list[RunDir]:
     """Each path is a run directory, or a sweep directory whose job directories are collected."""
@@ -51,51 +42,6 @@ def find_runs(paths: list[Path]) -> list[RunDir]:
             raise HarnessError(f"{path}: neither a run directory nor a sweep directory with job directories")
         runs += jobs
     return runs
-
-
-def null_safe_keys(df: pd.DataFrame, keys: list[str]) -> pd.Series:
-    """One hashable tuple per row, nulls (None, NaN, NA) all as None, so they compare equal."""
-    cols = [df[k].astype(object).where(df[k].notna(), None) for k in keys]
-    return pd.Series(list(zip(*cols)), index=df.index)
-
-
-def _same(a, b) -> bool:
-    """Null-safe equality of two cells; floats to 1e-9 relative (copies of one computation)."""
-    a_null = a is None or (isinstance(a, float) and math.isnan(a)) or a is pd.NA
-    b_null = b is None or (isinstance(b, float) and math.isnan(b)) or b is pd.NA
-    if a_null or b_null:
-        return a_null and b_null
-    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
-        return list(a) == list(b)
-    if isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)):
-        return bool(np.isclose(float(a), float(b), rtol=1e-9, atol=0.0))
-    return a == b
-
-
-def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: set[int]) -> tuple[pd.DataFrame, int, list]:
-    """Keep one row per key. Returns (frame, rows dropped, disagreements) where a disagreement is
-    (key, column, source of the kept copy, source of the other). ``no_attention`` holds the source
-    indices of runs without attention analysis: their null attention columns are not a disagreement,
-    and the copy with attention values is the one kept."""
-    key = null_safe_keys(df, keys)
-    dup = key.duplicated(keep=False)
-    if not dup.any():
-        return df, 0, []
-    disagreements, drop = [], []
-    for _, idx in key[dup].groupby(key[dup], sort=False).groups.items():
-        rows = sorted(idx, key=lambda i: df.at[i, "_source"] in no_attention)  # with attention first
-        first = rows[0]
-        for other in rows[1:]:
-            for col in compare:
-                if col not in df.columns:
-                    continue
-                if col in ATTENTION_HEADLINE and df.at[other, "_source"] in no_attention:
-                    continue
-                if not _same(df.at[first, col], df.at[other, col]):
-                    disagreements.append((key[first], col, df.at[first, "_source"], df.at[other, "_source"]))
-                    break
-            drop.append(other)
-    return df.drop(index=drop).reset_index(drop=True), len(drop), disagreements
 
 
 def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
@@ -122,9 +68,10 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         if is_cache_timing(run):
             raise HarnessError(f"{run} is a harness cache-timing run: collect merges sweeps' condition tables, which "
                                f"it has none of (`harness figures {run}` redraws its own page)")
-        holder = held_by(run)
+        holder = held_by(run.path)
         if holder is not None:
-            raise HarnessError(f"{run} is being written by a sweep ({holder}): collect it once the sweep has finished")
+            raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): collect it once that has "
+                               f"finished")
     sources, conditions, attention, problems, manifests, no_attention = [], [], [], [], [], set()
     for i, run in enumerate(runs):
         problem = run.problem()

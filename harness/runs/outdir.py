@@ -6,10 +6,13 @@ where it is used: a command's ``--help`` and its refusals come before torch load
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from harness.errors import HarnessError
+
+log = logging.getLogger(__name__)
 
 
 def check_out(out: Path, allowed: Path | None = None) -> None:
@@ -122,8 +125,13 @@ def drop_report(path: Path) -> list[str]:
     replaced, so they describe other data), by exact name: a user's own files there stay. Returns
     the names removed."""
     from harness.io import figure_files_in
-    from harness.reporting.figure_names import FIGURE_NAMES, REPORT_FILES
+    from harness.reporting.edits import keep_if_edited
+    from harness.reporting.figure_names import FIGURE_NAMES, REPORT, REPORT_FILES
 
+    kept = keep_if_edited(path / REPORT)
+    if kept is not None:
+        log.warning("%s had been edited since the harness wrote it: kept as %s (it describes the tables replaced)",
+                    path / REPORT, kept.name)
     gone = [path / name for name in REPORT_FILES if (path / name).is_file()]
     gone += figure_files_in(path / "figures", FIGURE_NAMES)
     for file in gone:

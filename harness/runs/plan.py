@@ -36,8 +36,7 @@ from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
 from harness.numbers import NOT_ESTIMABLE, count, num
 from harness.reporting.markdown import heading
 from harness.runs.rundir import RunDir
-from harness.runs.reading import refuse_collected, run_tables
-from harness.runs.tables import concat_tables
+from harness.runs.reading import merge_runs, refuse_collected, run_tables
 
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
@@ -123,7 +122,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
     """Plan a design for these pilot runs (each a model and placement; one design for all)."""
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
-    conditions, attention = concat_tables(per_run), concat_tables(attention) if attention else None
+    conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
     tests = claim_tests(conditions, attention, effect_sds)
     if not tests:
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]

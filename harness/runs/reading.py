@@ -21,8 +21,10 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.runs.compat import Settings, check_compatible, run_settings
+from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir
-from harness.runs.tables import concat_tables, refuse_one_key_two_texts
+from harness.runs.schema import ATTENTION_METRICS, KEY_COLUMNS
+from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +82,11 @@ def reading_state(run_dir: Path) -> None:
 def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str | None:
     """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
     :func:`_quiet_manifest` read it."""
-    holder = held_by(run)
+    holder = held_by(run.path)
     if holder is not None:
-        raise HarnessError(f"{run} is being written by a sweep ({holder}): its tables are not final and nothing may be "
-                           f"written into it; read it once the sweep has finished")
+        raise HarnessError(f"{run} is being written by {writer(run.path)} "
+                           f"({holder}): its tables are not final and nothing may be written into it; read it once "
+                           f"it has finished")
     info = run.status()
     if info is None:
         if manifest is None:  # damaged: the reader refuses it (or reads it with --trust-damaged)
@@ -132,30 +135,6 @@ def _quiet_manifest(run: RunDir) -> dict | None:
         return run.manifest() or {}
     except HarnessError:
         return None
-
-
-def held_by(run: RunDir) -> str | None:
-    """Who holds the run's lock now (a sweep writing it: pid, host, since), or None."""
-    import errno
-    import fcntl
-    import os
-
-    path = run / RunDir.LOCK
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # no lock file: no sweep ever held it
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return run.holder()
-            return None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def is_cache_timing(run: RunDir) -> bool:
@@ -232,14 +211,14 @@ def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_setti
 
 
 def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False) -> tuple:
-    """``([conditions per run], [attention of the runs with one])``, each table checked against
-    its manifest's sha256, the runs checked against each other (:mod:`harness.runs.compat`)."""
+    """``([conditions per run], [attention per run, None where it has none])``, each table checked
+    against its manifest's sha256, the runs checked against each other (:mod:`harness.runs.compat`)."""
     runs = [RunDir(d) for d in run_dirs]
     conditions, attention = [], []
     for run in runs:
         conditions.append(run.conditions(trust_damaged))
-        if has_table(run, run.ATTENTION, trust_damaged):
-            attention.append(run.table(run.ATTENTION, trust_damaged))
+        attention.append(run.table(run.ATTENTION, trust_damaged) if has_table(run, run.ATTENTION, trust_damaged)
+                         else None)
     mixed = check_compatible(*compared_settings(runs, [r.manifest(trust_damaged) or {} for r in runs]),
                              allow_mixed_settings=allow_mixed_settings)
     if mixed:
@@ -247,6 +226,37 @@ def run_tables(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_se
     if len(runs) > 1:
         refuse_one_key_two_texts(conditions, [str(r.path) for r in runs])
     return conditions, attention
+
+
+def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | None], names: list[str],
+               allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The runs' tables as one, each condition once: a key in several runs (group A in every job of
+    a multirun, or jobs that differ only in a setting no key holds) is read once, as ``harness
+    collect`` keeps it, and said in a warning. Copies with different results are refused (unless
+    the settings were mixed on purpose: then every copy is read, as the page says)."""
+    if len(conditions) == 1:
+        return concat_tables(conditions), (concat_tables(attention) if attention[0] is not None else None)
+    no_attention = {i for i, a in enumerate(attention) if a is None}
+    merged = concat_tables([c.assign(_source=i) for i, c in enumerate(conditions)])
+    deduped, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
+    if disagree and not allow_mixed_settings:
+        key, column, i, j = disagree[0]
+        raise HarnessError(f"{len(disagree)} condition(s) are in {names[i]} and {names[j]} with different results "
+                           f"(first: {dict(zip(KEY_COLUMNS, key))}, column {column!r}): read together they would "
+                           f"count twice; `harness collect` them (it names the settings they differ in)")
+    if disagree:  # mixed settings, said on the page: each copy is a result of its own setting
+        deduped, dropped = merged, 0
+    elif dropped:
+        log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
+                    "read once", dropped)
+    frames = [a.assign(_source=i) for i, a in enumerate(attention) if a is not None]
+    att = None
+    if frames:
+        att = concat_tables(frames)
+        if not disagree:
+            att = dedupe(att, KEY_COLUMNS + ["layer", "head", "segment"], ATTENTION_METRICS, set())[0]
+        att = att.drop(columns="_source")
+    return deduped.drop(columns="_source"), att
 
 
 def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False,
@@ -270,10 +280,10 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
 
 def read_runs(run_dirs: list[Path], trust_damaged: bool = False,
               allow_mixed_settings: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """:func:`run_tables` concatenated, for a command that has read the runs' state already
-    (:func:`reading_notes`); attention None where no run has one."""
+    """:func:`run_tables` as one (:func:`merge_runs`), for a command that has read the runs' state
+    already (:func:`reading_notes`); attention None where no run has one."""
     conditions, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)
-    return concat_tables(conditions), (concat_tables(attention) if attention else None)
+    return merge_runs(conditions, attention, [str(d) for d in run_dirs], allow_mixed_settings)
 
 
 def refuse_reference_only(conditions: pd.DataFrame, command: str) -> None:

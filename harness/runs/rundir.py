@@ -19,12 +19,8 @@ anything, so a refused command leaves the run byte for byte as it was.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import logging
-import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +41,7 @@ from harness.io import (
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.runs.environment import now_iso
 from harness.runs.inputs import contents, refuse_changed
+from harness.runs.lock import LOCK, hold
 from harness.runs.schema import KEY_COLUMNS
 from harness.runs.store import ResultStore
 
@@ -70,7 +67,7 @@ class RunDir:
     FINGERPRINT = "run_fingerprint.json"
     HYDRA = ".hydra"
     LOG = "sweep.log"
-    LOCK = ".lock"
+    LOCK = LOCK
     OUT_MARKER = ".harness-output.json"  # which command wrote a directory given as --out, and from which runs
 
     def __init__(self, path: str | Path):
@@ -315,28 +312,12 @@ class RunDir:
         self._refuse_other_config(config_fingerprint, on_existing, inputs)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:  # a file in the way, a read-only or full file system, no permission
             raise HarnessError(f"cannot use {self.path} as a run directory: {exc.strerror or exc}; choose another "
                                f"hydra.run.dir") from None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                raise HarnessError(f"another sweep is writing to {self.path} ({self.holder()}); wait for it to "
-                                   f"finish, or choose another hydra.run.dir") from None
+        with hold(self.path, "sweep", "choose another hydra.run.dir"):
             self._refuse_other_config(config_fingerprint, on_existing, inputs)  # again, now that nobody else can write
-            try:
-                os.ftruncate(fd, 0)
-                holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}
-                os.write(fd, json.dumps(holder).encode())
-            except OSError as exc:
-                raise HarnessError(f"cannot write to the run directory {self.path}: {exc.strerror or exc}") from None
             yield ResultStore(self.path)
-        finally:
-            os.close(fd)  # releases the lock
 
     def take_over(self, store: ResultStore, config_fingerprint: str, on_existing: str,
                   inputs: dict | None = None) -> None:
@@ -351,13 +332,6 @@ class RunDir:
             for figure in figure_files_in(self / self.FIGURES, FIGURE_NAMES):  # one this run may not draw again
                 figure.unlink()
         write_sealed_json({"config": config_fingerprint, "inputs": inputs or {}}, self / self.FINGERPRINT)
-
-    def holder(self) -> str:
-        try:
-            info = json.loads((self / self.LOCK).read_text())
-            return f"pid {info['pid']} on {info['host']}, since {info['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "holder unknown"
 
     def _refuse_other_config(self, config_fingerprint: str, on_existing: str, inputs: dict | None) -> None:
         if on_existing == "fresh" or not self.path.is_dir():

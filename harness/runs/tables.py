@@ -9,12 +9,15 @@ loading a run's tables is :func:`harness.runs.reading.load_run`'s.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
 from harness.measure.metrics import condition_dtypes
-from harness.runs.schema import ATTENTION_COLUMNS, ATTENTION_METRICS, CATEGORICAL, CONDITION_COLUMNS, DESCRIPTIVE_DTYPES
+from harness.runs.schema import (ATTENTION_COLUMNS, ATTENTION_METRICS, CATEGORICAL, CONDITION_COLUMNS, DESCRIPTIVE_DTYPES,
+                                 KEY_COLUMNS, TIMING_COLUMNS)
 
 
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
@@ -116,3 +119,56 @@ def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> No
                             raise HarnessError(f"the prefix id {str(pid)!r} is group {first[0]} in {first[1]} and "
                                                f"{group} in {name}: read together, C - B would compare a prefix with "
                                                f"itself; read runs whose banks agree on each prefix's kind")
+
+
+# Compared between copies of a key: every result column. Not timing (it differs between identical
+# runs) nor ``near_tie``: each run flags it against its own noise floor (an output-only run's floor
+# is another sample than the attention run's), so it says something of the run, not of the result.
+PER_RUN_FLAGS = ["near_tie"]
+COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS + PER_RUN_FLAGS]
+ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
+
+
+def null_safe_keys(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """One hashable tuple per row, nulls (None, NaN, NA) all as None, so they compare equal."""
+    cols = [df[k].astype(object).where(df[k].notna(), None) for k in keys]
+    return pd.Series(list(zip(*cols)), index=df.index)
+
+
+def _same(a, b) -> bool:
+    """Null-safe equality of two cells; floats to 1e-9 relative (copies of one computation)."""
+    a_null = a is None or (isinstance(a, float) and math.isnan(a)) or a is pd.NA
+    b_null = b is None or (isinstance(b, float) and math.isnan(b)) or b is pd.NA
+    if a_null or b_null:
+        return a_null and b_null
+    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+        return list(a) == list(b)
+    if isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)):
+        return bool(np.isclose(float(a), float(b), rtol=1e-9, atol=0.0))
+    return a == b
+
+
+def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: set[int]) -> tuple[pd.DataFrame, int, list]:
+    """Keep one row per key. Returns (frame, rows dropped, disagreements) where a disagreement is
+    (key, column, source of the kept copy, source of the other). ``no_attention`` holds the source
+    indices of runs without attention analysis: their null attention columns are not a disagreement,
+    and the copy with attention values is the one kept."""
+    key = null_safe_keys(df, keys)
+    dup = key.duplicated(keep=False)
+    if not dup.any():
+        return df, 0, []
+    disagreements, drop = [], []
+    for _, idx in key[dup].groupby(key[dup], sort=False).groups.items():
+        rows = sorted(idx, key=lambda i: df.at[i, "_source"] in no_attention)  # with attention first
+        first = rows[0]
+        for other in rows[1:]:
+            for col in compare:
+                if col not in df.columns:
+                    continue
+                if col in ATTENTION_HEADLINE and df.at[other, "_source"] in no_attention:
+                    continue
+                if not _same(df.at[first, col], df.at[other, col]):
+                    disagreements.append((key[first], col, df.at[first, "_source"], df.at[other, "_source"]))
+                    break
+            drop.append(other)
+    return df.drop(index=drop).reset_index(drop=True), len(drop), disagreements

@@ -67,8 +67,8 @@ def test_allow_mixed_settings_lets_every_reader_through(runs, tmp_path):
 def test_runs_of_one_setting_read_together_without_a_flag(runs, tmp_path):
     from harness.runs.reading import read_runs  # the tables alone: a run given twice is load_runs' to refuse
 
-    conditions, _ = read_runs([runs["n4"], runs["n4"]])
-    assert len(conditions) == 2 * len(load_runs([runs["n4"]])[0])
+    conditions, _ = read_runs([runs["n4"], runs["n4"]])  # read once each, as collect keeps them
+    assert len(conditions) == len(load_runs([runs["n4"]])[0])
 
 
 def test_a_notebook_reads_runs_as_the_commands_do(runs, tmp_path):

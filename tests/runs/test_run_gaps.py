@@ -268,17 +268,17 @@ def test_a_run_directory_the_file_system_refuses_is_one_line(tmp_path, monkeypat
     """Disk full or read-only while the run directory is claimed (the lock cannot be written)."""
     import errno
 
-    from harness.runs import rundir as rundir_module
+    from harness.runs import lock as lock_module
 
     def refuse(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(rundir_module.os, "write", refuse)
+    monkeypatch.setattr(lock_module.os, "write", refuse)
     with pytest.raises(HarnessError, match="cannot write to the run directory .*No space left on device"):
         with RunDir(tmp_path / "run").claim("x", "auto"):
             pass
-    monkeypatch.setattr(rundir_module.os, "open", lambda *a, **k: refuse())
-    with pytest.raises(HarnessError, match="cannot use .* as a run directory: No space left on device"):
+    monkeypatch.setattr(lock_module.os, "open", lambda *a, **k: refuse())
+    with pytest.raises(HarnessError, match="cannot write to .*run2: No space left on device; choose another hydra"):
         with RunDir(tmp_path / "run2").claim("x", "auto"):
             pass
 
