@@ -184,7 +184,9 @@ class Engine:
 
     def prepare(self, conditions: list[Condition]) -> None:
         """Hear which conditions the driver will compute (the vLLM engine batches across prompts
-        from it); this engine computes one batch at a time and needs nothing ahead."""
+        from it): the prefix cache keeps a head only while one of them still needs it."""
+        self.prefix_cache.expect([c.assembled.input_ids[:c.assembled.task_start] for c in conditions
+                                  if c.group != "A" and c.assembled.task_start])
 
     def reference(self, cond: Condition) -> tuple[Reference, Result]:
         """Run group A for one prompt; returns the reference and A's own result row."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
@@ -37,19 +37,29 @@ class BufferedLayer(DynamicLayer):
     def from_rows(cls, keys: list[torch.Tensor], values: list[torch.Tensor], capacity: int) -> BufferedLayer:
         """A layer whose batch row ``b`` holds ``keys[b]`` and ``values[b]`` (each ``[1, kv_heads, n,
         head_dim]``, one ``n`` for all), copied straight into the buffers (no stacked temporary)."""
-        k0, v0 = keys[0], values[0]
+        layer = cls.empty_rows(keys[0], values[0], len(keys), capacity)
+        for b, (k, v) in enumerate(zip(keys, values)):
+            layer.fill_row(b, k, v)
+        return layer
+
+    @classmethod
+    def empty_rows(cls, k0: torch.Tensor, v0: torch.Tensor, rows: int, capacity: int) -> BufferedLayer:
+        """A layer of ``rows`` batch rows shaped like ``k0`` and ``v0`` (``[1, kv_heads, n, head_dim]``),
+        their ``n`` tokens still to be filled in by :meth:`fill_row`."""
         capacity = max(capacity, k0.shape[-2])
         layer = cls(capacity)
         layer.device = k0.device
-        layer._keys = k0.new_empty(len(keys), k0.shape[1], capacity, k0.shape[3])
-        layer._values = v0.new_empty(len(values), v0.shape[1], capacity, v0.shape[3])
+        layer._keys = k0.new_empty(rows, k0.shape[1], capacity, k0.shape[3])
+        layer._values = v0.new_empty(rows, v0.shape[1], capacity, v0.shape[3])
         layer.length = k0.shape[-2]
-        for b, (k, v) in enumerate(zip(keys, values)):
-            layer._keys[b, :, : layer.length] = k[0]
-            layer._values[b, :, : layer.length] = v[0]
         layer.is_initialized = True
         layer._expose()
         return layer
+
+    def fill_row(self, b: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Copy one cache's keys and values (``[1, kv_heads, n, head_dim]``) into batch row ``b``."""
+        self._keys[b, :, : self.length] = k[0]
+        self._values[b, :, : self.length] = v[0]
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
@@ -123,17 +133,24 @@ def stackable(cache) -> bool:
     return bool(cache.layers) and all(type(layer) in STACKABLE for layer in cache.layers)
 
 
-def stack_caches(caches: list, capacity: int) -> DynamicCache:
-    """One cache ``[len(caches), ...]`` whose row ``i`` holds ``caches[i]``'s tokens, with room for
-    ``capacity`` tokens in its full-attention layers; the inputs are not modified.
+def stack_caches(caches: Iterable, capacity: int, rows: int | None = None) -> DynamicCache:
+    """One cache ``[rows, ...]`` whose row ``i`` holds the ``i``-th of ``caches``' tokens, with room
+    for ``capacity`` tokens in its full-attention layers; the inputs are not modified.
 
-    All caches must cover the same number of tokens (the heads of one batch always do)."""
-    out = copy.copy(caches[0])
-    out.layers = []
-    for i, layer in enumerate(caches[0].layers):
-        keys = [c.layers[i].keys for c in caches]
-        values = [c.layers[i].values for c in caches]
-        out.layers.append(BufferedLayer.from_rows(keys, values, capacity))
+    All caches must cover the same number of tokens (the heads of one batch always do). ``caches``
+    may be a generator (``rows`` then says how many it gives): each is copied in and let go before
+    the next is made, so a batch of long heads never holds them all at once beside its own buffers."""
+    rows = len(caches) if rows is None else rows
+    given = iter(caches)
+    cache = next(given)
+    out = copy.copy(cache)
+    out.layers = [BufferedLayer.empty_rows(layer.keys, layer.values, rows, capacity) for layer in cache.layers]
+    for b in range(rows):
+        if b:
+            cache = next(given)
+        for layer, src in zip(out.layers, cache.layers):
+            layer.fill_row(b, src.keys, src.values)
+        del cache  # before the next is computed
     return out
 
 

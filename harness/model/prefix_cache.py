@@ -14,6 +14,8 @@ floating-point rounding, not the arithmetic; ``Engine.noise_floor`` measures tha
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 
 from harness.model.decoding import forward
@@ -26,7 +28,10 @@ class PrefixCache:
     """KV caches of heads (the token ids before the task), kept up to ``budget_bytes``.
 
     Heads are kept first come, first kept: once the budget is full, a new head is computed each
-    time it is needed (evicting would only trade one recomputation for another).
+    time it is needed (evicting would only trade one recomputation for another). Where the engine
+    has said which heads its conditions will need (:meth:`expect`), a head is kept only while a
+    later condition still needs it, and let go after its last use: a sweep of one prompt keeps
+    none, and memory held for heads no prompt will read again is given back.
     """
 
     def __init__(self, model: torch.nn.Module, budget_bytes: int):
@@ -34,16 +39,35 @@ class PrefixCache:
         self.budget_bytes = budget_bytes
         self.device = next(model.parameters()).device
         self._kept: dict[tuple[int, ...], object] = {}
+        self._sizes: dict[tuple[int, ...], int] = {}
+        self._uses_left: Counter | None = None  # None: not told; keep within the budget
         self._stackable: bool | None = None  # known after the first head
-        self.kept_bytes = 0
+        self.held_bytes = 0
+        self.kept_bytes = 0  # the most held at once
         self.hits = 0
         self.misses = 0
 
+    def expect(self, heads: list[tuple[int, ...]]) -> None:
+        """The heads of the conditions about to be computed, one per condition (repeats counted)."""
+        self._uses_left = Counter(map(tuple, heads))
+        for ids in [ids for ids in self._kept if not self._uses_left[ids]]:
+            self._let_go(ids)
+
+    def _let_go(self, ids: tuple[int, ...]) -> None:
+        del self._kept[ids]
+        self.held_bytes -= self._sizes.pop(ids)
+
     @torch.no_grad()
     def _head(self, ids: tuple[int, ...]):
+        needed_again = True
+        if self._uses_left is not None:
+            self._uses_left[ids] -= 1
+            needed_again = self._uses_left[ids] > 0
         cache = self._kept.get(ids)
         if cache is not None:
             self.hits += 1
+            if not needed_again:
+                self._let_go(ids)
             return cache
         self.misses += 1
         with plain_attention():
@@ -51,19 +75,23 @@ class PrefixCache:
                                buffered_cache(self.model, len(ids)), last_only=True)
         self._stackable = stackable(cache)
         size = cache_nbytes(cache)
-        if self._stackable and self.kept_bytes + size <= self.budget_bytes:
-            self._kept[ids] = cache
-            self.kept_bytes += size
+        if needed_again and self._stackable and self.held_bytes + size <= self.budget_bytes:
+            self._kept[ids], self._sizes[ids] = cache, size
+            self.held_bytes += size
+            self.kept_bytes = max(self.kept_bytes, self.held_bytes)
         return cache
 
     @torch.no_grad()
     def batch(self, heads: list[tuple[int, ...]], capacity: int):
         """A fresh cache holding ``heads`` (equal lengths) as rows ``0..len(heads)-1``, with room for
         ``capacity`` tokens, for the caller to extend in place with the task and continuation."""
-        if self._stackable is not False:
-            caches = [self._head(tuple(h)) for h in heads]
+        if self._stackable:  # one head at a time into the batch's buffers
+            return stack_caches((self._head(tuple(h)) for h in heads), capacity, len(heads))
+        if self._stackable is None:  # not known before the first head is made
+            first = self._head(tuple(heads[0]))
             if self._stackable:
-                return stack_caches(caches, capacity)
+                return stack_caches((first if i == 0 else self._head(tuple(h)) for i, h in enumerate(heads)),
+                                    capacity, len(heads))
         # A cache type with more state than keys and values (none of the shipped model families):
         # nothing is kept, and the heads run as one batch.
         with plain_attention():

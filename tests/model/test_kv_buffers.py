@@ -132,3 +132,52 @@ def test_a_continuation_stops_at_every_stop_id_the_model_names():
     assert stops == {tok.eos_token_id, free.ids[1]}
     (y,) = greedy_decode(model, ids, 4, stops)
     assert y.ids == free.ids[:1] and y.stopped_on_eos
+
+
+def test_heads_are_kept_only_while_a_later_condition_needs_them():
+    """A sweep of one prompt kept every head it would never read again (600 MB of a GPT-2-small-sized
+    model's KV at a 2,048-token prefix); heads are now let go after their last use."""
+    _, cache = run_with_budget(budget_bytes=2**30)  # two prompts: each head read twice
+    assert (cache.misses, cache.hits) == (4, 4) and cache.kept_bytes > 0 and cache.held_bytes == 0
+    model, tok = build_tiny("llama", seed=1)
+    results, _, engine = engine_rig(model, tok, PROMPTS[:1], PREFIXES, lengths=[9, 17], max_new=6, batch_size=8,
+                                    prefix_cache_bytes=2**30)
+    one = engine.prefix_cache
+    assert (one.misses, one.hits, one.kept_bytes, one.held_bytes) == (4, 0, 0, 0)
+    # and the results are those of a sweep that kept them
+    kept, _ = run_with_budget(budget_bytes=2**30)
+    for a in (r for r in results if r.condition.group != "A"):
+        (b,) = [r for r in kept if r.condition == a.condition]
+        assert a.continuation == b.continuation and a.output_kl == b.output_kl
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_heads_stacked_one_at_a_time_are_the_heads_stacked_together(name):
+    """The prefix cache stacks a batch's heads from a generator, letting each go once copied: the
+    buffers must be those of the list, bit for bit."""
+    model, _ = build_tiny(name, seed=3)
+    heads = [ids_of(8, seed=s) for s in (4, 5, 6)]
+    with torch.no_grad():
+        caches = [forward(model, h, buffered_cache(model, 8))[1] for h in heads]
+        together = stack_caches(caches, capacity=13)
+        one_by_one = stack_caches((c for c in caches), capacity=13, rows=3)
+    for a, b in zip(together.layers, one_by_one.layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values) and a.capacity == b.capacity == 13
+
+
+def test_a_cpu_batch_holds_at_most_its_kv_budget():
+    """Batch 4 at a 2,048-token prefix peaked 1 GB above batch 1 on a CPU for no time saved."""
+    from types import SimpleNamespace
+
+    from transformers import GPT2Config
+
+    from harness.model.resources import CPU_BATCH, CPU_BATCH_KV_BYTES, auto_batch_size
+
+    gpt2 = SimpleNamespace(config=GPT2Config())  # 12 layers x 768 wide: 73,728 bytes of float32 KV a token
+    per_token = 2 * 12 * 768 * 4
+    for longest in (64, 320, 1056, 2112, 8192):
+        expected = max(1, min(CPU_BATCH, CPU_BATCH_KV_BYTES // (per_token * longest)))
+        assert auto_batch_size(gpt2, "float32", "cpu", longest) == expected
+    assert auto_batch_size(gpt2, "float32", "cpu", 64) == CPU_BATCH
+    assert auto_batch_size(gpt2, "float32", "cpu", 2112) == 1
+    assert auto_batch_size(SimpleNamespace(config=SimpleNamespace()), "float32", "cpu", 2112) == CPU_BATCH
