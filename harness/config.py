@@ -269,6 +269,8 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
+    if isinstance(overrides, str):  # would be read letter by letter
+        raise HarnessError(f"overrides must be a list of strings, e.g. [{overrides!r}], got the string {overrides!r}")
     register_configs()
     if config_dir is not None:
         overrides = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]", *overrides]
@@ -317,6 +319,8 @@ def validate(cfg) -> DictConfig:
     into the schema (which refuses keys it does not have, e.g. an added ``+decode.max_tokens``),
     read-only, so that what was checked is what runs (and is returned as it is if passed again).
     Raises :class:`HarnessError` naming the key."""
+    if cfg is None:  # is_validated(None) would hold: a missing entry reads as None
+        raise HarnessError("validate: give a config (H.compose(overrides) makes one)")
     if is_validated(cfg):
         return cfg
     try:

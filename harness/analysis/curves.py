@@ -20,9 +20,11 @@ from harness.analysis.descriptive import (
     N_RESAMPLES,
     bootstrap_ci,
     check_by,
+    check_conditions_table,
     check_count,
     check_resampling,
     present_columns,
+    shown,
     summarise_per_prompt,
     with_settings,
 )
@@ -54,9 +56,9 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
         if max_k > max(longest, 1):  # a curve past the last token is flat, and a huge one fills the memory
             raise ValueError(f"max_k must be at most the longest continuation ({longest} tokens), got {max_k}")
     check_resampling(confidence, n_resamples)
+    check_conditions_table(conditions)
     df = with_settings(conditions)
-    check_by(df, by)
-    by = present_columns(df, by)
+    by = present_columns(df, check_by(df, by))
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)
     if max_k is None:
         if "n_continuation_tokens" in df.columns and df["n_continuation_tokens"].notna().any():
@@ -104,6 +106,8 @@ def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
     Columns: by..., mean, ci_low, ci_high, n_prompts."""
     from harness.measure.output_metrics import norm_edit_distance
 
+    check_conditions_table(conditions)
+    by = check_by(conditions, by)
     a = conditions[conditions.group == "A"]
     if "isolation" in a.columns:
         a = a[a.isolation.astype(str) == "none"] if (a.isolation.astype(str) == "none").any() else a
@@ -129,8 +133,16 @@ def step_profile(conditions: pd.DataFrame, value: str = "output_kl_steps", by: S
     with a bootstrap interval over prompts. Steps past a condition's A continuation are absent.
 
     Columns: by..., step, mean, ci_low, ci_high, n_prompts."""
+    check_conditions_table(conditions)
+    if not isinstance(value, str) or value not in conditions.columns:
+        raise ValueError(f"value must name a per-step column of the conditions table (e.g. 'output_kl_steps'), got "
+                         f"{shown(value)}")
+    example = next(iter(conditions[value].dropna()), None)
+    if example is not None and not isinstance(example, (list, tuple, np.ndarray)):
+        raise ValueError(f"value must name a per-step column (a list per condition, e.g. 'output_kl_steps'), got "
+                         f"{value!r}, which holds {shown(example)[:40]} (H.drift_summary summarises a single value)")
     df = with_settings(conditions[conditions.group != "A"])
-    by = present_columns(df, by)
+    by = present_columns(df, check_by(df, by))
     df = df[df[value].notna()]
     if df.empty:
         return pd.DataFrame(columns=[*by, "step", "mean", "ci_low", "ci_high", "n_prompts"])

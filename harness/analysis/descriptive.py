@@ -33,96 +33,35 @@ from scipy import stats
 from harness.inputs.conditions import KEY_FIELDS
 from harness.inputs.isolation import setting_label
 
-CONFIDENCE = 0.95
-N_RESAMPLES = 2000
-N_PERMUTATIONS = 10_000
-HEAD_PERMUTATIONS = 2000
-CONTRAST_BY = ("model", "placement", "isolation", "prefix_len")
-GROUP_BY = ("model", "placement", "isolation", "group", "prefix_len")
-
-CLAIM_PROMPTS = "these prefixes (prompts resampled)"
-CLAIM_GENERAL = "instruction-like content in general (prompts and prefixes resampled)"
-
-# A floor against a mistyped count (1 resample gives a zero-width interval), not a recommendation:
-# it sits below every count a caller or test asks for (50 and up; the CLI's own floor is 20).
-MIN_RESAMPLES = 10
-# a sweep may leave a group out (groups=[A,B]) and the report still asks for C - B on every run:
-# those rows say n_prompts 0, so these are accepted whether or not the table holds them
-SWEEP_GROUPS = ("A", "B", "C")
-
-# --------------------------------------------------------------------------------------------
-# Checks of public arguments: one-line ValueErrors naming the argument, what is allowed, the value
-# --------------------------------------------------------------------------------------------
-
-
-def shown(value) -> str:
-    """``value`` as an error message prints it (a numpy scalar as the plain number it holds)."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def check_fraction(name: str, value, example: float) -> None:
-    """Refuse ``value`` unless it is a number strictly between 0 and 1 (a confidence, a level)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < 1:
-        raise ValueError(f"{name} must be a number strictly between 0 and 1 (e.g. {example}), got {shown(value)}")
-
-
-def check_count(name: str, value, minimum: int) -> None:
-    """Refuse ``value`` unless it is a whole number of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
-
-
-MAX_RESAMPLES = 1_000_000
-
-
-def check_resampling(confidence: float, n_resamples: int | None = None) -> None:
-    """The checks every bootstrap interval shares: ``confidence`` in (0, 1) and, when given, at least
-    :data:`MIN_RESAMPLES` resamples."""
-    check_fraction("confidence", confidence, CONFIDENCE)
-    if n_resamples is not None:
-        check_count("n_resamples", n_resamples, MIN_RESAMPLES)
-        if n_resamples > MAX_RESAMPLES:  # each resample holds a row of weights: 10**9 filled 24 GB
-            raise ValueError(f"n_resamples must be at most {MAX_RESAMPLES:,}, got {shown(n_resamples)}")
-
-
-def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[str] = ()) -> None:
-    """Refuse ``value`` (the argument ``name``) unless ``df[column]`` holds it or it is in ``also``:
-    a group or segment the table lacks would give an empty or all-NaN table without a word."""
-    held = sorted(map(str, df[column].dropna().unique())) if column in df.columns else []
-    if str(value) in held or value in also:
-        return
-    where = ", ".join(map(repr, held)) or "none"
-    extra = f" or a sweep's {', '.join(also[:-1])} or {also[-1]}" if also else ""
-    raise ValueError(f"{name} must be a {column} the table holds ({where}){extra}, got {shown(value)}")
-
-
-def check_measure(df: pd.DataFrame, value: str) -> None:
-    """Refuse a ``value`` that is not a column of numbers or booleans of ``df`` (a text column would
-    fail deep inside a mean; a missing one with a bare KeyError)."""
-    if not isinstance(value, str) or value not in df.columns:  # a list names no one column
-        raise ValueError(f"value must name a column of the table, got {shown(value)}")
-    column = df[value]
-    if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
-        example = next(iter(column.dropna()), None)
-        raise ValueError(f"value must name a column of numbers or booleans, got {shown(value)}, which holds "
-                         f"{shown(example)[:40]}")
-
-
-def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
-    """Refuse a ``high``/``low`` pair a C-minus-B style comparison cannot mean: either group neither
-    held by ``df`` nor one of :data:`SWEEP_GROUPS`, or the same group twice."""
-    missing = [c for c in ("group", "prompt_id", "prefix_id") if c not in df.columns]
-    if missing:
-        raise ValueError(f"the table must have the key columns group, prompt_id and prefix_id; it has no "
-                         f"{', '.join(missing)}")
-    check_held(df, "group", "high", high, SWEEP_GROUPS)
-    check_held(df, "group", "low", low, SWEEP_GROUPS)
-    if high == low:
-        raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
+from harness.analysis.checks import (  # noqa: F401 (the names the analysis modules import from here)
+    CONFIDENCE,
+    N_RESAMPLES,
+    N_PERMUTATIONS,
+    HEAD_PERMUTATIONS,
+    CONTRAST_BY,
+    GROUP_BY,
+    CLAIM_PROMPTS,
+    CLAIM_GENERAL,
+    MIN_RESAMPLES,
+    SWEEP_GROUPS,
+    MAX_RESAMPLES,
+    shown,
+    check_fraction,
+    check_count,
+    check_resampling,
+    check_held,
+    check_measure,
+    check_conditions_table,
+    check_groups,
+    check_by,
+)
 
 # --------------------------------------------------------------------------------------------
 # Prompt-only intervals and tests
 # --------------------------------------------------------------------------------------------
+
+
+MIN_BOOTSTRAP = 3  # values a bootstrap interval needs (as the crossed intervals need 3 prompts)
 
 
 def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
@@ -132,7 +71,8 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
     ``method="BCa"`` is used where it applies (at least 8 distinct values and a non-degenerate
     result), otherwise the percentile interval. Returns ``(low, high, method_used)`` with
     ``method_used`` one of ``"BCa"``, ``"percentile"``, ``"degenerate"`` (all values equal: the
-    interval is that value) or ``"none"`` (fewer than 2 values: NaN). Prompt-only: supports claims
+    interval is that value) or ``"none"`` (fewer than :data:`MIN_BOOTSTRAP` values: NaN; resampling two
+    values gives back their range, which is no 95% interval). Prompt-only: supports claims
     about *these* prefixes. A ``confidence`` outside (0, 1) or fewer than :data:`MIN_RESAMPLES`
     resamples is refused (:func:`check_resampling`).
     """
@@ -142,7 +82,7 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
         raise ValueError(f"method must be 'BCa' or 'percentile', got {method!r}")
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
-    if len(values) < 2:
+    if len(values) < MIN_BOOTSTRAP:
         return (np.nan, np.nan, "none")
     if np.all(values == values[0]):
         return (float(values[0]), float(values[0]), "degenerate")
@@ -161,12 +101,18 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
 
 def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
                  seed: int = 0, method: str = "percentile") -> tuple[float, float]:
-    """Bootstrap interval for the mean of ``values`` (NaN when fewer than 2 values).
+    """Bootstrap interval for the mean of ``values`` (NaN when fewer than :data:`MIN_BOOTSTRAP` values).
 
     Percentile by default (what existing callers get); ``method="BCa"`` uses BCa where it applies
     and falls back to percentile (see :func:`bootstrap_interval`, which also says which was used).
     """
-    low, high, _ = bootstrap_interval(values, confidence, n_resamples, seed, method)
+    given = np.asarray(values, dtype=float)
+    if np.isinf(given).any():
+        raise ValueError("values hold infinite values: a mean of them has no interval; drop or cap them first")
+    if np.isnan(given).any():  # left out, as the intervals of the tables leave out null cells, but said
+        warnings.warn(f"bootstrap_ci: {int(np.isnan(given).sum())} of {given.size} values are NaN and were left out",
+                      RuntimeWarning, stacklevel=2)
+    low, high, _ = bootstrap_interval(given, confidence, n_resamples, seed, method)
     return (low, high)
 
 
@@ -182,17 +128,6 @@ def with_settings(df: pd.DataFrame) -> pd.DataFrame:
 def present_columns(df: pd.DataFrame, by) -> list[str]:
     """The columns of ``by`` that ``df`` has, in ``by``'s order (a grouping skips absent ones)."""
     return [c for c in by if c in df.columns]
-
-
-def check_by(df: pd.DataFrame, by) -> None:
-    """Refuse a ``by`` column that ``df`` lacks and no table of the harness may lack (the keys
-    :data:`GROUP_BY` names are skipped where absent, as tables of one placement have none): a typo
-    would silently pool over what it meant to split."""
-    if not list(by):
-        raise ValueError("by must name at least one column to summarise by (e.g. ('group', 'prefix_len'))")
-    unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
-    if unknown:
-        raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
 
 
 def paired_differences(df: pd.DataFrame, value: str, by: list[str], high: str, low: str) -> pd.DataFrame | None:
@@ -227,9 +162,10 @@ def drift_summary(conditions: pd.DataFrame, value: str = "norm_edit_distance",
                   by: tuple[str, ...] = GROUP_BY) -> pd.DataFrame:
     """Mean ``value`` per group and prefix length, with a bootstrap CI over prompts (BCa where it
     applies; ``ci_method``). Describes *these* prefixes."""
+    check_conditions_table(conditions)
+    check_measure(conditions, value)
     conditions = with_settings(conditions)
-    check_by(conditions, by)
-    by = present_columns(conditions, by)
+    by = present_columns(conditions, check_by(conditions, by))
     return summarise_per_prompt(per_prompt(conditions, value, by), value, by)
 
 
@@ -242,8 +178,7 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
     check_groups(conditions, high, low)
     check_measure(conditions, value)
     conditions = with_settings(conditions)
-    check_by(conditions, by)
-    by = present_columns(conditions, by)
+    by = present_columns(conditions, check_by(conditions, by))
     columns = by + ["n_prompts", "mean_diff", "ci_low", "ci_high", "ci_method", "wilcoxon_p"]
     wide = paired_differences(conditions, value, by, high, low)
     if wide is None:
@@ -335,12 +270,15 @@ def weighted_segment_mean(attention: pd.DataFrame, value: str = "kl", by: Sequen
     :func:`head_map`) goes through here, so tables and figures agree. ``beta`` is folded into
     ``isolation`` first; ``by`` columns absent from the table are skipped.
     """
-    missing = [c for c in (value, "n_queries", "segment") if c not in attention.columns]
+    missing = [c for c in ("n_queries", "segment") if c not in attention.columns]
     if missing:  # the conditions table given for the attention one, say
         raise ValueError(f"attention must be an attention table (a row per condition, layer, head and segment); this "
                          f"one has no {', '.join(missing)}")
+    if not isinstance(value, str) or value not in attention.columns:
+        raise ValueError(f"value must name a column of the attention table (e.g. 'kl', 'capture'), got {shown(value)}")
+    check_measure(attention, value)
     att = with_settings(attention)
-    by = present_columns(att, by)
+    by = present_columns(att, check_by(att, by))
     cond = list(dict.fromkeys(by + present_columns(att, CONDITION_KEYS)))
     seg_keys = cond + (["segment"] if "segment" in att.columns and "segment" not in cond else [])
     per_seg = att.groupby(seg_keys, observed=True, dropna=False, sort=False).agg(

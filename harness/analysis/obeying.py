@@ -26,6 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.crossed import compare_groups
+from harness.analysis.descriptive import check_conditions_table
 from harness.analysis.rates import rate_summary
 from harness.inputs.checks import CHECKS
 from harness.inputs.corpora.base import MENTION
@@ -86,6 +87,7 @@ def base_rate(conditions: pd.DataFrame, hit: str = "target_hit_a", per: tuple[st
 def word_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     """P(word | asked / forbidden / mentioned) per setting and length, with A's base rate: one row
     per role (``group`` holds the role; "A (base rate)" with ``prefix_len`` 0)."""
+    check_conditions_table(conditions)
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
     if x.empty:

@@ -11,7 +11,8 @@ import pandas as pd
 
 from harness.analysis.crossed import cell_means
 from harness.analysis.crossed_variance import complete_table
-from harness.analysis.descriptive import CONFIDENCE, GROUP_BY, check_fraction, present_columns, shown, with_settings
+from harness.analysis.descriptive import (CONFIDENCE, GROUP_BY, check_by, check_conditions_table, check_fraction,
+                                          present_columns, shown, with_settings)
 from harness.analysis.rate_intervals import effective_units, quantile, wilson
 from harness.numbers import size
 
@@ -70,11 +71,12 @@ def rate_summary(conditions: pd.DataFrame, hit: str | None = None, by: Sequence[
     ci_method, effective_units.
     """
     check_fraction("confidence", confidence, CONFIDENCE)
+    check_conditions_table(conditions)
     if hit is not None or HIT in conditions.columns:
         hit = HIT if hit is None else hit
         check_hits(conditions, hit)
     df = with_settings(conditions)
-    by = present_columns(df, by)
+    by = present_columns(df, check_by(df, by))
     columns = by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts", "n_prefixes", "resampled",
                     "ci_method", "effective_units"]
     if hit is None:

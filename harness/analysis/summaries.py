@@ -11,6 +11,8 @@ from harness.analysis import descriptive
 
 def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
     """Mean ``value`` (B and C pooled, per prompt first) per model, isolation setting and length."""
+    descriptive.check_conditions_table(conditions)
+    descriptive.check_measure(conditions, value)
     x = descriptive.with_settings(conditions[conditions.group != "A"])
     x["setting"] = x["isolation"].astype(str)
     per = x.groupby(["model", "setting", "prefix_len", "prompt_id"], observed=True)[value].mean().reset_index()

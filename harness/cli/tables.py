@@ -191,7 +191,7 @@ def corpus_report(args: list[str]) -> int:
     check_out(ns.out)
     notes = _reading_notes(ns, [*ns.runs, *ns.bank])
     claim_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
-    from harness.reporting.corpora import write_corpus_report
+    from harness.reporting.corpora import hand_written, write_corpus_report
     from harness.runs.reading import load_noise, read_runs
 
     conditions, _ = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
@@ -204,7 +204,8 @@ def corpus_report(args: list[str]) -> int:
     manifests = _manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:
-        bank = (read_runs(ns.bank, ns.trust_damaged, ns.allow_mixed_settings)[0], load_noise(ns.bank, ns.trust_damaged))
+        bank = (hand_written(read_runs(ns.bank, ns.trust_damaged, ns.allow_mixed_settings)[0]),
+                load_noise(ns.bank, ns.trust_damaged))
     command = " ".join(["harness corpus-report", *args])
     mark_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank,

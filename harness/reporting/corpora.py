@@ -16,6 +16,7 @@ import pandas as pd
 from harness.analysis import corpora
 from harness.analysis.claims import c_versus_b
 from harness.analysis.obeying import without_mentions
+from harness.errors import HarnessError
 from harness.io import write_parquet, write_text
 from harness.reporting.markdown import ci, heading, p_text, table, where
 from harness.reporting.plots import GROUP_COLOURS, OKABE_ITO, save_figure, style
@@ -156,6 +157,15 @@ def _claim3(conditions: pd.DataFrame, noise, source: str) -> pd.DataFrame:
              if value in conditions and conditions[value].notna().any()]
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True).assign(source=source) if parts else pd.DataFrame()
+
+
+def hand_written(bank: pd.DataFrame) -> pd.DataFrame:
+    """``bank`` (the conditions of ``--bank``'s runs), refused where a run drew its prefixes from a
+    corpus: the page would label it the hand-written bank."""
+    if "span_role" in bank and bank.span_role.notna().any():
+        raise HarnessError("--bank takes runs of a hand-written prefix bank (prefixes=default, or a file); some of "
+                           "these drew their prefixes from a corpus: give those as runs, before --bank")
+    return bank
 
 
 def write_corpus_report(conditions: pd.DataFrame, noise, manifests: list[dict], out: Path, command: str,

@@ -37,6 +37,7 @@ from harness.runs.compute import compute
 from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.rundir import RunDir
 from harness.runs.reading import RunTables, read_runs, refuse_collected
+from harness.runs.schema import ATTENTION_METRICS
 from harness.runs.store import ResultStore
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,10 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     if tables.attention is None or tables.attention.empty:
         raise HarnessError(f"{run_dir} has no attention table to name heads from: run the sweep with "
                            f"analysis.attention=true")
-    if rank_by not in tables.attention:
-        raise HarnessError(f"--rank-by {rank_by!r} is not a column of {run_dir}/attention.parquet "
-                           f"(try capture or kl_shared)")
+    measures = [m for m in ATTENTION_METRICS if m in tables.attention]
+    if rank_by not in measures:  # a key, a count or a text column is no measure to rank heads by
+        raise HarnessError(f"--rank-by {rank_by!r} is not an attention measure of {run_dir}/attention.parquet "
+                           f"(one of {', '.join(measures)}; capture or kl_shared are the usual ones)")
     conditions, attention, _ = plain_concatenation(tables.conditions, tables.attention, "heads are named on")
     tables = RunTables(conditions, attention, None, manifest)
     groups = set(tables.conditions.group.astype(str))
@@ -93,6 +95,12 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     ranking = ch.rank_heads(tables.attention, choose, rank_by, segment, length)
     heads_per_layer = int(tables.attention["head"].max()) + 1
     sets = ch.head_sets(ranking, ks, draws, heads_per_layer, seed)
+    left_out = sorted(k for k in set(ks) if not 0 < k < len(ranking))
+    if left_out and len(left_out) == len(set(ks)):
+        raise HarnessError(f"--k {' '.join(map(str, left_out))}: the model has {len(ranking)} heads in all, and a set "
+                           f"must leave some out; give sizes below {len(ranking)}")
+    if left_out:
+        log.warning("--k %s left out: the model has %d heads in all", " ".join(map(str, left_out)), len(ranking))
     set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
                 for name, heads in sets.items()]
     out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows)}

@@ -25,8 +25,8 @@ from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.lock import held_by, writer
 from harness.runs.reading import compared_settings, has_table, is_cache_timing
-from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, KEY_COLUMNS
-from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts
+from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, ROW_KEYS
+from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts, with_position
 
 def find_runs(paths: list[Path]) -> list[RunDir]:
     """Each path is a run directory, or a sweep directory whose job directories are collected."""
@@ -85,8 +85,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                         "inputs": manifest.get("inputs")})
         if run.has(run.CONDITIONS):
             conditions.append(run.conditions(trust_damaged).assign(_source=i))
-            if has_table(run, run.ATTENTION, trust_damaged):
-                attention.append(run.table(run.ATTENTION, trust_damaged).assign(_source=i))
+            if has_table(run, run.ATTENTION, trust_damaged):  # with the run's position, to keep runs apart
+                attention.append(with_position(run.table(run.ATTENTION, trust_damaged), conditions[-1]).assign(_source=i))
             else:
                 no_attention.add(i)
     if not conditions:
@@ -96,13 +96,13 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     settings, unrecorded = compared_settings([runs[i] for i in read], [manifests[i] for i in read])
     refuse_other_schemas(settings, unrecorded)
     merged = concat_tables([_aligned(c, CONDITION_COLUMNS) for c in conditions])
-    merged, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
+    merged, dropped, disagree = dedupe(merged, ROW_KEYS, COMPARED, no_attention)
     if disagree and not allow_disagreement:
         key, col, i, j = disagree[0]
         mixed = mixed_settings(settings)
         differ = _config_difference(manifests[i].get("config", {}), manifests[j].get("config", {}))
         raise HarnessError(
-            f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(KEY_COLUMNS, key))}, "
+            f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(ROW_KEYS, key))}, "
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
             + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy"
@@ -112,7 +112,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:
         att = concat_tables([_aligned(a, list(a.columns)) for a in attention])
-        att, _, _ = dedupe(att, KEY_COLUMNS + ["layer", "head", "segment"], ATTENTION_METRICS, set())
+        att, _, _ = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set())
+        if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added above to keep positions apart
+            att = att.drop(columns="injection_at")
         tables[RunDir.ATTENTION] = att.drop(columns="_source")
     out.mkdir(parents=True, exist_ok=True)
     mark_out(out, "collect", paths)  # before the tables: an interrupted collect leaves its own directory

@@ -117,6 +117,18 @@ class Plan:
     budget_minutes: float | None
 
 
+def _why_no_prefix_sd(conditions) -> str:
+    """Why claim 3 has no prefix-level SD to plan against: too few prefixes or prompts to estimate
+    one, or one estimated as 0."""
+    x = conditions[conditions.group.astype(str).isin(["B", "C"])]
+    fewest = int(x.groupby(x.group.astype(str)).prefix_id.nunique().min()) if len(x) else 0
+    prompts = int(conditions.prompt_id.nunique())
+    if fewest < 2 or prompts < 3:
+        return (f"claim 3's prefix-level SD cannot be estimated from {fewest} prefix(es) per group and {prompts} "
+                f"prompt(s): a pilot needs at least 2 prefixes per group and 3 prompts")
+    return "claim 3's measures do not vary between prefixes here (a prefix-level SD of 0 gives no effect to plan against)"
+
+
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, budget_minutes: float | None = None,
          trust_damaged: bool = False, allow_mixed_settings: bool = False) -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all)."""
@@ -128,8 +140,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
         raise HarnessError("no claim test could be planned from these runs: "
                            + ("; ".join(missing) if len(missing) == len(HYPOTHESES) else
-                              "; ".join(missing + ["claim 3's measures do not vary between prefixes here (a prefix-"
-                                                   "level SD of 0 gives no effect to plan against)"])))
+                              "; ".join(missing + [_why_no_prefix_sd(conditions)])))
     p0 = max(c.pilot_prompts for c in costs)
     prompts = range(p0, min(c.prompts_available for c in costs) + 1)
     prefixes = range(2, min(c.prefixes_available for c in costs) + 1)

@@ -23,8 +23,8 @@ from harness.errors import HarnessError
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir
-from harness.runs.schema import ATTENTION_METRICS, KEY_COLUMNS
-from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts
+from harness.runs.schema import ATTENTION_METRICS, ROW_KEYS
+from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts, with_position
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,11 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
     """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
     :func:`_quiet_manifest` read it."""
     holder = held_by(run.path)
+    if holder is not None and writer(run.path) != "a sweep":  # its tables are final: only its report is redrawn
+        raise HarnessError(f"{run}'s report is being redrawn by {writer(run.path)} ({holder}): wait for it to finish")
     if holder is not None:
-        raise HarnessError(f"{run} is being written by {writer(run.path)} "
-                           f"({holder}): its tables are not final and nothing may be written into it; read it once "
-                           f"it has finished")
+        raise HarnessError(f"{run} is being written by a sweep ({holder}): its tables are not final and nothing may be "
+                           f"written into it; read it once the sweep has finished")
     info = run.status()
     if info is None:
         if manifest is None:  # damaged: the reader refuses it (or reads it with --trust-damaged)
@@ -238,23 +239,25 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
         return concat_tables(conditions), (concat_tables(attention) if attention[0] is not None else None)
     no_attention = {i for i, a in enumerate(attention) if a is None}
     merged = concat_tables([c.assign(_source=i) for i, c in enumerate(conditions)])
-    deduped, dropped, disagree = dedupe(merged, KEY_COLUMNS, COMPARED, no_attention)
+    deduped, dropped, disagree = dedupe(merged, ROW_KEYS, COMPARED, no_attention)
     if disagree and not allow_mixed_settings:
         key, column, i, j = disagree[0]
         raise HarnessError(f"{len(disagree)} condition(s) are in {names[i]} and {names[j]} with different results "
-                           f"(first: {dict(zip(KEY_COLUMNS, key))}, column {column!r}): read together they would "
+                           f"(first: {dict(zip(ROW_KEYS, key))}, column {column!r}): read together they would "
                            f"count twice; `harness collect` them (it names the settings they differ in)")
     if disagree:  # mixed settings, said on the page: each copy is a result of its own setting
         deduped, dropped = merged, 0
     elif dropped:
         log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
                     "read once", dropped)
-    frames = [a.assign(_source=i) for i, a in enumerate(attention) if a is not None]
+    frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
     att = None
     if frames:
         att = concat_tables(frames)
         if not disagree:
-            att = dedupe(att, KEY_COLUMNS + ["layer", "head", "segment"], ATTENTION_METRICS, set())[0]
+            att = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set())[0]
+        if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added above to keep positions apart
+            att = att.drop(columns="injection_at")
         att = att.drop(columns="_source")
     return deduped.drop(columns="_source"), att
 
@@ -310,6 +313,8 @@ def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFram
     that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
     if isinstance(run_dirs, (str, Path)):  # one run, given bare: read as one, not letter by letter
         run_dirs = [run_dirs]
+    if not run_dirs:
+        raise HarnessError("load_noise: give at least one run directory")
     refuse_given_twice(run_dirs, "its noise floor")
     for run in map(RunDir, run_dirs):
         if not run.has(RunDir.CONDITIONS):

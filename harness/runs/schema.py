@@ -74,6 +74,10 @@ DESCRIPTIVE_DTYPES = {
 # Columns that legitimately differ between two identical runs.
 TIMING_COLUMNS = ["seconds"]
 
+# A condition's identity across runs: its key, and where its injection sits in the document (a run
+# has one position, so its own keys leave it out; runs at several positions are read together).
+ROW_KEYS = KEY_COLUMNS + ["injection_at"]
+
 ATTENTION_METRICS = list(ROW_METRICS)
 ATTENTION_COLUMNS = KEY_COLUMNS + ["layer", "head", "segment"] + ATTENTION_METRICS + ["n_queries"]
 

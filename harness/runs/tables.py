@@ -82,7 +82,7 @@ def concat_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
 # what an id names, where its tokens sit in ``input_ids``, and what else must match for two rows'
 # tokens to be comparable (one tokenizer; a prefix cut to one length)
 ID_SPANS = (("prompt", "prompt_id", "task_start", "task_end", ("model",)),
-            ("prefix", "prefix_id", "prefix_start", "prefix_end", ("model", "prefix_len")))
+            ("prefix", "prefix_id", "prefix_start", "prefix_end", ("model", "prefix_len", "injection_at")))
 
 
 PLURAL = {"prompt": "prompts", "prefix": "prefixes"}
@@ -96,8 +96,9 @@ def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> No
     for role, column, start, end, by in ID_SPANS:
         seen: dict[tuple, tuple[tuple, str]] = {}
         for table, name in zip(tables, names):
-            if not {column, start, end, "input_ids", *by} <= set(table.columns):
+            if not {column, start, end, "input_ids"} <= set(table.columns):
                 continue
+            table = table.assign(**{c: None for c in by if c not in table.columns})  # older runs: no position
             rows = table.dropna(subset=[column]).drop_duplicates(subset=[*by, column])
             for key, ids, lo, hi in zip(zip(*(rows[c].astype(str) for c in (*by, column))), rows["input_ids"],
                                         rows[start], rows[end]):
@@ -129,6 +130,19 @@ COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMN
 ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
 
 
+def with_position(attention: pd.DataFrame, conditions: pd.DataFrame) -> pd.DataFrame:
+    """``attention`` with its run's ``injection_at`` (one position per run; the attention table does not
+    repeat it), so rows of runs at other positions keep apart when read together."""
+    if "injection_at" in attention.columns or "injection_at" not in conditions.columns:
+        return attention
+    positions = conditions["injection_at"].dropna().astype(str).unique()
+    if len(positions) != 1:
+        return attention.assign(injection_at=None)
+    prefixed = attention["group"].astype(str) != "A"  # A has no prefix: no position, as in the conditions
+    return attention.assign(injection_at=pd.Series(np.where(prefixed, positions[0], None), index=attention.index,
+                                                   dtype=object))
+
+
 def null_safe_keys(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     """One hashable tuple per row, nulls (None, NaN, NA) all as None, so they compare equal."""
     cols = [df[k].astype(object).where(df[k].notna(), None) for k in keys]
@@ -149,10 +163,11 @@ def _same(a, b) -> bool:
 
 
 def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: set[int]) -> tuple[pd.DataFrame, int, list]:
-    """Keep one row per key. Returns (frame, rows dropped, disagreements) where a disagreement is
-    (key, column, source of the kept copy, source of the other). ``no_attention`` holds the source
-    indices of runs without attention analysis: their null attention columns are not a disagreement,
-    and the copy with attention values is the one kept."""
+    """Keep one row per key (the ``keys`` ``df`` has). Returns (frame, rows dropped, disagreements)
+    where a disagreement is (key, column, source of the kept copy, source of the other).
+    ``no_attention`` holds the source indices of runs without attention analysis: their null
+    attention columns are not a disagreement, and the copy with attention values is the one kept."""
+    keys = [k for k in keys if k in df.columns]
     key = null_safe_keys(df, keys)
     dup = key.duplicated(keep=False)
     if not dup.any():

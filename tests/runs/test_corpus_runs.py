@@ -87,3 +87,25 @@ def test_a_report_names_the_source_and_what_was_skipped():
             "sets)") in text
     assert "2 x too long" in text and "6 at 32 tokens in 2 runs" in text
     assert source_lines([{"prefix_source": None, "skipped": None}]) == []
+
+
+@pytest.mark.skipif(not installed("agentdojo"), reason="agentdojo==0.1.35 is not installed (make corpora; CI installs it)")
+def test_runs_at_several_positions_are_read_together(tmp_path):
+    """`make corpora-study` reads one run per position: a prefix id names another text at each
+    position, and the pass-9 checks (one key, two texts; copies that disagree) refused them (pass 10,
+    #115, #116). The position keeps them apart; A, the same in both, is read once."""
+    import harness as H
+    from harness.cli import main
+
+    common = [*TINY, "prefixes=agentdojo", "prefixes.per_group=2", "prefix.lengths=[96]", "prefix.too_short=skip",
+              "+prefixes.templates=[direct]", "analysis.attention=true"]
+    start, middle = (sweep(tmp_path / at, *common, f"prefix.injection_at={at}") for at in ("start", "middle"))
+    one = [H.load_run(r) for r in (start, middle)]
+    conditions, attention = H.load_runs([start, middle])
+    n_a = int((one[0].conditions.group == "A").sum())
+    assert len(conditions) == sum(len(t.conditions) for t in one) - n_a
+    assert len(attention) == sum(len(t.attention) for t in one) - int((one[0].attention.group == "A").sum())
+    assert set(conditions[conditions.group != "A"].injection_at.astype(str)) == {"start", "middle"}
+    assert main(["corpus-report", str(start), str(middle), "--out", str(tmp_path / "page")]) == 0
+    assert main(["collect", str(start), str(middle), "--out", str(tmp_path / "both")]) == 0
+    assert len(H.load_run(tmp_path / "both").conditions) == len(conditions)

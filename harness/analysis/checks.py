@@ -1,0 +1,118 @@
+"""Checks of the analysis API's public arguments, and the constants they check against: each refusal
+is a one-line ``ValueError`` naming the argument, what is allowed and the value given (a mistyped
+column or count would otherwise pool, empty or fill the memory without a word)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+CONFIDENCE = 0.95
+N_RESAMPLES = 2000
+N_PERMUTATIONS = 10_000
+HEAD_PERMUTATIONS = 2000
+CONTRAST_BY = ("model", "placement", "isolation", "prefix_len")
+GROUP_BY = ("model", "placement", "isolation", "group", "prefix_len")
+
+CLAIM_PROMPTS = "these prefixes (prompts resampled)"
+CLAIM_GENERAL = "instruction-like content in general (prompts and prefixes resampled)"
+
+# A floor against a mistyped count (1 resample gives a zero-width interval), not a recommendation:
+# it sits below every count a caller or test asks for (50 and up; the CLI's own floor is 20).
+MIN_RESAMPLES = 10
+# a sweep may leave a group out (groups=[A,B]) and the report still asks for C - B on every run:
+# those rows say n_prompts 0, so these are accepted whether or not the table holds them
+SWEEP_GROUPS = ("A", "B", "C")
+
+
+def shown(value) -> str:
+    """``value`` as an error message prints it (a numpy scalar as the plain number it holds)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def check_fraction(name: str, value, example: float) -> None:
+    """Refuse ``value`` unless it is a number strictly between 0 and 1 (a confidence, a level)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < 1:
+        raise ValueError(f"{name} must be a number strictly between 0 and 1 (e.g. {example}), got {shown(value)}")
+
+
+def check_count(name: str, value, minimum: int) -> None:
+    """Refuse ``value`` unless it is a whole number of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
+
+
+MAX_RESAMPLES = 1_000_000
+
+
+def check_resampling(confidence: float, n_resamples: int | None = None) -> None:
+    """The checks every bootstrap interval shares: ``confidence`` in (0, 1) and, when given, at least
+    :data:`MIN_RESAMPLES` resamples."""
+    check_fraction("confidence", confidence, CONFIDENCE)
+    if n_resamples is not None:
+        check_count("n_resamples", n_resamples, MIN_RESAMPLES)
+        if n_resamples > MAX_RESAMPLES:  # each resample holds a row of weights: 10**9 filled 24 GB
+            raise ValueError(f"n_resamples must be at most {MAX_RESAMPLES:,}, got {shown(n_resamples)}")
+
+
+def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[str] = ()) -> None:
+    """Refuse ``value`` (the argument ``name``) unless ``df[column]`` holds it or it is in ``also``:
+    a group or segment the table lacks would give an empty or all-NaN table without a word."""
+    held = sorted(map(str, df[column].dropna().unique())) if column in df.columns else []
+    if str(value) in held or value in also:
+        return
+    where = ", ".join(map(repr, held)) or "none"
+    extra = f" or a sweep's {', '.join(also[:-1])} or {also[-1]}" if also else ""
+    raise ValueError(f"{name} must be a {column} the table holds ({where}){extra}, got {shown(value)}")
+
+
+def check_measure(df: pd.DataFrame, value: str) -> None:
+    """Refuse a ``value`` that is not a column of numbers or booleans of ``df`` (a text column would
+    fail deep inside a mean; a missing one with a bare KeyError)."""
+    if not isinstance(value, str) or value not in df.columns:  # a list names no one column
+        raise ValueError(f"value must name a column of the table, got {shown(value)}")
+    column = df[value]
+    if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
+        example = next(iter(column.dropna()), None)
+        per_step = " (a value per step: H.step_profile reads it)" if isinstance(example, (list, np.ndarray)) else ""
+        raise ValueError(f"value must name a column of numbers or booleans, got {shown(value)}, which holds "
+                         f"{shown(example)[:40]}{per_step}")
+    if pd.api.types.is_float_dtype(column) and np.isinf(column.to_numpy(dtype=float, na_value=np.nan)).any():
+        raise ValueError(f"value {value!r} holds infinite values: a mean of them says nothing; drop or cap them first")
+
+
+def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
+    """Refuse an attention table where a conditions table belongs (it has a row per layer and head,
+    and none of the continuation's columns: the summary would be empty, or pool every head)."""
+    if {"layer", "head"} <= set(df.columns):
+        raise ValueError(f"{name} must be a conditions table (a row per condition); this is an attention table (it "
+                         f"has layer and head columns)")
+
+
+def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
+    """Refuse a ``high``/``low`` pair a C-minus-B style comparison cannot mean: either group neither
+    held by ``df`` nor one of :data:`SWEEP_GROUPS`, or the same group twice."""
+    missing = [c for c in ("group", "prompt_id", "prefix_id") if c not in df.columns]
+    if missing:
+        raise ValueError(f"the table must have the key columns group, prompt_id and prefix_id; it has no "
+                         f"{', '.join(missing)}")
+    check_held(df, "group", "high", high, SWEEP_GROUPS)
+    check_held(df, "group", "low", low, SWEEP_GROUPS)
+    if high == low:
+        raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
+
+
+def check_by(df: pd.DataFrame, by) -> list[str]:
+    """``by`` as a list of columns (one column may be given as a string), refused where it names a
+    column ``df`` lacks and no table of the harness may lack (the keys :data:`GROUP_BY` names are
+    skipped where absent, as tables of one placement have none): a typo would silently pool over
+    what it meant to split."""
+    by = [by] if isinstance(by, str) else list(by)
+    if not by:
+        raise ValueError("by must name at least one column to summarise by (e.g. ('group', 'prefix_len'))")
+    unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
+    if unknown:
+        raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
+    return by
