@@ -10,7 +10,7 @@ BIN = $(VENV)/bin
 TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install install-trainer vllm corpora corpora-study docs-corpora detector-study docs-detector demo test test-fast docs docs-site benchmarks clean-outputs real-models study docs-study causal-heads docs-causal
+.PHONY: install install-trainer vllm corpora corpora-study docs-corpora detector-study docs-detector demo test test-fast docs docs-site benchmarks bench-guard clean-outputs real-models study docs-study causal-heads docs-causal
 
 $(BIN)/harness: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -239,6 +239,11 @@ docs: install
 benchmarks: install
 	$(BIN)/python benchmarks/attention_memory.py
 	$(BIN)/python benchmarks/throughput.py
+
+# CI's regression guard: a whole sweep's time and long-prefix memory against generate and the naive
+# pipeline, each bound twice as loose as measured (about 3 minutes on two cores).
+bench-guard: install
+	$(BIN)/python benchmarks/sweep_cost.py --guard --device cpu --threads 2
 
 clean-outputs:
 	rm -rf outputs multirun

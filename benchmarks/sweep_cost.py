@@ -16,9 +16,23 @@ the same 164 conditions (4 story prompts x (A + 5 neutral + 5 instruction-like p
     python benchmarks/sweep_cost.py                 # GPT-2-small-sized random model (12 layers, 768 wide)
     python benchmarks/sweep_cost.py --quick         # 1 prompt: a smoke test
     python benchmarks/sweep_cost.py --device cuda   # all three on a GPU (default: the harness's "auto")
+    python benchmarks/sweep_cost.py --long          # peak memory at 2,048- and 4,096-token prefixes
+    python benchmarks/sweep_cost.py --guard         # CI's regression guard: exit 1 on a 2x regression
 
 The targets it prints are those of the fixed-cost issue: the whole sweep at most 0.45x
 ``generate`` and at least 3x faster than the naive pipeline; the conditions alone at most 0.35x.
+
+``--long`` runs 1 prompt x (A + 2 + 2 prefixes) at each long length instead and prints each process's
+peak resident memory (CPU) and the harness's and the naive pipeline's peak *above* ``generate``'s
+(the bare cost of holding the model and decoding); target: the harness at least 15x below naive at
+2,048 tokens. The naive pipeline at 4,096 tokens would hold about 40 GB of attention matrices: it
+runs only with ``--naive-4096``.
+
+``--guard`` is the quick version CI runs after the tests (``make bench-guard``, a few minutes): the
+time ratios of 1 prompt x (A + 5 + 5 prefixes x 64 and 256 tokens) and the peak memory of 1 prompt x
+(A + 2 + 2 prefixes) at 1,024 tokens, each against a bound
+twice as loose as this version's own measurement (:data:`GUARD`), so that a 2x regression fails and
+run-to-run noise (10-20% on a shared machine) does not.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,7 +53,7 @@ NEW_TOKENS = 32
 LENGTHS = [32, 64, 128, 256]
 
 
-def write_model(path: Path) -> None:
+def write_model(path: Path, positions: int = 2048 + 128) -> None:
     """A random GPT-2-small-sized model (seed 0) and the byte-level tokenizer, as safetensors."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -46,16 +61,21 @@ def write_model(path: Path) -> None:
     from harness.model.builtin import byte_level_tokenizer
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_positions=2048 + 128, bos_token_id=256, eos_token_id=256)).eval()
+    model = GPT2LMHeadModel(GPT2Config(n_positions=positions, bos_token_id=256, eos_token_id=256)).eval()
     model.save_pretrained(path)
     byte_level_tokenizer(add_bos=False).save_pretrained(path)
 
 
-def overrides(model_dir: Path, prompts: int, device: str) -> list[str]:
+def overrides(model_dir: Path, prompts: int, device: str, lengths: list[int] = LENGTHS, per_group: int = 5) -> list[str]:
     return [f"model.name_or_path={model_dir}", f"model.device={device}", "model.dtype=float32",
             "prompts=stories_en", f"prompts.limit={prompts}",
-            "prefixes=default", "prefixes.per_group=5", f"prefix.lengths=[{','.join(map(str, LENGTHS))}]",
+            "prefixes=default", f"prefixes.per_group={per_group}", f"prefix.lengths=[{','.join(map(str, lengths))}]",
             "prefix.too_short=repeat", f"decode.max_new_tokens={NEW_TOKENS}"]
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory so far, MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def synchronized_clock(device) -> float:
@@ -68,50 +88,50 @@ def synchronized_clock(device) -> float:
     return time.perf_counter()
 
 
-def run_harness(model_dir: Path, prompts: int, device: str) -> dict:
+def run_harness(model_dir: Path, prompts: int, device: str, **design) -> dict:
     from harness import compose, run
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        run(compose(overrides(model_dir, prompts, device)), Path(tmp) / "run", progress=False)
+        run(compose(overrides(model_dir, prompts, device, **design)), Path(tmp) / "run", progress=False)
         seconds = time.perf_counter() - t0
         status = json.loads((Path(tmp) / "run" / "status.json").read_text())
         noise = (Path(tmp) / "run" / "noise.parquet")
         import pandas as pd
 
         return {"seconds": seconds, "phases": status["seconds"], "conditions": status["conditions"],
-                "noise_rows": len(pd.read_parquet(noise)) if noise.is_file() else 0}
+                "noise_rows": len(pd.read_parquet(noise)) if noise.is_file() else 0, "peak_mb": peak_mb()}
 
 
-def experiment_conditions(model_dir: Path, prompts: int, device: str):
+def experiment_conditions(model_dir: Path, prompts: int, device: str, **design):
     """The sweep's own conditions and the loaded model (plain SDPA: no probe), on the device the
     harness would use."""
     from harness import Experiment, compose
 
-    exp = Experiment.build(compose(overrides(model_dir, prompts, device)), attention=False)
+    exp = Experiment.build(compose(overrides(model_dir, prompts, device, **design)), attention=False)
     return exp.loaded.model, exp.tokenizer, exp.conditions
 
 
-def run_generate(model_dir: Path, prompts: int, device: str) -> dict:
+def run_generate(model_dir: Path, prompts: int, device: str, **design) -> dict:
     import torch
 
-    model, tok, conds = experiment_conditions(model_dir, prompts, device)
+    model, tok, conds = experiment_conditions(model_dir, prompts, device, **design)
     on = model.device
     t0 = synchronized_clock(on)
     with torch.no_grad():
         for c in conds:
             model.generate(torch.tensor([c.assembled.input_ids], device=on), max_new_tokens=NEW_TOKENS,
                            do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
-    return {"seconds": synchronized_clock(on) - t0, "conditions": len(conds)}
+    return {"seconds": synchronized_clock(on) - t0, "conditions": len(conds), "peak_mb": peak_mb()}
 
 
-def run_naive(model_dir: Path, prompts: int, device: str) -> dict:
+def run_naive(model_dir: Path, prompts: int, device: str, **design) -> dict:
     import torch
 
     spec = importlib.util.spec_from_file_location("throughput", HERE / "throughput.py")
     throughput = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(throughput)
-    model, tok, conds = experiment_conditions(model_dir, prompts, device)
+    model, tok, conds = experiment_conditions(model_dir, prompts, device, **design)
     model.set_attn_implementation("eager")
     on = model.device
     by_prompt: dict = {}
@@ -129,15 +149,81 @@ def run_naive(model_dir: Path, prompts: int, device: str) -> dict:
                 _, att_x = throughput.naive_condition(model, c.assembled.input_ids, y_a, on)
                 throughput.naive_kl(att_a, att_x, (a.assembled.task_start, a.assembled.task_end),
                                     c.assembled.block_len, len(y_a))
-    return {"seconds": synchronized_clock(on) - t0, "conditions": len(conds)}
+    return {"seconds": synchronized_clock(on) - t0, "conditions": len(conds), "peak_mb": peak_mb()}
 
 
 METHODS = {"generate": run_generate, "naive": run_naive, "harness": run_harness}
 
 
+def measure(method: str, model_dir: Path, prompts: int, threads: int, device: str, env: dict, **design) -> dict:
+    """One method in a fresh child process (its peak memory is its own)."""
+    spec = {"method": method, "model_dir": str(model_dir), "prompts": prompts, "threads": threads, "device": device,
+            "design": design}
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
+                         env=env)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+LONG = [2048, 4096]
+# CI's bounds (--guard), each twice as loose as this version measured with --threads 2 on two quiet
+# cores (0.98, 1.22 and 11.7; docs/performance.md)
+GUARD = {"whole sweep / generate": ("<=", 2 * 0.98), "naive / whole sweep": (">=", 1.22 / 2),
+         "naive / harness, peak memory above generate at 1,024 tokens": (">=", 11.7 / 2)}
+
+
+def long_memory(ns: argparse.Namespace, env: dict) -> None:
+    """Peak memory above ``generate`` at long prefixes (``--long``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "gpt2-small-random"
+        write_model(model_dir, positions=max(LONG) + 512)  # the task and the continuation after the prefix
+        print(f"GPT-2-small-sized random model, 1 prompt x (A + 2 + 2 prefixes) per length, {NEW_TOKENS} new tokens, "
+              f"device {ns.device}, {ns.threads} thread(s); peak resident memory of each process, MB")
+        print(f"  {'prefix':>7} {'generate':>9} {'naive':>8} {'harness':>8} {'naive above':>12} {'harness above':>14} "
+              f"{'ratio':>6}")
+        for length in LONG:
+            design = {"lengths": [length], "per_group": 2}
+            rows = {m: measure(m, model_dir, 1, ns.threads, ns.device, env, **design)
+                    for m in ("generate", "harness") + (("naive",) if length <= 2048 or ns.naive_4096 else ())}
+            bare = rows["generate"]["peak_mb"]
+            above = {m: r["peak_mb"] - bare for m, r in rows.items()}
+            naive = rows.get("naive")
+            print(f"  {length:>7} {bare:>9.0f} {naive['peak_mb'] if naive else float('nan'):>8.0f} "
+                  f"{rows['harness']['peak_mb']:>8.0f} {above.get('naive', float('nan')):>12.0f} "
+                  f"{above['harness']:>14.0f} "
+                  f"{above['naive'] / max(above['harness'], 1.0) if naive else float('nan'):>6.1f}", flush=True)
+    print("  ratio: naive's peak above generate over the harness's (target >= 15 at 2,048); naive at 4,096 is not "
+          "run unless --naive-4096 (about 40 GB of attention matrices)")
+
+
+def guard(ns: argparse.Namespace, env: dict) -> int:
+    """Measure what :data:`GUARD` bounds; print each ratio beside its bound; 1 if any is broken."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "gpt2-small-random"
+        write_model(model_dir)
+        quick = {m: measure(m, model_dir, 1, ns.threads, ns.device, env, lengths=[64, 256]) for m in METHODS}
+        long = {m: measure(m, model_dir, 1, ns.threads, ns.device, env, lengths=[1024], per_group=2) for m in METHODS}
+    bare = long["generate"]["peak_mb"]
+    measured = {"whole sweep / generate": quick["harness"]["seconds"] / quick["generate"]["seconds"],
+                "naive / whole sweep": quick["naive"]["seconds"] / quick["harness"]["seconds"],
+                "naive / harness, peak memory above generate at 1,024 tokens":
+                    (long["naive"]["peak_mb"] - bare) / max(long["harness"]["peak_mb"] - bare, 1.0)}
+    broken = 0
+    for name, value in measured.items():
+        sign, bound = GUARD[name]
+        ok = value <= bound if sign == "<=" else value >= bound
+        broken += not ok
+        print(f"  {name:<62} {value:8.2f}   bound {sign} {bound:.2f}   {'ok' if ok else 'REGRESSION'}")
+    return 1 if broken else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 prompt instead of 4")
+    parser.add_argument("--long", action="store_true", help="peak memory at 2,048- and 4,096-token prefixes")
+    parser.add_argument("--naive-4096", action="store_true", help="with --long: run naive at 4,096 tokens too")
+    parser.add_argument("--guard", action="store_true", help="CI's regression guard (exit 1 on a 2x regression)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default 1)")
     parser.add_argument("--device", default="auto", help="model.device for all three methods (default auto: "
                         "a GPU when there is one)")
@@ -148,22 +234,22 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(spec["threads"])
-        print(json.dumps(METHODS[spec["method"]](Path(spec["model_dir"]), spec["prompts"], spec["device"])))
+        print(json.dumps(METHODS[spec["method"]](Path(spec["model_dir"]), spec["prompts"], spec["device"],
+                                                 **spec["design"])))
         return
-    prompts = 1 if ns.quick else 4
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(ns.threads)}
+    if ns.long:
+        long_memory(ns, env)
+        return
+    if ns.guard:
+        sys.exit(guard(ns, env))
+    prompts = 1 if ns.quick else 4
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "gpt2-small-random"
         write_model(model_dir)
         rows = {}
         for method in METHODS:
-            spec = {"method": method, "model_dir": str(model_dir), "prompts": prompts, "threads": ns.threads,
-                    "device": ns.device}
-            out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True,
-                                 text=True, env=env)
-            if out.returncode != 0:
-                raise SystemExit(out.stderr[-3000:])
-            rows[method] = json.loads(out.stdout.strip().splitlines()[-1])
+            rows[method] = measure(method, model_dir, prompts, ns.threads, ns.device, env)
             print(f"{method}: {rows[method]['seconds']:.1f} s", flush=True)
     gen, naive, harness = rows["generate"], rows["naive"], rows["harness"]
     phases = harness["phases"]
