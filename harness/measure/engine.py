@@ -164,6 +164,8 @@ class Engine:
         # the B/C conditions whose results keep their [steps, vocab] log-probs (None: all); the sweep
         # keeps only its noise sample's: a batch's are hundreds of MB at a large vocabulary
         self.keep_step_logp: frozenset[Condition] | None = None
+        # conditions a later pass computes again (the noise floor's sample): their heads stay kept for it
+        self.expected_later: tuple[Condition, ...] = ()
         # A continuations (by prompt id) to teacher-force instead of decoding: the noise floor's
         # full-precision side measures along the sweep's own A, so that it compares like with like
         self.forced_a: dict[str, Continuation] = {}
@@ -185,7 +187,8 @@ class Engine:
     def prepare(self, conditions: list[Condition]) -> None:
         """Hear which conditions the driver will compute (the vLLM engine batches across prompts
         from it): the prefix cache keeps a head only while one of them still needs it."""
-        self.prefix_cache.expect([c.assembled.input_ids[:c.assembled.task_start] for c in conditions
+        self.prefix_cache.expect([c.assembled.input_ids[:c.assembled.task_start]
+                                  for c in (*conditions, *self.expected_later)
                                   if c.group != "A" and c.assembled.task_start])
 
     def reference(self, cond: Condition) -> tuple[Reference, Result]:

@@ -92,11 +92,11 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     read_off = engine.decode_path == "teacher_forced"
     if engine.linear_dtype:  # every A again at full precision, along the sweep's own A continuation
         references = {}
-        reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off, exact=True,
+        reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off, exact=True, expected_later=(),
                                    forced_a={p: ref.continuation for p, ref in sweeps_a.items()})
     else:  # a prompt whose A the sweep computed this run reuses it; the others' A is computed again
         references = references or {}
-        reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off)
+        reference = engine.variant(decode_path="stepwise", keep_decode_logp=read_off, expected_later=())
     a_ids: dict[str, tuple[int, ...]] = {}  # each prompt's A continuation
 
     def keep(result: Result, ref: Reference, _) -> None:

@@ -127,6 +127,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
                                                       analysis.noise_max)) if analysis.noise_floor else [])
     in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
     exp.engine.keep_step_logp = frozenset(in_sample)  # no other result needs them
+    exp.engine.expected_later = tuple(c for c in sample if c.group != "A")  # the noise floor reads their heads again
     sampled_prompts, references = {c.prompt_id for c in sample}, {}  # and the A references of their prompts
     heartbeat = {"done": 0, "written": time.monotonic()}
 

@@ -67,6 +67,21 @@ def test_attention_analysis_can_be_switched_off(tmp_path, tiny_run):
     assert df.continuation_ids.map(list).tolist() == with_probe.continuation_ids.map(list).tolist()
 
 
+def test_a_one_prompt_sweep_keeps_only_the_heads_its_noise_floor_reads_again(tmp_path):
+    """A head is kept while a later condition needs it: in a one-prompt sweep, only the noise floor's
+    sampled conditions read theirs again (kept for it, not recomputed), and the batch size does not
+    change a result."""
+    sweep(tmp_path / "auto", *FAST, "prompts.limit=1")
+    cache = json.loads((tmp_path / "auto" / "manifest.json").read_text())["prefix_cache"]
+    sampled = len(pd.read_parquet(tmp_path / "auto" / "noise.parquet"))
+    assert sampled > 0 and cache["heads_reused"] == sampled and cache["heads_computed"] == 20  # 10 prefixes x 2
+    sweep(tmp_path / "one", *FAST, "prompts.limit=1", "batch_size=1")
+    for name, drop in (("conditions.parquet", TIMING_COLUMNS), ("attention.parquet", [])):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "auto" / name).drop(columns=drop),
+                                      pd.read_parquet(tmp_path / "one" / name).drop(columns=drop), check_exact=False,
+                                      rtol=1e-4, atol=1e-6)
+
+
 def test_prefix_cache_changes_speed_not_results(tiny_run, tmp_path):
     reused = json.loads((tiny_run / "manifest.json").read_text())["prefix_cache"]
     assert reused["heads_reused"] >= 20  # the second prompt reused the first one's 10 prefixes x 2 lengths
