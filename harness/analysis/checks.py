@@ -112,6 +112,9 @@ def check_by(df: pd.DataFrame, by) -> list[str]:
     by = [by] if isinstance(by, str) else list(by)
     if not by:
         raise ValueError("by must name at least one column to summarise by (e.g. ('group', 'prefix_len'))")
+    if "prompt_id" in by:  # the unit every summary averages over and resamples: no cell of its own
+        raise ValueError("by may not name prompt_id: the summaries average over prompts and resample them for "
+                         "their intervals (per-prompt values: group the table yourself)")
     unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
     if unknown:
         raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")

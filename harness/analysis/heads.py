@@ -163,6 +163,8 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
         raise ValueError(f"family must be 'model' or 'length', got {family!r}")
     if significant_by not in SIGNIFICANT_BY:
         raise ValueError(f"significant_by must be one of {sorted(SIGNIFICANT_BY)}, got {significant_by!r}")
+    if segment is not None and not isinstance(segment, str) and not list(segment):
+        raise ValueError("segment must be a segment, a list of at least one, or None for all, got []")
     for one in [] if segment is None else [segment] if isinstance(segment, str) else list(segment):
         check_held(attention, "segment", "segment", one)
     att = with_settings(attention[attention.group.isin([high, low])])

@@ -102,6 +102,7 @@ def word_rates(conditions: pd.DataFrame) -> pd.DataFrame:
 def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     """Per setting, check and length: how often C's replies did what the instruction asked
     (``obeyed``), with A's rate of passing the same checks unasked (``prefix_len`` 0, ``group`` "A")."""
+    check_conditions_table(conditions)
     if "obeyed" not in conditions or conditions["obeyed"].isna().all():
         return pd.DataFrame()
     x = conditions[conditions["obeyed"].notna()]
@@ -117,6 +118,7 @@ def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
 def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Asked minus mentioned and forbidden minus mentioned on ``target_hit`` per setting and length
     (``contrast`` names which), as :func:`compare_groups` gives them (rates: MOVER intervals within [-1, 1])."""
+    check_conditions_table(conditions)
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
     out = []
@@ -146,6 +148,7 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     same texts and prompts under both placements). Empty unless the conditions hold a
     ``direct`` run beside others (one sweep per placement, loaded together: ``harness figures RUN
     ... --out DIR``, ``harness collect`` or ``H.load_runs``)."""
+    check_conditions_table(conditions)
     if "obeyed" not in conditions or "placement" not in conditions:
         return pd.DataFrame()
     role = roles(conditions)

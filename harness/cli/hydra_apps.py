@@ -233,6 +233,7 @@ def resume(args: list[str]) -> int:
     """Rerun a run directory's own command (its saved overrides) into the same directory."""
     import argparse
 
+    from harness.runs.outdir import other_output
     from harness.runs.rundir import RunDir
 
     parser = argparse.ArgumentParser(prog="harness resume", description="Finish an interrupted or partly "
@@ -254,6 +255,9 @@ def resume(args: list[str]) -> int:
     if command:  # collect's output, or another command's: not a sweep to finish
         raise HarnessError(f"{run} holds the output of `harness {command}`, not a sweep: resume the runs it was made "
                            f"from, then run `harness {command}` again")
+    if other_output(run.path) == "a locate search":  # it resumes by running its own command again
+        raise HarnessError(f"{run} is a locate search, not a sweep: run its `harness locate` command again with "
+                           f"hydra.run.dir={run}, or in a new directory")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "

@@ -108,6 +108,10 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     for t_idx, tpl in enumerate(templates):
         if not isinstance(tpl, dict) or not isinstance(tpl.get("text"), str) or not isinstance(tpl.get("style"), str):
             raise HarnessError(f"{source}: template {t_idx + 1} needs string fields 'style' and 'text'")
+        unknown = sorted(set(re.findall(r"\{(\w+)\}", tpl["text"])) - {"payload", "target"})
+        if unknown:  # it would stay in the prefix's text, braces and all
+            raise HarnessError(f"{source}: template {t_idx + 1} has {{{unknown[0]}}}; a template fills {{payload}} "
+                               f"and {{target}} only")
         same = seen.setdefault((" ".join(tpl["text"].split()), str(tpl.get("payload"))), t_idx)
         if same != t_idx:
             raise HarnessError(f"{source}: template {t_idx + 1} repeats template {same + 1} (same text and payload): "

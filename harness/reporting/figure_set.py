@@ -46,6 +46,10 @@ def title(model: str, placement: str | None) -> str:
 
 def mass_sources(attention: pd.DataFrame) -> pd.DataFrame:
     """Mean of each ``mass_from_*`` per group and length (weighted segment rule, per prompt first)."""
+    missing = [f"mass_from_{s}" for s in F.MASS_SOURCES if f"mass_from_{s}" not in attention.columns]
+    if missing:
+        raise ValueError(f"attention must be an attention table with the prefix-mass columns; this one has no "
+                         f"{', '.join(missing)}")
     parts = []
     for source in F.MASS_SOURCES:
         per = descriptive.weighted_segment_mean(attention, f"mass_from_{source}", ("group", "prefix_len"))
@@ -67,6 +71,8 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     :func:`ceiling_table` of the baseline conditions, computed here when not given). Figure 0, the
     answer first, draws ``forest`` (:func:`harness.analysis.forest.forest_table`; computed here when not
     given)."""
+    if len(conditions) == 0:  # matplotlib's "rows must be a positive integer" otherwise
+        raise ValueError("conditions: the table is empty; give a run's conditions")
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}

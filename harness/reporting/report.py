@@ -47,6 +47,8 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     ``manifests``: the runs' (where the prefixes came from, what was skipped); ``notes``: what the
     reader said of the runs (:func:`harness.runs.reading.reading_notes`); ``contrasts``: the
     :func:`contrast_table`, when already computed. Figure 0 (in ``figure_files``) follows the summary."""
+    if len(conditions) == 0:
+        raise ValueError("conditions: the table is empty; give a run's conditions")
     if not isinstance(title, str) or isinstance(figure_files, (str, type(None))):
         raise ValueError(f"title must be text and figure_files a list of the figures' paths (may be empty), got "
                          f"{title!r} and {figure_files!r}")

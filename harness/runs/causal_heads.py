@@ -101,6 +101,11 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
                            f"must leave some out; give sizes below {len(ranking)}")
     if left_out:
         log.warning("--k %s left out: the model has %d heads in all", " ".join(map(str, left_out)), len(ranking))
+    for k in sorted({ch.parse_set(name)[1] for name in sets if name.startswith("random")}):
+        drawn = {sets[f"random{k}.{d}"] for d in range(1, draws + 1)}
+        if len(drawn) < draws:  # a small model has few sets of k heads shaped like the top k
+            log.warning("only %d distinct random set(s) of %d heads shaped like the top %d exist here: the %d draws "
+                        "repeat them", len(drawn), k, k, draws)
     set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
                 for name, heads in sets.items()]
     out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows)}

@@ -115,7 +115,7 @@ def check_out_file(out: Path, force: bool) -> None:
         raise HarnessError(f"--out {out} is a directory: give a file name")
     if out.exists() and not out.is_file():  # a device, a pipe, a socket: --force replaces files, not those
         raise HarnessError(f"--out {out} is not an ordinary file (a device, pipe or socket): give a file name")
-    check_out(out.parent)
+    check_out(out.absolute().parent)  # a bare file name's folder is the working directory, not "."
     if out.exists() and not force:
         raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
 

@@ -132,6 +132,9 @@ def _why_no_prefix_sd(conditions) -> str:
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, budget_minutes: float | None = None,
          trust_damaged: bool = False, allow_mixed_settings: bool = False) -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all)."""
+    if not 0.05 < target < 1:  # a power at or below the tests' 5% level is reached by a design that tests nothing
+        raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
+                           f"tests' level of 0.05 and below 1, e.g. 0.8")
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
@@ -169,9 +172,10 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
             reached = {kind: sum(chosen[t.label] >= target for t in tests if t.kind in kinds)
                        for kind, kinds in (("attention", (ATTENTION,)), ("all", (ATTENTION, OUTPUT)))}
             n_att = sum(t.kind == ATTENTION for t in tests)
-            why_chosen = (f"no design within the budget reaches the target on every attention test; this one reaches "
+            within = "within the budget" if budget is not None else "of those the runs' prompts and prefixes allow"
+            why_chosen = (f"no design {within} reaches the target on every attention test; this one reaches "
                           f"it on {reached['attention']} of {n_att} attention tests and {reached['all']} of "
-                          f"{len(tests)} tests in all (the most within the budget), and the claims page states the "
+                          f"{len(tests)} tests in all (the most {within}), and the claims page states the "
                           f"power of the others")
     unpowered = sum(np.isnan(t.power(*t.pilot)) for t in tests)
     if chosen is not None and unpowered:  # "every test" holds for the tests that have a power to reach

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,6 +72,8 @@ class RunDir:
     OUT_MARKER = ".harness-output.json"  # which command wrote a directory given as --out, and from which runs
 
     def __init__(self, path: str | Path):
+        if not isinstance(path, (str, os.PathLike)):
+            raise HarnessError(f"RunDir takes a directory's path (str or Path), got {path!r}")
         self.path = Path(path).expanduser()  # a quoted "~/run" reaches here as the shell left it
 
     def __truediv__(self, name: str) -> Path:
