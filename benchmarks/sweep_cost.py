@@ -167,10 +167,11 @@ def measure(method: str, model_dir: Path, prompts: int, threads: int, device: st
 
 
 LONG = [2048, 4096]
-# CI's bounds (--guard), each twice as loose as this version measured with --threads 2 on two quiet
-# cores (0.98, 1.22 and 11.7; docs/performance.md)
+# CI's bounds (--guard), each twice as loose as this version measured with --threads 2 (0.98 and 1.22 on
+# two quiet cores; the memory ratio 7.2 to 11.7 over three runs: generate's own peak moves by 200 MB
+# between runs, so its bound is half the lowest; docs/performance.md)
 GUARD = {"whole sweep / generate": ("<=", 2 * 0.98), "naive / whole sweep": (">=", 1.22 / 2),
-         "naive / harness, peak memory above generate at 1,024 tokens": (">=", 11.7 / 2)}
+         "naive / harness, peak memory above generate at 1,024 tokens": (">=", 7.2 / 2)}
 
 
 def long_memory(ns: argparse.Namespace, env: dict) -> None:
@@ -209,6 +210,8 @@ def guard(ns: argparse.Namespace, env: dict) -> int:
                 "naive / whole sweep": quick["naive"]["seconds"] / quick["harness"]["seconds"],
                 "naive / harness, peak memory above generate at 1,024 tokens":
                     (long["naive"]["peak_mb"] - bare) / max(long["harness"]["peak_mb"] - bare, 1.0)}
+    print(f"  peak MB at 1,024 tokens: generate {bare:.0f}, naive {long['naive']['peak_mb']:.0f}, "
+          f"harness {long['harness']['peak_mb']:.0f}")
     broken = 0
     for name, value in measured.items():
         sign, bound = GUARD[name]

@@ -104,12 +104,22 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
-def check_by(df: pd.DataFrame, by) -> list[str]:
+def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = False) -> list[str]:
     """``by`` as a list of columns (one column may be given as a string), refused where it names a
     column ``df`` lacks and no table of the harness may lack (the keys :data:`GROUP_BY` names are
     skipped where absent, as tables of one placement have none): a typo would silently pool over
     what it meant to split."""
+    if by is None or not isinstance(by, (str, Sequence)):
+        raise ValueError(f"by must name columns to summarise by (e.g. ('group', 'prefix_len')), got {shown(by)}")
     by = [by] if isinstance(by, str) else list(by)
+    repeated = sorted({c for c in by if by.count(c) > 1})
+    if repeated:
+        raise ValueError(f"by names {repeated[0]!r} twice: give each column once")
+    if value is not None and value in by:
+        raise ValueError(f"by names the measure {value!r} itself: summarise a measure by other columns")
+    split = [c for c in by if c in ("group", "prefix_id")] if contrast else []
+    if split:  # a contrast takes one group from another, over the prefixes of each
+        raise ValueError(f"by may not name {split[0]!r}: a contrast compares groups over their prefixes")
     if not by:
         raise ValueError("by must name at least one column to summarise by (e.g. ('group', 'prefix_len'))")
     if "prompt_id" in by:  # the unit every summary averages over and resamples: no cell of its own
@@ -119,3 +129,19 @@ def check_by(df: pd.DataFrame, by) -> list[str]:
     if unknown:
         raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
     return by
+
+
+def check_hits(df: pd.DataFrame, hit: str) -> None:
+    """Refuse a ``hit`` column ``df`` lacks, or one whose non-null values are not booleans or 0/1 (a
+    continuous measure such as ``output_kl`` would be averaged into a meaningless "rate")."""
+    if hit not in df.columns:
+        flags = ", ".join(repr(c) for c in df.columns if pd.api.types.is_bool_dtype(df[c].dtype)) or "none"
+        raise ValueError(f"hit must name a column of the table (its boolean columns: {flags}), got {shown(hit)}")
+    values = df[hit].dropna()
+    try:
+        bad = values[~values.astype(float).isin([0.0, 1.0])]
+    except (TypeError, ValueError):  # strings and other objects: not hits either
+        bad = values
+    if len(bad):
+        raise ValueError(f"hit must name a column of booleans or 0/1 (nulls are left out), got {shown(hit)}, "
+                         f"which holds {shown(bad.iloc[0])}")

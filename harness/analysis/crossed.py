@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import check_by, check_hits
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -327,6 +328,7 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
     check_groups(df, high, low)
     check_measure(df, value)
     check_resampling(confidence, n_resamples)
+    by = check_by(df, by, value, contrast=True)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
         low_ci, high_ci = _two_way(lay, n_resamples, seed, confidence)
@@ -367,6 +369,9 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
     check_measure(df, value)
     check_resampling(confidence, n_resamples)
     check_count("n_permutations", n_permutations, 1)
+    by = check_by(df, by, value, contrast=True)
+    if rate and value in df:  # a rate's interval is bounded to [-1, 1]: its values must be hits
+        check_hits(df, value)
     general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
         f"{high} vs {low} content in general (prompts and prefixes resampled)"
     rows = []

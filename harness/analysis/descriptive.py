@@ -165,7 +165,7 @@ def drift_summary(conditions: pd.DataFrame, value: str = "norm_edit_distance",
     check_conditions_table(conditions)
     check_measure(conditions, value)
     conditions = with_settings(conditions)
-    by = present_columns(conditions, check_by(conditions, by))
+    by = present_columns(conditions, check_by(conditions, by, value))
     return summarise_per_prompt(per_prompt(conditions, value, by), value, by)
 
 
@@ -178,7 +178,7 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
     check_groups(conditions, high, low)
     check_measure(conditions, value)
     conditions = with_settings(conditions)
-    by = present_columns(conditions, check_by(conditions, by))
+    by = present_columns(conditions, check_by(conditions, by, value, contrast=True))
     columns = by + ["n_prompts", "mean_diff", "ci_low", "ci_high", "ci_method", "wilcoxon_p"]
     wide = paired_differences(conditions, value, by, high, low)
     if wide is None:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from harness.analysis.crossed import cell_means
 from harness.analysis.crossed_variance import complete_table
+from harness.analysis.checks import check_hits
 from harness.analysis.descriptive import (CONFIDENCE, GROUP_BY, check_by, check_conditions_table, check_fraction,
                                           present_columns, shown, with_settings)
 from harness.analysis.rate_intervals import effective_units, quantile, wilson
@@ -18,22 +19,6 @@ from harness.numbers import size
 
 WILSON = "Wilson, crossed"  # how rate_summary's ci_method names its interval
 HIT = "target_hit"  # rate_summary's column when none is named
-
-
-def check_hits(df: pd.DataFrame, hit: str) -> None:
-    """Refuse a ``hit`` column ``df`` lacks, or one whose non-null values are not booleans or 0/1 (a
-    continuous measure such as ``output_kl`` would be averaged into a meaningless "rate")."""
-    if hit not in df.columns:
-        flags = ", ".join(repr(c) for c in df.columns if pd.api.types.is_bool_dtype(df[c].dtype)) or "none"
-        raise ValueError(f"hit must name a column of the table (its boolean columns: {flags}), got {shown(hit)}")
-    values = df[hit].dropna()
-    try:
-        bad = values[~values.astype(float).isin([0.0, 1.0])]
-    except (TypeError, ValueError):  # strings and other objects: not hits either
-        bad = values
-    if len(bad):
-        raise ValueError(f"hit must name a column of booleans or 0/1 (nulls are left out), got {shown(hit)}, "
-                         f"which holds {shown(bad.iloc[0])}")
 
 
 def interval_words(shape: tuple[int, int], n_eff: float, dof: float) -> str:

@@ -49,9 +49,9 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     :func:`contrast_table`, when already computed. Figure 0 (in ``figure_files``) follows the summary."""
     if len(conditions) == 0:
         raise ValueError("conditions: the table is empty; give a run's conditions")
-    if not isinstance(title, str) or isinstance(figure_files, (str, type(None))):
-        raise ValueError(f"title must be text and figure_files a list of the figures' paths (may be empty), got "
-                         f"{title!r} and {figure_files!r}")
+    if not isinstance(title, str) or isinstance(figure_files, (str, type(None))) or isinstance(notes, str):
+        raise ValueError(f"title must be text, figure_files a list of the figures' paths (may be empty) and notes a "
+                         f"list of sentences, got {title!r}, {figure_files!r} and {notes!r}")
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [*heading(title, notes), "",

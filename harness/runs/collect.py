@@ -13,6 +13,7 @@ contributes conditions but no attention rows (said in the output).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -57,8 +58,10 @@ def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False,
             trust_damaged: bool = False, allow_mixed_settings: bool = False) -> int:
-    paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]  # the API takes str paths too
-    out = Path(out)
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # the API takes str paths too
+    if not all(isinstance(p, (str, os.PathLike)) for p in [*paths, out]):
+        raise HarnessError(f"collect takes run directories' paths and an output directory's, got {paths!r} and {out!r}")
+    paths, out = [Path(p) for p in paths], Path(out)
     check_out(out)  # the command's checks, for the API too: a user's own files there are never written over
     claim_out(out, "collect", paths)
     if not paths:

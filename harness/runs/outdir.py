@@ -157,6 +157,11 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     :func:`harness.reporting.report.write_outputs`. Returns the paths written."""
     from harness.reporting.report import write_outputs as write
 
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise HarnessError(f"write_outputs: out_dir must be a directory's path, got {out_dir!r}")
+    if not isinstance(title, str) or isinstance(notes, str):  # before anything is drawn
+        raise HarnessError(f"write_outputs: title must be text and notes a list of sentences, got {title!r} and "
+                           f"{notes!r}")
     out_dir = Path(out_dir)
     if len(conditions) == 0:  # nothing to draw: refused before the directory is made
         raise HarnessError("write_outputs: the conditions table is empty; give a run's conditions")

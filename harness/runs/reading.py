@@ -14,6 +14,7 @@ setting (``--allow-mixed-settings``) are said on the page too (:mod:`harness.run
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -206,6 +207,8 @@ def load_run(run_dir: str | Path, trust_damaged: bool = False, allow_mixed_setti
              allow_failed: bool = False) -> RunTables:
     """The tables and manifest of one run directory (a sweep's, or ``harness collect``'s output),
     read as :func:`load_runs` reads runs."""
+    if not isinstance(run_dir, (str, os.PathLike)):  # a list: load_runs reads several
+        raise HarnessError(f"load_run takes one run directory's path (H.load_runs reads several), got {run_dir!r}")
     conditions, attention = load_runs([Path(run_dir)], trust_damaged, allow_mixed_settings, allow_failed)
     return RunTables(conditions, attention, load_noise([Path(run_dir)], trust_damaged),
                      RunDir(run_dir).manifest(trust_damaged))
@@ -275,6 +278,8 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
         run_dirs = [run_dirs]
     if not run_dirs:
         raise HarnessError("load_runs: give at least one run directory")
+    if not all(isinstance(d, (str, os.PathLike)) for d in run_dirs):
+        raise HarnessError(f"load_runs takes run directories' paths, got {list(run_dirs)!r}")
     for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed,
                               allow_mixed_settings=allow_mixed_settings, trust_damaged=trust_damaged):
         warnings.warn(note, stacklevel=2)
