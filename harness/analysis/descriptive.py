@@ -30,31 +30,30 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.inputs.conditions import KEY_FIELDS
-from harness.inputs.isolation import setting_label
-
 from harness.analysis.checks import (  # noqa: F401 (the names the analysis modules import from here)
+    CLAIM_GENERAL,
+    CLAIM_PROMPTS,
     CONFIDENCE,
-    N_RESAMPLES,
-    N_PERMUTATIONS,
-    HEAD_PERMUTATIONS,
     CONTRAST_BY,
     GROUP_BY,
-    CLAIM_PROMPTS,
-    CLAIM_GENERAL,
-    MIN_RESAMPLES,
-    SWEEP_GROUPS,
+    HEAD_PERMUTATIONS,
     MAX_RESAMPLES,
-    shown,
-    check_fraction,
+    MIN_RESAMPLES,
+    N_PERMUTATIONS,
+    N_RESAMPLES,
+    SWEEP_GROUPS,
+    check_by,
+    check_conditions_table,
     check_count,
-    check_resampling,
+    check_fraction,
+    check_groups,
     check_held,
     check_measure,
-    check_conditions_table,
-    check_groups,
-    check_by,
+    check_resampling,
+    shown,
 )
+from harness.inputs.conditions import KEY_FIELDS
+from harness.inputs.isolation import setting_label
 
 # --------------------------------------------------------------------------------------------
 # Prompt-only intervals and tests

@@ -9,11 +9,18 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import check_hits
 from harness.analysis.crossed import cell_means
 from harness.analysis.crossed_variance import complete_table
-from harness.analysis.checks import check_hits
-from harness.analysis.descriptive import (CONFIDENCE, GROUP_BY, check_by, check_conditions_table, check_fraction,
-                                          present_columns, shown, with_settings)
+from harness.analysis.descriptive import (
+    CONFIDENCE,
+    GROUP_BY,
+    check_by,
+    check_conditions_table,
+    check_fraction,
+    present_columns,
+    with_settings,
+)
 from harness.analysis.rate_intervals import effective_units, quantile, wilson
 from harness.numbers import size
 

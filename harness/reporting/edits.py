@@ -9,8 +9,11 @@ an older version), is kept under another name, never overwritten, and the comman
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 STAMP = "<!-- written by harness; sha256 of the text above: {} -->"
 _STAMP = re.compile(r"<!-- written by harness; sha256 of the text above: ([0-9a-f]{64}) -->\n?\Z")
@@ -36,9 +39,10 @@ def edited(path: Path) -> bool:
     return hashlib.sha256(text[:found.start()].encode("utf-8")).hexdigest() != found.group(1)
 
 
-def keep_if_edited(path: Path) -> Path | None:
+def keep_if_edited(path: Path, why: str = "") -> Path | None:
     """Move an edited page at ``path`` aside (``report.edited.md``, ``report.edited-2.md``, ...) so
-    that nothing replaces or removes it; returns where it went, or None where there was nothing to keep."""
+    that nothing replaces or removes it, and say so (``why``: what the page describes now); returns
+    where it went, or None where there was nothing to keep."""
     path = Path(path)
     if not path.is_file() or not edited(path):
         return None
@@ -47,4 +51,5 @@ def keep_if_edited(path: Path) -> Path | None:
         n += 1
         kept = path.with_name(f"{path.stem}.edited-{n}{path.suffix}")
     path.rename(kept)
+    log.warning("%s had been edited since the harness wrote it: kept as %s%s", path, kept.name, why)
     return kept

@@ -9,7 +9,6 @@ content *in general*, and the report leads with those, each with the power its d
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +32,16 @@ from harness.reporting.markdown import table as _table
 from harness.reporting.markdown import where
 from harness.reporting.sources import source_lines
 
-log = logging.getLogger(__name__)
-
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
+
+
+def page_arguments_problem(title, figure_files, notes) -> str | None:
+    """What is wrong with a page's title, figure files and notes (None: nothing), for the checks of
+    :func:`report_markdown` and of ``H.write_outputs`` (which checks before drawing anything)."""
+    if not isinstance(title, str) or isinstance(figure_files, (str, type(None))) or isinstance(notes, str):
+        return (f"title must be text, figure_files a list of the figures' paths (may be empty) and notes a list of "
+                f"sentences, got {title!r}, {figure_files!r} and {notes!r}")
+    return None
 
 
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
@@ -49,9 +55,9 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     :func:`contrast_table`, when already computed. Figure 0 (in ``figure_files``) follows the summary."""
     if len(conditions) == 0:
         raise ValueError("conditions: the table is empty; give a run's conditions")
-    if not isinstance(title, str) or isinstance(figure_files, (str, type(None))) or isinstance(notes, str):
-        raise ValueError(f"title must be text, figure_files a list of the figures' paths (may be empty) and notes a "
-                         f"list of sentences, got {title!r}, {figure_files!r} and {notes!r}")
+    problem = page_arguments_problem(title, figure_files, notes)
+    if problem:
+        raise ValueError(problem)
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [*heading(title, notes), "",
@@ -358,9 +364,7 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
         stale.unlink(missing_ok=True)
     pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / REPORT
-    kept = keep_if_edited(report)
-    if kept is not None:
-        log.warning("%s had been edited since the harness wrote it: kept as %s", report, kept.name)
+    keep_if_edited(report)
     page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts)
     write_text(stamped(page), report)
     written.append(report)

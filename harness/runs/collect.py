@@ -26,8 +26,9 @@ from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.lock import held_by, writer
 from harness.runs.reading import compared_settings, has_table, is_cache_timing
-from harness.runs.schema import ATTENTION_METRICS, CONDITION_COLUMNS, ROW_KEYS
-from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts, with_position
+from harness.runs.schema import CONDITION_COLUMNS, ROW_KEYS
+from harness.runs.tables import (COMPARED, concat_tables, dedupe, merged_attention, refuse_one_key_two_texts,
+                                 with_position)
 
 def find_runs(paths: list[Path]) -> list[RunDir]:
     """Each path is a run directory, or a sweep directory whose job directories are collected."""
@@ -114,11 +115,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:
-        att = concat_tables([_aligned(a, list(a.columns)) for a in attention])
-        att, _, _ = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set())
-        if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added above to keep positions apart
-            att = att.drop(columns="injection_at")
-        tables[RunDir.ATTENTION] = att.drop(columns="_source")
+        tables[RunDir.ATTENTION] = merged_attention([_aligned(a, list(a.columns)) for a in attention])
     out.mkdir(parents=True, exist_ok=True)
     mark_out(out, "collect", paths)  # before the tables: an interrupted collect leaves its own directory
     before = (RunDir(out).manifest(trust_damaged=True) or {}).get("tables") if (out / RunDir.MANIFEST).is_file() \

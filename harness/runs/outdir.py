@@ -6,13 +6,10 @@ where it is used: a command's ``--help`` and its refusals come before torch load
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-
-log = logging.getLogger(__name__)
 
 
 def check_out(out: Path, allowed: Path | None = None) -> None:
@@ -128,10 +125,7 @@ def drop_report(path: Path) -> list[str]:
     from harness.reporting.edits import keep_if_edited
     from harness.reporting.figure_names import FIGURE_NAMES, REPORT, REPORT_FILES
 
-    kept = keep_if_edited(path / REPORT)
-    if kept is not None:
-        log.warning("%s had been edited since the harness wrote it: kept as %s (it describes the tables replaced)",
-                    path / REPORT, kept.name)
+    keep_if_edited(path / REPORT, " (it describes the tables replaced)")
     gone = [path / name for name in REPORT_FILES if (path / name).is_file()]
     gone += figure_files_in(path / "figures", FIGURE_NAMES)
     for file in gone:
@@ -155,13 +149,14 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     ``out_dir``, for the Python API: checked as every command's ``--out`` is (never a run directory nor
     inside one, never over files no harness command wrote, never over another command's output), then
     :func:`harness.reporting.report.write_outputs`. Returns the paths written."""
+    from harness.reporting.report import page_arguments_problem
     from harness.reporting.report import write_outputs as write
 
     if not isinstance(out_dir, (str, os.PathLike)):
         raise HarnessError(f"write_outputs: out_dir must be a directory's path, got {out_dir!r}")
-    if not isinstance(title, str) or isinstance(notes, str):  # before anything is drawn
-        raise HarnessError(f"write_outputs: title must be text and notes a list of sentences, got {title!r} and "
-                           f"{notes!r}")
+    problem = page_arguments_problem(title, [], notes)  # before anything is drawn
+    if problem:
+        raise HarnessError(f"write_outputs: {problem}")
     out_dir = Path(out_dir)
     if len(conditions) == 0:  # nothing to draw: refused before the directory is made
         raise HarnessError("write_outputs: the conditions table is empty; give a run's conditions")

@@ -24,8 +24,8 @@ from harness.errors import HarnessError
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir
-from harness.runs.schema import ATTENTION_METRICS, ROW_KEYS
-from harness.runs.tables import COMPARED, concat_tables, dedupe, refuse_one_key_two_texts, with_position
+from harness.runs.schema import ROW_KEYS
+from harness.runs.tables import COMPARED, concat_tables, dedupe, merged_attention, refuse_one_key_two_texts, with_position
 
 log = logging.getLogger(__name__)
 
@@ -254,15 +254,7 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
         log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
                     "read once", dropped)
     frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
-    att = None
-    if frames:
-        att = concat_tables(frames)
-        if not disagree:
-            att = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set())[0]
-        if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added above to keep positions apart
-            att = att.drop(columns="injection_at")
-        att = att.drop(columns="_source")
-    return deduped.drop(columns="_source"), att
+    return deduped.drop(columns="_source"), (merged_attention(frames, dedupe_rows=not disagree) if frames else None)
 
 
 def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False,

@@ -17,7 +17,7 @@ import pandas as pd
 from harness.errors import HarnessError
 from harness.measure.metrics import condition_dtypes
 from harness.runs.schema import (ATTENTION_COLUMNS, ATTENTION_METRICS, CATEGORICAL, CONDITION_COLUMNS, DESCRIPTIVE_DTYPES,
-                                 KEY_COLUMNS, TIMING_COLUMNS)
+                                 KEY_COLUMNS, ROW_KEYS, TIMING_COLUMNS)
 
 
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
@@ -141,6 +141,18 @@ def with_position(attention: pd.DataFrame, conditions: pd.DataFrame) -> pd.DataF
     prefixed = attention["group"].astype(str) != "A"  # A has no prefix: no position, as in the conditions
     return attention.assign(injection_at=pd.Series(np.where(prefixed, positions[0], None), index=attention.index,
                                                    dtype=object))
+
+
+def merged_attention(frames: list[pd.DataFrame], dedupe_rows: bool = True) -> pd.DataFrame:
+    """Attention tables of several runs (each tagged with its run's ``_source`` and passed through
+    :func:`with_position`) as one: a row in several runs kept once (``dedupe_rows``), the position
+    column kept only where the runs sit at several positions."""
+    att = concat_tables(frames)
+    if dedupe_rows:
+        att = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set())[0]
+    if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added only to keep positions apart
+        att = att.drop(columns="injection_at")
+    return att.drop(columns="_source")
 
 
 def null_safe_keys(df: pd.DataFrame, keys: list[str]) -> pd.Series:
