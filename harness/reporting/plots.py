@@ -5,6 +5,11 @@ it; :func:`save_figure` is the only place that writes files, and writes them det
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -294,12 +299,100 @@ def plot_isolation(ax, summary: pd.DataFrame, floor: float | None, ylabel: str, 
 
 
 def save_figure(fig, path_stem: Path) -> list[Path]:
-    """Write ``<stem>.pdf`` (vector) and ``<stem>.png`` (200 dpi) atomically, with no timestamps."""
+    """Write ``<stem>.png`` (200 dpi) and ``<stem>.pdf`` (vector) atomically, with no timestamps.
+    The layout is computed once, for the PNG, and kept for the PDF (the same positions: computing it
+    again cost as much as drawing)."""
     from harness.io import atomic_write
 
     pdf, png = path_stem.with_suffix(".pdf"), path_stem.with_suffix(".png")
+    atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=200, metadata={"Software": None}))
+    fig.set_layout_engine("none")
     atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={
         "CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}))
-    atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=200, metadata={"Software": None}))
     plt.close(fig)
     return [pdf, png]
+
+
+def _can_fork() -> bool:
+    """A second CPU this process may use, on a platform where fork is safe for drawing (Linux)."""
+    return sys.platform == "linux" and len(os.sched_getaffinity(0)) > 1
+
+
+@contextlib.contextmanager
+def figures_saved(figures: dict[str, plt.Figure], directory: Path) -> Iterator[list[Path]]:
+    """Save each figure as :func:`save_figure` does, to ``directory/<name>``; yields the paths
+    (``.pdf`` then ``.png`` per figure, in ``figures``' order), all written once the block exits.
+
+    Drawing is most of a report's fixed cost, and one CPU's work: where a second CPU is free (Linux),
+    a forked child saves about half of the figures (the most axes first) while this process saves
+    the rest and then runs the ``with`` body. The files are the serial path's, byte for byte. A
+    child that fails or is killed leaves its figures to this process, which saves them again (so a
+    refused write surfaces here, as the serial path's error)."""
+    names = list(figures)
+    paths = [p for name in names for p in (directory / f"{name}.pdf", directory / f"{name}.png")]
+    load, theirs = [0, 0], []
+    for name in sorted(names, key=lambda n: -len(figures[n].axes)):  # greedy halves by axes drawn
+        if load[0] <= load[1] and len(names) > 1 and _can_fork():
+            load[0] += len(figures[name].axes)
+            theirs.append(name)
+        else:
+            load[1] += len(figures[name].axes)
+    child = _fork_saving({n: figures[n] for n in theirs}, directory) if theirs else None
+    if child is None:
+        theirs = []
+    try:
+        for name in names:
+            if name not in theirs:
+                save_figure(figures[name], directory / name)
+        yield paths
+    except BaseException:
+        if child is not None:  # interrupted or failed here: stop the child too (its partial files are temporary)
+            _stop(child)
+        raise
+    failed = child is not None and _reap(child)
+    for name in theirs:
+        if failed:
+            save_figure(figures[name], directory / name)
+        else:
+            plt.close(figures[name])  # the child saved it; this process's copy is only memory
+
+
+def _fork_saving(figures: dict[str, plt.Figure], directory: Path) -> int | None:
+    """A child process that saves ``figures`` and exits (0 when all were written); None if it
+    could not be started."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid:
+        return pid
+    status = 1
+    try:  # the child never returns into the caller's code: os._exit in every case
+        signal.signal(signal.SIGTERM, _interrupted)  # stopped: remove the temporary file it was writing
+        for name, fig in figures.items():
+            save_figure(fig, directory / name)
+        status = 0
+    except BaseException:  # noqa: BLE001, S110 - the parent saves these figures again and reports the error
+        pass
+    finally:
+        os._exit(status)
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _reap(pid: int) -> bool:
+    """Wait for the saving child; True when it did not save everything (failed or stopped)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        _stop(pid)
+        raise
+    return os.waitstatus_to_exitcode(status) != 0
+
+
+def _stop(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)

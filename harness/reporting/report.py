@@ -357,15 +357,13 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     ceiling = obeying.ceiling_table(baseline(conditions))  # the report, figure 9 and ceiling.parquet share it
     contrasts = contrast_table(baseline(conditions))  # the report's C - B table, figure 0 and contrasts.parquet
     forest = forest_table(baseline(conditions), contrasts)
-    written = []
-    for name, fig in make_figures(conditions, attention, noise, ceiling, forest).items():
-        written += F.save_figure(fig, out_dir / "figures" / name)
+    with F.figures_saved(make_figures(conditions, attention, noise, ceiling, forest), out_dir / "figures") as written:
+        pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
+        page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts)
     for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's, or a killed one's
         stale.unlink(missing_ok=True)
-    pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
     report = out_dir / REPORT
     keep_if_edited(report)
-    page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts)
     write_text(stamped(page), report)
     written.append(report)
     for name, table in ((CONTRASTS, forest), (CEILING, ceiling)):

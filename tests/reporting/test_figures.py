@@ -271,3 +271,39 @@ def test_the_benchmarks_notebook_runs_on_the_tracked_results_and_is_saved_with_i
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     assert "focus_score" in str(outputs) and "attack - mention" in str(outputs)
+
+
+def _four_figures() -> dict:
+    out = {}
+    for i in range(4):
+        fig, ax = plt.subplots(1, i + 1)  # 1 to 4 axes: the halves are split by axes drawn
+        for a in np.atleast_1d(ax):
+            a.plot([0, 1], [0, i])
+        out[f"f{i}"] = fig
+    return out
+
+
+def test_figures_saved_by_a_forked_child_are_the_serial_files_and_a_failed_child_is_redone(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(F, "_can_fork", lambda: False)
+    with F.figures_saved(_four_figures(), tmp_path / "serial") as serial:
+        pass
+    monkeypatch.setattr(F, "_can_fork", lambda: True)
+    with F.figures_saved(_four_figures(), tmp_path / "forked") as forked:
+        pass
+    assert [p.name for p in serial] == [p.name for p in forked] == [f"f{i}.{e}" for i in range(4) for e in ("pdf", "png")]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(serial, forked))
+
+    parent, real = os.getpid(), F.save_figure
+
+    def refused_in_the_child(fig, stem):
+        if os.getpid() != parent:
+            raise OSError("no space left on device")
+        return real(fig, stem)
+
+    monkeypatch.setattr(F, "save_figure", refused_in_the_child)
+    with F.figures_saved(_four_figures(), tmp_path / "redone") as redone:
+        pass
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(serial, redone))  # the parent saved them again
+    assert sorted(p.name for p in (tmp_path / "redone").iterdir()) == sorted(p.name for p in redone)  # no temp files
