@@ -155,12 +155,12 @@ def test_user_config_directory_adds_a_model_and_an_experiment(tmp_path):
 
 
 def test_a_sweep_validates_its_config_once(tmp_path, monkeypatch):
-    import harness.config
+    import harness.config.validation
     from harness.runs.runner import run
 
     calls = []
-    checked = harness.config.source_for
-    monkeypatch.setattr(harness.config, "source_for", lambda *a: calls.append(a) or checked(*a))
+    checked = harness.config.validation.source_for
+    monkeypatch.setattr(harness.config.validation, "source_for", lambda *a: calls.append(a) or checked(*a))
     cfg = compose(["model.name_or_path=builtin:tiny-gpt2", "prompts.limit=1", "prefixes.per_group=1",
                    "prefix.lengths=[8]", "decode.max_new_tokens=2", "analysis.noise_floor=false", "draw_figures=false"])
     run(cfg, tmp_path / "run", progress=False)

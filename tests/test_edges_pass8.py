@@ -168,7 +168,7 @@ def test_sigterm_in_a_command_that_reads_runs_says_its_line_and_exits_143(base, 
     import os
     import signal
 
-    import harness.cli.tables as tables
+    import harness.cli.claims as tables
 
     def terminated(args):
         os.kill(os.getpid(), signal.SIGTERM)  # the handler main installs turns it into Terminated

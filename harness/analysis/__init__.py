@@ -3,8 +3,9 @@ prompt-level tests (``descriptive``), prompts x prefixes as crossed random facto
 the lead interval and test in ``lead``, from the variance components of ``crossed_variance``),
 planning (``design``, ``power``), per-head contrasts (``heads``), rates (``rates``,
 ``rate_intervals``, the rate test's simulated power in ``rate_power``, ``obeying``), curves,
-isolation summaries, the three contamination claims (``claims``; the power of claims 1 and 2 in ``claim_power``)
-and the causal-head test (``causal_heads``).
+isolation summaries, the three contamination claims (``claims``; the power of claims 1 and 2 in ``claim_power``,
+their figure data in ``claim_curves``), the verdicts at a stated smallest effect of interest Δ
+(``verdicts``) and the causal-head test (``causal_heads``).
 
 Public here (each imported on first use):
 
@@ -19,6 +20,7 @@ Public here (each imported on first use):
 - ``curves``: ``survival``, ``ceiling``, ``step_profile``
 - ``summaries``: ``isolation_summary``
 - ``claims``: ``seed_claims``
+- ``verdicts``: ``deltas_for`` (each measure's Δ), ``decide`` (an interval's verdict at Δ)
 """
 
 from harness.exports import lazy_exports
@@ -50,6 +52,8 @@ _API = {
     "step_profile": "harness.analysis.curves",
     "isolation_summary": "harness.analysis.summaries",
     "seed_claims": "harness.analysis.claims",
+    "deltas_for": "harness.analysis.verdicts",
+    "decide": "harness.analysis.verdicts",
 }
 __all__ = sorted(_API)
 __getattr__, __dir__ = lazy_exports(__name__, _API, globals())

@@ -44,6 +44,16 @@ def check_count(name: str, value, minimum: int) -> None:
         raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
 
 
+def check_effect(name: str, value) -> None:
+    """Refuse ``value`` unless it is None or a positive finite number (an effect in a measure's units)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number in the measure's units (or None), got "
+                         f"{shown(value)}")
+
+
 MAX_RESAMPLES = 1_000_000
 
 

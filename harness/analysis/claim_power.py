@@ -48,13 +48,15 @@ def _contrasts(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.einsum("pxk,ck->cpx", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
 
 
-def _both_clear(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float, median_corrected: bool
-                ) -> float:
-    """The chance both contrasts' one-sided 2.5% tests reject, each contrast's truth ``effect_sds`` of
-    its ``prefix`` SD: each test's power (:func:`harness.analysis.power.group_design_power`, the prompt
-    variance made median-unbiased for the pilot's prompts when ``median_corrected``) joined by a
-    normal copula at the correlation the contrasts' planned covariance implies (they share terms)."""
-    powers = [group_design_power(c, n_prompts, n_prefixes, effect_sds * np.sqrt(c["prefix"]),
+def _both_clear(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float, median_corrected: bool,
+                effect: float | None = None) -> float:
+    """The chance both contrasts' one-sided 2.5% tests reject, each contrast's truth ``effect`` (in
+    the measure's units; else ``effect_sds`` of its own ``prefix`` SD): each test's power
+    (:func:`harness.analysis.power.group_design_power`, the prompt variance made median-unbiased for
+    the pilot's prompts when ``median_corrected``) joined by a normal copula at the correlation the
+    contrasts' planned covariance implies (they share terms)."""
+    powers = [group_design_power(c, n_prompts, n_prefixes,
+                                 effect if effect is not None else effect_sds * np.sqrt(c["prefix"]),
                                  pilot=(c["n_prompts"], c["n_prefixes"]) if median_corrected else None)
               for c in components]
     if not all(np.isfinite(powers)):
@@ -68,20 +70,24 @@ def _both_clear(components: list[dict], n_prompts: int, n_prefixes: int, effect_
     return float(stats.multivariate_normal.cdf(q, mean=[0.0, 0.0], cov=[[1.0, rho], [rho, 1.0]]))
 
 
-def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float = 1.0) -> float:
+def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float = 1.0,
+                       effect: float | None = None) -> float:
     """Power of a min-of-contrasts claim (1 or 2) at ``n_prompts`` x ``n_prefixes``: the chance
-    that both contrasts' 95% intervals clear zero when each contrast's true value is ``effect_sds``
+    that both contrasts' 95% intervals clear zero when each contrast's true value is ``effect`` (in
+    the measure's units: a claim's smallest effect of interest, Δ) or, without one, ``effect_sds``
     of its own prefix-level SDs (the SD of a prefix's true contrast over prompts), from
     :func:`contrast_components` (the prompt variance median-unbiased for the prompts it came from).
-    NaN where a contrast's prefix variance is estimated at 0: there is no effect to plan on.
-    Calibrated in ``benchmarks/crossed_calibration.py`` (part claims-power)."""
-    if not all(c["prefix"] > 0 for c in components):
+    Both contrasts at the effect is the least favourable truth whose smaller contrast is that
+    effect. NaN where the effect is in SDs and a contrast's prefix variance is estimated at 0: there
+    is no effect to plan on. Calibrated in ``benchmarks/crossed_calibration.py`` (part claims-power)."""
+    if effect is None and not all(c["prefix"] > 0 for c in components):
         return np.nan
-    return _both_clear(components, n_prompts, n_prefixes, effect_sds, median_corrected=True)
+    return _both_clear(components, n_prompts, n_prefixes, effect_sds, median_corrected=True, effect=effect)
 
 
 def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: float = 0.95,
-                             components: list[dict] | None = None) -> tuple[float, float]:
+                             components: list[dict] | None = None, effect: float | None = None
+                             ) -> tuple[float, float]:
     """``(low, high)``: the smallest and largest power :func:`min_contrast_power` states for
     ``Y[prompt, prefix, k]`` at its own design when each contrast's components (prompt, prefix,
     residual variance) are moved to the ends of their two-sided ``confidence`` intervals
@@ -92,14 +98,15 @@ def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: flo
     limit of 0 puts the effect at 0, where the power is the tests' size. Not median-corrected: these
     are limits, not estimates. In simulation the range held the real power in 0.943-1.000 of data
     sets in all 18 cells (``benchmarks/crossed_calibration.py``, table 4b). ``components``:
-    :func:`contrast_components` of ``Y`` and ``weights``, where the caller has them already."""
+    :func:`contrast_components` of ``Y`` and ``weights``, where the caller has them already; ``effect``:
+    the truth in the measure's units (:func:`min_contrast_power`), else one prefix-level SD."""
     components = contrast_components(Y, weights) if components is None else components
     limits = group_component_limits(_contrasts(Y, weights), confidence)
     P, n = components[0]["n_prompts"], components[0]["n_prefixes"]
 
     def power_at(corner: dict) -> float:
         at = [{**c, **{k: float(end[i]) for k, end in corner.items()}} for i, c in enumerate(components)]
-        return _both_clear(at, P, n, 1.0, median_corrected=False)
+        return _both_clear(at, P, n, 1.0, median_corrected=False, effect=effect)
 
     low, high = extremes_over_box(limits, power_at)
     return float(low), float(high)

@@ -7,9 +7,14 @@ prompts and prefixes are both resampled (crossed random factors: docs/statistics
 
 * **supported**: the interval lies on the claim's side of its null;
 * **contradicted**: the interval lies on the other side;
-* **not determined**: the interval spans the null (every row states the power its design had, with the
-  range its data allow: claims 1 and 2 by :mod:`harness.analysis.claim_power`, claim 3 by
-  :func:`harness.analysis.power.design_power_range`).
+* **no effect as large as Δ**: the interval's upper end lies below the measure's smallest effect of
+  interest, Δ (stated in the measure's units: :mod:`harness.analysis.verdicts`);
+* **not determined**: the interval holds both the null and Δ.
+
+Every row states Δ and this design's power at Δ (the chance the interval clears zero when the truth is
+Δ), with the range its data allow: claims 1 and 2 by :mod:`harness.analysis.claim_power`, claim 3 by
+:func:`harness.analysis.power.design_power_range`. A power stated against the data's own estimated
+spread is not a property of the design and is not printed beside a verdict.
 
 Claim 1's statistic is the mean divergence in the middle third of the layers minus the larger of
 the first and last thirds' (positive: the middle stands out); where the profile peaks, as a fraction
@@ -26,8 +31,8 @@ where the percentile bootstrap it replaces covered 0.85-0.94 (``benchmarks/cross
 Claim 3's is C minus B with the report's lead interval and its own test
 (:func:`harness.analysis.crossed.compare_groups`: prompts and prefixes random), with B's own mean
 (a crossed t interval) against the run's noise floor. Its power is the lead test's at this design
-against one prefix-level SD (:func:`harness.analysis.power.design_power`, calibrated in the same
-suite), and the designs that would reach 0.8 are searched with the same function.
+against Δ (:func:`harness.analysis.power.design_power`, calibrated in the same suite), and the designs
+that would reach 0.8 at Δ are searched with the same function.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
+from harness.analysis.verdicts import decide, deltas_for
 from harness.errors import HarnessError
 from harness.numbers import num, signed
 
@@ -56,13 +62,7 @@ HYPOTHESES = {
     3: "C drifts systematically more than B; B only slightly",
 }
 COLUMNS = ["claim", "hypothesis", "measure", "model", "placement", "statistic", "estimate", "ci_low", "ci_high",
-           "p", "power", "power_low", "power_high", "verdict", "detail", "n_prompts", "n_prefixes", "unit"]
-
-
-def _verdict(lo: float, hi: float) -> str:
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "not determined"
-    return "supported" if lo > 0 else "contradicted" if hi < 0 else "not determined"
+           "p", "delta", "power", "power_low", "power_high", "verdict", "detail", "n_prompts", "n_prefixes", "unit"]
 
 
 def complete_cube(Y: np.ndarray) -> np.ndarray:
@@ -79,11 +79,15 @@ def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tup
     return est.statistic, low, high
 
 
-def _powers(Y: np.ndarray, weights: np.ndarray) -> dict:
-    """A claim-1 or claim-2 row's ``power`` and the range its inputs allow (``power_low``, ``power_high``)."""
+def _powers(Y: np.ndarray, weights: np.ndarray, delta: float | None) -> dict:
+    """A claim-1 or claim-2 row's ``delta``, its ``power`` at Δ and the range its inputs allow
+    (``power_low``, ``power_high``); NaN without a Δ."""
+    if delta is None:
+        return {"delta": np.nan, "power": np.nan, "power_low": np.nan, "power_high": np.nan}
     components = contrast_components(Y, weights)
-    low, high = min_contrast_power_range(Y, weights, components=components)
-    return {"power": min_contrast_power(components, *Y.shape[:2]), "power_low": low, "power_high": high}
+    low, high = min_contrast_power_range(Y, weights, components=components, effect=delta)
+    return {"delta": delta, "power": min_contrast_power(components, *Y.shape[:2], effect=delta), "power_low": low,
+            "power_high": high}
 
 
 def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE
@@ -172,9 +176,11 @@ def length_cubes(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: s
 
 def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "C",
                       by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
-                      confidence: float = CONFIDENCE) -> pd.DataFrame:
+                      confidence: float = CONFIDENCE, delta: float | None = None) -> pd.DataFrame:
     """Claim 1 per ``by`` cell: does ``group``'s divergence from A (``value`` per layer, averaged over
-    heads, segments by query count, and prefix lengths) peak in the middle third of the layers?"""
+    heads, segments by query count, and prefix lengths) peak in the middle third of the layers? At
+    ``delta`` (the registry's Δ of ``value`` when None) the verdict can say "no peak as large as Δ"."""
+    delta = deltas_for().get(value) if delta is None else delta
     rows = []
     for key, Y, layers in layer_cubes(attention, value, group, by):
         observed, resampled = crossed_means(Y, n_resamples, seed)
@@ -187,8 +193,8 @@ def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "
             "claim": 1, "hypothesis": HYPOTHESES[1], "measure": f"attention {value} ({group} vs A)",
             **key, "statistic": "middle third minus larger outer third",
             "estimate": float(_thirds(observed)), "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
-            **_powers(Y, thirds_weights(len(layers))),
-            "verdict": _verdict(lo, hi),
+            **_powers(Y, thirds_weights(len(layers)), delta),
+            "verdict": decide(lo, hi, delta),
             "detail": f"peak at layer {layers[peak]} of {len(layers)} = {num(peak / depth, 2)} of depth "
                       f"(interval {num(plo, 2)} to {num(phi, 2)}, percentile bootstrap)",
             "peak_fraction": peak / depth, "peak_low": plo, "peak_high": phi,
@@ -207,9 +213,11 @@ def _jump(means: np.ndarray) -> np.ndarray:
 
 def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: str = "C",
                 by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
-                confidence: float = CONFIDENCE) -> pd.DataFrame:
+                confidence: float = CONFIDENCE, delta: float | None = None) -> pd.DataFrame:
     """Claim 2 per ``by`` cell: is ``group``'s increase in ``value`` from 64 to 128 prefix tokens
-    larger than its neighbours'? Needs the lengths 32, 64, 128 and 256."""
+    larger than its neighbours'? Needs the lengths 32, 64, 128 and 256. At ``delta`` (the registry's
+    Δ of ``value`` when None) the verdict can say "no jump as large as Δ"."""
+    delta = deltas_for().get(value) if delta is None else delta
     rows = []
     for key, Y in length_cubes(conditions, value, group, by):
         observed = Y.mean((0, 1))
@@ -219,8 +227,8 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
             "claim": 2, "hypothesis": HYPOTHESES[2], "measure": f"{value} ({group} vs A)", **key,
             "statistic": "increase 64->128 minus larger neighbouring increase", "estimate": float(_jump(observed)),
             "ci_low": float(lo), "ci_high": float(hi), "p": np.nan,
-            **_powers(Y, JUMP_WEIGHTS),
-            "verdict": _verdict(lo, hi),
+            **_powers(Y, JUMP_WEIGHTS, delta),
+            "verdict": decide(lo, hi, delta),
             "detail": "means at 32/64/128/256: " + ", ".join(num(m) for m in observed)
                       + "; increases: " + ", ".join(signed(s) for s in steps),
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
@@ -248,9 +256,11 @@ def designs_for_power(components, n_prompts: int, n_prefixes: int, effect: float
 
 def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str = "norm_edit_distance",
                by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
-               confidence: float = CONFIDENCE) -> pd.DataFrame:
+               confidence: float = CONFIDENCE, delta: float | None = None) -> pd.DataFrame:
     """Claim 3 per ``by`` cell: C minus B (pooled over prefix lengths) with prompts and prefixes
-    random, its power against one prefix-level SD, and B's mean against the noise floor."""
+    random, its power at ``delta`` (the registry's Δ of ``value`` when None) and B's mean against the
+    noise floor."""
+    delta = deltas_for().get(value) if delta is None else delta
     cond = with_settings(conditions)
     rows = []
     for key, sub in cond.groupby(list(by), observed=True, sort=True):
@@ -258,7 +268,8 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             continue
         if value not in sub or not all(sub.loc[sub.group == g, value].notna().any() for g in ("B", "C")):
             continue  # not measured (decode.path=none has no edit distance): no claim to test on it
-        cmp = compare_groups(sub, value, by=list(by), n_resamples=n_resamples, seed=seed, confidence=confidence)
+        cmp = compare_groups(sub, value, by=list(by), n_resamples=n_resamples, seed=seed, confidence=confidence,
+                             effect=delta)
         if cmp.empty:
             continue
         row = cmp.iloc[0]
@@ -277,12 +288,12 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
                       f"{num(floor)}")
         comps = variance_components(sub, value, by=list(by)).iloc[0]
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
-        need_p, need_x = designs_for_power(comps, n_prompts, per_group, float(row.prefix_sd))
-        if not (np.isfinite(row.prefix_sd) and row.prefix_sd > 0):
-            needs = "the prefixes' own spread is estimated at 0, so power against it is not estimable"
+        need_p, need_x = designs_for_power(comps, n_prompts, per_group, np.nan if delta is None else delta)
+        if delta is None:
+            needs = f"no smallest effect of interest is stated for {value}, so no power is (--delta {value}=...)"
         else:
-            needs = (f"power 0.8 would need about {need_p} prompts at {per_group} prefixes per group" if need_p
-                     else "power 0.8 is out of reach by adding prompts alone")
+            needs = (f"power 0.8 at Δ would need about {need_p} prompts at {per_group} prefixes per group" if need_p
+                     else "power 0.8 at Δ is out of reach by adding prompts alone")
             needs += (f", or {need_x} prefixes per group at {n_prompts} prompts" if need_x
                       else f"; at {n_prompts} prompts no number of prefixes reaches it (the prompt part of the error "
                            f"alone is too large)")
@@ -291,9 +302,9 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         rows.append({
             "claim": 3, "hypothesis": HYPOTHESES[3], "measure": value, **dict(zip(by, key)),
             "statistic": "C minus B", "estimate": float(row.statistic), "ci_low": float(row.ci_low),
-            "ci_high": float(row.ci_high), "p": float(row.p_crossed), "power": float(row.power),
-            "power_low": float(row.power_low), "power_high": float(row.power_high),
-            "verdict": _verdict(float(row.ci_low), float(row.ci_high)),
+            "ci_high": float(row.ci_high), "p": float(row.p_crossed), "delta": np.nan if delta is None else delta,
+            "power": float(row.power), "power_low": float(row.power_low), "power_high": float(row.power_high),
+            "verdict": decide(float(row.ci_low), float(row.ci_high), delta),
             "detail": f"prefix-level SD {num(row.prefix_sd)}; {b_says}", "b_mean": b_mean, "b_low": b_lo,
             "b_high": b_hi, "noise_floor": np.nan if floor is None else floor, "prefix_sd": float(row.prefix_sd),
             "prompts_for_power_80": need_p, "prefixes_for_power_80": need_x,
@@ -340,56 +351,25 @@ def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | 
 
 
 def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,
-                n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> pd.DataFrame:
+                n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE,
+                deltas: dict[str, float] | None = None) -> pd.DataFrame:
     """All three claims, one row per claim, measure, model and placement (:data:`COLUMNS` first,
-    then the claim's own figures: peak fraction, B's mean and the noise floor)."""
+    then the claim's own figures: peak fraction, B's mean and the noise floor). ``deltas``: the
+    smallest effect of interest per measure, on top of the registry's
+    (:func:`harness.analysis.verdicts.deltas_for`)."""
     kw = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    delta = deltas_for(deltas)
     parts = []
     if attention is not None and not attention.empty:
-        parts.append(middle_layer_peak(attention, **kw))
+        parts.append(middle_layer_peak(attention, delta=delta.get("kl"), **kw))
     for value in ("attn_kl_mean", "norm_edit_distance"):
         if value in conditions and conditions[value].notna().any():
-            parts.append(length_jump(conditions, value, **kw))
+            parts.append(length_jump(conditions, value, delta=delta.get(value), **kw))
     for value in ("norm_edit_distance", "attn_kl_mean"):
         if value in conditions and conditions[value].notna().any():
-            parts.append(c_versus_b(conditions, noise, value, **kw))
+            parts.append(c_versus_b(conditions, noise, value, delta=delta.get(value), **kw))
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
     out = pd.concat(parts, ignore_index=True)
     return out[COLUMNS + [c for c in out.columns if c not in COLUMNS]]
-
-
-def layer_curves(attention: pd.DataFrame, value: str = "kl", groups: Sequence[str] = ("B", "C"),
-                 by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
-                 confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Claim 1's figure data: per ``by`` cell, group and layer, the mean divergence from A with its
-    crossed t interval (:func:`crossed_mean_intervals`; ``n_resamples`` and ``seed`` are unused, kept
-    for callers), and the layer's fraction of depth."""
-    rows = []
-    att = with_settings(attention[attention.group.isin(list(groups))])
-    for key, sub in att.groupby([*by, "group"], observed=True, sort=True):
-        per = weighted_segment_mean(sub, value, ("prefix_id", "prefix_len", "layer"))
-        per = per.groupby(["prompt_id", "prefix_id", "layer"], observed=True)[value].mean().reset_index()
-        Y, layers = cube(per, value, "layer")
-        observed, low, high = crossed_mean_intervals(complete_cube(Y), confidence)
-        for i, layer in enumerate(layers):
-            rows.append({**dict(zip([*by, "group"], key)), "layer": layer, "depth": layer / max(len(layers) - 1, 1),
-                         value: observed[i], "ci_low": low[i], "ci_high": high[i]})
-    return pd.DataFrame(rows)
-
-
-def length_curves(conditions: pd.DataFrame, value: str, groups: Sequence[str] = ("B", "C"),
-                  by: Sequence[str] = ("model", "placement"), n_resamples: int = N_RESAMPLES, seed: int = 0,
-                  confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Claim 2's figure data: per ``by`` cell, group and prefix length, the mean of ``value`` with
-    its crossed t interval (:func:`crossed_mean_intervals`)."""
-    rows = []
-    cond = with_settings(conditions[conditions.group.isin(list(groups))])
-    for key, sub in cond.groupby([*by, "group"], observed=True, sort=True):
-        Y, lengths = cube(sub, value, "prefix_len")
-        observed, low, high = crossed_mean_intervals(complete_cube(Y), confidence)
-        for i, n in enumerate(lengths):
-            rows.append({**dict(zip([*by, "group"], key)), "prefix_len": n, value: observed[i],
-                         "ci_low": low[i], "ci_high": high[i]})
-    return pd.DataFrame(rows)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_by, check_hits
+from harness.analysis.checks import check_by, check_effect, check_hits
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -342,7 +342,8 @@ def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = 
 def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: str = "C", low: str = "B",
                    by: Sequence[str] = CONTRAST_BY, n_resamples: int = N_RESAMPLES,
                    n_permutations: int = N_PERMUTATIONS, seed: int = 0, confidence: float = CONFIDENCE,
-                   alternative: str = "two-sided", rate: bool | None = None, power: bool = True) -> pd.DataFrame:
+                   alternative: str = "two-sided", rate: bool | None = None, power: bool = True,
+                   effect: float | None = None) -> pd.DataFrame:
     """``high`` minus ``low`` per ``by`` cell, both analyses side by side, one row per cell.
 
     * Prompt-only (claim in ``claim_prompts``: about *these* prefixes): ``mean_diff`` (mean over
@@ -357,7 +358,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       ``p_crossed`` (the test the interval inverts: the one to correct for multiplicity), and
       ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD) and
       ``power_low``/``power_high`` (the range that power takes within its components' intervals; NaN
-      with ``power=False``, for a caller that prints none: a rate's is simulated, about 0.3 s a row).
+      with ``power=False``, for a caller that prints none: a rate's is simulated, about 0.3 s a row);
+      against ``effect`` where given (a smallest effect of interest Δ, in the measure's units).
       ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
       and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
       up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
@@ -369,6 +371,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
     check_measure(df, value)
     check_resampling(confidence, n_resamples)
     check_count("n_permutations", n_permutations, 1)
+    check_effect("effect", effect)
     by = check_by(df, by, value, contrast=True)
     if rate and value in df:  # a rate's interval is bounded to [-1, 1]: its values must be hits
         check_hits(df, value)
@@ -381,7 +384,8 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
         d = d[np.isfinite(d)]
         lo_p, hi_p, method = bootstrap_interval(d, confidence, n_resamples, seed)
         p, exact = _permutation(lay, n_permutations, seed, alternative)
-        general_cols = lead(lay.Y, lay.is_high, lay.pairs, bool(bounded), confidence, alternative, power=power)
+        general_cols = lead(lay.Y, lay.is_high, lay.pairs, bool(bounded), confidence, alternative, power=power,
+                            effect=effect)
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
                      "mean_diff": d.mean() if len(d) else np.nan, "ci_low_prompts": lo_p, "ci_high_prompts": hi_p,
                      "ci_method_prompts": method, "wilcoxon_p": wilcoxon_p(d), "claim_prompts": CLAIM_PROMPTS,

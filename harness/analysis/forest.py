@@ -21,22 +21,27 @@ import pandas as pd
 from harness.analysis import descriptive, obeying
 from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS, complete_table, group_mean
+from harness.analysis.verdicts import decide, deltas_for
 from harness.measure.metrics import contrasted
 
 CELL = ("model", "placement", "prefix_len")
 COMPARISONS = ("C - B", "B - A", "C - A")
 COLUMNS = ["model", "placement", "prefix_len", "measure", "value", "comparison", "estimate", "ci_low", "ci_high",
-           "ci_note", "n_prompts", "n_prefixes", "resampled"]
+           "ci_note", "n_prompts", "n_prefixes", "resampled", "delta", "verdict"]
 RESAMPLED = "prompts x prefixes"
 
 
-def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
+def contrast_table(conds: pd.DataFrame, deltas: dict[str, float] | None = None) -> pd.DataFrame:
     """C - B of every contrasted measure (:func:`harness.measure.metrics.contrasted`) per model and
-    length (:func:`harness.analysis.crossed.compare_groups`), with ``q_crossed`` within each model;
-    the target hit rate is left out where C both asks for and forbids the word. Empty where the
-    conditions lack group B or C (a benign-only run, ``groups=[A,B]``: there is no C - B to state)."""
+    length (:func:`harness.analysis.crossed.compare_groups`), with ``q_crossed`` within each model,
+    the measure's smallest effect of interest ``delta`` (the registry's, with ``deltas`` on top), the
+    power at it, and the ``verdict`` at it (:func:`harness.analysis.verdicts.decide`, two-sided: "no
+    effect as large as Δ" when the interval lies within -Δ to Δ); the target hit rate is left out
+    where C both asks for and forbids the word. Empty where the conditions lack group B or C (a
+    benign-only run, ``groups=[A,B]``: there is no C - B to state)."""
     if not {"B", "C"} <= set(conds["group"].astype(str)):
         return pd.DataFrame()
+    delta = deltas_for(deltas)
     results = []
     mixed = bool((obeying.roles(conds) == "forbidden").any())
     for value, label in contrasted():
@@ -45,7 +50,9 @@ def contrast_table(conds: pd.DataFrame) -> pd.DataFrame:
         rows = conds if value == "target_hit" else obeying.without_mentions(conds)  # a word rate: C against mentions
         data = rows.assign(**{value: rows[value].astype(float)})
         rate = pd.api.types.is_bool_dtype(conds[value].dtype)
-        results.append(compare_groups(data, value, rate=rate).assign(measure=label, value=value))
+        table = compare_groups(data, value, rate=rate, effect=delta.get(value))
+        results.append(table.assign(measure=label, value=value, delta=delta.get(value, np.nan), verdict=[
+            decide(lo, hi, delta.get(value), two_sided=True) for lo, hi in zip(table.ci_low, table.ci_high)]))
     if not results:
         return pd.DataFrame()
     table = pd.concat(results, ignore_index=True)
@@ -93,20 +100,24 @@ def forest_table(conds: pd.DataFrame, contrasts: pd.DataFrame, confidence: float
     from. See the module docstring for what each comparison means."""
     if contrasts.empty:
         return pd.DataFrame(columns=COLUMNS)
+    if "delta" not in contrasts:  # a C - B table made without verdicts (compare_groups' own)
+        contrasts = contrasts.assign(delta=np.nan, verdict=None)
     parts = [contrasts.assign(comparison="C - B", estimate=contrasts.statistic, resampled=RESAMPLED,
                               n_prefixes=contrasts.n_prefixes_high + contrasts.n_prefixes_low)]
+    deltas = dict(zip(contrasts.value, contrasts.delta))
     for value, measure in dict(zip(contrasts.value, contrasts.measure)).items():
         if not is_drift(conds, value):
             continue
         for group in ("B", "C"):
             drift = group_drift(conds, value, group, confidence)
-            if len(drift):
+            if len(drift):  # a group's drift from A carries its measure's Δ (figure 0 draws it), no verdict
                 parts.append(drift.assign(measure=measure, value=value, comparison=f"{group} - A",
-                                          resampled=RESAMPLED))
+                                          resampled=RESAMPLED, delta=deltas[value], verdict=None))
     table = pd.concat(parts, ignore_index=True)
     if "placement" not in table:
         table["placement"] = "raw"
     table["ci_note"] = table["ci_note"].fillna("").astype(str)
+    table["verdict"] = table["verdict"].astype(object).where(table["verdict"].notna(), None)
     order = {c: i for i, c in enumerate(COMPARISONS)}
     measures = list(dict.fromkeys(contrasts.measure))
     table = table.assign(_m=table.measure.map(measures.index), _c=table.comparison.map(order))

@@ -48,7 +48,7 @@ def remap_pairs(pairs, cols: np.ndarray):
 
 
 def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, confidence: float = 0.95,
-         alternative: str = "two-sided", alpha: float = 0.05, power: bool = True) -> dict:
+         alternative: str = "two-sided", alpha: float = 0.05, power: bool = True, effect: float | None = None) -> dict:
     """The lead interval and test of high-minus-low on ``Y`` [prompts, prefixes] (module docstring).
 
     Keys: ``ci_low``, ``ci_high``, ``ci_method`` ("crossed t", "MOVER, crossed Wilson" or "none"),
@@ -56,7 +56,8 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     ``dof``, ``se`` (square root of the estimated variance), ``p_crossed`` (the test the interval
     inverts, ``alternative`` as given), ``prefix_sd``, ``power`` (at ``alpha``, two-sided) and its
     range ``power_low`` to ``power_high`` (NaN with ``power=False``: a caller that prints no power need
-    not pay for a rate's simulated one)."""
+    not pay for a rate's simulated one). ``effect``: the difference the power is stated against, in
+    the measure's units (a smallest effect of interest, Δ); by default one prefix-level SD."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     rows, cols, note = complete_crossing(Y, pairs)
@@ -74,16 +75,19 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     if rate:
         _, low, high = rate_difference(Yc, hi, pc, confidence)
         if power:
-            power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha)
-            # against its own prefix-level SD (sd): rate_power says where that leaves no power to state
-            out.update(power_low=power_low, power_high=power_high, power=rate_power(Yc, hi, pc, alpha=alpha))
+            power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha, effect=effect)
+            # against its own prefix-level SD (sd) unless an effect is stated: rate_power says where
+            # that leaves no power to state
+            out.update(power_low=power_low, power_high=power_high,
+                       power=rate_power(Yc, hi, pc, effect=effect, alpha=alpha))
         return {**out, "ci_low": float(low), "ci_high": float(high), "ci_method": MOVER,
                 "p_crossed": rate_difference_p(Yc, hi, pc, alternative)}
     if power:
         n = int(min(hi.sum(), (~hi).sum()) if pc is None else len(pc[0]))
-        power_low, power_high = design_power_range(Yc, hi, pc, alpha=alpha)
+        power_low, power_high = design_power_range(Yc, hi, pc, alpha=alpha, effect=effect)
+        size = sd if effect is None else effect
         out.update(power_low=power_low, power_high=power_high,
-                   power=design_power(comps, Yc.shape[0], n, sd, alpha) if np.isfinite(sd) else np.nan)
+                   power=design_power(comps, Yc.shape[0], n, size, alpha) if np.isfinite(size) else np.nan)
     if not est.variance > 0:
         return {**out, "ci_note": "no variation" + (f" ({note})" if note else "")}
     low, high = est.interval(confidence)

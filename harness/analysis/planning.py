@@ -6,8 +6,9 @@ lengths, and claims 1 and 3 average over them, so the components below are those
 lengths). Each test's power at a design is the function the claims page prints it with at the
 pilot's own design (:mod:`harness.analysis.claims`): claims 1 and 2 by
 :func:`~harness.analysis.claim_power.min_contrast_power` on the contrasts' crossed components, claim 3 by
-:func:`~harness.analysis.power.design_power` on the C/B components, each against ``effect_sds``
-of the test's own prefix-level SD and median-corrected for the pilot's few prompts. How well the
+:func:`~harness.analysis.power.design_power` on the C/B components, each against its measure's
+smallest effect of interest Δ (:mod:`harness.analysis.verdicts`; or ``effect_sds`` of the test's own
+prefix-level SD) and median-corrected for the pilot's few prompts. How well the
 printed power matches the real one, pilot by pilot, is in ``benchmarks/crossed_calibration.py``
 (parts ``power`` and ``claims-power``).
 
@@ -29,6 +30,7 @@ from harness.analysis.claims import JUMP_WEIGHTS, layer_cubes, length_cubes, thi
 from harness.analysis.descriptive import with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
+from harness.analysis.verdicts import deltas_for
 from harness.numbers import num
 
 ATTENTION, OUTPUT = "attention", "output"
@@ -54,33 +56,42 @@ class PlannedTest:
         return f"claim {self.claim}, {self.measure}, " + ", ".join(str(v) for v in self.cell.values())
 
 
-def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect_sds: float = 1.0,
-                by: Sequence[str] = ("model", "placement")) -> list[PlannedTest]:
+def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect_sds: float | None = None,
+                by: Sequence[str] = ("model", "placement"), deltas: dict[str, float] | None = None
+                ) -> list[PlannedTest]:
     """The claims page's tests on these tables (claims 1 and 2 on group C, claim 3 on C minus B),
-    each with its power as a function of the design against ``effect_sds`` prefix-level SDs."""
+    each with its power as a function of the design against its measure's smallest effect of
+    interest Δ (the registry's, with ``deltas`` on top: the power the claims page prints) or, with
+    ``effect_sds``, against that many of the test's own prefix-level SDs."""
+    delta = deltas_for(deltas)
     tests = []
     if attention is not None and not attention.empty:
         for cell, Y, layers in layer_cubes(attention, "kl", "C", by):
             comps = contrast_components(Y, thirds_weights(len(layers)))
-            tests.append(PlannedTest(1, "attention kl", ATTENTION, cell, Y.shape[:2], _min_contrast(comps, effect_sds)))
+            tests.append(PlannedTest(1, "attention kl", ATTENTION, cell, Y.shape[:2],
+                                     _min_contrast(comps, effect_sds, delta.get("kl"))))
     present = [m for m in CLAIM_MEASURES if m in conditions and conditions[m].notna().any()]
     for value in present:
         for cell, Y in length_cubes(conditions, value, "C", by):
             tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
-                                     _min_contrast(contrast_components(Y, JUMP_WEIGHTS), effect_sds)))
+                                     _min_contrast(contrast_components(Y, JUMP_WEIGHTS), effect_sds, delta.get(value))))
     for value in present:
         for _, row in variance_components(with_settings(conditions), value, by=list(by)).iterrows():
             sd = float(row.prefix_sd)
-            if not (np.isfinite(sd) and sd > 0):
-                continue  # no spread between prefixes: no effect size to plan against
+            if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
+                continue  # components not estimable (too few prompts or prefixes); in SDs, no spread to plan against
             comps = row.to_dict()
             pilot = (int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low)))
+            effect = delta.get(value, np.nan) if effect_sds is None else effect_sds * sd
             tests.append(PlannedTest(3, value, CLAIM_MEASURES[value], {k: row[k] for k in by}, pilot,
-                                     lambda p, n, comps=comps, e=effect_sds * sd: float(design_power(comps, p, n, e))))
+                                     lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e))))
     return tests
 
 
-def _min_contrast(components: list[dict], effect_sds: float) -> Callable[[int, int], float]:
+def _min_contrast(components: list[dict], effect_sds: float | None, delta: float | None
+                  ) -> Callable[[int, int], float]:
+    if effect_sds is None:
+        return lambda p, n: min_contrast_power(components, p, n, effect=np.nan if delta is None else delta)
     return lambda p, n: min_contrast_power(components, p, n, effect_sds)
 
 

@@ -238,12 +238,15 @@ def rate_power(Y: np.ndarray, is_high: np.ndarray, pairs=None, effect=None, alph
 
 
 def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: float = 0.05, confidence: float = 0.95,
-                     sims: int = RANGE_SIMULATIONS, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """``(low, high)``: the least and greatest :func:`rate_power` against one prefix-level SD over the
+                     sims: int = RANGE_SIMULATIONS, seed: int = 1, effect: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)``: the least and greatest :func:`rate_power` against ``effect`` (a difference in
+    proportion: a smallest effect of interest, Δ) or by default one prefix-level SD over the
     box of the module docstring (each group's prompt and prefix components, the ties between C and B
     and B's rate in their own ``confidence`` intervals), elementwise over the leading axes; NaN where
     neither group's prefix component can be above 0 (no corner has an effect to size: a table with
-    no hit, say, where every corner's "power" would be the test's false-positive rate)."""
+    no hit, say, where every corner's "power" would be the test's false-positive rate; with a stated
+    ``effect`` there is always one)."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     high, low = (group_component_limits(G, confidence, heavy_tails=True) for G in (Y[..., is_high], Y[..., ~is_high]))
@@ -265,12 +268,12 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
     def power_at(c: dict) -> np.ndarray:
         own = {"prompt_high": c["prompt_high"], "prompt_low": c["prompt_low"], "prefix_high": c["prefix_high"][0],
                "prefix_low": c["prefix_low"][0], "shared": c["between"][0], "pair": c["between"][1]}
-        effect = np.sqrt((c["prefix_high"][1] + c["prefix_low"][1]) / 2)
-        return _rejection_rate(_assemble(own, informative), c["rate_low"], effect, is_high, pairs, normals, alpha)
+        size = np.sqrt((c["prefix_high"][1] + c["prefix_low"][1]) / 2) if effect is None else effect
+        return _rejection_rate(_assemble(own, informative), c["rate_low"], size, is_high, pairs, normals, alpha)
 
     # corners at once, as many as keep a call's tables near CORNER_CELLS: same numbers, a fraction of the calls
     per_corner = max(int(np.prod(Y.shape[:-2], dtype=int)), 1) * sims * Y.shape[-2] * Y.shape[-1]
     lo, hi = extremes_over_box(axes, power_at, corners_per_call=int(np.clip(CORNER_CELLS // per_corner, 1, 64)))
-    sized = (high["prefix"][1] > 0) | (low["prefix"][1] > 0)
+    sized = (high["prefix"][1] > 0) | (low["prefix"][1] > 0) | (effect is not None)
     lo, hi = np.where(sized, lo, np.nan), np.where(sized, hi, np.nan)
     return (float(lo), float(hi)) if np.ndim(lo) == 0 else (lo, hi)

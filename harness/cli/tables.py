@@ -1,5 +1,5 @@
-"""The commands that read run directories: ``figures``, ``claims``, ``plan``, ``collect``,
-``check-determinism`` and ``causal-heads``. Each parses its arguments, then calls its stage's
+"""The commands that read run directories: ``figures``, ``corpus-report``, ``detect``, ``collect``,
+``check-determinism`` and ``causal-heads`` (``claims`` and ``plan``: :mod:`harness.cli.claims`). Each parses its arguments, then calls its stage's
 plain function (imported only then)."""
 
 from __future__ import annotations
@@ -10,57 +10,10 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
-from harness.cli.guards import (
-    non_negative,
-    non_negative_int,
-    out_beside,
-    positive,
-    positive_int,
-    whole,
-)
+from harness.cli.guards import non_negative, non_negative_int, out_beside, positive_int
+from harness.cli.options import failed_option, mixed_settings_option, reading_notes, run_manifests, trust_damaged_option
 from harness.errors import HarnessError
 from harness.runs.outdir import check_out, claim_out, mark_out, unmark_if_empty
-
-MIN_RESAMPLES = 20  # fewer leave a crossed bootstrap's percentiles undefined (numpy warns, the interval is noise)
-
-
-def _trust_damaged(parser: argparse.ArgumentParser) -> None:
-    """The ``--trust-damaged`` option of every command that reads run tables."""
-    parser.add_argument("--trust-damaged", action="store_true",
-                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
-
-
-def _allow_mixed_settings(parser: argparse.ArgumentParser) -> None:
-    """The ``--allow-mixed-settings`` option of every command that reads several runs together."""
-    parser.add_argument("--allow-mixed-settings", action="store_true",
-                        help="read runs that differ in max_new_tokens, decode path, dtype, weights, ... together "
-                             "(refused otherwise: one table would mix them)")
-
-
-def _allow_failed(parser: argparse.ArgumentParser) -> None:
-    """The ``--allow-failed`` option of every command that reads runs' results."""
-    parser.add_argument("--allow-failed", action="store_true",
-                        help="read a run some of whose conditions failed (its tables hold the others); the pages "
-                             "then say how many are missing")
-
-
-def _reading_notes(ns: argparse.Namespace, runs: list[Path]) -> list[str]:
-    """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
-    pages will say of the others."""
-    from harness.runs.reading import reading_notes
-
-    notes = reading_notes(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
-                          allow_mixed_settings=getattr(ns, "allow_mixed_settings", False))
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    return notes
-
-
-def _manifests(runs: list[Path], trust_damaged: bool) -> list[dict]:
-    """The runs' manifests, where they have one (what the reports say of each run's prefix source)."""
-    from harness.runs.rundir import RunDir
-
-    return [m for m in (RunDir(run).manifest(trust_damaged) for run in runs) if m]
 
 
 def figures(args: list[str]) -> int:
@@ -69,9 +22,9 @@ def figures(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
-    _trust_damaged(parser)
-    _allow_mixed_settings(parser)
-    _allow_failed(parser)
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
+    failed_option(parser)
     ns = parser.parse_args(args)
     for run in ns.runs:
         if not run.is_dir():
@@ -88,7 +41,7 @@ def figures(args: list[str]) -> int:
         raise HarnessError(f"{out / 'figures'} is a file, where the figures go: move it away (nothing is overwritten)")
     if _cache_timing(ns.runs):
         return _redraw_cache_timing(ns, out)
-    notes = _reading_notes(ns, ns.runs)
+    notes = reading_notes(ns, ns.runs)
     if ns.out is not None and not (len(ns.runs) == 1 and ns.out.resolve() == ns.runs[0].resolve()):
         claim_out(ns.out, "figures", ns.runs)
     conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
@@ -106,7 +59,7 @@ def figures(args: list[str]) -> int:
     # into a run itself: held against a resume replacing the tables it draws (and a second redraw)
     with hold(out, "figures", "run it again once it has") if RunDir(out).made_by_a_sweep() else nullcontext():
         written = write_outputs(conditions, attention, out, noise=noise,
-                                manifests=_manifests(ns.runs, ns.trust_damaged), notes=notes)
+                                manifests=run_manifests(ns.runs, ns.trust_damaged), notes=notes)
     print(f"wrote {len(written)} files: figures in {(out / 'figures').resolve()}, report {(out / 'report.md').resolve()}")
     return 0
 
@@ -139,40 +92,6 @@ def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
     return 0
 
 
-def claims(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness claims", description="Test the three contamination claims "
-                                     "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
-                                     "on the tables of one or more run directories: claims.md, claims.parquet "
-                                     "and one figure per claim.")
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
-    parser.add_argument("--out", type=Path, default=None, help="where claims.md, claims.parquet and figures/ go "
-                        "(default: RUN-claims beside the first run)")
-    parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES), default=2000,
-                        help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES})")
-    _trust_damaged(parser)
-    _allow_mixed_settings(parser)
-    _allow_failed(parser)
-    ns = parser.parse_args(args)
-    ns.out = out_beside(ns.out, ns.runs[0], "claims")
-    check_out(ns.out)
-    notes = _reading_notes(ns, ns.runs)
-    claim_out(ns.out, "claims", ns.runs)
-    from harness.analysis.claims import plain_concatenation
-    from harness.reporting.claims import write_claims
-    from harness.runs.reading import load_noise, read_runs, refuse_reference_only
-
-    conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
-    refuse_reference_only(conditions, "harness claims")
-    conditions, attention, left_out = plain_concatenation(conditions, attention)
-    notes = [*notes, *([left_out] if left_out else [])]
-    noise = load_noise(ns.runs, ns.trust_damaged)
-    mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
-    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
-                           n_resamples=ns.resamples, notes=notes)
-    print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
-    return 0
-
-
 def corpus_report(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness corpus-report", description="The public-benchmark page from runs "
                                      "drawn from a corpus (prefixes=agentdojo, spikee, garak): the attacker's string "
@@ -183,13 +102,13 @@ def corpus_report(args: list[str]) -> int:
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
     parser.add_argument("--out", type=Path, default=None, help="where corpora.md, its tables and figures/ go "
                         "(default: RUN-corpus-report beside the first run)")
-    _trust_damaged(parser)
-    _allow_mixed_settings(parser)
-    _allow_failed(parser)
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
+    failed_option(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.runs[0], "corpus-report")
     check_out(ns.out)
-    notes = _reading_notes(ns, [*ns.runs, *ns.bank])
+    notes = reading_notes(ns, [*ns.runs, *ns.bank])
     claim_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     from harness.reporting.corpora import hand_written, write_corpus_report
     from harness.runs.reading import load_noise, read_runs
@@ -201,7 +120,7 @@ def corpus_report(args: list[str]) -> int:
         raise HarnessError("the runs hold no group C (the attacks): the page compares the attacker's string with its "
                            "mention control and C with B; run the sweep with groups=[A,B,C] (benign-only sets such "
                            "as spikee-fp are `harness detect`'s negatives)")
-    manifests = _manifests(ns.runs, ns.trust_damaged)
+    manifests = run_manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:
         bank = (hand_written(read_runs(ns.bank, ns.trust_damaged, ns.allow_mixed_settings)[0]),
@@ -226,8 +145,8 @@ def detect(args: list[str]) -> int:
     parser.add_argument("--seed", type=non_negative_int, default=0, help="the halves' and templates' split (default 0)")
     parser.add_argument("--device", default=None, help="override the runs' model.device (cpu, cuda, ...)")
     parser.add_argument("--batch-size", type=int, default=None, help="inputs per forward pass (default: the run's)")
-    _trust_damaged(parser)
-    _allow_failed(parser)
+    trust_damaged_option(parser)
+    failed_option(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.runs[0], "detect")
     if ns.batch_size is not None and ns.batch_size < 1:
@@ -239,7 +158,7 @@ def detect(args: list[str]) -> int:
     for run in ns.runs:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
-    notes = _reading_notes(ns, ns.runs)
+    notes = reading_notes(ns, ns.runs)
     if len(ns.runs) > 1:  # its inputs are pooled by id, as every reader's are
         from harness.runs.rundir import RunDir
         from harness.runs.tables import refuse_one_key_two_texts
@@ -252,54 +171,6 @@ def detect(args: list[str]) -> int:
     return 0
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
-    return value
-
-
-def plan(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness plan", description="From finished pilot runs, the prompts x "
-                                     "prefixes-per-group design at which every claim test reaches a target power "
-                                     "at least cost (seconds measured on the pilots), or why none does.")
-    parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")
-    parser.add_argument("--target", type=_fraction, default=0.8, help="power to reach (default 0.8)")
-    parser.add_argument("--effect-sds", type=positive, default=1.0,
-                        help="effect to detect, in prefix-level SDs of each test (default 1)")
-    parser.add_argument("--budget-minutes", type=positive, default=None,
-                        help="most minutes still to spend on all runs together (default: no limit)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
-                             "overrides, empty when none) here")
-    _trust_damaged(parser)
-    _allow_mixed_settings(parser)
-    _allow_failed(parser)
-    ns = parser.parse_args(args)
-    if ns.out is not None:
-        check_out(ns.out)
-    notes = _reading_notes(ns, ns.runs)
-    if ns.out is not None:
-        claim_out(ns.out, "plan", ns.runs)
-    from harness.io import write_parquet, write_text
-    from harness.runs.plan import plan as plan_runs
-    from harness.runs.plan import plan_markdown
-
-    found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings)
-    page = plan_markdown(found, ns.runs, notes)
-    print(page, end="")
-    if ns.out is not None:
-        mark_out(ns.out, "plan", ns.runs)
-        write_text(page, ns.out / "plan.md")
-        write_parquet(found.grid, ns.out / "plan_grid.parquet")
-        write_text(found.overrides + "\n", ns.out / "overrides.txt")
-        print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
-    return 0
-
-
 def collect(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="harness collect", description="Many run directories (a multirun, or "
                                      "several sweeps) into one table set.")
@@ -309,8 +180,8 @@ def collect(args: list[str]) -> int:
     parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
     parser.add_argument("--allow-disagreement", action="store_true",
                         help="keep the first copy of a key whose copies differ (reported), instead of refusing")
-    _trust_damaged(parser)
-    _allow_mixed_settings(parser)
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.paths[0], "collect")
     from harness.runs.collect import collect as run_collect
@@ -327,7 +198,7 @@ def check_determinism(args: list[str]) -> int:
     parser.add_argument("--sample", type=positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
     parser.add_argument("--tolerance", type=non_negative, default=1e-5,  # runs.tables.SAME_RESULT_TOLERANCE
                         help="largest metric difference accepted (a finite number >= 0)")
-    _trust_damaged(parser)
+    trust_damaged_option(parser)
     ns = parser.parse_args(args)
     from harness.runs.check_determinism import check
 
@@ -363,13 +234,13 @@ def causal_heads(args: list[str]) -> int:
     parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
     parser.add_argument("--ranking-only", action="store_true", help="the head ranking and head sets only, from the "
                         "run's tables (no model is loaded); heads as a detector: harness detect")
-    _trust_damaged(parser)
-    _allow_mixed_settings(parser)
-    _allow_failed(parser)
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
+    failed_option(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.run, "causal-heads")
     check_out(ns.out)
-    notes = _reading_notes(ns, [ns.run])
+    notes = reading_notes(ns, [ns.run])
     claim_out(ns.out, "causal-heads", [ns.run])
     if ns.draws < 0 or any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive and --draws non-negative")

@@ -41,10 +41,14 @@ class Metric:
     aggregate: str | None = None
     contrast: str | None = None  # the report's C - B table shows this column under this label ...
     contrast_rank: int | None = None  # ... in this row
+    # the smallest effect of interest, in the metric's own units (a rate's in proportion: 0.05 is 5
+    # percentage points): a verdict can say "no effect as large as delta" (harness.analysis.verdicts;
+    # docs/statistics.md says why these values). None: no default, a study states its own.
+    delta: float | None = None
 
 
-def _row(name: str, doc: str) -> Metric:
-    return Metric(name, "row", doc)
+def _row(name: str, doc: str, **kw) -> Metric:
+    return Metric(name, "row", doc, **kw)
 
 
 def _cond(name: str, section: str, dtype: str, doc: str, **kw) -> Metric:
@@ -58,9 +62,9 @@ def _headline(name: str, row: str, doc: str, aggregate: str = "mean", **kw) -> M
 
 METRICS: tuple[Metric, ...] = (
     # attention drift per query row, in attention.parquet's column order (docs/concepts.md)
-    _row("kl", "KL(P_A || P_X), P_A extended by zeros on the block: redistribution + capture"),
-    _row("kl_shared", "redistribution: KL(P_A || P_X renormalized over the shared keys)"),
-    _row("capture", "capture: -log(1 - prefix_mass), X's attention taken by the block"),
+    _row("kl", "KL(P_A || P_X), P_A extended by zeros on the block: redistribution + capture", delta=0.05),
+    _row("kl_shared", "redistribution: KL(P_A || P_X renormalized over the shared keys)", delta=0.05),
+    _row("capture", "capture: -log(1 - prefix_mass), X's attention taken by the block", delta=0.05),
     _row("js", "Jensen-Shannon divergence on X's keys (nats, 0..ln 2)"),
     _row("prefix_mass", "X's attention on the inserted block"),
     _row("mass_from_sink", "the block's mass taken from position 0 (and a learned sink)"),
@@ -73,21 +77,22 @@ METRICS: tuple[Metric, ...] = (
     _row("unseen_mass_a", "A's mass on keys a sliding window hides from X"),
     # behaviour: did the continuation do what the prefix asked (null without a target)?
     _cond("target_hit", "behaviour", "boolean", "X's continuation contains the prefix's target word",
-          contrast="target hit rate", contrast_rank=0),
+          contrast="target hit rate", contrast_rank=0, delta=0.05),
     _cond("target_hit_a", "behaviour", "boolean", "A's continuation contains the same word: the base rate"),
-    _cond("obeyed", "behaviour", "boolean", "X's continuation does what the instruction asks (its check; C only)"),
+    _cond("obeyed", "behaviour", "boolean", "X's continuation does what the instruction asks (its check; C only)",
+          delta=0.05),
     _cond("obeyed_a", "behaviour", "boolean", "A's continuation passes the same check unasked"),
     # output drift against A's continuation (zeros for A itself)
     _cond("edit_distance", "output", "int64", "Levenshtein distance between X's and A's token ids",
           compute=out.edit_distance),
     _cond("norm_edit_distance", "output", "float64", "edit distance / the longer continuation's length",
-          compute=out.norm_edit_distance, contrast="edit distance (norm.)", contrast_rank=1),
+          compute=out.norm_edit_distance, contrast="edit distance (norm.)", contrast_rank=1, delta=0.05),
     _cond("first_divergence", "output", "Int64", "first index where X's and A's continuations differ",
           compute=out.first_divergence),
     _cond("exact_match", "output", "bool", "X's continuation equals A's", compute=out.exact_match),
     # next-token distributions along A's continuation, and how close greedy decoding came to a tie
     _cond("output_kl", "distribution", "float64", "mean over A's continuation of KL(p_A || p_X) (nats)",
-          contrast="output KL (nats)", contrast_rank=2),
+          contrast="output KL (nats)", contrast_rank=2, delta=0.05),
     _cond("output_kl_steps", "distribution", "object", "KL at each step of A's continuation"),
     _cond("tf_divergence", "distribution", "Int64", "first step of A's continuation at which X's own choice (the "
           "teacher-forced argmax) is not A's token; the number of steps if none"),
@@ -95,11 +100,11 @@ METRICS: tuple[Metric, ...] = (
     _cond("min_margin_x", "distribution", "float64", "X's smallest top-1 minus top-2 logit margin"),
     _cond("near_tie", "distribution", "boolean", "A's or X's path came within the noise floor of a tie"),
     # headline attention drift per condition (kl = kl_shared + capture)
-    _headline("attn_kl_mean", "kl", "mean attention KL (nats)"),
+    _headline("attn_kl_mean", "kl", "mean attention KL (nats)", delta=0.05),
     _headline("attn_kl_shared_mean", "kl_shared", "mean redistribution (nats)",
-              contrast="attention redistribution (nats)", contrast_rank=4),
+              contrast="attention redistribution (nats)", contrast_rank=4, delta=0.05),
     _headline("attn_capture_mean", "capture", "mean capture (nats)", contrast="attention capture (nats)",
-              contrast_rank=3),
+              contrast_rank=3, delta=0.05),
     _headline("attn_prefix_mass_mean", "prefix_mass", "mean attention on the block"),
     _headline("attn_js_mean", "js", "mean Jensen-Shannon divergence (nats)"),
     _headline("attn_kl_peak_layer", "kl", "the layer with the largest mean KL", aggregate="peak_layer"),
@@ -118,6 +123,11 @@ def label(name: str) -> str:
     (nats)"), else its description; an unknown column's own name."""
     metric = next((m for m in METRICS if m.name == name), None)
     return name if metric is None else metric.contrast or metric.doc
+
+
+def default_deltas() -> dict[str, float]:
+    """column -> the smallest effect of interest of every metric that has a default one."""
+    return {m.name: m.delta for m in METRICS if m.delta is not None}
 
 
 def condition_metrics(section: str) -> list[str]:

@@ -12,7 +12,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from harness.analysis import claim_curves
 from harness.analysis import claims as analysis
+from harness.analysis.verdicts import NO_EFFECT, no_effect_words
 from harness.io import write_parquet, write_text
 from harness.measure.metrics import label
 from harness.reporting.markdown import heading, num, power_text
@@ -97,7 +99,7 @@ def claim_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None, tabl
     figures = {}
     with style():
         if attention is not None and not attention.empty:
-            curves = analysis.layer_curves(attention, n_resamples=n_resamples)
+            curves = claim_curves.layer_curves(attention, n_resamples=n_resamples)
             fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.4), squeeze=False)
             for ax, (model, placement) in zip(axes[0], cells):
                 plot_layer_claim(ax, curves[(curves.model == model) & (curves.placement == placement)])
@@ -107,7 +109,7 @@ def claim_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None, tabl
             fig.tight_layout()
             figures["claim1_layers"] = fig
         value = "attn_kl_mean" if conditions["attn_kl_mean"].notna().any() else "norm_edit_distance"
-        curves = analysis.length_curves(conditions, value, n_resamples=n_resamples)
+        curves = claim_curves.length_curves(conditions, value, n_resamples=n_resamples)
         fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.4), squeeze=False)
         for ax, (model, placement) in zip(axes[0], cells):
             plot_length_claim(ax, curves[(curves.model == model) & (curves.placement == placement)], value)
@@ -129,6 +131,9 @@ def claim_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None, tabl
     return figures
 
 
+NOUNS = {1: "peak", 2: "jump", 3: "excess of C over B"}  # what "no effect as large as Δ" is, claim by claim
+
+
 def _fmt(v, digits: int = 3) -> str:
     return num(v, digits) if v is None or np.isfinite(float(v)) else num(None)
 
@@ -144,13 +149,16 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
              "profile with the larger of two others: the interval of the smaller of two contrasts, each side missing "
              "at most 2.5% (conservative when the two are about equal); the detail gives where the profile peaks "
              "(claim 1) or its means and steps (claim 2). Claim 3 is the report's lead interval and the test it "
-             "inverts (p). Every row states its test's power at this design against one prefix-level SD (calibrated "
-             "in simulation: benchmarks/crossed_calibration.py) and the range that power takes with "
-             "its variance components at the ends of their 95% intervals, stated even where the point power is not "
-             "(a prefix variance estimated at 0 gives no effect to state it against). A claim is *supported* when "
-             "its interval lies on the claim's side of zero, *contradicted* when it lies on the other side, and "
-             "*not determined* otherwise (or where the design cannot support an interval: the row says why). The "
-             "numbers are in `claims.parquet`.", "",
+             "inverts (p). Each measure has a smallest effect of interest, Δ, in its own units (stated in every row; "
+             "the defaults and why: docs/statistics.md, \"Verdicts at a stated Δ\"; `--delta MEASURE=VALUE` sets "
+             "a study's own). A claim is *supported* when its interval lies on the claim's side of zero, "
+             "*contradicted* when it lies on the other side, *no effect as large as Δ* (no peak, no jump, no "
+             "difference) when its upper end lies below Δ, and *not determined* when it holds both zero and Δ (or "
+             "where the design cannot support an interval: the row says why). Each row also states this design's "
+             "power at Δ: the chance its interval clears zero when the truth is exactly Δ, from the variance "
+             "components estimated here, with the range it takes with those components at the ends of their 95% "
+             "intervals (calibrated in simulation: benchmarks/crossed_calibration.py). The numbers are in "
+             "`claims.parquet`.", "",
              caveat(models) + precision, ""]
     for claim, text in analysis.HYPOTHESES.items():
         rows = table[table.claim == claim]
@@ -162,14 +170,17 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
             continue
         statistic = rows.statistic.iloc[0]
         header = ["model", "placement", "measure", f"{statistic}", "interval", "verdict"]
-        header += (["p (lead test)"] if claim == 3 else []) + ["power at 1 prefix SD", "prompts x prefixes", "detail"]
+        header += (["p (lead test)"] if claim == 3 else []) + ["Δ", "this design's power at Δ", "prompts x prefixes",
+                                                                "detail"]
         lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for r in rows.itertuples():
             interval = (f"{_fmt(r.ci_low)} to {_fmt(r.ci_high)}" if np.isfinite(r.ci_low) and np.isfinite(r.ci_high)
                         else "none")
-            cells = [r.model, r.placement, r.measure, _fmt(r.estimate), interval, f"**{r.verdict}**"]
+            verdict = (no_effect_words(NOUNS[claim], None) if r.verdict == NO_EFFECT else r.verdict)
+            cells = [r.model, r.placement, r.measure, _fmt(r.estimate), interval, f"**{verdict}**"]
             power = power_text(r.power, r.power_low, r.power_high)
-            cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [power, f"{r.n_prompts} x {r.n_prefixes}", r.detail]
+            cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [_fmt(r.delta), power, f"{r.n_prompts} x {r.n_prefixes}",
+                                                                r.detail]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         name = {1: "claim1_layers", 2: "claim2_lengths", 3: "claim3_c_minus_b"}[claim]
         if name in figure_names:
@@ -180,11 +191,12 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
 
 def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,
                  out_dir: Path, runs: list[str], n_resamples: int = analysis.N_RESAMPLES,
-                 notes: list[str] = ()) -> list[Path]:
+                 notes: list[str] = (), deltas: dict[str, float] | None = None) -> list[Path]:
     """Compute the claims, and write ``claims.parquet``, ``claims.md`` and ``figures/claim*`` under
-    ``out_dir`` (``notes``: what the reader said of the runs, under the title)."""
+    ``out_dir`` (``notes``: what the reader said of the runs, under the title; ``deltas``: a study's
+    smallest effects of interest, on top of the registry's)."""
     out_dir = Path(out_dir)
-    table = analysis.seed_claims(conditions, attention, noise, n_resamples=n_resamples)
+    table = analysis.seed_claims(conditions, attention, noise, n_resamples=n_resamples, deltas=deltas)
     written = [out_dir / "claims.parquet"]
     write_parquet(table, written[0])
     figures = claim_figures(conditions, attention, table, n_resamples)

@@ -177,7 +177,9 @@ def forest_figure(forest: pd.DataFrame) -> plt.Figure:
     for row, (model, placement) in zip(axes, combos):
         cell = select(forest, model, placement)
         for ax, measure in zip(row, measures):
-            F.plot_forest(ax, cell[cell.measure == measure], xlabel=measure)
+            rows = cell[cell.measure == measure]
+            deltas = rows["delta"].dropna() if "delta" in rows else rows.iloc[:0]
+            F.plot_forest(ax, rows, xlabel=measure, delta=float(deltas.iloc[0]) if len(deltas) else None)
             ax.set_title(f"{measure.split(' (')[0]}\n{title(model, placement)}")
     handles = {}
     for ax in axes.flat:
@@ -185,6 +187,7 @@ def forest_figure(forest: pd.DataFrame) -> plt.Figure:
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=2, fontsize=7,
                title="95% intervals, prompts and prefixes random; the line at 0 is no difference", title_fontsize=7)
+    # an interval within the dotted lines rules out an effect as large as Δ (harness.analysis.verdicts)
     fig.suptitle("Does the instruction-like prefix (C) move the model more than the neutral one (B)?")
     return fig
 

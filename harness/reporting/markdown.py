@@ -23,23 +23,6 @@ def power_text(power, low=None, high=None) -> str:
     return f"{point} (range {num(low, 2)} to {num(high, 2)})"
 
 
-def null_power(r) -> str:
-    """What a row whose interval holds zero could have missed: "power 0.14 against one prefix-level
-    SD, range 0 to 0.49; too little to call it no difference". Called "likely found" only where the
-    whole range its data allow (``power_low``) reaches 0.8, not the point power alone (it rests on
-    estimated variance components); the point power where there is no range. Where neither can be
-    stated (a rate whose prefix-level SD is estimated at 0: no hit at all, say) it says so."""
-    ranged = not pd.isna(r.power_low)
-    if not ranged and pd.isna(r.power):
-        return (f"power {NOT_ESTIMABLE}: the prefix-level SD is estimated at 0, so there is no effect to size it by; "
-                "nothing to call it no difference")
-    text = f"power {num(r.power, 2)} against one prefix-level SD" + (
-        f", range {num(r.power_low, 2)} to {num(r.power_high, 2)}" if ranged else "")
-    sure = r.power_low >= 0.8 if ranged else r.power >= 0.8
-    return text + ("; a difference that large would likely have been found" if sure else
-                   "; too little to call it no difference")
-
-
 GLOSSARY = "*The words used here are defined in the harness's glossary, `docs/glossary.md` (its docs site: Glossary).*"
 
 

@@ -262,7 +262,8 @@ def plot_forest(ax, rows: pd.DataFrame, xlabel: str, delta: float | None = None)
     ax.axvline(0, color="black", linewidth=0.9)
     if delta is not None and np.isfinite(delta) and delta > 0:
         for x in (-delta, delta):
-            ax.axvline(x, color="black", linestyle=":", linewidth=0.9)
+            ax.axvline(x, color="black", linestyle=":", linewidth=0.9,
+                       label="±Δ, the smallest effect of interest" if x < 0 else None)
     ax.set_yticks([i + step * (len(comparisons) - 1) / 2 for i in range(len(lengths))], [str(n) for n in lengths])
     ax.set_ylim(len(lengths) - 0.5 + step * (len(comparisons) - 1), -0.5)  # shortest length on top, C - B first
     ax.set_ylabel("prefix length (tokens)")

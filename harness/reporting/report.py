@@ -18,6 +18,7 @@ from harness.analysis import curves, descriptive, obeying
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.heads import head_contrasts
 from harness.analysis.summaries import isolation_summary, noise_level
+from harness.analysis.verdicts import NO_EFFECT, recorded_deltas
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section, examples_section
@@ -25,11 +26,10 @@ from harness.reporting.edits import keep_if_edited, stamped
 from harness.reporting.figure_names import CEILING, CONTRASTS, FIGURE_NAMES, REPORT
 from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.markdown import ci as _ci
+from harness.reporting.markdown import heading, power_text, signed, where
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
-from harness.reporting.markdown import heading, null_power, power_text, signed
 from harness.reporting.markdown import table as _table
-from harness.reporting.markdown import where
 from harness.reporting.sources import source_lines
 
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
@@ -47,12 +47,13 @@ def page_arguments_problem(title, figure_files, notes) -> str | None:
 def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, figure_files: list[str],
                     title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
                     ceiling: pd.DataFrame | None = None, manifests: list[dict] = (), notes: list[str] = (),
-                    contrasts: pd.DataFrame | None = None) -> str:
+                    contrasts: pd.DataFrame | None = None, deltas: dict[str, float] | None = None) -> str:
     """A GitHub-readable report of one run (or several collected ones). ``ceiling``: the
     :func:`~harness.analysis.obeying.ceiling_table` of the baseline conditions, when already computed;
     ``manifests``: the runs' (where the prefixes came from, what was skipped); ``notes``: what the
     reader said of the runs (:func:`harness.runs.reading.reading_notes`); ``contrasts``: the
-    :func:`contrast_table`, when already computed. Figure 0 (in ``figure_files``) follows the summary."""
+    :func:`contrast_table`, when already computed (else computed at ``deltas``, the smallest effects of
+    interest over the registry's). Figure 0 (in ``figure_files``) follows the summary."""
     if len(conditions) == 0:
         raise ValueError("conditions: the table is empty; give a run's conditions")
     problem = page_arguments_problem(title, figure_files, notes)
@@ -71,7 +72,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
              "support claims about instruction-like content in general, and lead. *prompts*: bootstrap over prompts "
              "(BCa where it applies) and Wilcoxon tests paired by prompt: claims about these particular prefixes "
              "only.", *source_lines(list(manifests))]
-    contrasts = contrast_table(conds) if contrasts is None else contrasts
+    contrasts = contrast_table(conds, deltas) if contrasts is None else contrasts
     headline = [f for f in figure_files if Path(f).stem == FIGURE_NAMES[0]]
     lines += _summary(contrasts) + [line for f in headline for line in (
         "", f"![{FIGURE_NAMES[0]}]({f})", "",
@@ -120,6 +121,7 @@ def _output(conds: pd.DataFrame) -> list[str]:
     return lines
 
 
+VERDICT_WORDS = {"supported": "C more", "contradicted": "C less"}  # a C - B row's verdict (two-sided)
 FEW_PREFIXES = 10  # below this many prefixes per group, the report says the general interval is wide
 
 
@@ -130,7 +132,9 @@ CELL = ("model", "placement", "prefix_len")  # one summary line, one example blo
 
 
 def _finding(r) -> str:
-    """One sentence on a C - B row: what its prompts x prefixes interval says, with its power."""
+    """One sentence on a C - B row: what its prompts x prefixes interval decides at the measure's
+    smallest effect of interest Δ (:func:`harness.analysis.verdicts.decide`), with the design's power
+    at Δ where the interval holds both zero and Δ."""
     shown = _ci(r.statistic, r.ci_low, r.ci_high, 3, r.ci_note)
     if not (np.isfinite(r.ci_low) and np.isfinite(r.ci_high)):
         return f"{r.measure}: C - B = {shown}, so nothing can be said in general"
@@ -138,7 +142,17 @@ def _finding(r) -> str:
         return f"{r.measure}: C moves it more than B, C - B = {shown} (p {_p(r.p_crossed)})"
     if r.ci_high < 0:
         return f"{r.measure}: C moves it less than B, C - B = {shown} (p {_p(r.p_crossed)})"
-    return f"{r.measure}: no difference established, C - B = {shown} holds zero ({null_power(r)})"
+    if r.verdict == NO_EFFECT:
+        return f"{r.measure}: no difference as large as Δ = {_num(r.delta)}, C - B = {shown} lies within ±Δ"
+    return f"{r.measure}: not determined, C - B = {shown} holds both zero and {_at_delta(r)}"
+
+
+def _at_delta(r) -> str:
+    """"a difference of Δ = 0.05 (this design's power at Δ 0.34, range 0.1 to 0.7)"; or, for a measure
+    with no Δ, that none is stated."""
+    if pd.isna(r.delta):
+        return "any difference (no smallest effect of interest is stated for this measure: +claims.delta.<measure>=VALUE)"
+    return f"±Δ = ±{_num(r.delta)} (this design's power at Δ {power_text(r.power, r.power_low, r.power_high)})"
 
 
 def _summary(table: pd.DataFrame) -> list[str]:
@@ -166,13 +180,15 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
              "benchmarks/crossed_calibration.py, docs/statistics.md). Where the design cannot support an interval "
              "(fewer than 3 prompts or 3 prefixes in a group, or nothing varies) the row says so. p: the test the "
              "interval inverts; q: that p corrected by Benjamini-Hochberg over this table's tests of one model "
-             "(measures x lengths). Power: of that test at this design against a C - B difference of one prefix-level "
-             "standard deviation (the SD of a prefix's true mean, pooled over B and C, from the variance components), "
-             "so that an interval holding zero says how large a difference it could have missed; in brackets the "
+             "(measures x lengths). Δ: the measure's smallest effect of interest, in its units (docs/statistics.md, "
+             "\"Verdicts at a stated Δ\"; +claims.delta.<measure>=VALUE sets a study's own). Verdict: *C more* or *C "
+             "less* where the interval excludes zero, *no effect as large as Δ* where it lies within -Δ to Δ (two "
+             "one-sided tests, each at 2.5%), *not determined* where it holds zero and Δ. Power at Δ: of that test at "
+             "this design against a C - B difference of Δ, from the variance components; in brackets the "
              "range that power takes with the variance components anywhere in their own 95% intervals (what the "
              "data let it be; harness.analysis.power.design_power_range; a rate's power and range by simulating "
-             "its MOVER test on tables from the latent model its table fits, harness.analysis.rate_power, and none "
-             "where its prefix-level SD is estimated at 0). The prefix permutation test is not printed: with few "
+             "its MOVER test on tables from the latent model its table fits, harness.analysis.rate_power). The "
+             "prefix permutation test is not printed: with few "
              "prompts and a prompt-by-group interaction it rejects a true null far above its level (0.35 at 5% "
              "in an independent simulation with 3 prompts), so it is no test to read beside these "
              "(harness.analysis.crossed.compare_groups still returns it, as p_perm)."]
@@ -188,7 +204,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
     for r in table.itertuples():
         rows.append([r.measure, where(r), r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
                      _ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
-                     power_text(r.power, r.power_low, r.power_high),
+                     _num(r.delta), VERDICT_WORDS.get(r.verdict, r.verdict), power_text(r.power, r.power_low, r.power_high),
                      _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts), _p(r.wilcoxon_p)])
         group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
     fewest = min(group_sizes, default=FEW_PREFIXES)
@@ -204,7 +220,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
                      "vary so much among themselves that a difference between instruction-like and neutral text "
                      "in general is not established.")
     return lines + [""] + _table(["measure", "model", "prefix length", "prefixes C+B", "C - B [prompts x prefixes]",
-                                  "p", "q (within the model)", "power at 1 prefix SD",
+                                  "p", "q (within the model)", "Δ", "verdict at Δ", "power at Δ",
                                   "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
 
 
@@ -347,15 +363,19 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
 
 def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_dir: Path,
                   title: str = "Prefix contamination run", noise: pd.DataFrame | None = None,
-                  manifests: list[dict] = (), notes: list[str] = ()) -> list[Path]:
+                  manifests: list[dict] = (), notes: list[str] = (), deltas: dict[str, float] | None = None
+                  ) -> list[Path]:
     """Write ``out_dir/figures/*.{pdf,png}``, ``out_dir/report.md``, ``contrasts.parquet`` (the
     numbers of figure 0: :func:`harness.analysis.forest.forest_table`) and ``ceiling.parquet`` when
-    the conditions hold a direct placement beside injected ones; returns the paths."""
+    the conditions hold a direct placement beside injected ones; returns the paths. ``deltas``: the
+    smallest effects of interest the verdicts decide at (default: what the runs' ``manifests``
+    recorded, ``claims.delta``, over the registry's)."""
     from harness.reporting import plots as F
 
     out_dir = Path(out_dir)
     ceiling = obeying.ceiling_table(baseline(conditions))  # the report, figure 9 and ceiling.parquet share it
-    contrasts = contrast_table(baseline(conditions))  # the report's C - B table, figure 0 and contrasts.parquet
+    deltas = recorded_deltas(manifests) if deltas is None else deltas
+    contrasts = contrast_table(baseline(conditions), deltas)  # the report's C - B table, figure 0 and contrasts.parquet
     forest = forest_table(baseline(conditions), contrasts)
     with F.figures_saved(make_figures(conditions, attention, noise, ceiling, forest), out_dir / "figures") as written:
         pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]

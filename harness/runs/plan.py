@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.claims import HYPOTHESES, missing_for
+from harness.analysis.verdicts import deltas_for
 from harness.analysis.planning import (
     ATTENTION,
     OUTPUT,
@@ -113,8 +114,9 @@ class Plan:
     why_chosen: str
     overrides: str
     target: float
-    effect_sds: float
+    effect_sds: float | None      # None: each test planned at its measure's Δ (deltas)
     budget_minutes: float | None
+    deltas: dict | None = None
 
 
 def _why_no_prefix_sd(conditions) -> str:
@@ -129,16 +131,19 @@ def _why_no_prefix_sd(conditions) -> str:
     return "claim 3's measures do not vary between prefixes here (a prefix-level SD of 0 gives no effect to plan against)"
 
 
-def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, budget_minutes: float | None = None,
-         trust_damaged: bool = False, allow_mixed_settings: bool = False) -> Plan:
-    """Plan a design for these pilot runs (each a model and placement; one design for all)."""
+def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = None,
+         budget_minutes: float | None = None, trust_damaged: bool = False, allow_mixed_settings: bool = False,
+         deltas: dict[str, float] | None = None) -> Plan:
+    """Plan a design for these pilot runs (each a model and placement; one design for all): each test
+    at its measure's smallest effect of interest (the registry's Δ, with ``deltas`` on top), or at
+    ``effect_sds`` of its own prefix-level SD when given."""
     if not 0.05 < target < 1:  # a power at or below the tests' 5% level is reached by a design that tests nothing
         raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
                            f"tests' level of 0.05 and below 1, e.g. 0.8")
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
-    tests = claim_tests(conditions, attention, effect_sds)
+    tests = claim_tests(conditions, attention, effect_sds, deltas=deltas)
     if not tests:
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
         raise HarnessError("no claim test could be planned from these runs: "
@@ -190,13 +195,18 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float = 1.0, bud
                      "power_chosen": np.nan if chosen is None else float(chosen[t.label]),
                      "prompts_needed": prompts_needed(t, per_group, target, p0), "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
-                effect_sds, budget_minutes)
+                effect_sds, budget_minutes, deltas_for(deltas))
 
 
 def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
     """The plan as a page: the cost model, the designs, and every test's power (``notes``: what
     the reader said of the runs, under the title)."""
-    effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
+    if p.effect_sds is None:
+        used = sorted({"kl" if t.claim == 1 else t.measure for t in p.tests.itertuples()})
+        effect = "its measure's smallest effect of interest Δ (" + ", ".join(
+            f"{m} {num((p.deltas or {}).get(m))}" for m in used) + "; docs/statistics.md)"
+    else:
+        effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
     lines = [
         *heading("Design plan", notes), "",
         f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: power {p.target:g} against {effect} for "

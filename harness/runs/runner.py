@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.verdicts import deltas_for
 from harness.config import NOT_RESULT_KEYS, recorded_config, validate
 from harness.errors import HarnessError
 from harness.io import write_parquet, write_sealed_json
@@ -184,7 +185,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
                      ", ".join(dropped), rundir.path)
     if cfg.draw_figures and tables and any(c.group != "A" for c in exp.conditions):
         write_outputs(tables[RunDir.CONDITIONS], tables.get(RunDir.ATTENTION), rundir.path,
-                      noise=tables.get(RunDir.NOISE), manifests=[manifest])
+                      noise=tables.get(RunDir.NOISE), manifests=[manifest], deltas=dict(cfg.claims.delta))
         log.info("figures in %s, report %s", (rundir / RunDir.FIGURES).resolve(), (rundir / RunDir.REPORT).resolve())
         clock.lap("figures and report")
     log.info("seconds spent: %s", ", ".join(f"{k} {v:.1f}" for k, v in clock.seconds.items()))
@@ -205,6 +206,10 @@ def check_inputs(cfg) -> None:
     from harness.inputs.texts import load_prefixes, load_prompts
     from harness.model.loading import resolve_device
 
+    try:  # the verdicts' smallest effects of interest: refused before hours of conditions, not at the report
+        deltas_for(dict(cfg.claims.delta))
+    except ValueError as exc:
+        raise HarnessError(f"claims.delta: {exc}") from None
     load_prompts(cfg.prompts.path, cfg.prompts.limit)
     if cfg.prefixes.path and not cfg.prefixes.corpus:
         load_prefixes(cfg.prefixes.path)

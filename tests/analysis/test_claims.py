@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.analysis import claims
+from harness.analysis.verdicts import NO_EFFECT, VERDICTS
 
 PROMPTS = [f"p{i}" for i in range(6)]
 LENGTHS = [32, 64, 128, 256]
@@ -67,7 +68,7 @@ def test_a_jump_between_64_and_128_is_supported_and_a_smooth_rise_is_not():
     assert jump.verdict == "supported"
     assert jump.estimate == pytest.approx((0.5 - 0.12) - max(0.02, 0.05), abs=0.01)
     smooth = claims.length_jump(conditions_table([0.1, 0.3, 0.5, 0.7], [0] * 4), n_resamples=500).iloc[0]
-    assert smooth.verdict in ("not determined", "contradicted")
+    assert smooth.verdict == NO_EFFECT and smooth.ci_high < smooth.delta  # equal steps: a jump of Δ is ruled out
     shrinking = claims.length_jump(conditions_table([0.1, 0.5, 0.52, 0.9], [0] * 4), n_resamples=500).iloc[0]
     assert shrinking.verdict == "contradicted"
 
@@ -107,7 +108,8 @@ def test_seed_claims_gathers_every_claim_with_its_unit():
     out = claims.seed_claims(cond, att, None, n_resamples=200)
     assert sorted(out.claim.unique()) == [1, 2, 3]
     assert list(out.columns[:len(claims.COLUMNS)]) == claims.COLUMNS
-    assert (out.unit == claims.UNIT).all() and out.verdict.isin(["supported", "contradicted", "not determined"]).all()
+    assert (out.unit == claims.UNIT).all() and out.verdict.isin(VERDICTS).all()
+    assert (out.delta == 0.05).all()  # the registry's Δ of kl, attn_kl_mean and norm_edit_distance
 
 
 def test_claim_3_is_the_lead_interval_and_the_test_it_inverts_with_its_power():
@@ -118,9 +120,13 @@ def test_claim_3_is_the_lead_interval_and_the_test_it_inverts_with_its_power():
     row = claims.c_versus_b(cond, None, "norm_edit_distance").iloc[0]
     lead = compare_groups(cond, "norm_edit_distance", by=["model", "placement"]).iloc[0]
     assert (row.ci_low, row.ci_high, row.p) == pytest.approx((lead.ci_low, lead.ci_high, lead.p_crossed))
-    assert (row.p < 0.05) == (row.verdict != "not determined")
+    assert (row.p < 0.05) == (row.verdict in ("supported", "contradicted"))
     comps = variance_components(cond, "norm_edit_distance", by=["model", "placement"]).iloc[0]
-    assert row.power == pytest.approx(design_power(comps, len(PROMPTS), 10, comps.prefix_sd))
+    # this design's power at the stated Δ (the registry's 0.05 for the edit distance), not at an estimated SD
+    assert row.delta == 0.05 and row.power == pytest.approx(design_power(comps, len(PROMPTS), 10, 0.05))
+    wider = claims.c_versus_b(cond, None, "norm_edit_distance", delta=0.3).iloc[0]
+    assert wider.delta == 0.3 and wider.power == pytest.approx(design_power(comps, len(PROMPTS), 10, 0.3))
+    assert wider.power > row.power
 
 
 def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_path, capsys):
@@ -133,8 +139,9 @@ def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_pa
     assert set(table.claim) == {3}
     text = (out / "claims.md").read_text()
     assert text.count("Not tested") == 2
-    for claim in table.itertuples():  # every number the page prints is the table's
-        assert f"**{claim.verdict}**" in text
+    for claim in table.itertuples():  # every verdict the page prints is the table's
+        words = {NO_EFFECT: "no excess of C over B as large as Δ"}.get(claim.verdict, claim.verdict)
+        assert f"**{words}**" in text
     assert (out / "figures" / "claim1_layers.png").is_file() and (out / "figures" / "claim3_c_minus_b.pdf").is_file()
     assert main(["claims", str(tiny_run), "--out", str(tiny_run)]) == 2  # never into a run it reads
     assert "never write into a run" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def test_sweep_writes_figures_and_report(tiny_run):
     report = (run_dir / "report.md").read_text()
     # 5 prefixes per group: the report says which interval to read
     assert "With 5 prefixes in a group, the prompts x prefixes interval rests on few prefixes" in report
-    assert "power at 1 prefix SD" in report
+    assert "power at Δ" in report and "verdict at Δ" in report and "power at 1 prefix SD" not in report
     # no test known to exceed its level beside the valid ones (issue 65, item 5)
     assert "| prefix permutation p |" not in report and "is not printed" in report
     # the answer first: the report's first picture is figure 0, C - B with its intervals, and its numbers are a table

@@ -70,7 +70,8 @@ def test_a_prompts_only_test_the_general_interval_does_not_back_is_said_to_disag
            "statistic": 0.1, "ci_low": -0.05, "ci_high": 0.25, "ci_note": None, "p_crossed": 0.2, "q_crossed": 0.2,
            "power": 0.5, "power_low": 0.2, "power_high": 0.8, "p_perm": 0.01, "exact": False, "mean_diff": 0.1,
            "ci_low_prompts": 0.05,
-           "ci_high_prompts": 0.15, "wilcoxon_p": 0.001, "value": "output_kl"}
+           "ci_high_prompts": 0.15, "wilcoxon_p": 0.001, "value": "output_kl", "delta": 0.05,
+           "verdict": "not determined"}
     conds = pd.DataFrame({"group": ["B"], "model": ["m"]})
     lines = report._contrasts(conds.assign(target=np.nan), pd.DataFrame([row]))
     assert any(line.startswith("In 1 of these rows the prompts-only test finds a difference") for line in lines)
@@ -105,13 +106,21 @@ def test_a_printed_number_keeps_three_significant_digits_and_rounds_to_the_neare
     assert len(text.lstrip("-").replace(".", "").lstrip("0")) == 3
 
 
-def test_a_null_is_called_likely_found_only_where_its_whole_power_range_says_so():
-    """"A difference that large would likely have been found" needs the low end of the power's range
-    at 0.8 or more, not the point power alone (which rests on estimated variance components)."""
-    row = pd.Series({"measure": "edit distance", "statistic": 0.01, "ci_low": -0.05, "ci_high": 0.07, "ci_note": "",
-                     "p_crossed": 0.6, "power": 0.9, "power_low": 0.5, "power_high": 0.97})
-    unsure = report._finding(row)
-    assert "power 0.90 against one prefix-level SD, range 0.50 to 0.97;" in unsure
-    assert "too little to call it no difference" in unsure
-    sure = report._finding(row.copy().replace({0.5: 0.85}))
-    assert "would likely have been found" in sure and "range 0.85 to 0.97;" in sure
+def test_a_null_says_no_difference_as_large_as_delta_only_where_its_interval_rules_that_out():
+    """A C - B interval holding zero is "no difference as large as Δ" only where it lies within -Δ to
+    Δ; otherwise it is not determined, and the sentence gives the design's power at Δ with its range
+    (not a power against an estimated SD)."""
+    from harness.analysis.verdicts import decide
+
+    def row(low, high):
+        return pd.Series({"measure": "edit distance", "statistic": (low + high) / 2, "ci_low": low, "ci_high": high,
+                          "ci_note": "", "p_crossed": 0.6, "power": 0.9, "power_low": 0.5, "power_high": 0.97,
+                          "delta": 0.05, "verdict": decide(low, high, 0.05, two_sided=True)})
+
+    unsure = report._finding(row(-0.05, 0.07))
+    assert "not determined" in unsure and "holds both zero and ±Δ = ±0.0500" in unsure
+    assert "this design's power at Δ 0.90 (range 0.50 to 0.97)" in unsure and "prefix-level SD" not in unsure
+    sure = report._finding(row(-0.02, 0.03))
+    assert "no difference as large as Δ = 0.0500" in sure and "power" not in sure
+    one_sided_only = report._finding(row(-0.2, 0.03))  # below -Δ: a difference as large as Δ is not ruled out
+    assert "not determined" in one_sided_only

@@ -1,0 +1,100 @@
+"""What an interval decides at a stated smallest effect of interest (Δ): the claims' and the
+report's verdicts, one rule for both.
+
+An interval that holds zero is not evidence of no effect: it may be wide enough to hold a large one
+too. A verdict therefore names the effect it rules out, in the measure's own units: the Δ of the
+metric registry (:func:`harness.measure.metrics.default_deltas`, justified in docs/statistics.md)
+unless a study states its own (``analysis.delta.<measure>=...`` in a sweep, ``--delta MEASURE=VALUE``
+for ``harness claims``). Four outcomes, from a 95% interval whose two ends each miss at most 2.5%:
+
+* **supported**: the interval lies above 0 (the claim's side);
+* **contradicted**: it lies below 0;
+* **no effect as large as Δ**: its upper end is below Δ (for a one-sided claim: a non-superiority
+  test at 2.5%), or for a two-sided comparison (C - B in a report) both ends lie within -Δ to Δ (two
+  one-sided tests, each at 2.5%: an equivalence test at the 95% interval, whose error at a true
+  difference of exactly Δ is at most 2.5%, not the 5% of the textbook's 90% interval);
+* **not determined**: the interval holds both 0 and Δ (or there is no interval).
+
+The error of "no effect as large as Δ" when the truth is exactly Δ is the rate at which the
+interval's upper end falls below the truth: the interval's own one-sided miss, which the calibration
+suite measures (``benchmarks/crossed_calibration.py``, part verdicts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.measure.metrics import METRICS, default_deltas
+from harness.numbers import num
+
+SUPPORTED = "supported"
+CONTRADICTED = "contradicted"
+NO_EFFECT = "no effect as large as Δ"
+NOT_DETERMINED = "not determined"
+VERDICTS = (SUPPORTED, CONTRADICTED, NO_EFFECT, NOT_DETERMINED)
+METRIC_NAMES = frozenset(m.name for m in METRICS)
+
+
+def decide(low: float, high: float, delta: float | None, two_sided: bool = False) -> str:
+    """The verdict of the interval ``low`` to ``high`` on an effect claimed above 0, at ``delta``
+    (module docstring; ``two_sided``: "no effect" needs ``low`` above ``-delta`` too). Without a
+    ``delta`` (None) the third outcome is not available."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return NOT_DETERMINED
+    if low > 0:
+        return SUPPORTED
+    if high < 0:
+        return CONTRADICTED
+    if delta is not None and high < delta and (not two_sided or low > -delta):
+        return NO_EFFECT
+    return NOT_DETERMINED
+
+
+def deltas_for(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The registry's Δ per measure with a study's ``overrides`` ({measure: Δ}) on top; each must name
+    a registered measure and be a positive finite number (ValueError naming it otherwise)."""
+    out = default_deltas()
+    for measure, value in (overrides or {}).items():
+        if measure not in METRIC_NAMES:
+            raise ValueError(f"{measure!r} is not a measure; the measures with a default Δ are "
+                             f"{', '.join(sorted(default_deltas()))}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"the smallest effect of interest of {measure} must be a number, got {value!r}") from None
+        if isinstance(value, bool) or not (math.isfinite(number) and number > 0):
+            raise ValueError(f"the smallest effect of interest of {measure} must be a positive finite number in "
+                             f"its units, got {value!r}")
+        out[str(measure)] = number
+    return out
+
+
+def parse_delta(text: str) -> tuple[str, float]:
+    """``MEASURE=VALUE`` (a command line's ``--delta``) as ``(measure, Δ)``; ValueError in words."""
+    measure, sep, value = str(text).partition("=")
+    if not sep or not measure.strip():
+        raise ValueError(f"--delta takes MEASURE=VALUE (e.g. norm_edit_distance=0.1), got {text!r}")
+    measure = measure.strip()
+    return measure, deltas_for({measure: value.strip()})[measure]
+
+
+def no_effect_words(noun: str, delta: float | None) -> str:
+    """The third outcome as a page words it for one claim: "no jump as large as Δ = 0.05"."""
+    return f"no {noun} as large as Δ" + (f" = {num(delta)}" if delta is not None else "")
+
+
+def recorded_deltas(manifests) -> dict[str, float]:
+    """The smallest effects of interest the runs were made with (each manifest's ``claims.delta``);
+    refused (:class:`HarnessError` naming the measure) where two runs read together recorded different ones."""
+    out: dict[str, float] = {}
+    for manifest in manifests:
+        for measure, value in (((manifest or {}).get("config") or {}).get("claims") or {}).get("delta", {}).items():
+            if measure in out and out[measure] != value:
+                raise HarnessError(f"the runs were made with different smallest effects of interest for {measure} "
+                                   f"({out[measure]} and {value}): read them apart")
+            out[measure] = value
+    return out

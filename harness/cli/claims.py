@@ -1,0 +1,110 @@
+"""``harness claims`` (the three contamination claims, with verdicts at a stated Δ) and ``harness
+plan`` (the design that reaches a target power): the commands that decide and plan. Each parses its
+arguments, then calls its stage's plain function (imported only then)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli.guards import out_beside, positive, whole
+from harness.cli.options import MIN_RESAMPLES, failed_option, mixed_settings_option, reading_notes, trust_damaged_option
+from harness.runs.outdir import check_out, claim_out, mark_out
+
+
+def claims(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness claims", description="Test the three contamination claims "
+                                     "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
+                                     "on the tables of one or more run directories: claims.md, claims.parquet "
+                                     "and one figure per claim.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
+    parser.add_argument("--out", type=Path, default=None, help="where claims.md, claims.parquet and figures/ go "
+                        "(default: RUN-claims beside the first run)")
+    parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES), default=2000,
+                        help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES})")
+    parser.add_argument("--delta", type=_delta, action="append", default=[], metavar="MEASURE=VALUE",
+                        help="a smallest effect of interest in the measure's units, over the default (repeat for "
+                             "several; e.g. norm_edit_distance=0.1; the defaults: docs/statistics.md)")
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
+    failed_option(parser)
+    ns = parser.parse_args(args)
+    ns.out = out_beside(ns.out, ns.runs[0], "claims")
+    check_out(ns.out)
+    notes = reading_notes(ns, ns.runs)
+    claim_out(ns.out, "claims", ns.runs)
+    from harness.analysis.claims import plain_concatenation
+    from harness.reporting.claims import write_claims
+    from harness.runs.reading import load_noise, read_runs, refuse_reference_only
+
+    conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
+    refuse_reference_only(conditions, "harness claims")
+    conditions, attention, left_out = plain_concatenation(conditions, attention)
+    notes = [*notes, *([left_out] if left_out else [])]
+    noise = load_noise(ns.runs, ns.trust_damaged)
+    mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
+    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
+                           n_resamples=ns.resamples, notes=notes, deltas=dict(ns.delta))
+    print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
+    return 0
+
+
+def _delta(text: str) -> tuple[str, float]:
+    from harness.analysis.verdicts import parse_delta
+
+    try:
+        return parse_delta(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def plan(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="harness plan", description="From finished pilot runs, the prompts x "
+                                     "prefixes-per-group design at which every claim test reaches a target power "
+                                     "at least cost (seconds measured on the pilots), or why none does.")
+    parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")
+    parser.add_argument("--target", type=_fraction, default=0.8, help="power to reach (default 0.8)")
+    parser.add_argument("--delta", type=_delta, action="append", default=[], metavar="MEASURE=VALUE",
+                        help="a smallest effect of interest to plan for, in the measure's units, over the default "
+                             "(repeat for several; the defaults: docs/statistics.md)")
+    parser.add_argument("--effect-sds", type=positive, default=None,
+                        help="plan for this many prefix-level SDs of each test instead of its Δ")
+    parser.add_argument("--budget-minutes", type=positive, default=None,
+                        help="most minutes still to spend on all runs together (default: no limit)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
+                             "overrides, empty when none) here")
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
+    failed_option(parser)
+    ns = parser.parse_args(args)
+    if ns.out is not None:
+        check_out(ns.out)
+    notes = reading_notes(ns, ns.runs)
+    if ns.out is not None:
+        claim_out(ns.out, "plan", ns.runs)
+    from harness.io import write_parquet, write_text
+    from harness.runs.plan import plan as plan_runs
+    from harness.runs.plan import plan_markdown
+
+    found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings,
+                      deltas=dict(ns.delta))
+    page = plan_markdown(found, ns.runs, notes)
+    print(page, end="")
+    if ns.out is not None:
+        mark_out(ns.out, "plan", ns.runs)
+        write_text(page, ns.out / "plan.md")
+        write_parquet(found.grid, ns.out / "plan_grid.parquet")
+        write_text(found.overrides + "\n", ns.out / "overrides.txt")
+        print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
+    return 0

@@ -1,0 +1,48 @@
+"""The options every command that reads run directories shares, and how it reports what it read."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+MIN_RESAMPLES = 20  # fewer leave a crossed bootstrap's percentiles undefined (numpy warns, the interval is noise)
+
+
+def trust_damaged_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--trust-damaged`` option of every command that reads run tables."""
+    parser.add_argument("--trust-damaged", action="store_true",
+                        help="read tables whose sha256 differs from the manifest's (warn instead of refusing)")
+
+
+def mixed_settings_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--allow-mixed-settings`` option of every command that reads several runs together."""
+    parser.add_argument("--allow-mixed-settings", action="store_true",
+                        help="read runs that differ in max_new_tokens, decode path, dtype, weights, ... together "
+                             "(refused otherwise: one table would mix them)")
+
+
+def failed_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--allow-failed`` option of every command that reads runs' results."""
+    parser.add_argument("--allow-failed", action="store_true",
+                        help="read a run some of whose conditions failed (its tables hold the others); the pages "
+                             "then say how many are missing")
+
+
+def reading_notes(ns: argparse.Namespace, runs: list[Path]) -> list[str]:
+    """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
+    pages will say of the others."""
+    from harness.runs.reading import reading_notes as notes_of
+
+    notes = notes_of(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
+                          allow_mixed_settings=getattr(ns, "allow_mixed_settings", False))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return notes
+
+
+def run_manifests(runs: list[Path], trust_damaged: bool) -> list[dict]:
+    """The runs' manifests, where they have one (what the reports say of each run's prefix source)."""
+    from harness.runs.rundir import RunDir
+
+    return [m for m in (RunDir(run).manifest(trust_damaged) for run in runs) if m]
