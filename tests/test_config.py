@@ -88,7 +88,7 @@ def test_every_experiment_names_files_and_models_that_exist(experiment):
                                       "on_existing=overwrite", "isolation=[firewall]", "locate.metric=accuracy",
                                       "groups=[A,D]", "special_tokens=maybe"])
 def test_choices_are_refused_at_composition(override):
-    with pytest.raises((HydraException, OmegaConfBaseException)) as info:
+    with pytest.raises((HarnessError, HydraException, OmegaConfBaseException)) as info:
         compose(["model=tiny", override])
     assert override.split("=")[1].strip("[]").split(",")[-1] in str(info.value)
 

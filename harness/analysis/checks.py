@@ -4,6 +4,7 @@ column or count would otherwise pool, empty or fill the memory without a word)."
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +26,10 @@ MIN_RESAMPLES = 10
 # a sweep may leave a group out (groups=[A,B]) and the report still asks for C - B on every run:
 # those rows say n_prompts 0, so these are accepted whether or not the table holds them
 SWEEP_GROUPS = ("A", "B", "C")
+# numeric columns that place a row in the design (a layer, a length, an isolation beta), never a measure
+DESIGN_COLUMNS = frozenset({"layer", "head", "prefix_len", "n_queries", "beta", "batch_size", "seed"})
+# the columns a summary writes itself: a by column of the same name would be shadowed
+SUMMARY_COLUMNS = frozenset({"mean", "ci_low", "ci_high", "ci_method", "n_prompts", "statistic"})
 
 
 def shown(value) -> str:
@@ -42,6 +47,35 @@ def check_count(name: str, value, minimum: int) -> None:
     """Refuse ``value`` unless it is a whole number of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
+
+
+def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """Refuse ``df`` unless it has ``columns``: ``what`` says which table it should be (a bare
+    KeyError deep inside a summary says neither)."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what} must have the column{'s' * (len(missing) > 1)} {', '.join(missing)}; this table has "
+                         f"no {', '.join(missing)}")
+
+
+# the tables the figure and report functions take beside the conditions, by a column only each has
+TABLE_KINDS = {"noise": ("comparison", "the run's noise table (noise.parquet)"),
+               "ceiling": ("role", "the ceiling table (H.ceiling_table)"),
+               "forest": ("comparison", "figure 0's table (contrasts.parquet, forest_table)"),
+               "contrasts": ("statistic", "the C - B table (contrast_table)")}
+
+
+def check_tables(**tables) -> None:
+    """Refuse a table given as another kind (``noise=``, ``ceiling=``, ``forest=``, ``contrasts=``,
+    by :data:`TABLE_KINDS`): the conditions table as ``noise=`` was drawn from without a word, and the
+    others failed deep inside with an AttributeError. None, or a table without columns (an empty
+    result), is always accepted."""
+    for name, df in tables.items():
+        if df is None or len(getattr(df, "columns", ())) == 0:
+            continue
+        column, kind = TABLE_KINDS[name]
+        if not isinstance(df, pd.DataFrame) or column not in df.columns or (name == "forest" and "measure" not in df):
+            raise ValueError(f"{name} must be {kind}; this table has no {column!r} column")
 
 
 def check_effect(name: str, value) -> None:
@@ -83,9 +117,15 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
     fail deep inside a mean; a missing one with a bare KeyError)."""
     if not isinstance(value, str) or value not in df.columns:  # a list names no one column
         raise ValueError(f"value must name a column of the table, got {shown(value)}")
+    if value in DESIGN_COLUMNS:  # numbers, but where a row sits, not what was measured
+        raise ValueError(f"value must name a measure, got {shown(value)}: a column that says where a row sits in "
+                         f"the design (summarise a measure by it instead)")
     column = df[value]
     if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
         example = next(iter(column.dropna()), None)
+        if isinstance(example, (int, float, np.number)) and not isinstance(example, bool):
+            raise ValueError(f"value {value!r} holds numbers stored as objects (dtype {column.dtype}): convert it "
+                             f"first, e.g. table.assign({value}=table[{value!r}].astype(float))")
         per_step = " (a value per step: H.step_profile reads it)" if isinstance(example, (list, np.ndarray)) else ""
         raise ValueError(f"value must name a column of numbers or booleans, got {shown(value)}, which holds "
                          f"{shown(example)[:40]}{per_step}")
@@ -114,6 +154,16 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
+def warn_absent_groups(df: pd.DataFrame, high: str, low: str, caller: str) -> None:
+    """Warn where :func:`check_groups` let through a sweep's group the table lacks (filtered out, or
+    spelled otherwise): every row would compare nothing, with n_prompts 0."""
+    held = set(map(str, df["group"].dropna().unique()))
+    absent = [g for g in (high, low) if g not in held]
+    if absent:
+        warnings.warn(f"{caller}: the table holds no rows of group {absent[0]!r} (its groups: {sorted(held)}), so "
+                      f"every row compares nothing (n_prompts 0)", stacklevel=3)
+
+
 def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = False) -> list[str]:
     """``by`` as a list of columns (one column may be given as a string), refused where it names a
     column ``df`` lacks and no table of the harness may lack (the keys :data:`GROUP_BY` names are
@@ -127,6 +177,9 @@ def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = Fa
         raise ValueError(f"by names {repeated[0]!r} twice: give each column once")
     if value is not None and value in by:
         raise ValueError(f"by names the measure {value!r} itself: summarise a measure by other columns")
+    shadowed = [c for c in by if c in SUMMARY_COLUMNS]
+    if shadowed:
+        raise ValueError(f"by names {shadowed[0]!r}, a column the summary writes itself: rename that column first")
     split = [c for c in by if c in ("group", "prefix_id")] if contrast else []
     if split:  # a contrast takes one group from another, over the prefixes of each
         raise ValueError(f"by may not name {split[0]!r}: a contrast compares groups over their prefixes")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_by, check_effect, check_hits
+from harness.analysis.checks import check_by, check_effect, check_hits, warn_absent_groups
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -358,11 +358,10 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       ``p_crossed`` (the test the interval inverts: the one to correct for multiplicity), and
       ``prefix_sd`` with ``power`` (the test's power at this design against one prefix-level SD) and
       ``power_low``/``power_high`` (the range that power takes within its components' intervals; NaN
-      with ``power=False``, for a caller that prints none: a rate's is simulated, about 0.3 s a row);
-      against ``effect`` where given (a smallest effect of interest Δ, in the measure's units).
-      ``p_perm`` and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts
-      and a prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``:
-      up to 0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
+      with ``power=False``: a rate's is simulated, 0.3 s a row; at ``effect``, a Δ, where given). ``p_perm``
+      and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts and a
+      prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``: up to
+      0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
 
     Refused at entry: a group :func:`check_groups` refuses, a ``confidence`` or ``n_resamples``
     :func:`check_resampling` refuses, fewer than 1 permutation.
@@ -372,6 +371,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
     check_resampling(confidence, n_resamples)
     check_count("n_permutations", n_permutations, 1)
     check_effect("effect", effect)
+    warn_absent_groups(df, high, low, "compare_groups")
     by = check_by(df, by, value, contrast=True)
     if rate and value in df:  # a rate's interval is bounded to [-1, 1]: its values must be hits
         check_hits(df, value)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import check_columns
 from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
@@ -57,6 +58,7 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
             raise ValueError(f"max_k must be at most the longest continuation ({longest} tokens), got {max_k}")
     check_resampling(confidence, n_resamples)
     check_conditions_table(conditions)
+    check_columns(conditions, ["first_divergence"], "conditions")
     df = with_settings(conditions)
     by = present_columns(df, check_by(df, by))
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)

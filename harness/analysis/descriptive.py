@@ -106,6 +106,8 @@ def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RE
     and falls back to percentile (see :func:`bootstrap_interval`, which also says which was used).
     """
     given = np.asarray(values, dtype=float)
+    if given.ndim != 1:  # a table's rows would be averaged as if they were one value each
+        raise ValueError(f"values must be one-dimensional (one value per unit), got an array of shape {given.shape}")
     if np.isinf(given).any():
         raise ValueError("values hold infinite values: a mean of them has no interval; drop or cap them first")
     if np.isnan(given).any():  # left out, as the intervals of the tables leave out null cells, but said
@@ -229,6 +231,8 @@ def wilcoxon_rows(D: np.ndarray, alternative: str) -> np.ndarray:
 
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """BH-adjusted q-values; NaN p-values stay NaN and are not counted as tests."""
+    if isinstance(p, (str, bytes)) or np.ndim(p) != 1:
+        raise ValueError(f"p must be a one-dimensional sequence of p-values, got {p!r:.60}")
     p = np.asarray(p, dtype=float)
     q = np.full_like(p, np.nan)
     ok = ~np.isnan(p)

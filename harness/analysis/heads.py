@@ -159,6 +159,8 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     check_measure(attention, value)
     if permutation:  # unused without the permutation test
         check_count("n_permutations", n_permutations, 1)
+    check_count("seed", seed, 0)
+    check_count("tables_joined", tables_joined, 1)
     if family not in ("model", "length"):
         raise ValueError(f"family must be 'model' or 'length', got {family!r}")
     if significant_by not in SIGNIFICANT_BY:

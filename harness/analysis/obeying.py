@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.analysis.checks import check_hits
 from harness.analysis.crossed import compare_groups
 from harness.analysis.descriptive import check_conditions_table
 from harness.analysis.rates import rate_summary
+from harness.analysis.verdicts import deltas_for
 from harness.inputs.checks import CHECKS
 from harness.inputs.corpora.base import MENTION
 
@@ -88,6 +90,7 @@ def word_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     """P(word | asked / forbidden / mentioned) per setting and length, with A's base rate: one row
     per role (``group`` holds the role; "A (base rate)" with ``prefix_len`` 0)."""
     check_conditions_table(conditions)
+    check_hits(conditions, "target_hit")
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
     if x.empty:
@@ -103,7 +106,8 @@ def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     """Per setting, check and length: how often C's replies did what the instruction asked
     (``obeyed``), with A's rate of passing the same checks unasked (``prefix_len`` 0, ``group`` "A")."""
     check_conditions_table(conditions)
-    if "obeyed" not in conditions or conditions["obeyed"].isna().all():
+    check_hits(conditions, "obeyed")
+    if conditions["obeyed"].isna().all():  # no instruction with a check: no obey rate to state
         return pd.DataFrame()
     x = conditions[conditions["obeyed"].notna()]
     rates = rate_summary(x, hit="obeyed", by=(*_settings(x), "check", "prefix_len"))
@@ -117,7 +121,8 @@ def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
 
 def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Asked minus mentioned and forbidden minus mentioned on ``target_hit`` per setting and length
-    (``contrast`` names which), as :func:`compare_groups` gives them (rates: MOVER intervals within [-1, 1])."""
+    (``contrast`` names which), as :func:`compare_groups` gives them (rates: MOVER intervals within [-1, 1];
+    the power at the hit rate's smallest effect of interest Δ, :mod:`harness.analysis.verdicts`)."""
     check_conditions_table(conditions)
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
@@ -127,7 +132,8 @@ def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
         if sub.group.nunique() < 2:
             continue
         table = compare_groups(sub.assign(target_hit=sub.target_hit.astype(float)), "target_hit", high=side,
-                               low="mentioned", by=(*_settings(sub), "prefix_len"), seed=seed, rate=True)
+                               low="mentioned", by=(*_settings(sub), "prefix_len"), seed=seed, rate=True,
+                               effect=deltas_for()["target_hit"])
         out.append(table.assign(contrast=f"{side} - mentioned"))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
@@ -142,8 +148,8 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     Columns: the :func:`rate_summary` columns of each placement's ``obeyed`` (``placement`` names it,
     ``role`` says which instructions), ``ceiling``/``ceiling_low``/``ceiling_high`` (the same cell
     under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
-    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (its range ``power_low``
-    to ``power_high``; and ``p_perm``, for reference): the placement's rate minus the ceiling, by
+    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (at the obey rate's Δ; its
+    range ``power_low`` to ``power_high``; and ``p_perm``, for reference): the placement's rate minus the ceiling, by
     :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself (the
     same texts and prompts under both placements). Empty unless the conditions hold a
     ``direct`` run beside others (one sweep per placement, loaded together: ``harness figures RUN
@@ -168,7 +174,7 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     for placement in sorted(set(x.placement) - {CEILING}):
         sub = paired[paired.placement.isin([placement, CEILING])].assign(group=lambda d: d.placement)
         table = compare_groups(sub.drop(columns="placement"), "obeyed", high=placement, low=CEILING, by=cells,
-                               seed=seed, rate=True)
+                               seed=seed, rate=True, effect=deltas_for()["obeyed"])
         diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "ci_note", "p_crossed", "power", "power_low",
                             "power_high", "p_perm"]].assign(placement=placement))
     if diffs:

@@ -7,11 +7,13 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import descriptive
+from harness.analysis.checks import check_columns
 
 
 def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
     """Mean ``value`` (B and C pooled, per prompt first) per model, isolation setting and length."""
     descriptive.check_conditions_table(conditions)
+    check_columns(conditions, ["model", "group", "prompt_id", "isolation", "prefix_len"], "conditions")
     descriptive.check_measure(conditions, value)
     x = descriptive.with_settings(conditions[conditions.group != "A"])
     x["setting"] = x["isolation"].astype(str)

@@ -273,6 +273,9 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
         raise HarnessError(f"overrides must be a list of strings, e.g. [{overrides!r}], got the string {overrides!r}")
     register_configs()
     if config_dir is not None:
+        if not Path(config_dir).is_dir():  # Hydra would only warn, and compose without it
+            raise HarnessError(f"config_dir {config_dir} is not a directory (it should hold your config groups, "
+                               f"e.g. model/NAME.yaml)")
         overrides = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]", *overrides]
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         try:
@@ -282,6 +285,10 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
             key = said.split("Could not override '", 1)[1].split("'", 1)[0] if "Could not override '" in said else ""
             if key and not any(key.startswith(d + ".") for d in config_keys(dicts=True)):
                 raise HarnessError(f"{key} is not a config key (`harness sweep --cfg job` prints every key)") from None
+            from hydra.errors import HydraException
+
+            if isinstance(exc, HydraException):  # a group's unknown option (with the known ones), a free key without +
+                raise HarnessError(" ".join(said.split())) from None
             raise
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import obeying
+from harness.analysis.verdicts import deltas_for
 from harness.reporting.markdown import ci, num, p_text, power_text, table, where
 
 ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned": "mentioned (B)",
@@ -56,13 +57,14 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
                 "(This set has no prohibitions, so it cannot tell obeying from copying a word a directive names: "
                 "add C prefixes with `\"check\": \"absent\"` about the same words.) ")
              + "Prompts and prefixes random (matched sets kept together where the set has them): MOVER from the two "
-               "sides' crossed Wilson intervals, p the test it inverts, and its power against one prefix-level SD."]
+               "sides' crossed Wilson intervals, p the test it inverts, and its power at Δ = "
+               f"{_points('target_hit')} (the hit rate's smallest effect of interest: docs/statistics.md)."]
     rows = [[where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
              ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed),
              power_text(r.power, r.power_low, r.power_high), r.design]
             for r in table_.itertuples()]
     return lines + [""] + table(["model", "contrast", "prefix length", "prefixes", "difference [prompts x prefixes]",
-                                 "p", "power at 1 prefix SD", "design"], rows)
+                                 "p", "power at Δ", "design"], rows)
 
 
 def _obey_table(conds: pd.DataFrame) -> list[str]:
@@ -92,8 +94,8 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
              "`absent` (for a model that rarely writes the word, obeying a prohibition is nearly free: read it "
              "against the word rates above). Rates: crossed Wilson as above. Minus the ceiling: prompts and prefixes "
              "random, each prefix matched with itself under both placements; MOVER interval, the p it inverts and its "
-             "power against one prefix-level SD (with the range its data allow), so that a gap that holds zero says "
-             "what it could have missed."]
+             f"power at Δ = {_points('obeyed')} (with the range its data allow), so that a gap that holds zero says "
+             "whether a gap that large could have been missed."]
     rows = [[r.model, r.role, r.prefix_len, r.placement, f"{int(r.n_hits)}/{int(r.n_conditions)}",
              ci(r.rate, r.ci_low, r.ci_high), ci(r.ceiling, r.ceiling_low, r.ceiling_high),
              "-" if r.placement == obeying.CEILING else ci(r.minus_ceiling, r.minus_low, r.minus_high,
@@ -103,7 +105,12 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
             for r in rates.assign(injected=rates.placement != obeying.CEILING)  # the ceiling's row first
             .sort_values(["model", "role", "prefix_len", "injected", "placement"]).itertuples()]
     return lines + [""] + table(["model", "instruction", "prefix length", "placement", "obeyed", "rate",
-                                 "ceiling (direct)", "minus ceiling", "p", "power at 1 prefix SD"], rows)
+                                 "ceiling (direct)", "minus ceiling", "p", "power at Δ"], rows)
+
+
+def _points(rate: str) -> str:
+    """A rate's smallest effect of interest in words: "5 percentage points"."""
+    return f"{100 * deltas_for()[rate]:g} percentage points"
 
 
 EXAMPLE_CHARS = 160  # of each continuation shown

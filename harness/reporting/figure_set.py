@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.analysis import curves, descriptive
+from harness.analysis.checks import check_tables
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
@@ -73,6 +74,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     given)."""
     if len(conditions) == 0:  # matplotlib's "rows must be a positive integer" otherwise
         raise ValueError("conditions: the table is empty; give a run's conditions")
+    check_tables(noise=noise, ceiling=ceiling, forest=forest)
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
+from harness.analysis.checks import check_tables
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.heads import head_contrasts
 from harness.analysis.summaries import isolation_summary, noise_level
@@ -35,12 +36,14 @@ from harness.reporting.sources import source_lines
 SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "delimit_control (same span, no wrapper)"}
 
 
-def page_arguments_problem(title, figure_files, notes) -> str | None:
-    """What is wrong with a page's title, figure files and notes (None: nothing), for the checks of
+def page_arguments_problem(title, figure_files, notes, manifests=()) -> str | None:
+    """What is wrong with a page's title, figure files, notes and manifests (None: nothing), for the checks of
     :func:`report_markdown` and of ``H.write_outputs`` (which checks before drawing anything)."""
     if not isinstance(title, str) or isinstance(figure_files, (str, type(None))) or isinstance(notes, str):
         return (f"title must be text, figure_files a list of the figures' paths (may be empty) and notes a list of "
                 f"sentences, got {title!r}, {figure_files!r} and {notes!r}")
+    if isinstance(manifests, (str, dict)) or not all(isinstance(m, dict) for m in manifests):
+        return f"manifests must be a list of the runs' manifests (dicts, RunTables.manifest), got {manifests!r:.80}"
     return None
 
 
@@ -56,9 +59,10 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     interest over the registry's). Figure 0 (in ``figure_files``) follows the summary."""
     if len(conditions) == 0:
         raise ValueError("conditions: the table is empty; give a run's conditions")
-    problem = page_arguments_problem(title, figure_files, notes)
+    problem = page_arguments_problem(title, figure_files, notes, manifests)
     if problem:
         raise ValueError(problem)
+    check_tables(noise=noise, ceiling=ceiling, contrasts=contrasts)
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [*heading(title, notes), "",

@@ -149,14 +149,19 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     ``out_dir``, for the Python API: checked as every command's ``--out`` is (never a run directory nor
     inside one, never over files no harness command wrote, never over another command's output), then
     :func:`harness.reporting.report.write_outputs`. Returns the paths written."""
+    from harness.analysis.checks import check_tables
     from harness.reporting.report import page_arguments_problem
     from harness.reporting.report import write_outputs as write
 
     if not isinstance(out_dir, (str, os.PathLike)):
         raise HarnessError(f"write_outputs: out_dir must be a directory's path, got {out_dir!r}")
-    problem = page_arguments_problem(title, [], notes)  # before anything is drawn
+    problem = page_arguments_problem(title, [], notes, manifests)  # before anything is drawn
     if problem:
         raise HarnessError(f"write_outputs: {problem}")
+    try:
+        check_tables(noise=noise)
+    except ValueError as exc:
+        raise HarnessError(f"write_outputs: {exc}") from None
     out_dir = Path(out_dir)
     if len(conditions) == 0:  # nothing to draw: refused before the directory is made
         raise HarnessError("write_outputs: the conditions table is empty; give a run's conditions")

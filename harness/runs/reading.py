@@ -272,6 +272,10 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
         raise HarnessError("load_runs: give at least one run directory")
     if not all(isinstance(d, (str, os.PathLike)) for d in run_dirs):
         raise HarnessError(f"load_runs takes run directories' paths, got {list(run_dirs)!r}")
+    for name, flag in (("trust_damaged", trust_damaged), ("allow_mixed_settings", allow_mixed_settings),
+                       ("allow_failed", allow_failed)):
+        if not isinstance(flag, bool):  # the string "no" is true: a damaged table would be read
+            raise HarnessError(f"load_runs: {name} must be True or False, got {flag!r}")
     for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed,
                               allow_mixed_settings=allow_mixed_settings, trust_damaged=trust_damaged):
         warnings.warn(note, stacklevel=2)

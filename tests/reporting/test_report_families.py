@@ -122,7 +122,7 @@ def test_behaviour_section_reads_triples():
     conds = triples(copier=True).assign(norm_edit_distance=0.5)
     text = "\n".join(report.behaviour_section(conds))
     assert "### Obeying or copying?" in text and "### Obey rate per check" in text
-    assert "| m | forbidden - mentioned | 32 | 3+3 | 0.750 [" in text and "power at 1 prefix SD" in text
+    assert "| m | forbidden - mentioned | 32 | 3+3 | 0.750 [" in text and "power at Δ" in text
     assert "| m | forbidden (C) | 32 | 12/12 | 1.00 [" in text and "| m | A (base rate) | - | 1/12 |" in text
     assert "| m | absent | 32 | 0/12 | 0 [0, " in text and "Wilson, crossed, 3 effective units" in text
     contrasts = "\n".join(report._contrasts(conds))
