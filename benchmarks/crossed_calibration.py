@@ -42,6 +42,9 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    interval at min(prompts, prefixes).
 4. **Claims 1 and 2** (``harness.analysis.claims``): coverage of the min-of-two-contrasts interval.
 5. **The second generator**, through ``compare_groups``.
+6. **Verdicts at Δ** (``harness.analysis.verdicts``): how often "no effect as large as Δ" is said
+   when the truth is exactly Δ (C - B two- and one-sided, claims 1 and 2), and the power at Δ printed
+   beside a verdict against the real chance the interval clears zero.
 
     python benchmarks/crossed_calibration.py                  # everything, 1,000 data sets per cell
     python benchmarks/crossed_calibration.py --datasets 200   # a quicker look
@@ -457,8 +460,53 @@ def generator_b(ns) -> None:
             print("| " + " | ".join(cells) + " |", flush=True)
 
 
+def verdicts(ns) -> None:
+    """Table 6: how often a verdict says "no effect as large as Δ" when the truth is exactly Δ (its
+    error; target at most 0.03), and the power at Δ printed beside a verdict against the real chance
+    the interval clears zero. Δ is half of one true prefix-level SD here (a scale-free choice: the
+    rule is equivariant to the units). C - B two-sided (the report's row: the interval within ±Δ) and
+    one-sided (claim 3: its upper end below Δ); claims 1 and 2 (the min of two contrasts, both at Δ:
+    the least favourable truth for the rule)."""
+    from harness.analysis.claim_power import contrast_components, min_contrast_power
+    from harness.analysis.claims import min_contrast_interval
+    from harness.analysis.verdicts import NO_EFFECT, decide
+
+    heading(f"6. Verdicts at Δ: 'no effect as large as Δ' when the truth is Δ ({ns.datasets} data sets per row)",
+            ["test", "design", "regime", "Δ", "no effect, two-sided", "no effect, one-sided",
+             "power at Δ printed (median)", "power at Δ real"], 3)
+    rng = np.random.default_rng(ns.seed + 6)
+    for d in DESIGNS:
+        for r in (r for r in REGIMES if r.rate_b is None):
+            delta = 0.5 * prefix_sd(d, r)
+            Y, hi, pairs, _ = draw(d, r, False, ns.datasets, rng)
+            Y = Y + delta * hi  # C moved by exactly Δ
+            est = difference(Y, hi, pairs)
+            low, high = est.interval()
+            two = np.mean([decide(lo, h, delta, two_sided=True) == NO_EFFECT for lo, h in zip(low, high)])
+            one = np.mean([decide(lo, h, delta) == NO_EFFECT for lo, h in zip(low, high)])
+            comps = {**components_of(Y, hi, pairs), **counts(d)}
+            printed = float(np.nanmedian(design_power(comps, d.prompts, d.prefixes, delta)))
+            print(f"| C - B | {d.name} | {r.name} | {delta:.3g} | {two:.3f} | {one:.3f} | {printed:.3f} | "
+                  f"{np.mean(np.isfinite(low) & (low > 0)):.3f} |", flush=True)
+    weights = np.array([[1.0, -2.0, 1.0, 0.0], [0.0, -1.0, 2.0, -1.0]])
+    for P, n in ((3, 18), (8, 12), (10, 35), (24, 10)):
+        for name, sd_b, sd_e in (("prefixes dominate", 1.0, 0.22), ("residual dominates", 0.3, 1.0)):
+            delta = 0.5 * sd_b
+            m = np.array([0.0, 0.0, delta, delta])  # both contrasts exactly Δ: (m2 - m1) - (m1 - m0), (m2 - m1) - (m3 - m2)
+            a = rng.normal(0, 1, (ns.datasets, P, 1, 1)) + rng.normal(0, 0.3, (ns.datasets, P, 1, 4))
+            b = rng.normal(0, sd_b, (ns.datasets, 1, n, 1)) + rng.normal(0, sd_b * 0.3, (ns.datasets, 1, n, 4))
+            Y = m + a + b + rng.normal(0, sd_e, (ns.datasets, P, n, 4))
+            assert np.allclose(weights @ m, delta)
+            low, high, _ = min_contrast_interval(Y, weights)
+            one = np.mean([decide(lo, h, delta) == NO_EFFECT for lo, h in zip(low, high)])
+            printed = np.nanmedian([min_contrast_power(contrast_components(y, weights), P, n, effect=delta)
+                                    for y in Y[:min(len(Y), 200)]])
+            print(f"| claims 1-2 (min of two contrasts) | {P} x {n} | {name} | {delta:.3g} | | {one:.3f} | "
+                  f"{printed:.3f} | {np.mean(low > 0):.3f} |", flush=True)
+
+
 PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "planning": planning, "rates": rates,
-         "claims": claims_cells, "claims-power": claims_power, "second": generator_b}
+         "claims": claims_cells, "claims-power": claims_power, "second": generator_b, "verdicts": verdicts}
 
 
 def main() -> None:
