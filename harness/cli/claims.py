@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.guards import out_beside, positive, whole
-from harness.cli.options import MIN_RESAMPLES, failed_option, mixed_settings_option, reading_notes, trust_damaged_option
+from harness.cli.options import MIN_RESAMPLES, reading_notes, reading_options
 from harness.runs.outdir import check_out, claim_out, mark_out
 
 
@@ -25,9 +25,7 @@ def claims(args: list[str]) -> int:
     parser.add_argument("--delta", type=_delta, action="append", default=[], metavar="MEASURE=VALUE",
                         help="a smallest effect of interest in the measure's units, over the default (repeat for "
                              "several; e.g. norm_edit_distance=0.1; the defaults: docs/statistics.md)")
-    trust_damaged_option(parser)
-    mixed_settings_option(parser)
-    failed_option(parser)
+    reading_options(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
@@ -84,9 +82,7 @@ def plan(args: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
                              "overrides, empty when none) here")
-    trust_damaged_option(parser)
-    mixed_settings_option(parser)
-    failed_option(parser)
+    reading_options(parser)
     ns = parser.parse_args(args)
     if ns.out is not None:
         check_out(ns.out)

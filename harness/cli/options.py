@@ -29,6 +29,14 @@ def failed_option(parser: argparse.ArgumentParser) -> None:
                              "then say how many are missing")
 
 
+def reading_options(parser: argparse.ArgumentParser) -> None:
+    """``--trust-damaged``, ``--allow-mixed-settings`` and ``--allow-failed``: what every command that
+    reads several runs' results takes."""
+    trust_damaged_option(parser)
+    mixed_settings_option(parser)
+    failed_option(parser)
+
+
 def reading_notes(ns: argparse.Namespace, runs: list[Path]) -> list[str]:
     """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
     pages will say of the others."""

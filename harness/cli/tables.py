@@ -11,7 +11,14 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from harness.cli.guards import non_negative, non_negative_int, out_beside, positive_int
-from harness.cli.options import failed_option, mixed_settings_option, reading_notes, run_manifests, trust_damaged_option
+from harness.cli.options import (
+    failed_option,
+    mixed_settings_option,
+    reading_notes,
+    reading_options,
+    run_manifests,
+    trust_damaged_option,
+)
 from harness.errors import HarnessError
 from harness.runs.outdir import check_out, claim_out, mark_out, unmark_if_empty
 
@@ -22,9 +29,7 @@ def figures(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
-    trust_damaged_option(parser)
-    mixed_settings_option(parser)
-    failed_option(parser)
+    reading_options(parser)
     ns = parser.parse_args(args)
     for run in ns.runs:
         if not run.is_dir():
@@ -102,9 +107,7 @@ def corpus_report(args: list[str]) -> int:
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
     parser.add_argument("--out", type=Path, default=None, help="where corpora.md, its tables and figures/ go "
                         "(default: RUN-corpus-report beside the first run)")
-    trust_damaged_option(parser)
-    mixed_settings_option(parser)
-    failed_option(parser)
+    reading_options(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.runs[0], "corpus-report")
     check_out(ns.out)
@@ -234,9 +237,7 @@ def causal_heads(args: list[str]) -> int:
     parser.add_argument("--device", help="override the run's device (cpu, cuda, mps)")
     parser.add_argument("--ranking-only", action="store_true", help="the head ranking and head sets only, from the "
                         "run's tables (no model is loaded); heads as a detector: harness detect")
-    trust_damaged_option(parser)
-    mixed_settings_option(parser)
-    failed_option(parser)
+    reading_options(parser)
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.run, "causal-heads")
     check_out(ns.out)
