@@ -1,7 +1,6 @@
 """The twelfth adversarial pass's cases (issue 67), found on 1d0eace: 325 new cases, 0 lost, 18
 silent, 25 tracebacks, 8 misleading, most in the analysis API. Still open: plan and claims over two
-runs of different banks and lengths (#277, #278) and detect running its detector before refusing a
-run without group B."""
+runs of different banks and lengths (#277, #278)."""
 
 from __future__ import annotations
 
@@ -122,3 +121,19 @@ def test_compose_and_the_readers_refuse_what_they_would_have_taken_wrongly(table
         H.compare_groups(c[c.group != "B"], "output_kl", power=False)
     with pytest.warns(UserWarning, match="no rows of group 'C'"):
         H.compare_groups(c.assign(group=c.group.astype(str).str.lower()), "output_kl", power=False)
+
+
+def test_detect_refuses_a_run_without_group_b_before_the_model_computes_anything(tmp_path, monkeypatch, capsys):
+    """Pass 12: detect loaded the model and scored every input before saying the runs hold no group B."""
+    import harness.runs.detect as detect
+    from harness.cli import main
+
+    run = sweep(tmp_path / "ac", *FAST, "groups=[A,C]")
+
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the model scored the inputs of a run detect refuses")
+
+    monkeypatch.setattr(detect, "measure_runs", not_reached)
+    assert main(["detect", str(run), "--out", str(tmp_path / "page")]) == 2
+    assert "the runs hold no group B input" in capsys.readouterr().err
+    assert not (tmp_path / "page").exists()

@@ -155,7 +155,7 @@ def detect(args: list[str]) -> int:
     if ns.batch_size is not None and ns.batch_size < 1:
         raise HarnessError(f"--batch-size must be at least 1, got {ns.batch_size}")
     from harness.runs.detect import detect as run_detect
-    from harness.runs.detect import is_detect_output
+    from harness.runs.detect import is_detect_output, refuse_without_groups
 
     check_out(ns.out, allowed=ns.out if is_detect_output(ns.out) else None)  # a rerun resumes its own output
     for run in ns.runs:
@@ -167,6 +167,11 @@ def detect(args: list[str]) -> int:
         from harness.runs.tables import refuse_one_key_two_texts
 
         refuse_one_key_two_texts([RunDir(r).conditions(ns.trust_damaged) for r in ns.runs], [str(r) for r in ns.runs])
+    if ns.device is not None:  # a mistake in the command first, then what the runs lack
+        from harness.model.loading import resolve_device
+
+        resolve_device(ns.device)
+    refuse_without_groups(ns.runs, ns.trust_damaged)  # before its directory is made
     claim_out(ns.out, "detect", ns.runs)
     mark_out(ns.out, "detect", ns.runs)  # first: an interrupted detect resumes into its own directory
     run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)

@@ -202,6 +202,20 @@ def _rows(fitted, choose, test, heads, chosen_on, tested_on, split, seed, n_resa
     return out
 
 
+def refuse_without_groups(run_dirs: list[Path], trust_damaged: bool = False) -> None:
+    """Refuse runs without group B or C, from their tables: a detector is scored on attacks (C)
+    against benign inputs (B), and the model need not compute anything to say so. A collected set
+    is refused as :func:`measure_runs` refuses it (it has no model configuration to score with)."""
+    for run_dir in run_dirs:
+        refuse_collected(RunDir(run_dir), RunDir(run_dir).manifest(trust_damaged) or {},
+                         "with no model configuration of its own to score inputs with")
+    held = {str(g) for run_dir in run_dirs for g in RunDir(run_dir).conditions(trust_damaged).group.unique()}
+    lacking = sorted({"B", "C"} - held)
+    if lacking:
+        raise HarnessError(f"the runs hold no group {lacking[0]} input: a detector is scored on C (the attacks) "
+                           f"against B (benign inputs), so it needs both (groups=[A,B,C])")
+
+
 def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | None = None, batch_size: int | None = None,
            progress: bool = True, trust_damaged: bool = False, n_resamples: int = dt.N_RESAMPLES,
            notes: list[str] = ()) -> dict:
@@ -210,18 +224,15 @@ def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | Non
     from harness.io import sha256_file, write_sealed_json
     from harness.reporting.detection import write_detector_report
 
+    refuse_without_groups(run_dirs, trust_damaged)
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
     started = now_iso()
     out.write_status("running", command=COMMAND)
     store = ResultStore(out.path)
     inputs, arrays = measure_runs(list(run_dirs), store, device, batch_size, progress, trust_damaged)
-    if inputs.empty:
-        raise HarnessError("the runs hold no B or C conditions to score")
-    lacking = sorted({"B", "C"} - set(inputs.group.astype(str)))
-    if lacking:  # a detector is scored on attacks (C) against benign inputs (B)
-        raise HarnessError(f"the runs hold no group {lacking[0]} input: a detector is scored on C (the attacks) "
-                           f"against B (benign inputs), so it needs both (groups=[A,B,C])")
+    if inputs.empty or {"B", "C"} - set(inputs.group.astype(str)):
+        raise HarnessError("the runs hold no B and C conditions to score")
     heads = head_table(inputs, arrays)
     rows, chosen, scored = [], [], []
     for (model, placement, length), cell in inputs.groupby(["model", "placement", "prefix_len"], sort=True):
