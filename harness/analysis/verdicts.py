@@ -4,7 +4,7 @@ report's verdicts, one rule for both.
 An interval that holds zero is not evidence of no effect: it may be wide enough to hold a large one
 too. A verdict therefore names the effect it rules out, in the measure's own units: the Δ of the
 metric registry (:func:`harness.measure.metrics.default_deltas`, justified in docs/statistics.md)
-unless a study states its own (``analysis.delta.<measure>=...`` in a sweep, ``--delta MEASURE=VALUE``
+unless a study states its own (``+claims.delta.<measure>=VALUE`` in a sweep, ``--delta MEASURE=VALUE``
 for ``harness claims``). Four outcomes, from a 95% interval whose two ends each miss at most 2.5%:
 
 * **supported**: the interval lies above 0 (the claim's side);
@@ -29,7 +29,6 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.measure.metrics import METRICS, default_deltas
-from harness.numbers import num
 
 SUPPORTED = "supported"
 CONTRADICTED = "contradicted"
@@ -82,9 +81,9 @@ def parse_delta(text: str) -> tuple[str, float]:
     return measure, deltas_for({measure: value.strip()})[measure]
 
 
-def no_effect_words(noun: str, delta: float | None) -> str:
-    """The third outcome as a page words it for one claim: "no jump as large as Δ = 0.05"."""
-    return f"no {noun} as large as Δ" + (f" = {num(delta)}" if delta is not None else "")
+def no_effect_words(noun: str) -> str:
+    """The third outcome as a page words it for one claim: "no jump as large as Δ" (the row states Δ)."""
+    return f"no {noun} as large as Δ"
 
 
 def recorded_deltas(manifests) -> dict[str, float]:

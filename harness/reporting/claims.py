@@ -176,7 +176,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
         for r in rows.itertuples():
             interval = (f"{_fmt(r.ci_low)} to {_fmt(r.ci_high)}" if np.isfinite(r.ci_low) and np.isfinite(r.ci_high)
                         else "none")
-            verdict = (no_effect_words(NOUNS[claim], None) if r.verdict == NO_EFFECT else r.verdict)
+            verdict = (no_effect_words(NOUNS[claim]) if r.verdict == NO_EFFECT else r.verdict)
             cells = [r.model, r.placement, r.measure, _fmt(r.estimate), interval, f"**{verdict}**"]
             power = power_text(r.power, r.power_low, r.power_high)
             cells += ([_fmt(r.p, 2)] if claim == 3 else []) + [_fmt(r.delta), power, f"{r.n_prompts} x {r.n_prefixes}",
