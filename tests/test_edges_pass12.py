@@ -1,6 +1,6 @@
 """The twelfth adversarial pass's cases (issue 67), found on 1d0eace: 325 new cases, 0 lost, 18
 silent, 25 tracebacks, 8 misleading, most in the analysis API. Still open: plan and claims over two
-runs of different banks and lengths (#277, #278)."""
+runs of different banks and lengths (#277, #278), answered at the end."""
 
 from __future__ import annotations
 
@@ -137,3 +137,23 @@ def test_detect_refuses_a_run_without_group_b_before_the_model_computes_anything
     assert main(["detect", str(run), "--out", str(tmp_path / "page")]) == 2
     assert "the runs hold no group B input" in capsys.readouterr().err
     assert not (tmp_path / "page").exists()
+
+
+def test_plan_and_claims_over_runs_of_lengths_they_do_not_share_say_so(tmp_path, capsys):
+    """#277 (plan blamed a prefix-level SD of 0) and #278 (claims pooled two banks at 8/24 and 32 tokens
+    into one claim-3 row, and numpy's 'Mean of empty slice' reached the terminal)."""
+    import warnings
+
+    from harness.cli import main
+
+    runs = [str(sweep(tmp_path / "short", *FAST, "prompts.limit=3")),
+            str(sweep(tmp_path / "long", *[o for o in FAST if not o.startswith("prefixes.path")], "prompts.limit=3",
+                      "prefixes=stories_directives", "prefixes.per_group=2", "prefix.lengths=[32]"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert main(["plan", *runs]) == 2
+        err = capsys.readouterr().err
+        assert "share none" in err and "SD of 0" not in err
+        assert main(["claims", *runs, "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "claims.md").read_text()
+    assert "Not tested: claim 3:" in page and "share none" in page

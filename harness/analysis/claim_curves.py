@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from harness.analysis.claims import complete_cube, crossed_mean_intervals, cube
+from harness.analysis.claim_cubes import complete_cube, crossed_mean_intervals, cube
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 
 

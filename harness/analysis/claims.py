@@ -43,9 +43,15 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import summaries
+from harness.analysis.claim_cubes import (
+    complete_cube,
+    crossed_mean_intervals,
+    crossed_means,
+    cube,
+    min_contrast_interval,
+)
 from harness.analysis.claim_power import contrast_components, min_contrast_power, min_contrast_power_range
 from harness.analysis.crossed import compare_groups, percentile_interval
-from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
@@ -65,20 +71,6 @@ COLUMNS = ["claim", "hypothesis", "measure", "model", "placement", "statistic", 
            "p", "delta", "power", "power_low", "power_high", "verdict", "detail", "n_prompts", "n_prefixes", "unit"]
 
 
-def complete_cube(Y: np.ndarray) -> np.ndarray:
-    """``Y[prompt, prefix, k]`` cut to the prompts and prefixes complete at every ``k``."""
-    rows, cols, _ = complete_crossing(np.where(np.isfinite(Y).all(-1), 0.0, np.nan))
-    return Y[np.ix_(rows, cols)]
-
-
-def crossed_mean_intervals(Y: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, ...]:
-    """``(mean, low, high)`` per ``k`` of ``Y[..., prompt, prefix, k]``: the crossed t interval of
-    each slice (:func:`harness.analysis.crossed_variance.group_mean`); NaN where it has no variance."""
-    est = group_mean(np.moveaxis(np.asarray(Y, dtype=float), -1, -3))
-    low, high = est.interval(confidence)
-    return est.statistic, low, high
-
-
 def _powers(Y: np.ndarray, weights: np.ndarray, delta: float | None) -> dict:
     """A claim-1 or claim-2 row's ``delta``, its ``power`` at Δ and the range its inputs allow
     (``power_low``, ``power_high``); NaN without a Δ."""
@@ -88,48 +80,6 @@ def _powers(Y: np.ndarray, weights: np.ndarray, delta: float | None) -> dict:
     low, high = min_contrast_power_range(Y, weights, components=components, effect=delta)
     return {"delta": delta, "power": min_contrast_power(components, *Y.shape[:2], effect=delta), "power_low": low,
             "power_high": high}
-
-
-def min_contrast_interval(Y: np.ndarray, weights: np.ndarray, confidence: float = CONFIDENCE
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(low, high, estimate)`` for the smaller of the contrasts ``weights`` [2, k] of
-    ``Y[..., prompt, prefix, k]``'s crossed means: lower end the smaller of the two ``confidence``
-    lower ends, upper end the smaller of the two upper ends at ``1 - (1 - confidence) / 2`` (module
-    docstring). Batched over leading axes."""
-    Z = np.einsum("...pxk,ck->...pxc", np.asarray(Y, dtype=float), np.asarray(weights, dtype=float))
-    est = group_mean(np.moveaxis(Z, -1, -3))                      # (..., 2)
-    low, _ = est.interval(confidence)
-    _, high = est.interval(1 - (1 - confidence) / 2)
-    return np.min(low, -1), np.min(high, -1), np.min(est.statistic, -1)
-
-
-def cube(df: pd.DataFrame, value: str, axis: str) -> tuple[np.ndarray, list]:
-    """``Y[prompt, prefix, axis value]`` (NaN where a cell is missing) and the axis values: the table
-    a claim's crossed statistic is computed on."""
-    table = df.pivot_table(index=["prompt_id", "prefix_id"], columns=axis, values=value, aggfunc="mean",
-                           observed=True)
-    prompts = sorted(df.prompt_id.unique())
-    prefixes = sorted(df.prefix_id.unique())
-    full = pd.MultiIndex.from_product([prompts, prefixes], names=["prompt_id", "prefix_id"])
-    table = table.reindex(full)
-    return table.to_numpy(dtype=float).reshape(len(prompts), len(prefixes), table.shape[1]), list(table.columns)
-
-
-def crossed_means(Y: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mean over prompts and prefixes of ``Y[prompt, prefix, k]`` per ``k``: observed, and under
-    ``n_resamples`` crossed resamples (prompts with replacement and, independently, prefixes with
-    replacement; missing cells drop out of the weighted means). Returns ``(observed [K],
-    resampled [n_resamples, K])``."""
-    rng = np.random.default_rng(seed)
-    n_p, n_x = Y.shape[:2]
-    W = rng.multinomial(n_p, np.full(n_p, 1 / n_p), size=n_resamples).astype(float)
-    V = rng.multinomial(n_x, np.full(n_x, 1 / n_x), size=n_resamples).astype(float)
-    ok = np.isfinite(Y)
-    Y0 = np.where(ok, Y, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        observed = Y0.sum((0, 1)) / ok.sum((0, 1))
-        resampled = np.einsum("rp,rx,pxk->rk", W, V, Y0) / np.einsum("rp,rx,pxk->rk", W, V, ok.astype(float))
-    return observed, resampled
 
 
 def thirds_weights(n: int) -> np.ndarray:
@@ -167,11 +117,14 @@ def layer_cubes(attention: pd.DataFrame, value: str = "kl", group: str = "C",
 def length_cubes(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: str = "C",
                  by: Sequence[str] = ("model", "placement")):
     """Claim 2's tables: per ``by`` cell with the lengths 32, 64, 128 and 256, ``(key,
-    Y[prompt, prefix, length])`` cut to the complete crossing."""
+    Y[prompt, prefix, length])`` cut to the complete crossing; a cell in which no prefix was measured at
+    all four lengths (two runs' banks at different lengths) has none and is left out."""
     cond = with_settings(conditions[(conditions.group == group) & conditions.prefix_len.isin(JUMP_LENGTHS)])
     for key, sub in cond.groupby(list(by), observed=True, sort=True):
         if sorted(sub.prefix_len.unique()) == list(JUMP_LENGTHS):
-            yield dict(zip(by, key)), complete_cube(cube(sub, value, "prefix_len")[0])
+            Y = complete_cube(cube(sub, value, "prefix_len")[0])
+            if Y.size:
+                yield dict(zip(by, key)), Y
 
 
 def middle_layer_peak(attention: pd.DataFrame, value: str = "kl", group: str = "C",
@@ -235,6 +188,37 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
     return pd.DataFrame(rows)
 
 
+def claim3_cells(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
+                 ) -> list[tuple[tuple, pd.DataFrame, str]]:
+    """Claim 3's cells: ``(key, rows, note)`` per ``by`` cell holding groups B and C, its B and C
+    rows at the prefix lengths every one of its B and C prefixes was measured at. Claim 3 pools C - B
+    over lengths, so a prefix measured at lengths the others were not (two runs of different banks
+    and lengths read together) would carry its lengths into the difference; ``note`` says which
+    lengths were left out, and a cell whose prefixes share no length has no rows and says why. The
+    claims page and ``harness plan`` read the same cells."""
+    cond = with_settings(conditions)
+    cells = []
+    for key, sub in cond.groupby(list(by), observed=True, sort=True):
+        sub = sub[sub.group.astype(str).isin(["B", "C"])]
+        if set(sub.group.astype(str)) != {"B", "C"}:
+            continue
+        per_prefix = sub.groupby("prefix_id", observed=True).prefix_len.agg(lambda s: frozenset(int(v) for v in s))
+        common = frozenset.intersection(*per_prefix)
+        every = frozenset.union(*per_prefix)
+        note = ""
+        if common != every:
+            sets = per_prefix.value_counts()
+            seen = "; ".join(f"{n} at {sorted(lengths)}" for lengths, n in sets.items())
+            note = (f"its B and C prefixes were measured at different lengths ({seen}): C - B is pooled over the "
+                    f"lengths every prefix has, {sorted(common)}" if common else
+                    f"its B and C prefixes were measured at different lengths ({seen}) and share none, so C - B "
+                    f"cannot be pooled over lengths without comparing one length with another (read the runs "
+                    f"separately, or give them the same prefix.lengths)")
+            sub = sub[sub.prefix_len.isin(common)]
+        cells.append((key if isinstance(key, tuple) else (key,), sub, note))
+    return cells
+
+
 def _pooled(sub: pd.DataFrame, group: str, value: str) -> np.ndarray:
     """``value`` of ``group``'s cells as [prompt, prefix], each the mean over prefix lengths."""
     return cube(sub[sub.group == group].assign(all="all"), value, "all")[0][..., 0]
@@ -261,11 +245,10 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
     random, its power at ``delta`` (the registry's Δ of ``value`` when None) and B's mean against the
     noise floor."""
     delta = deltas_for().get(value) if delta is None else delta
-    cond = with_settings(conditions)
     rows = []
-    for key, sub in cond.groupby(list(by), observed=True, sort=True):
-        if not {"B", "C"} <= set(sub.group.astype(str)):
-            continue
+    for key, sub, lengths_note in claim3_cells(conditions, by):
+        if sub.empty:
+            continue  # no length every prefix has: missing_for(3) says so on the page
         if value not in sub or not all(sub.loc[sub.group == g, value].notna().any() for g in ("B", "C")):
             continue  # not measured (decode.path=none has no edit distance): no claim to test on it
         cmp = compare_groups(sub, value, by=list(by), n_resamples=n_resamples, seed=seed, confidence=confidence,
@@ -274,7 +257,8 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
             continue
         row = cmp.iloc[0]
         b_cube = complete_cube(_pooled(sub, "B", value)[..., None])
-        b_mean, b_lo, b_hi = (float(v[0]) for v in crossed_mean_intervals(b_cube, confidence))
+        b_mean, b_lo, b_hi = ((float(v[0]) for v in crossed_mean_intervals(b_cube, confidence)) if b_cube.size
+                              else (np.nan,) * 3)
         floor = summaries.noise_level(noise, key[0] if by[0] == "model" else None, value)
         if floor is None:
             b_says = "no noise floor measured"
@@ -298,7 +282,7 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
                       else f"; at {n_prompts} prompts no number of prefixes reaches it (the prompt part of the error "
                            f"alone is too large)")
         interval = "" if np.isfinite(row.ci_low) else f"no interval ({row.ci_note}); "
-        b_says = f"{interval}{b_says}; {needs}"
+        b_says = f"{interval}{b_says}; {needs}" + (f"; {lengths_note}" if lengths_note else "")
         rows.append({
             "claim": 3, "hypothesis": HYPOTHESES[3], "measure": value, **dict(zip(by, key)),
             "statistic": "C minus B", "estimate": float(row.statistic), "ci_low": float(row.ci_low),
@@ -345,9 +329,21 @@ def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | 
     if claim == 2:
         have = sorted(int(n) for n in conditions[conditions.group == "C"].prefix_len.unique()) if "C" in groups else []
         missing = [n for n in JUMP_LENGTHS if n not in have]
-        return "" if not missing else (f"claim 2 needs group C at prefix lengths {', '.join(map(str, JUMP_LENGTHS))} "
-                                       f"(these runs have {have or 'no group C'})")
-    return "" if {"B", "C"} <= groups else f"claim 3 needs groups B and C (these runs have {sorted(groups)})"
+        if missing:
+            return (f"claim 2 needs group C at prefix lengths {', '.join(map(str, JUMP_LENGTHS))} "
+                    f"(these runs have {have or 'no group C'})")
+        measures = [m for m in ("attn_kl_mean", "norm_edit_distance") if m in conditions]
+        if measures and not any(True for m in measures for _ in length_cubes(conditions, m)):
+            return (f"claim 2 needs prompts and prefixes of group C each measured at all of "
+                    f"{', '.join(map(str, JUMP_LENGTHS))} tokens; in these runs none is (runs of different lengths "
+                    f"read together: read them separately, or give them the same prefix.lengths)")
+        return ""
+    if not {"B", "C"} <= groups:
+        return f"claim 3 needs groups B and C (these runs have {sorted(groups)})"
+    cells = claim3_cells(conditions)
+    if cells and all(sub.empty for _, sub, _ in cells):
+        return f"claim 3: {' / '.join(k[0] if len(k) == 1 else ', '.join(map(str, k)) for k, _, _ in cells)}: {cells[0][2]}"
+    return ""
 
 
 def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,

@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.claim_power import contrast_components, min_contrast_power
-from harness.analysis.claims import JUMP_WEIGHTS, layer_cubes, length_cubes, thirds_weights
-from harness.analysis.descriptive import with_settings
+from harness.analysis.claims import JUMP_WEIGHTS, claim3_cells, layer_cubes, length_cubes, thirds_weights
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
 from harness.analysis.verdicts import deltas_for
@@ -75,8 +74,11 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
         for cell, Y in length_cubes(conditions, value, "C", by):
             tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
                                      _min_contrast(contrast_components(Y, JUMP_WEIGHTS), effect_sds, delta.get(value))))
+    cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
     for value in present:
-        for _, row in variance_components(with_settings(conditions), value, by=list(by)).iterrows():
+        if not cells:
+            break
+        for _, row in variance_components(pd.concat(cells), value, by=list(by)).iterrows():
             sd = float(row.prefix_sd)
             if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
                 continue  # components not estimable (too few prompts or prefixes); in SDs, no spread to plan against

@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.claims import HYPOTHESES, missing_for
+from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for
+from harness.analysis.design import variance_components
 from harness.analysis.verdicts import deltas_for
 from harness.analysis.planning import (
     ATTENTION,
+    CLAIM_MEASURES,
     OUTPUT,
     cheapest,
     claim_tests,
@@ -120,15 +122,23 @@ class Plan:
 
 
 def _why_no_prefix_sd(conditions) -> str:
-    """Why claim 3 has no prefix-level SD to plan against: too few prefixes or prompts to estimate
-    one, or one estimated as 0."""
-    x = conditions[conditions.group.astype(str).isin(["B", "C"])]
-    fewest = int(x.groupby(x.group.astype(str)).prefix_id.nunique().min()) if len(x) else 0
-    prompts = int(conditions.prompt_id.nunique())
-    if fewest < 2 or prompts < 3:
-        return (f"claim 3's prefix-level SD cannot be estimated from {fewest} prefix(es) per group and {prompts} "
-                f"prompt(s): a pilot needs at least 2 prefixes per group and 3 prompts")
-    return "claim 3's measures do not vary between prefixes here (a prefix-level SD of 0 gives no effect to plan against)"
+    """Why claim 3 has no prefix-level SD to plan against, from the cells the claims page reads
+    (:func:`harness.analysis.claims.claim3_cells`): prefixes that share no length, too few prompts
+    or prefixes in the complete crossing to estimate one, or one estimated as 0."""
+    reasons = []
+    for _, sub, note in claim3_cells(conditions):
+        if sub.empty:
+            reasons.append(f"claim 3: {note}")
+            continue
+        for value in [m for m in CLAIM_MEASURES if m in sub and sub[m].notna().any()]:
+            row = variance_components(sub, value, by=["model", "placement"]).iloc[0]
+            if not np.isfinite(row.prefix_sd):
+                reasons.append(f"claim 3's prefix-level SD of {value} cannot be estimated from {row.note} (a pilot "
+                               f"needs a complete crossing of at least 3 prompts and 2 prefixes per group)")
+            elif row.prefix_sd <= 0:
+                reasons.append(f"claim 3's {value} does not vary between prefixes here (a prefix-level SD of 0 "
+                               f"gives no effect to plan against)")
+    return "; ".join(dict.fromkeys(reasons)) or "claim 3 has no measure to plan on"
 
 
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = None,

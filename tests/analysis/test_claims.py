@@ -206,3 +206,30 @@ def test_the_claims_page_says_where_the_linear_products_were_lowered_and_what_th
     assert "bfloat16" in note and "runs of m;" in note and "2 sampled conditions" in note
     assert "at most 0.00300 nats" in note and "1 of 2 greedy continuations changed" in note
     assert precision_note(noise[noise.comparison == "batch_vs_alone"]) == "" and precision_note(None) == ""
+
+
+def test_two_banks_at_lengths_they_do_not_share_are_not_pooled_into_one_claim_3(recwarn):
+    """Pass 12, #277 and #278: two runs of different banks and lengths read together. Claim 3 pools
+    C - B over lengths, so a bank measured only at 32 tokens beside one at 8 and 24 put its length into
+    the difference; the claims page pooled them into one row and numpy warned of empty slices, and plan
+    blamed an SD of 0. Where the banks share a length, only that length is pooled, and the row says so."""
+    first = conditions_table([0.3] * 4, [0.1] * 4)
+    first = first[first.prefix_len.isin([32, 64])]
+    second = conditions_table([0.3] * 4, [0.1] * 4, seed=1).assign(prefix_id=lambda d: "other-" + d.prefix_id)
+    disjoint = pd.concat([first, second[second.prefix_len.isin([128, 256])]], ignore_index=True)
+    [(_, rows, note)] = claims.claim3_cells(disjoint)
+    assert rows.empty and "share none" in note and "20 at [32, 64]" in note and "20 at [128, 256]" in note
+    table = claims.seed_claims(disjoint, None, None, n_resamples=50)
+    assert (table.claim != 3).all()
+    assert "share none" in claims.missing_for(3, disjoint, None)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+    shared = pd.concat([first, second[second.prefix_len.isin([64, 128])]], ignore_index=True)
+    [(_, rows, note)] = claims.claim3_cells(shared)
+    assert set(rows.prefix_len) == {64} and "pooled over the lengths every prefix has, [64]" in note
+    row = claims.c_versus_b(shared, None, "attn_kl_mean", n_resamples=50).iloc[0]
+    alone = claims.c_versus_b(shared[shared.prefix_len == 64], None, "attn_kl_mean", n_resamples=50).iloc[0]
+    assert row.estimate == pytest.approx(alone.estimate) and row.ci_low == pytest.approx(alone.ci_low)
+    assert "[64]" in row.detail
+    assert claims.missing_for(3, shared, None) == ""
+    assert "none is (runs of different lengths" in claims.missing_for(2, disjoint, None)
