@@ -78,14 +78,15 @@ def check_tables(**tables) -> None:
             raise ValueError(f"{name} must be {kind}; this table has no {column!r} column")
 
 
-def check_effect(name: str, value) -> None:
-    """Refuse ``value`` unless it is None or a positive finite number (an effect in a measure's units)."""
-    if value is None:
+def check_effect(name: str, value, allow_none: bool = True) -> None:
+    """Refuse ``value`` unless it is a positive finite number (an effect in a measure's units), or
+    None where ``allow_none``."""
+    if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number in the measure's units (or None), got "
-                         f"{shown(value)}")
+        raise ValueError(f"{name} must be a positive finite number in the measure's units"
+                         f"{' (or None)' if allow_none else ''}, got {shown(value)}")
 
 
 MAX_RESAMPLES = 1_000_000

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import check_effect
 from harness.analysis.crossed import cell_means, matched_pairs, permutation_pvalues, relabelings
 from harness.analysis.crossed_variance import difference, supported
 from harness.analysis.descriptive import (
@@ -26,6 +27,7 @@ from harness.analysis.descriptive import (
     with_settings,
 )
 from harness.analysis.power import COMPONENTS, components_of, design_power, prefix_level_sd
+from harness.analysis.verdicts import deltas_for
 
 SIGNIFICANT_BY = {"wilcoxon": "q", "crossed": "q_crossed", "permutation": "q_perm"}
 
@@ -94,9 +96,10 @@ def _crossed_columns(out: pd.DataFrame, Y: np.ndarray, is_high: np.ndarray, pair
         out.loc[complete, f"_{name}"] = comps[name]
 
 
-def _lone_head_power(out: pd.DataFrame, family: list[str], alpha: float, alternative: str) -> np.ndarray:
-    """Per head: the crossed t test's power against one prefix-level SD (its own) at the level a lone
-    discovery needs under Benjamini-Hochberg, ``alpha`` over its family's count of tests."""
+def _lone_head_power(out: pd.DataFrame, family: list[str], alpha: float, alternative: str, effect: float
+                     ) -> np.ndarray:
+    """Per head: the crossed t test's power against ``effect`` at the level a lone discovery needs
+    under Benjamini-Hochberg, ``alpha`` over its family's count of tests."""
     size = out.groupby(family, observed=True, dropna=False)["p_crossed"].transform("size") if family else len(out)
     comps = {name: out[f"_{name}"].to_numpy(dtype=float) for name in COMPONENTS}
     comps.update(n_prompts=out.n_prompts.to_numpy(dtype=float), n_prefixes_high=out.n_prefixes_high.to_numpy(dtype=float),
@@ -108,7 +111,7 @@ def _lone_head_power(out: pd.DataFrame, family: list[str], alpha: float, alterna
             continue
         part = {k: v[idx] for k, v in comps.items()}
         level = alpha / np.asarray(size)[idx] if family else alpha / size
-        power[idx] = design_power(part, P, n, out.prefix_sd.to_numpy(dtype=float)[idx], level, alternative)
+        power[idx] = design_power(part, P, n, np.full(len(idx), effect), level, alternative)
     return power
 
 
@@ -123,7 +126,8 @@ def smallest_permutation_p(n_high: int, n_low: int, design: str, n_permutations:
 def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Sequence[str] | None = "task",
                    alpha: float = 0.05, high: str = "C", low: str = "B", family: str = "model",
                    significant_by: str = "wilcoxon", permutation: bool = True,
-                   n_permutations: int = HEAD_PERMUTATIONS, seed: int = 0, tables_joined: int = 1) -> pd.DataFrame:
+                   n_permutations: int = HEAD_PERMUTATIONS, seed: int = 0, tables_joined: int = 1,
+                   effect: float | None = None) -> pd.DataFrame:
     """Per head: does ``high``'s drift exceed ``low``'s? Two one-sided tests per head.
 
     * ``p``: Wilcoxon signed-rank over prompts of the per-prompt difference (paired by prompt);
@@ -131,8 +135,9 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     * ``p_crossed``: the crossed t test of the report's lead interval (prompts and prefixes random,
       :func:`harness.analysis.crossed_variance.difference`), one-sided; about the content *in
       general*, and the test that holds its level in the calibration suite, also with 3 prompts and
-      a prompt-by-group interaction. ``power_lone``: its power against one prefix-level SD of the
-      head (``prefix_sd``) at the level a lone head needs to pass Benjamini-Hochberg in its family
+      a prompt-by-group interaction. ``power_lone``: its power against ``effect`` (by default the
+      smallest effect of interest Δ of ``value``, :mod:`harness.analysis.verdicts`; NaN where the
+      measure has none) at the level a lone head needs to pass Benjamini-Hochberg in its family
       (``alpha`` over the family's tests, times ``tables_joined`` when the caller corrects over that
       many such tables together, as the report does over capture and redistribution).
     * ``p_perm``: prefix-label permutation on the head's prompt x prefix cells
@@ -161,6 +166,8 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
         check_count("n_permutations", n_permutations, 1)
     check_count("seed", seed, 0)
     check_count("tables_joined", tables_joined, 1)
+    check_effect("effect", effect)
+    effect = deltas_for().get(value, np.nan) if effect is None else effect
     if family not in ("model", "length"):
         raise ValueError(f"family must be 'model' or 'length', got {family!r}")
     if significant_by not in SIGNIFICANT_BY:
@@ -194,7 +201,7 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     out["q"] = benjamini_hochberg_by(out, "p", fam)
     out["q_crossed"] = benjamini_hochberg_by(out, "p_crossed", fam)
     out["q_perm"] = benjamini_hochberg_by(out, "p_perm", fam)
-    out["power_lone"] = _lone_head_power(out, fam, alpha / tables_joined, "greater")
+    out["power_lone"] = _lone_head_power(out, fam, alpha / tables_joined, "greater", effect)
     q_col = SIGNIFICANT_BY[significant_by]
     out["significant"] = out[q_col] < alpha
     out["significant_by"] = significant_by

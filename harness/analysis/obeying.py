@@ -119,10 +119,11 @@ def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+def triple_contrasts(conditions: pd.DataFrame, seed: int = 0, deltas: dict[str, float] | None = None) -> pd.DataFrame:
     """Asked minus mentioned and forbidden minus mentioned on ``target_hit`` per setting and length
     (``contrast`` names which), as :func:`compare_groups` gives them (rates: MOVER intervals within [-1, 1];
-    the power at the hit rate's smallest effect of interest Δ, :mod:`harness.analysis.verdicts`)."""
+    the power at the hit rate's smallest effect of interest Δ, :mod:`harness.analysis.verdicts`, with
+    ``deltas`` over the registry's)."""
     check_conditions_table(conditions)
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
@@ -133,7 +134,7 @@ def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
             continue
         table = compare_groups(sub.assign(target_hit=sub.target_hit.astype(float)), "target_hit", high=side,
                                low="mentioned", by=(*_settings(sub), "prefix_len"), seed=seed, rate=True,
-                               effect=deltas_for()["target_hit"])
+                               effect=deltas_for(deltas)["target_hit"])
         out.append(table.assign(contrast=f"{side} - mentioned"))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
@@ -141,14 +142,15 @@ def triple_contrasts(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
 CEILING = "direct"  # the placement whose obey rate is the ceiling (harness.inputs.chat)
 
 
-def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+def ceiling_table(conditions: pd.DataFrame, seed: int = 0, deltas: dict[str, float] | None = None) -> pd.DataFrame:
     """Each placement's obey rate beside the direct-instruction ceiling, per model, isolation, role
     (``asked``: C whose check wants the word; ``forbidden``: C with ``absent``) and length.
 
     Columns: the :func:`rate_summary` columns of each placement's ``obeyed`` (``placement`` names it,
     ``role`` says which instructions), ``ceiling``/``ceiling_low``/``ceiling_high`` (the same cell
     under placement ``direct``: the user asked for it in their own message), and ``minus_ceiling``
-    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (at the obey rate's Δ; its
+    with ``minus_low``/``minus_high``/``minus_note``/``p_crossed``/``power`` (at the obey rate's Δ, with
+    ``deltas`` over the registry's; its
     range ``power_low`` to ``power_high``; and ``p_perm``, for reference): the placement's rate minus the ceiling, by
     :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself (the
     same texts and prompts under both placements). Empty unless the conditions hold a
@@ -174,7 +176,7 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     for placement in sorted(set(x.placement) - {CEILING}):
         sub = paired[paired.placement.isin([placement, CEILING])].assign(group=lambda d: d.placement)
         table = compare_groups(sub.drop(columns="placement"), "obeyed", high=placement, low=CEILING, by=cells,
-                               seed=seed, rate=True, effect=deltas_for()["obeyed"])
+                               seed=seed, rate=True, effect=deltas_for(deltas)["obeyed"])
         diffs.append(table[[*cells, "statistic", "ci_low", "ci_high", "ci_note", "p_crossed", "power", "power_low",
                             "power_high", "p_perm"]].assign(placement=placement))
     if diffs:

@@ -22,11 +22,11 @@ suite measures (``benchmarks/crossed_calibration.py``, part verdicts).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
 
+from harness.analysis.checks import check_effect
 from harness.errors import HarnessError
 from harness.measure.metrics import METRICS, default_deltas
 
@@ -65,9 +65,9 @@ def deltas_for(overrides: Mapping[str, float] | None = None) -> dict[str, float]
             number = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"the smallest effect of interest of {measure} must be a number, got {value!r}") from None
-        if isinstance(value, bool) or not (math.isfinite(number) and number > 0):
-            raise ValueError(f"the smallest effect of interest of {measure} must be a positive finite number in "
-                             f"its units, got {value!r}")
+        if isinstance(value, bool):
+            raise ValueError(f"the smallest effect of interest of {measure} must be a number, got {value!r}")
+        check_effect(f"the smallest effect of interest of {measure}", number, allow_none=False)
         out[str(measure)] = number
     return out
 

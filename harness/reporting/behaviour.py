@@ -14,10 +14,11 @@ ROLE_NAMES = {"asked": "asked for (C)", "forbidden": "forbidden (C)", "mentioned
               obeying.BASE: "A (base rate)"}
 
 
-def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> list[str]:
+def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
+                      deltas: dict[str, float] | None = None) -> list[str]:
     """Word rates by what the prefix said, the two contrasts, obey rates per check, and each
     placement beside the direct ceiling (``ceiling``: ``obeying.ceiling_table(conds)``, computed
-    here when not given)."""
+    here when not given; ``deltas``: a study's smallest effects of interest, over the registry's)."""
     rates = obeying.word_rates(conds)
     if rates.empty:
         return []
@@ -34,8 +35,8 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None) 
              f"{int(r.n_hits)}/{int(r.n_conditions)}", ci(r.rate, r.ci_low, r.ci_high), r.ci_method]
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
-    lines += _contrasts(conds) + _obey_table(conds)
-    lines += _ceiling(obeying.ceiling_table(conds) if ceiling is None else ceiling)
+    lines += _contrasts(conds, deltas) + _obey_table(conds)
+    lines += _ceiling(obeying.ceiling_table(conds, deltas=deltas) if ceiling is None else ceiling, deltas)
     return lines
 
 
@@ -44,8 +45,8 @@ def _role_order(column: pd.Series) -> pd.Series:
     return column.map(order).fillna(len(order)) if column.name == "group" else column
 
 
-def _contrasts(conds: pd.DataFrame) -> list[str]:
-    table_ = obeying.triple_contrasts(conds)
+def _contrasts(conds: pd.DataFrame, deltas: dict[str, float] | None) -> list[str]:
+    table_ = obeying.triple_contrasts(conds, deltas=deltas)
     if table_.empty:
         return []
     has_forbidden = (table_.contrast == "forbidden - mentioned").any()
@@ -58,7 +59,7 @@ def _contrasts(conds: pd.DataFrame) -> list[str]:
                 "add C prefixes with `\"check\": \"absent\"` about the same words.) ")
              + "Prompts and prefixes random (matched sets kept together where the set has them): MOVER from the two "
                "sides' crossed Wilson intervals, p the test it inverts, and its power at Δ = "
-               f"{_points('target_hit')} (the hit rate's smallest effect of interest: docs/statistics.md)."]
+               f"{_points('target_hit', deltas)} (the hit rate's smallest effect of interest: docs/statistics.md)."]
     rows = [[where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
              ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed),
              power_text(r.power, r.power_low, r.power_high), r.design]
@@ -82,7 +83,7 @@ def _obey_table(conds: pd.DataFrame) -> list[str]:
     return lines + [""] + table(["model", "check", "prefix length", "obeyed", "rate", "interval"], rows)
 
 
-def _ceiling(rates: pd.DataFrame) -> list[str]:
+def _ceiling(rates: pd.DataFrame, deltas: dict[str, float] | None) -> list[str]:
     """Each placement's obey rate beside the direct-instruction ceiling (runs collected across
     placements, one of them ``direct``); ``rates``: :func:`obeying.ceiling_table`."""
     if rates.empty:
@@ -94,7 +95,7 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
              "`absent` (for a model that rarely writes the word, obeying a prohibition is nearly free: read it "
              "against the word rates above). Rates: crossed Wilson as above. Minus the ceiling: prompts and prefixes "
              "random, each prefix matched with itself under both placements; MOVER interval, the p it inverts and its "
-             f"power at Δ = {_points('obeyed')} (with the range its data allow), so that a gap that holds zero says "
+             f"power at Δ = {_points('obeyed', deltas)} (with the range its data allow), so that a gap that holds zero says "
              "whether a gap that large could have been missed."]
     rows = [[r.model, r.role, r.prefix_len, r.placement, f"{int(r.n_hits)}/{int(r.n_conditions)}",
              ci(r.rate, r.ci_low, r.ci_high), ci(r.ceiling, r.ceiling_low, r.ceiling_high),
@@ -108,9 +109,9 @@ def _ceiling(rates: pd.DataFrame) -> list[str]:
                                  "ceiling (direct)", "minus ceiling", "p", "power at Δ"], rows)
 
 
-def _points(rate: str) -> str:
+def _points(rate: str, deltas: dict[str, float] | None) -> str:
     """A rate's smallest effect of interest in words: "5 percentage points"."""
-    return f"{100 * deltas_for()[rate]:g} percentage points"
+    return f"{100 * deltas_for(deltas)[rate]:g} percentage points"
 
 
 EXAMPLE_CHARS = 160  # of each continuation shown

@@ -14,13 +14,15 @@ def where(r) -> str:
     return f"{r.model}" + (f" ({placement})" if placement not in (None, "raw") and pd.notna(placement) else "")
 
 
-def power_text(power, low=None, high=None) -> str:
+def power_text(power, low=None, high=None, in_parentheses: bool = False) -> str:
     """A power with the range its data allow where there is one: "0.34 (range 0.03 to 0.72)"; the
-    range alone ("not estimable (range 0.05 to 0.61)") where no point power can be stated."""
+    range alone ("not estimable (range 0.05 to 0.61)") where no point power can be stated.
+    ``in_parentheses``: for text already inside parentheses, "0.34, range 0.03 to 0.72"."""
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return NOT_ESTIMABLE if power is None or pd.isna(power) else num(power, 2)
     point = NOT_ESTIMABLE if power is None or pd.isna(power) else num(power, 2)
-    return f"{point} (range {num(low, 2)} to {num(high, 2)})"
+    span = f"range {num(low, 2)} to {num(high, 2)}"
+    return f"{point}, {span}" if in_parentheses else f"{point} ({span})"
 
 
 GLOSSARY = "*The words used here are defined in the harness's glossary, `docs/glossary.md` (its docs site: Glossary).*"

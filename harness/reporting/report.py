@@ -17,17 +17,17 @@ import pandas as pd
 from harness.analysis import curves, descriptive, obeying
 from harness.analysis.checks import check_tables
 from harness.analysis.forest import contrast_table, forest_table
-from harness.analysis.heads import head_contrasts
 from harness.analysis.summaries import isolation_summary, noise_level
-from harness.analysis.verdicts import NO_EFFECT, recorded_deltas
+from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section, examples_section
 from harness.reporting.edits import keep_if_edited, stamped
 from harness.reporting.figure_names import CEILING, CONTRASTS, FIGURE_NAMES, REPORT
 from harness.reporting.figure_set import baseline, make_figures
+from harness.reporting.heads_section import heads_section
 from harness.reporting.markdown import ci as _ci
-from harness.reporting.markdown import heading, power_text, signed, where
+from harness.reporting.markdown import heading, power_text, where
 from harness.reporting.markdown import num as _num
 from harness.reporting.markdown import p_text as _p
 from harness.reporting.markdown import table as _table
@@ -84,14 +84,14 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
         "C - A) where the measure is a distance from A; 95% intervals with prompts and prefixes random, the "
         "numbers in `contrasts.parquet` and the C - B table below.")]
     lines += examples_section(conds, CELL[:-1])
-    behaviour = behaviour_section(conds, ceiling)
+    behaviour = behaviour_section(conds, ceiling, deltas)
     if not behaviour:
         behaviour = ["", "## Behaviour", "", "No prefix of this run names a target or a check, so there is no obey "
                      "(or word-in-reply) measure: the bank's prefixes say nothing a reply could do. A bank with "
                      "`target` and `check` fields (prefixes=assistant_triples, stories_directives) measures it."]
     lines += behaviour + _output(conds) + _contrasts(conds, contrasts)
     if attention is not None and not attention.empty:
-        lines += _attention(conds, obeying.without_mentions(baseline(attention), conds))
+        lines += _attention(conds, obeying.without_mentions(baseline(attention), conds), deltas)
     lines += _noise(conditions, noise) + _isolation(conditions, noise)
     if figure_files:
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figure_files if f not in headline]
@@ -156,7 +156,8 @@ def _at_delta(r) -> str:
     with no Δ, that none is stated."""
     if pd.isna(r.delta):
         return "any difference (no smallest effect of interest is stated for this measure: +claims.delta.<measure>=VALUE)"
-    return f"±Δ = ±{_num(r.delta)} (this design's power at Δ {power_text(r.power, r.power_low, r.power_high)})"
+    power = power_text(r.power, r.power_low, r.power_high, in_parentheses=True)
+    return f"±Δ = ±{_num(r.delta)} (this design's power at Δ {power})"
 
 
 def _summary(table: pd.DataFrame) -> list[str]:
@@ -228,7 +229,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
                                   "C - B [prompts]", "Wilcoxon p (prompts)"], rows)
 
 
-def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:
+def _attention(conds: pd.DataFrame, att: pd.DataFrame, deltas: dict[str, float] | None) -> list[str]:
     lines = ["", "## Attention: capture and redistribution", "",
              "Per condition, means over layers, heads and query rows (segments weighted by their rows): "
              "`prefix_mass` is the share of attention the prefix takes; per query row, capture = -log(1 - mass), "
@@ -241,73 +242,7 @@ def _attention(conds: pd.DataFrame, att: pd.DataFrame) -> list[str]:
         rows.append([rs[0].model, rs[0].group, rs[0].prefix_len] + [_ci(r.mean, r.ci_low, r.ci_high) for r in rs])
     lines += [""] + _table(["model", "group", "prefix length", "prefix mass", "capture (nats)", "redistribution (nats)",
                             "total KL (nats)"], rows)
-    return lines + _heads(att)
-
-
-def _heads(att: pd.DataFrame) -> list[str]:
-    tables = []
-    for value in ("capture", "kl_shared"):
-        t = head_contrasts(att, value, segment=None, family="model", tables_joined=2)
-        tables.append(t.assign(quantity="capture" if value == "capture" else "redistribution"))
-    heads = pd.concat(tables, ignore_index=True)
-    for col, q in (("p", "q"), ("p_crossed", "q_crossed"), ("p_perm", "q_perm")):  # BH within each model
-        heads[q] = descriptive.benjamini_hochberg_by(heads, col, family=("model",))
-    per_model = heads.groupby("model", observed=True).size()
-    sizes = ", ".join(f"{n} for {m}" for m, n in per_model.items())
-    lines = ["", "## Heads where C moves attention more than B", "",
-             f"One-sided tests per head, segment and length, for capture and for redistribution separately; "
-             f"Benjamini-Hochberg within each model over all its tests ({sizes}: lengths x segments x heads x both "
-             "quantities), whatever other models share the page. This table lists heads by the crossed t test of "
-             "the lead interval (q prompts x prefixes: prompts and prefixes random, the claim about instruction-like "
-             "content in general; it holds its level in the calibration suite, where the prefix permutation test "
-             "did not with few prompts)."]
-    general = _listed(heads[heads.q_crossed < 0.05], ["q_crossed", "q"])
-    if general.empty:
-        lines += ["", f"No head passes q < 0.05 with prompts and prefixes random (smallest q: "
-                      f"{_num(heads.q_crossed.min(), 2)}). " + _head_power(heads, per_model)]
-    else:
-        lines += [""] + _head_table(general, ("q_crossed", "q"))
-    particular = _listed(heads[(heads.q < 0.05) & ~(heads.q_crossed < 0.05)], ["q"])
-    if not particular.empty:
-        lines += ["", "### Heads that differ for these particular prefixes only", "",
-                  "These pass q < 0.05 with prompts random (Wilcoxon over prompts) but not with prefixes random: "
-                  "a claim about the prefixes of this run, not about instruction-like text in general.", ""]
-        lines += _head_table(particular, ("q", "q_crossed"))
-    return lines
-
-
-def _listed(heads: pd.DataFrame, qs: list[str], n: int = 12) -> pd.DataFrame:
-    """The ``n`` heads a table lists: smallest q first and, among equal q (an exact test's floor
-    gives many heads the same one), the largest C - B; a stable sort, so the same heads every run."""
-    ordered = heads.assign(_size=-heads.mean_diff).sort_values([*qs, "_size"], kind="stable")
-    return ordered.head(n).drop(columns="_size")
-
-
-def _head_power(heads: pd.DataFrame, per_model: pd.Series) -> str:
-    """What the design could have found, per model: a lone head passes Benjamini-Hochberg only with
-    p <= 0.05 / (its model's tests); the crossed t test's power there against one prefix-level SD of
-    each head (median over heads, and the largest)."""
-    parts = []
-    for model, sub in heads.groupby("model", observed=True):
-        r = sub.iloc[0]
-        m = int(per_model[model])
-        power = sub.power_lone.dropna()
-        said = (f"its power against one prefix-level SD of the head was {_num(power.median(), 2)} for the median head "
-                f"(at most {_num(power.max(), 2)})" if len(power) else "its power is not estimable (no head had an interval)")
-        parts.append(f"{model}: with {int(r.n_prompts)} prompts and {int(r.n_prefixes_high)}+{int(r.n_prefixes_low)} "
-                     f"prefixes ({r.design}) a lone head among {m} tests needs p <= {_num(0.05 / m, 2)}, and {said}.")
-    return " ".join(parts)
-
-
-Q_LABELS = {"q": "q (prompts)", "q_crossed": "q (prompts x prefixes)", "q_perm": "q (prefix permutation)"}
-
-
-def _head_table(heads: pd.DataFrame, qs: tuple[str, str]) -> list[str]:
-    """Listed heads, with the q the table is about first."""
-    rows = [[r.model, r.prefix_len, r.segment, r.layer, r.head, r.quantity, signed(r.mean_diff)]
-            + [_p(getattr(r, q)) for q in qs] for r in heads.itertuples()]
-    return _table(["model", "prefix length", "segment", "layer", "head", "what moved", "C - B (nats)",
-                   *(Q_LABELS[q] for q in qs)], rows)
+    return lines + heads_section(att, deltas_for(deltas))
 
 
 def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
@@ -377,13 +312,13 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     from harness.reporting import plots as F
 
     out_dir = Path(out_dir)
-    ceiling = obeying.ceiling_table(baseline(conditions))  # the report, figure 9 and ceiling.parquet share it
     deltas = recorded_deltas(manifests) if deltas is None else deltas
+    ceiling = obeying.ceiling_table(baseline(conditions), deltas=deltas)  # the report, figure 9 and ceiling.parquet share it
     contrasts = contrast_table(baseline(conditions), deltas)  # the report's C - B table, figure 0 and contrasts.parquet
     forest = forest_table(baseline(conditions), contrasts)
     with F.figures_saved(make_figures(conditions, attention, noise, ceiling, forest), out_dir / "figures") as written:
         pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
-        page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts)
+        page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts, deltas)
     for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's, or a killed one's
         stale.unlink(missing_ok=True)
     report = out_dir / REPORT

@@ -106,3 +106,27 @@ def test_ceiling_table_rates_and_differences_by_hand():
 def test_ceiling_table_needs_a_direct_run():
     assert obeying.ceiling_table(placed("system", lambda p, w, k: True)).empty
     assert obeying.ceiling_table(triples(copier=True)).empty  # raw, no direct
+
+
+def test_a_studys_delta_reaches_the_obey_tables_and_their_words():
+    """Review of #65: a sweep's +claims.delta.target_hit / .obeyed moved the report's C - B verdicts
+    but the obey tables still stated power at the registry's 5 points. Power at a larger Δ is larger,
+    and is what compare_groups gives at that effect."""
+    from harness.analysis.crossed import compare_groups
+    from harness.reporting.behaviour import behaviour_section
+
+    conds = triples(copier=True)
+    default, wider = (obeying.triple_contrasts(conds, deltas=d).set_index("contrast")
+                      for d in (None, {"target_hit": 0.4}))
+    asked = conds[obeying.roles(conds).isin(["asked", "mentioned"])]
+    by_hand = compare_groups(asked.assign(group=obeying.roles(asked), target_hit=asked.target_hit.astype(float)),
+                             "target_hit", high="asked", low="mentioned", by=("model", "prefix_len"), rate=True,
+                             effect=0.4)
+    assert wider.loc["asked - mentioned", "power"] == pytest.approx(by_hand.power.iloc[0])
+    assert wider.loc["asked - mentioned", "power"] > default.loc["asked - mentioned", "power"]
+    both = pd.concat([placed("direct", lambda p, w, k: True), placed("system", lambda p, w, k: w == 0)],
+                     ignore_index=True)
+    assert (obeying.ceiling_table(both, deltas={"obeyed": 0.4}).power.dropna()
+            > obeying.ceiling_table(both).power.dropna()).all()
+    text = "\n".join(behaviour_section(both, deltas={"target_hit": 0.4, "obeyed": 0.3}))
+    assert "Δ = 40 percentage points" in text and "Δ = 30 percentage points" in text

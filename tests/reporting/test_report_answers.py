@@ -119,7 +119,7 @@ def test_a_null_says_no_difference_as_large_as_delta_only_where_its_interval_rul
 
     unsure = report._finding(row(-0.05, 0.07))
     assert "not determined" in unsure and "holds both zero and ±Δ = ±0.0500" in unsure
-    assert "this design's power at Δ 0.90 (range 0.50 to 0.97)" in unsure and "prefix-level SD" not in unsure
+    assert "this design's power at Δ 0.90, range 0.50 to 0.97)" in unsure and "prefix-level SD" not in unsure
     sure = report._finding(row(-0.02, 0.03))
     assert "no difference as large as Δ = 0.0500" in sure and "power" not in sure
     one_sided_only = report._finding(row(-0.2, 0.03))  # below -Δ: a difference as large as Δ is not ruled out

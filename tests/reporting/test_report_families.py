@@ -9,7 +9,10 @@ import pandas as pd
 
 from harness.analysis import descriptive, obeying
 from harness.analysis.heads import head_contrasts
+from harness.analysis.verdicts import deltas_for
+from harness.reporting import heads_section as heads_section_module
 from harness.reporting import report
+from harness.reporting.heads_section import heads_section
 from harness.reporting.markdown import power_text
 
 
@@ -34,7 +37,7 @@ def attention(effects: dict[str, float], n_prompts=6, n_prefixes=6, heads=4, see
 
 def test_head_q_values_are_computed_within_each_model():
     att = attention({"strong": 0.5, "null": 0.0})
-    text = "\n".join(report._heads(att))
+    text = "\n".join(heads_section(att, deltas_for()))
     assert "within each model" in text and "8 for null" in text and "8 for strong" in text  # 4 heads x 2 quantities
     # the null model's smallest q is what BH gives over its own tests alone
     null = att[att.model == "null"]
@@ -94,22 +97,29 @@ def test_every_contrast_states_its_power_and_it_grows_with_the_prefixes():
 
 def test_no_head_line_says_what_the_design_could_find():
     """No head passes: the line gives the level a lone head needs among its model's tests and the
-    crossed test's power there against one prefix-level SD, the median head's and the largest, as
-    design_power computes it from each head's components (the permutation test's floor of 1/C(2k, k)
-    no longer sets it: the crossed test holds its level, the permutation test did not)."""
+    crossed test's power there at each quantity's Δ (a study's own where it states one), the median
+    head's and the largest, as design_power computes it from each head's components (the permutation
+    test's floor of 1/C(2k, k) no longer sets it: the crossed test holds its level, the permutation
+    test did not)."""
+    from harness.analysis.verdicts import deltas_for
+
     att = attention({"null": 0.0}, n_prefixes=4)
-    text = "\n".join(report._heads(att))
+    text = "\n".join(heads_section(att, deltas_for()))
     assert "No head passes" in text
     tested = pd.concat([head_contrasts(att, v, segment=None, tables_joined=2) for v in ("capture", "kl_shared")])
     assert len(tested) == 8 and tested.power_lone.notna().all()
     assert "null: with 6 prompts and 4+4 prefixes (unpaired) a lone head among 8 tests needs p <= 0.0063" in text
-    assert (f"power against one prefix-level SD of the head was {tested.power_lone.median():.2g} for the median head "
-            f"(at most {tested.power_lone.max():.2g})") in text
+    assert (f"power at Δ (capture 0.0500, redistribution 0.0500 nats) was {tested.power_lone.median():.2g} for the "
+            f"median head (at most {tested.power_lone.max():.2g})") in text
     assert (tested.power_lone >= 0.05 / 8 - 1e-12).all() and (tested.power_lone <= 1).all()
+    larger = deltas_for({"capture": 0.5, "kl_shared": 0.5})
+    assert "capture 0.500, redistribution 0.500 nats" in "\n".join(heads_section(att, larger))
+    wide = head_contrasts(att, "capture", segment=None, tables_joined=2, effect=0.5).power_lone
+    assert (wide.to_numpy() >= tested.power_lone.to_numpy()[:4] - 1e-12).all() and wide.max() > tested.power_lone.max()
 
 
 def test_a_planted_head_is_found_with_prompts_and_prefixes_random():
-    text = "\n".join(report._heads(attention({"small": 0.5}, n_prefixes=4)))
+    text = "\n".join(heads_section(attention({"small": 0.5}, n_prefixes=4), deltas_for()))
     general = text.split("### Heads that differ")[0]
     assert "| small | 16 | task | 0 | 0 | capture |" in general and "No head passes" not in general
 
@@ -184,6 +194,6 @@ def test_heads_tied_on_q_are_listed_largest_effect_first_whatever_their_order():
     want = set(heads.nlargest(12, "mean_diff").index)
     for seed in range(3):
         shuffled = heads.sample(frac=1, random_state=seed)
-        listed = report._listed(shuffled, ["q"])
+        listed = heads_section_module._listed(shuffled, ["q"])
         assert set(listed.index) == want
         assert list(listed.mean_diff) == sorted(listed.mean_diff, reverse=True)
