@@ -48,6 +48,8 @@ def num(v, digits: int = 3) -> str:
     if v == 0:
         return "0"
     size = abs(v)
+    if size >= 1e15:  # past what a count or a sum of seconds reaches: 1.00e+308, not 309 digits
+        return f"{v:.{digits - 1}e}"
     if size >= 10 ** digits:
         return f"{v:,.0f}"
     if size < 1e-6:

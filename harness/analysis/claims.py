@@ -62,6 +62,7 @@ from harness.numbers import num, signed
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
 UNIT = "prompts and prefixes resampled (crossed)"
+DELTA_MEASURES = ("kl", "attn_kl_mean", "norm_edit_distance")  # the measures the claims test (each with its Δ)
 HYPOTHESES = {
     1: "attention divergence between A and C peaks in the middle layers",
     2: "drift jumps between 64 and 128 prefix tokens (more than between 32 and 64, or 128 and 256)",

@@ -35,7 +35,8 @@ CONTRADICTED = "contradicted"
 NO_EFFECT = "no effect as large as Δ"
 NOT_DETERMINED = "not determined"
 VERDICTS = (SUPPORTED, CONTRADICTED, NO_EFFECT, NOT_DETERMINED)
-METRIC_NAMES = frozenset(m.name for m in METRICS)
+METRICS_BY_NAME = {m.name: m for m in METRICS}
+METRIC_NAMES = frozenset(METRICS_BY_NAME)
 
 
 def decide(low: float, high: float, delta: float | None, two_sided: bool = False) -> str:
@@ -68,6 +69,10 @@ def deltas_for(overrides: Mapping[str, float] | None = None) -> dict[str, float]
         if isinstance(value, bool):
             raise ValueError(f"the smallest effect of interest of {measure} must be a number, got {value!r}")
         check_effect(f"the smallest effect of interest of {measure}", number, allow_none=False)
+        span = METRICS_BY_NAME[measure].span
+        if span is not None and number >= span:
+            raise ValueError(f"the smallest effect of interest of {measure} must be below {span:g}, the largest "
+                             f"difference it can show (it is a proportion: 0.05 is 5 points), got {value!r}")
         out[str(measure)] = number
     return out
 
@@ -87,11 +92,14 @@ def no_effect_words(noun: str) -> str:
 
 
 def recorded_deltas(manifests) -> dict[str, float]:
-    """The smallest effects of interest the runs were made with (each manifest's ``claims.delta``);
-    refused (:class:`HarnessError` naming the measure) where two runs read together recorded different ones."""
+    """The smallest effects of interest the runs were made with (each manifest's ``claims.delta``, or
+    a collected set's ``claims_delta``: what its runs recorded); refused (:class:`HarnessError` naming
+    the measure) where two runs read together recorded different ones."""
     out: dict[str, float] = {}
     for manifest in manifests:
-        for measure, value in (((manifest or {}).get("config") or {}).get("claims") or {}).get("delta", {}).items():
+        manifest = manifest or {}
+        recorded = ((manifest.get("config") or {}).get("claims") or {}).get("delta") or manifest.get("claims_delta")
+        for measure, value in (recorded or {}).items():
             if measure in out and out[measure] != value:
                 raise HarnessError(f"the runs were made with different smallest effects of interest for {measure} "
                                    f"({out[measure]} and {value}): read them apart")

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.guards import out_beside, positive, whole
-from harness.cli.options import MIN_RESAMPLES, reading_notes, reading_options
+from harness.cli.options import MIN_RESAMPLES, decided_deltas, reading_notes, reading_options
 from harness.runs.outdir import check_out, claim_out, mark_out
 
 
@@ -30,19 +30,21 @@ def claims(args: list[str]) -> int:
     ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
     notes = reading_notes(ns, ns.runs)
+    from harness.analysis.claims import DELTA_MEASURES, plain_concatenation
+
+    deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness claims")
     claim_out(ns.out, "claims", ns.runs)
-    from harness.analysis.claims import plain_concatenation
     from harness.reporting.claims import write_claims
     from harness.runs.reading import load_noise, read_runs, refuse_reference_only
 
     conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     refuse_reference_only(conditions, "harness claims")
     conditions, attention, left_out = plain_concatenation(conditions, attention)
-    notes = [*notes, *([left_out] if left_out else [])]
+    notes = [*notes, *replaced, *([left_out] if left_out else [])]
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
-                           n_resamples=ns.resamples, notes=notes, deltas=dict(ns.delta))
+                           n_resamples=ns.resamples, notes=notes, deltas=deltas)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 
@@ -84,9 +86,16 @@ def plan(args: list[str]) -> int:
                              "overrides, empty when none) here")
     reading_options(parser)
     ns = parser.parse_args(args)
+    if ns.delta and ns.effect_sds is not None:
+        parser.error("--delta and --effect-sds each set what to plan for (an effect in the measure's units, or in "
+                     "prefix-level SDs): give one")
     if ns.out is not None:
         check_out(ns.out)
     notes = reading_notes(ns, ns.runs)
+    from harness.analysis.claims import DELTA_MEASURES
+
+    deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness plan")
+    notes = [*notes, *replaced]
     if ns.out is not None:
         claim_out(ns.out, "plan", ns.runs)
     from harness.io import write_parquet, write_text
@@ -94,7 +103,7 @@ def plan(args: list[str]) -> int:
     from harness.runs.plan import plan_markdown
 
     found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings,
-                      deltas=dict(ns.delta))
+                      deltas=deltas)
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:

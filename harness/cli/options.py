@@ -54,3 +54,26 @@ def run_manifests(runs: list[Path], trust_damaged: bool) -> list[dict]:
     from harness.runs.rundir import RunDir
 
     return [m for m in (RunDir(run).manifest(trust_damaged) for run in runs) if m]
+
+
+def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: str) -> tuple[dict, list[str]]:
+    """The smallest effects of interest a deciding command (claims, plan) works at: those the runs
+    were made with (their manifests' ``claims.delta``, as ``harness figures`` reads them), with the
+    command line's ``--delta`` on top, and the notes for its page where a ``--delta`` replaced a run's.
+    A ``--delta`` for a measure ``command`` does not test (``measures``) is refused: it would change
+    nothing and say nothing."""
+    from harness.analysis.verdicts import recorded_deltas
+    from harness.errors import HarnessError
+
+    given = dict(ns.delta)
+    unused = sorted(set(given) - set(measures))
+    if unused:
+        raise HarnessError(f"{command} tests {', '.join(measures)}; --delta {unused[0]}=... would change nothing "
+                           f"(the report's C - B table and the obey tables read a sweep's +claims.delta.{unused[0]}=..., "
+                           f"or `harness figures RUN` redraws them)")
+    recorded = recorded_deltas(run_manifests(runs, ns.trust_damaged))
+    notes = [f"--delta {m}={given[m]:g} replaces the Δ of {recorded[m]:g} the runs were made with"
+             for m in sorted(given) if m in recorded and recorded[m] != given[m]]
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return {**recorded, **given}, notes

@@ -45,6 +45,9 @@ class Metric:
     # percentage points): a verdict can say "no effect as large as delta" (harness.analysis.verdicts;
     # docs/statistics.md says why these values). None: no default, a study states its own.
     delta: float | None = None
+    # the largest difference two groups' means can show (1 for a proportion or a rate); None: unbounded.
+    # A smallest effect of interest above it could never be reached, so a study's own is refused there.
+    span: float | None = None
 
 
 def _row(name: str, doc: str, **kw) -> Metric:
@@ -77,16 +80,16 @@ METRICS: tuple[Metric, ...] = (
     _row("unseen_mass_a", "A's mass on keys a sliding window hides from X"),
     # behaviour: did the continuation do what the prefix asked (null without a target)?
     _cond("target_hit", "behaviour", "boolean", "X's continuation contains the prefix's target word",
-          contrast="target hit rate", contrast_rank=0, delta=0.05),
+          contrast="target hit rate", contrast_rank=0, delta=0.05, span=1.0),
     _cond("target_hit_a", "behaviour", "boolean", "A's continuation contains the same word: the base rate"),
     _cond("obeyed", "behaviour", "boolean", "X's continuation does what the instruction asks (its check; C only)",
-          delta=0.05),
+          delta=0.05, span=1.0),
     _cond("obeyed_a", "behaviour", "boolean", "A's continuation passes the same check unasked"),
     # output drift against A's continuation (zeros for A itself)
     _cond("edit_distance", "output", "int64", "Levenshtein distance between X's and A's token ids",
           compute=out.edit_distance),
     _cond("norm_edit_distance", "output", "float64", "edit distance / the longer continuation's length",
-          compute=out.norm_edit_distance, contrast="edit distance (norm.)", contrast_rank=1, delta=0.05),
+          compute=out.norm_edit_distance, contrast="edit distance (norm.)", contrast_rank=1, delta=0.05, span=1.0),
     _cond("first_divergence", "output", "Int64", "first index where X's and A's continuations differ",
           compute=out.first_divergence),
     _cond("exact_match", "output", "bool", "X's continuation equals A's", compute=out.exact_match),

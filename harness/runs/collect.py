@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.verdicts import recorded_deltas
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
@@ -113,6 +114,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             + (" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed[:2]) + ")"
                if mixed and not allow_mixed_settings else ""))
     mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
+    deltas = recorded_deltas([manifests[i] for i in read])  # refused where the runs' differ
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:
         tables[RunDir.ATTENTION] = merged_attention([_aligned(a, list(a.columns)) for a in attention])
@@ -135,6 +137,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         "duplicate_keys_dropped": dropped,
         "duplicate_keys_disagreeing": len(disagree),
         "mixed_settings": mixed,
+        "claims_delta": deltas,  # the Δs the runs were made with: figures, claims and plan read them
         "tables": {name: sha256_file(out / name) for name in tables},
     }, out / RunDir.MANIFEST)
     print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"

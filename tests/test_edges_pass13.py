@@ -1,0 +1,66 @@
+"""The thirteenth adversarial pass's cases (issue 67), found on 594ce29: 249 new cases over every
+command, 0 lost, 13 silent, 4 tracebacks, 8 misleading (its table: the pass's notes in git)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from tests.support import FAST, sweep
+
+
+@pytest.fixture(scope="module")
+def delta_run(tmp_path_factory):
+    """A run made with its own Δ for edit distance."""
+    return sweep(tmp_path_factory.mktemp("pass13") / "delta", *FAST, "prompts.limit=3",
+                 "+claims.delta.norm_edit_distance=0.2")
+
+
+def _claims_delta(page_dir) -> set:
+    table = pd.read_parquet(page_dir / "claims.parquet")
+    return set(table[table.measure.str.startswith("norm_edit_distance")].delta)
+
+
+def test_the_deciding_commands_read_the_delta_a_run_was_made_with(delta_run, tmp_path, capsys):
+    """#55, #82, #118: claims and plan decided at the registry's Δ whatever the sweep stated (figures
+    read the run's), and collect dropped it; a --delta on top replaces it and the page says so."""
+    assert main(["claims", str(delta_run), "--out", str(tmp_path / "c1"), "--resamples", "50"]) == 0
+    assert _claims_delta(tmp_path / "c1") == {0.2}
+    assert main(["claims", str(delta_run), "--out", str(tmp_path / "c2"), "--resamples", "50",
+                 "--delta", "norm_edit_distance=0.3"]) == 0
+    assert _claims_delta(tmp_path / "c2") == {0.3}
+    assert "replaces the Δ of 0.2 the runs were made with" in (tmp_path / "c2" / "claims.md").read_text()
+    capsys.readouterr()
+    assert main(["plan", str(delta_run)]) == 0
+    assert "(attn_kl_mean 0.0500, norm_edit_distance 0.200;" in capsys.readouterr().out
+    assert main(["collect", str(delta_run), "--out", str(tmp_path / "col")]) == 0
+    assert json.loads((tmp_path / "col" / "manifest.json").read_text())["claims_delta"] == {"norm_edit_distance": 0.2}
+    assert main(["claims", str(tmp_path / "col"), "--out", str(tmp_path / "c3"), "--resamples", "50"]) == 0
+    assert _claims_delta(tmp_path / "c3") == {0.2}
+
+
+@pytest.mark.parametrize("args, first", [
+    (["claims", "{run}", "--delta", "obeyed=0.1"], "harness claims tests kl, attn_kl_mean, norm_edit_distance; "
+                                                    "--delta obeyed=... would change nothing"),
+    (["plan", "{run}", "--delta", "target_hit=0.2"], "harness plan tests kl, attn_kl_mean, norm_edit_distance"),
+    (["plan", "{run}", "--delta", "attn_kl_mean=0.5", "--effect-sds", "0.5"], "--delta and --effect-sds each set"),
+    (["claims", "{run}", "--delta", "norm_edit_distance=1e308"], "must be below 1, the largest difference it can show"),
+])
+def test_a_delta_that_would_change_nothing_or_cannot_be_reached_is_refused(delta_run, tmp_path, capsys, args, first):
+    """#46 (a Δ of 1e308 for a proportion, printed as 309 digits), #48 and #80 (a --delta for a
+    measure the command does not test, ignored), #75 (--delta dropped beside --effect-sds)."""
+    args = [a.format(run=delta_run) for a in args] + ["--out", str(tmp_path / "page")]
+    assert _exit_code(args) == 2
+    assert first in capsys.readouterr().err
+    assert not (tmp_path / "page" / "claims.md").exists()
+
+
+def _exit_code(args: list[str]) -> int:
+    """``harness ARGS``'s exit status, whether it returns it or argparse exits with it."""
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return int(exc.code)
