@@ -64,3 +64,18 @@ def _exit_code(args: list[str]) -> int:
         return main(args)
     except SystemExit as exc:
         return int(exc.code)
+
+
+@pytest.mark.parametrize("args, first", [
+    (["kv-size", "layers=32", "kv_heads=8", "head_dim=128", "seq_len=nan"], "seq_len must be a whole number"),
+    (["kv-size", "layers=1e30", "kv_heads=8", "head_dim=128"], "layers must be a whole number (e.g. layers=32), got '1e30'"),
+    (["claims", "{run}", "--resamples", "100000000"], "--resamples: must be at most 1,000,000, got 100,000,000"),
+    (["causal-heads", "{run}", "--draws", "0"], "--draws: must be at least 1, got 0"),
+])
+def test_numbers_out_of_range_are_refused_in_one_line_naming_the_option(delta_run, tmp_path, capsys, args, first):
+    """#152, #153 (int()'s 'invalid literal' text, the key not named), #223 (a traceback and exit 3),
+    #173 (--draws 0 accepted: the page's random-head control silently empty)."""
+    args = [a.format(run=delta_run) for a in args] + (["--out", str(tmp_path / "page")] if "{run}" in args[1] else [])
+    assert _exit_code(args) == 2
+    err = capsys.readouterr().err
+    assert first in err and "Traceback" not in err

@@ -13,6 +13,8 @@ from harness.runs.outdir import check_out, claim_out, mark_out
 
 
 def claims(args: list[str]) -> int:
+    from harness.analysis.checks import MAX_RESAMPLES  # the analysis's own bound, not a second copy
+
     parser = argparse.ArgumentParser(prog="harness claims", description="Test the three contamination claims "
                                      "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
                                      "on the tables of one or more run directories: claims.md, claims.parquet "
@@ -20,8 +22,9 @@ def claims(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
     parser.add_argument("--out", type=Path, default=None, help="where claims.md, claims.parquet and figures/ go "
                         "(default: RUN-claims beside the first run)")
-    parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES), default=2000,
-                        help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES})")
+    parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES, MAX_RESAMPLES), default=2000,
+                        help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES}, at most "
+                             f"{MAX_RESAMPLES:,})")
     parser.add_argument("--delta", type=_delta, action="append", default=[], metavar="MEASURE=VALUE",
                         help="a smallest effect of interest in the measure's units, over the default (repeat for "
                              "several; e.g. norm_edit_distance=0.1; the defaults: docs/statistics.md)")

@@ -21,14 +21,16 @@ def out_beside(out: Path | None, first: Path, command: str) -> Path:
     return run.parent / f"{run.name}-{command}"
 
 
-def whole(text: str, low: int) -> int:
-    """A whole number at or above ``low``."""
+def whole(text: str, low: int, high: int | None = None) -> int:
+    """A whole number at or above ``low`` (and at most ``high``, where given)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {value:,}")
     return value
 
 

@@ -229,7 +229,8 @@ def causal_heads(args: list[str]) -> int:
                         "same command to resume; default: RUN-causal-heads beside the run)")
     parser.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="head-set sizes (default 1 2 4 8 "
                         "16; sizes of at least the number of heads are left out: 'mask' is every head)")
-    parser.add_argument("--draws", type=int, default=3, help="random head sets per k (default 3)")
+    parser.add_argument("--draws", type=positive_int, default=3,
+                        help="random head sets per k (default 3, at least 1: the control the page reads top-k against)")
     parser.add_argument("--rank-by", default="capture", help="attention column heads are ranked by (capture, "
                         "kl_shared, kl; default capture)")
     parser.add_argument("--segment", default="task", choices=["task", "continuation"],
@@ -248,8 +249,8 @@ def causal_heads(args: list[str]) -> int:
     check_out(ns.out)
     notes = reading_notes(ns, [ns.run])
     claim_out(ns.out, "causal-heads", [ns.run])
-    if ns.draws < 0 or any(k < 1 for k in ns.k):
-        raise HarnessError("--k sizes must be positive and --draws non-negative")
+    if any(k < 1 for k in ns.k):
+        raise HarnessError("--k sizes must be positive")
     fresh = not ns.out.exists()
     if (ns.run / "manifest.json").is_file():  # first: an interrupted test resumes into its own directory
         mark_out(ns.out, "causal-heads", [ns.run])

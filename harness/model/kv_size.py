@@ -101,12 +101,12 @@ def describe(overrides: list[str]) -> str:
         own = getattr(config, "dtype", None)
         values.setdefault("dtype", str(own).removeprefix("torch.") if own else "float32")
         context = getattr(config, "max_position_embeddings", None)
-    try:
-        for key in ("layers", "kv_heads", "head_dim", "seq_len", "batch"):
-            if key in values:
-                shape[key] = int(values.pop(key))
-    except ValueError as exc:
-        raise HarnessError(f"kv-size values must be integers: {exc}") from None
+    for key in ("layers", "kv_heads", "head_dim", "seq_len", "batch"):
+        if key in values:
+            text = str(values.pop(key)).strip()
+            if not text.isdigit():  # int() would take " 7" and "1_000" and say "invalid literal" of "1e30"
+                raise HarnessError(f"{key} must be a whole number (e.g. {key}=32), got {text!r}")
+            shape[key] = int(text)
     dtype = values.pop("dtype", "float16")
     if values:
         raise HarnessError(f"unknown kv-size keys: {sorted(values)}")
