@@ -80,7 +80,7 @@ CASES = [
     (lambda f, r: ["build-prefixes", "neutral", "--corpus", str(f["corpus"]), "--out", str(f["folder"])],
      "is a directory: give a file name"),
     (lambda f, r: ["build-prefixes", "neutral", "--corpus", str(f["corpus"]), "--out", str(r["ac"] / "bank.jsonl")],
-     "never write into a run"),
+     "would be written inside"),  # pass 13: it called the file's run "the --out" and asked for a directory
     # numbers out of their range
     (lambda f, r: ["check-determinism", str(r["ac"]), "--tolerance", "nan"], "must be a finite number"),
     (lambda f, r: ["check-determinism", str(r["ac"]), "--tolerance", "-1"], "must be at least 0"),

@@ -79,3 +79,51 @@ def test_numbers_out_of_range_are_refused_in_one_line_naming_the_option(delta_ru
     assert _exit_code(args) == 2
     err = capsys.readouterr().err
     assert first in err and "Traceback" not in err
+
+
+def test_a_file_or_a_missing_path_given_for_a_run_is_named_as_such(delta_run, tmp_path, capsys):
+    """#22 (corpus-report RUN/manifest.json blamed the --out made from the file's name), #240 and
+    #242 (resume of a file or of a missing path: 'no .hydra/overrides.yaml'), #195 (build-prefixes
+    --out RUN/x.jsonl called the file's folder '--out' and asked for a directory)."""
+    manifest = delta_run / "manifest.json"
+    for args, first in ((["corpus-report", str(manifest)], f"{manifest} is a file, not a run directory: give the "
+                                                            f"directory it is in ({delta_run})"),
+                        (["claims", str(manifest)], "is a file, not a run directory"),
+                        (["resume", str(manifest)], "is a file, not a run directory"),
+                        (["resume", str(tmp_path / "nonexist")], "nonexist does not exist: give a run directory")):
+        assert _exit_code(args) == 2
+        err = capsys.readouterr().err
+        assert first in err and "overrides.yaml" not in err and "--out" not in err
+    (tmp_path / "corpus.txt").write_text("one paragraph of text here.\n\nanother paragraph of text.\n\nthird one.\n")
+    assert _exit_code(["build-prefixes", "neutral", "--corpus", str(tmp_path / "corpus.txt"), "--n", "2",
+                       "--out", str(delta_run / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"would be written inside {delta_run}, a run directory; give a file outside it" in err
+    assert not (delta_run / "x.jsonl").exists()
+
+
+def test_runs_that_did_not_finish_say_how_in_every_reader(tmp_path, capfd):
+    """#89 (collect of an interrupted run: 'no tables found'), #101 (a run that failed after its
+    conditions: '0 of 42 conditions failed', its recorded error never shown), #104 (resume of a run
+    with an unreadable manifest advised `harness resume` and --trust-damaged, which resume lacks)."""
+    from harness.io import write_sealed_json
+
+    run = sweep(tmp_path / "run", *FAST)
+    status = json.loads((run / "status.json").read_text())
+    write_sealed_json({**{k: v for k, v in status.items() if not k.startswith("checksum")}, "status": "failed",
+                       "error": "boom in the noise floor", "failed": []}, run / "status.json")
+    assert _exit_code(["claims", str(run), "--out", str(tmp_path / "c")]) == 2
+    err = capfd.readouterr().err
+    assert "failed after its conditions (boom in the noise floor)" in err and "0 of" not in err
+    (run / "status.json").unlink()
+    for name in ("conditions.parquet", "attention.parquet"):
+        (run / name).unlink()
+    assert _exit_code(["collect", str(run), "--out", str(tmp_path / "col")]) == 2
+    assert f"did not finish (no status.json); finish it with `harness resume {run}`" in capfd.readouterr().err
+    assert _exit_code(["resume", str(run)]) == 0
+    (run / "manifest.json").write_text("{not json")
+    capfd.readouterr()
+    assert _exit_code(["resume", str(run)]) == 0
+    said = "".join(capfd.readouterr())
+    assert "--trust-damaged" not in said and "this sweep rewrites it" in said
+    assert json.loads((run / "manifest.json").read_text())["tables"]

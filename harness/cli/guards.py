@@ -12,9 +12,22 @@ from harness.errors import HarnessError
 from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, other_output
 
 
+def run_directory(path: Path, what: str = "a run directory") -> Path:
+    """``path``, refused in one line where it does not exist or is a file (a run's manifest.json or
+    report.md given for the run): every command that reads runs says so before anything else."""
+    path = Path(path)
+    if not path.exists():
+        raise HarnessError(f"{path} does not exist: give {what}")
+    if not path.is_dir():
+        raise HarnessError(f"{path} is a file, not {what}: give the directory it is in ({path.parent})")
+    return path
+
+
 def out_beside(out: Path | None, first: Path, command: str) -> Path:
     """``--out``, or where a command writes without one: ``<first run>-<command>`` beside the first run
-    it reads (commands that read runs never write into one; each says where it wrote when done)."""
+    it reads (commands that read runs never write into one; each says where it wrote when done). The
+    first run must be a directory (:func:`run_directory`)."""
+    run_directory(first)
     if out is not None:
         return out
     run = Path(os.path.abspath(first))

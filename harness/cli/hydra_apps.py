@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from harness.cli import report_bug
-from harness.cli.guards import check_run_dir, check_sweep_dir
+from harness.cli.guards import check_run_dir, check_sweep_dir, run_directory
 from harness.cli.overrides import check_config_dir, check_overrides, hydra_quoted, option, unquoted
 from harness.errors import HarnessError, Terminated, on_sigterm
 
@@ -250,7 +250,7 @@ def resume(args: list[str]) -> int:
     if moved:
         raise HarnessError(f"harness resume finishes {ns.run_dir} where it is, so {moved[0]} does not apply; to "
                            f"continue it elsewhere, copy the directory there and resume the copy")
-    run = RunDir(ns.run_dir)
+    run = RunDir(run_directory(ns.run_dir))
     command = run.output_of()
     if command:  # collect's output, or another command's: not a sweep to finish
         raise HarnessError(f"{run} holds the output of `harness {command}`, not a sweep: resume the runs it was made "

@@ -95,7 +95,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             else:
                 no_attention.add(i)
     if not conditions:
-        raise HarnessError("no tables found in " + ", ".join(map(str, paths)))
+        raise HarnessError("no tables found in " + ", ".join(map(str, paths))
+                           + (f" ({'; '.join(problems[:2])})" if problems else ""))
     refuse_one_key_two_texts(conditions, [str(run.path) for run in runs])
     read = sorted({int(c._source.iloc[0]) for c in conditions})
     settings, unrecorded = compared_settings([runs[i] for i in read], [manifests[i] for i in read])

@@ -108,11 +108,18 @@ def other_output(path: Path) -> str | None:
 def check_out_file(out: Path, force: bool) -> None:
     """``--out FILE``: never inside a run directory, never a directory, and an existing file only
     with ``--force`` (it may be the file a finished run was made from)."""
+    from harness.runs.rundir import RunDir
+
     if out.is_dir():
         raise HarnessError(f"--out {out} is a directory: give a file name")
     if out.exists() and not out.is_file():  # a device, a pipe, a socket: --force replaces files, not those
         raise HarnessError(f"--out {out} is not an ordinary file (a device, pipe or socket): give a file name")
-    check_out(out.absolute().parent)  # a bare file name's folder is the working directory, not "."
+    folder = out.absolute().parent  # a bare file name's folder is the working directory, not "."
+    for place in (folder.resolve(), *folder.resolve().parents):
+        command = RunDir(place).output_of()
+        if command or any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
+            what = f"the output of `harness {command}`" if command else "a run directory"
+            raise HarnessError(f"--out {out} would be written inside {place}, {what}; give a file outside it")
     if out.exists() and not force:
         raise HarnessError(f"--out {out} exists; nothing is overwritten: give a new file, or --force to replace it")
 

@@ -117,6 +117,13 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
     if state == "failed":
         failed, total = len(info.get("failed") or []), info.get("conditions")
         of = f" of {total}" if isinstance(total, int) else ""
+        if not failed and info.get("error"):  # it failed after its conditions (the noise floor, the tables)
+            why = (f"{run} failed after its conditions ({info['error']}): every condition has a result but what "
+                   f"followed did not finish")
+            if not allow_failed:
+                raise HarnessError(f"{why}; `harness resume {run}` finishes it, or pass --allow-failed to read "
+                                   f"the conditions")
+            return f"{why} (read with --allow-failed); `harness resume {run}` finishes it."
         if not allow_failed:
             raise HarnessError(f"{run} is a failed run: {failed}{of} conditions failed and its tables hold only the "
                                f"others; `harness resume {run}` retries them, or pass --allow-failed to read what "

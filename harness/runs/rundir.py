@@ -114,15 +114,17 @@ class RunDir:
             log.warning("%s", exc)
             return "damaged"
 
-    def manifest(self, trust_damaged: bool = False) -> dict | None:
+    def manifest(self, trust_damaged: bool = False, rebuilding: bool = False) -> dict | None:
         """The contents of ``manifest.json`` (None when absent), checked against its checksum; a
-        damaged one is refused, or with ``trust_damaged`` read as far as it parses, with a warning."""
+        damaged one is refused, or with ``trust_damaged`` read as far as it parses, with a warning
+        (none where ``rebuilding``: a sweep writing this run, which says so once and rewrites it)."""
         try:
             return self._json(self.MANIFEST, self._manifest_advice())[0]
         except HarnessError as exc:
             if not trust_damaged:
                 raise
-            log.warning("%s; read anyway (--trust-damaged)", exc)
+            if not rebuilding:
+                log.warning("%s; read anyway (--trust-damaged)", exc)
             try:
                 value = json.loads((self / self.MANIFEST).read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -343,7 +345,8 @@ class RunDir:
                                "apply (they are keyed by content, so nothing stale is reused)")
         has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json")) \
             or any((self / "results").glob("phase-*.parquet"))  # harness cache-timing's
-        recorded = (self.manifest(trust_damaged=True) or {}).get("inputs") if self.has(self.MANIFEST) else None
+        recorded = (self.manifest(trust_damaged=True, rebuilding=True) or {}).get("inputs") if self.has(self.MANIFEST) \
+            else None
         if has_results and isinstance(recorded, dict) and "inputs" in (marker or {}) \
                 and contents(marker["inputs"]) != contents(recorded):
             raise HarnessError(f"{self / self.FINGERPRINT} and {self.MANIFEST} disagree on the run's input files: the "

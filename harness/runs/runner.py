@@ -168,7 +168,8 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
         clock.lap("noise floor")
     if tables:
         tables[RunDir.CONDITIONS] = flag_near_ties(tables[RunDir.CONDITIONS], margin_floor(tables.get(RunDir.NOISE)))
-    before = (rundir.manifest(trust_damaged=True) or {}).get("tables") if rundir.has(RunDir.MANIFEST) else None
+    before = (rundir.manifest(trust_damaged=True, rebuilding=True) or {}).get("tables") if rundir.has(RunDir.MANIFEST) \
+        else None
     for name, df in tables.items():
         write_parquet(df, rundir / name)
     if not outcome.computed and earlier is not None:
@@ -239,7 +240,7 @@ def earlier_noise_floor(rundir: RunDir, sample, model_label: str, batch_size: in
     try:
         table = rundir.table(RunDir.NOISE)
     except HarnessError as exc:  # damaged: measure again
-        log.warning("%s: measuring the noise floor again", str(exc).split("; ")[0])
+        log.warning("%s: this sweep rewrites it, and measures the noise floor again", str(exc).split("; ")[0])
         return None
     want = {row_key(*condition_keys(model_label, c).values()) for c in sample if c.group != "A"}
     have = {row_key(*row) for row in table[list(condition_keys(model_label, sample[0]))].itertuples(index=False)}
