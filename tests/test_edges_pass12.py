@@ -154,6 +154,7 @@ def test_plan_and_claims_over_runs_of_lengths_they_do_not_share_say_so(tmp_path,
         assert main(["plan", *runs]) == 2
         err = capsys.readouterr().err
         assert "share none" in err and "SD of 0" not in err
-        assert main(["claims", *runs, "--out", str(tmp_path / "page")]) == 0
-    page = (tmp_path / "page" / "claims.md").read_text()
-    assert "Not tested: claim 3:" in page and "share none" in page
+        assert main(["claims", *runs, "--out", str(tmp_path / "page")]) == 2  # pass 13: nothing testable, refused
+    err = capsys.readouterr().err
+    assert "no claim can be tested on these runs" in err and "share none" in err
+    assert not (tmp_path / "page").exists()

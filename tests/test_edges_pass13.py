@@ -127,3 +127,13 @@ def test_runs_that_did_not_finish_say_how_in_every_reader(tmp_path, capfd):
     said = "".join(capfd.readouterr())
     assert "--trust-damaged" not in said and "this sweep rewrites it" in said
     assert json.loads((run / "manifest.json").read_text())["tables"]
+
+
+def test_claims_on_runs_where_no_claim_can_be_tested_is_refused(tmp_path, capsys):
+    """#245: an A/B-only run printed 'wrote 6 files' with exit 0, every claim 'Not tested' inside the
+    page; corpus-report, detect and causal-heads refuse the same run in one line."""
+    run = sweep(tmp_path / "ab", *FAST, "groups=[A,B]")
+    assert _exit_code(["claims", str(run), "--out", str(tmp_path / "page")]) == 2
+    err = capsys.readouterr().err
+    assert "no claim can be tested on these runs" in err and "claim 3 needs groups B and C" in err
+    assert not (tmp_path / "page").exists()

@@ -55,6 +55,7 @@ from harness.analysis.crossed import compare_groups, percentile_interval
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
+from harness.analysis.obeying import without_mentions
 from harness.analysis.verdicts import decide, deltas_for
 from harness.errors import HarnessError
 from harness.numbers import num, signed
@@ -316,6 +317,21 @@ def plain_concatenation(conditions: pd.DataFrame, attention: pd.DataFrame | None
         attention = attention[attention.isolation.astype(str) == "none"]
     return conditions[plain], attention, (f"Rows under isolation {', '.join(others)} are left out: {what} "
                                           f"plain concatenation (isolation none).")
+
+
+def without_mention_controls(conditions: pd.DataFrame, attention: pd.DataFrame | None
+                             ) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None]:
+    """The rows the claims read from a public benchmark's runs: its mention controls (B prefixes that
+    only name the goal's string, :func:`harness.analysis.obeying.without_mentions`) left out, as the
+    report's C - B leaves them out, so that B is the benign passage of each attack's own set; with a
+    sentence for the page where some were."""
+    kept = without_mentions(conditions)
+    if len(kept) == len(conditions):
+        return conditions, attention, None
+    dropped = conditions.prefix_id[~conditions.index.isin(kept.index)].nunique()
+    attention = None if attention is None else without_mentions(attention, conditions)
+    return kept, attention, (f"The benchmark's {dropped} mention control(s) are left out of B: drift C - B compares "
+                             f"each attack with the benign passage of its own set (as the report does).")
 
 
 def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | None) -> str:

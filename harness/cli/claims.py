@@ -33,7 +33,9 @@ def claims(args: list[str]) -> int:
     ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
     notes = reading_notes(ns, ns.runs)
-    from harness.analysis.claims import DELTA_MEASURES, plain_concatenation
+    from harness.analysis.claims import (DELTA_MEASURES, HYPOTHESES, missing_for, plain_concatenation,
+                                         without_mention_controls)
+    from harness.errors import HarnessError
 
     deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness claims")
     claim_out(ns.out, "claims", ns.runs)
@@ -43,7 +45,11 @@ def claims(args: list[str]) -> int:
     conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
     refuse_reference_only(conditions, "harness claims")
     conditions, attention, left_out = plain_concatenation(conditions, attention)
-    notes = [*notes, *replaced, *([left_out] if left_out else [])]
+    conditions, attention, no_mentions = without_mention_controls(conditions, attention)
+    missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
+    if len(missing) == len(HYPOTHESES):  # a page of three "Not tested" is no result: say it here
+        raise HarnessError("no claim can be tested on these runs: " + "; ".join(missing))
+    notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
     written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for
+from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
 from harness.analysis.design import variance_components
 from harness.analysis.verdicts import deltas_for
 from harness.analysis.planning import (
@@ -153,6 +153,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
+    conditions, attention, _ = without_mention_controls(conditions, attention)  # the tests the claims page reads
     tests = claim_tests(conditions, attention, effect_sds, deltas=deltas)
     if not tests:
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]

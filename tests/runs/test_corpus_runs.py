@@ -70,6 +70,13 @@ def test_a_corpus_run_records_its_source_and_resumes(tmp_path):
     # a resume recomputes nothing
     again = sweep(run, *overrides, "on_existing=resume")
     assert json.loads((again / "manifest.json").read_text())["computed_this_run"] == 0
+    # the claims read B as the report does: the benign passages, not the mention controls (pass 13, #248)
+    from harness.cli import main
+
+    assert main(["claims", str(run), "--out", str(tmp_path / "claims"), "--resamples", "50"]) == 0
+    claim3 = pd.read_parquet(tmp_path / "claims" / "claims.parquet").query("claim == 3")
+    assert set(claim3.n_prefixes) == {x[x.span_role.astype(str) != "mention"].prefix_id.nunique()}
+    assert "mention control(s) are left out of B" in (tmp_path / "claims" / "claims.md").read_text()
 
 
 def test_a_report_names_the_source_and_what_was_skipped():
