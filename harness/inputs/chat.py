@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,12 +114,16 @@ READ_BY = {"turn_reply": "turn", "document_open": "document", "document_close": 
            "generic_tool_role": "tool"}
 
 
-def unread_chat_settings(chat, placement: str, template: str | None) -> list[str]:
+def unread_chat_settings(chat, placement: str, template: str | None, set_by_source: Sequence[str] = ()) -> list[str]:
     """The chat settings given away from their defaults that this run never uses: one another
     placement reads, or a template argument its chat template does not mention (said, not refused:
-    an experiment may set them for all the placements it sweeps)."""
+    an experiment may set them for all the placements it sweeps). ``set_by_source``: keys the prefix
+    source's own config sets for the placements that read them (a public benchmark's tool turns),
+    which the user never typed and is not told of."""
     defaults, unread = ChatConfig(), []
     for key, reader in READ_BY.items():
+        if key in set_by_source:
+            continue
         if getattr(chat, key) != getattr(defaults, key) and placement != reader:
             unread.append(f"chat.{key} (read by prefix.placement={reader} only; this run's is {placement})")
     for name in _plain(chat.template_kwargs) if isinstance(template, str) else ():

@@ -92,7 +92,9 @@ class Experiment:
                                f"(prefix.placement={cfg.prefix.placement.value}): they would be ignored; give a chat "
                                f"placement (prefix.placement=system, document, ...) or leave them out")
         template = getattr(loaded.tokenizer, "chat_template", None)
-        for unread in unread_chat_settings(cfg.chat, exp.placement, template):
+        # conf/prefixes/<benchmark>.yaml sets chat.generic_tool_role for its tool turns: not the user's to hear of
+        by_source = ("generic_tool_role",) if cfg.prefixes.corpus else ()
+        for unread in unread_chat_settings(cfg.chat, exp.placement, template, by_source):
             log.warning("not used by this run: %s", unread)
         exp.attn_base = loaded.model.config._attn_implementation
         if attention or any(c.isolation.key_bias is not None for c in exp.conditions):
