@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
+from tests.inputs.test_corpora import installed
 from tests.support import FAST, sweep
 
 
@@ -137,3 +138,21 @@ def test_claims_on_runs_where_no_claim_can_be_tested_is_refused(tmp_path, capsys
     err = capsys.readouterr().err
     assert "no claim can be tested on these runs" in err and "claim 3 needs groups B and C" in err
     assert not (tmp_path / "page").exists()
+
+
+@pytest.mark.skipif(not (installed("agentdojo") and installed("spikee")),
+                    reason="agentdojo and spikee are not installed (make corpora; CI installs them)")
+def test_corpus_report_reads_one_benchmark_and_a_bank_of_its_model(tmp_path, capsys):
+    """#17 (agentdojo and spikee runs pooled into one 'attacker's string' row, two judges) and #236
+    (a --bank of another model set beside the benchmark's claim 3 without a word): both refused,
+    before the page's directory is claimed."""
+    common = ["model=tiny", "decode.max_new_tokens=4", "prompts.limit=2", "draw_figures=false",
+              "prefixes.per_group=2", "prefix.lengths=[512]", "prefix.too_short=skip"]
+    agentdojo = sweep(tmp_path / "ad", *common, "prefixes=agentdojo", "+prefixes.templates=[direct]")
+    spikee = sweep(tmp_path / "sp", *common, "prefixes=spikee")
+    bank = sweep(tmp_path / "bank", "model=tiny-gpt2", *FAST[1:], "decode.max_new_tokens=4")
+    for args, first in (([str(agentdojo), str(spikee)], "these runs drew from 2 benchmarks (agentdojo, spikee)"),
+                        ([str(agentdojo), "--bank", str(bank)], "share no model with the benchmark's")):
+        assert _exit_code(["corpus-report", *args, "--out", str(tmp_path / "page")]) == 2
+        assert first in capsys.readouterr().err
+        assert not (tmp_path / "page").exists()

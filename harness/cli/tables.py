@@ -123,11 +123,21 @@ def corpus_report(args: list[str]) -> int:
         raise HarnessError("the runs hold no group C (the attacks): the page compares the attacker's string with its "
                            "mention control and C with B; run the sweep with groups=[A,B,C] (benign-only sets such "
                            "as spikee-fp are `harness detect`'s negatives)")
+    benchmarks = sorted(set(conditions.corpus.dropna().astype(str))) if "corpus" in conditions else []
+    if len(benchmarks) > 1:  # each judges its own string: its rows pooled with another's would mix two checks
+        raise HarnessError(f"these runs drew from {len(benchmarks)} benchmarks ({', '.join(benchmarks)}): the page "
+                           f"reads one benchmark's runs, whose sets and checks are its own; give each its own "
+                           f"corpus-report (--out)")
     manifests = run_manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:
         bank = (hand_written(read_runs(ns.bank, ns.trust_damaged, ns.allow_mixed_settings)[0]),
                 load_noise(ns.bank, ns.trust_damaged))
+        shared = set(bank[0].model.astype(str)) & set(conditions.model.astype(str))
+        if not shared:
+            raise HarnessError(f"the --bank runs ({', '.join(sorted(set(bank[0].model.astype(str))))}) share no model "
+                               f"with the benchmark's ({', '.join(sorted(set(conditions.model.astype(str))))}): claim "
+                               f"3 beside them would compare two models; give bank runs of the same model")
     command = " ".join(["harness corpus-report", *args])
     mark_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
     written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank,
