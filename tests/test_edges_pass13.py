@@ -156,3 +156,21 @@ def test_corpus_report_reads_one_benchmark_and_a_bank_of_its_model(tmp_path, cap
         assert _exit_code(["corpus-report", *args, "--out", str(tmp_path / "page")]) == 2
         assert first in capsys.readouterr().err
         assert not (tmp_path / "page").exists()
+
+
+def test_detect_refuses_benign_inputs_with_no_attack_run_at_their_length(tmp_path, monkeypatch, capsys):
+    """#36: a spikee-fp-like run (groups A, B) at a length no attack run has was scored, then left out
+    of the over-defence table without a word."""
+    import harness.runs.detect as detect
+
+    attacks = sweep(tmp_path / "attacks", *FAST)
+    benign = sweep(tmp_path / "benign", *FAST, "groups=[A,B]", "prefix.lengths=[32]")
+
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the model scored the inputs of runs detect refuses")
+
+    monkeypatch.setattr(detect, "measure_runs", not_reached)
+    assert _exit_code(["detect", str(attacks), str(benign), "--out", str(tmp_path / "page")]) == 2
+    err = capsys.readouterr().err
+    assert f"{benign} has benign inputs at 32 tokens" in err and "no run here has attacks there" in err
+    assert not (tmp_path / "page").exists()

@@ -209,11 +209,24 @@ def refuse_without_groups(run_dirs: list[Path], trust_damaged: bool = False) -> 
     for run_dir in run_dirs:
         refuse_collected(RunDir(run_dir), RunDir(run_dir).manifest(trust_damaged) or {},
                          "with no model configuration of its own to score inputs with")
-    held = {str(g) for run_dir in run_dirs for g in RunDir(run_dir).conditions(trust_damaged).group.unique()}
+    tables = {run_dir: RunDir(run_dir).conditions(trust_damaged) for run_dir in run_dirs}
+    held = {str(g) for table in tables.values() for g in table.group.unique()}
     lacking = sorted({"B", "C"} - held)
     if lacking:
         raise HarnessError(f"the runs hold no group {lacking[0]} input: a detector is scored on C (the attacks) "
                            f"against B (benign inputs), so it needs both (groups=[A,B,C])")
+    cell = ["model", "placement", "prefix_len"]
+    attacked = {tuple(map(str, k)) for t in tables.values() for k in t[t.group == "C"][cell].drop_duplicates().itertuples(
+        index=False, name=None)}
+    for run_dir, table in tables.items():  # a benign-only run is read against a detector chosen in its own cell
+        x = table[table.group == "B"]
+        alone = [k for k in x[cell].drop_duplicates().itertuples(index=False, name=None)
+                 if tuple(map(str, k)) not in attacked]
+        if alone:
+            model, placement, length = alone[0]
+            raise HarnessError(f"{run_dir} has benign inputs at {length} tokens ({model}, {placement}) and no run "
+                               f"here has attacks there: over-defence is read against a detector chosen on attacks "
+                               f"of the same model, placement and length; add such a run, or leave {run_dir} out")
 
 
 def detect(run_dirs: list[Path], out_dir: Path, seed: int = 0, device: str | None = None, batch_size: int | None = None,
