@@ -97,3 +97,28 @@ def one_line_error(capsys, argv) -> str:
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in err, err
     return errors[0]
+
+
+def stand_in_vllm_python() -> str:
+    """A Python that has a (empty) ``vllm`` package to find: it stands for the vLLM environment in
+    tests whose engine never starts (refusals, or a stand-in engine), since backend=vllm refuses a
+    Python without vllm before anything loads. Made once per session in a temporary directory."""
+    import atexit
+    import shutil
+    import stat
+    import tempfile
+
+    global _STAND_IN
+    if _STAND_IN is None:
+        root = Path(tempfile.mkdtemp(prefix="stand-in-vllm-"))
+        atexit.register(shutil.rmtree, root, True)
+        (root / "site" / "vllm").mkdir(parents=True)
+        (root / "site" / "vllm" / "__init__.py").write_text("")
+        script = root / "python"
+        script.write_text(f'#!/bin/sh\nPYTHONPATH="{root / "site"}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+        _STAND_IN = str(script)
+    return _STAND_IN
+
+
+_STAND_IN: str | None = None

@@ -5,13 +5,12 @@ the words their answer must hold."""
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 
 import pytest
 
 from harness.cli import main
-from tests.support import FAST, sweep, write_jsonl
+from tests.support import FAST, stand_in_vllm_python, sweep, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +183,11 @@ CASES = [
     (lambda f, r: ["cache-timing", "experiment=quick", "model=demo"], "would replace experiment=cache-timing"),
     (lambda f, r: ["cache-timing", "--model", "demo", "model=tiny"],
      "model is given twice (--model demo and model=tiny)"),
-    (lambda f, r: ["cache-timing", "model=demo", "timing.settings=[]", f"backend.python={sys.executable}",
+    (lambda f, r: ["cache-timing", "model=demo", "timing.settings=[]", f"backend.python={stand_in_vllm_python()}",
                    f"hydra.run.dir={f['root'] / 'p5-ct'}"], "timing.settings is empty"),
-    (lambda f, r: ["cache-timing", "model=tiny", f"backend.python={sys.executable}",
+    (lambda f, r: ["cache-timing", "model=tiny", f"backend.python={stand_in_vllm_python()}",
                    f"hydra.run.dir={f['root'] / 'p5-tiny'}"], "is built in memory"),
-    (lambda f, r: ["cache-timing", "model=demo", f"backend.python={sys.executable}", f"hydra.run.dir={r['ac']}"],
+    (lambda f, r: ["cache-timing", "model=demo", f"backend.python={stand_in_vllm_python()}", f"hydra.run.dir={r['ac']}"],
      "is a sweep's run directory; cache-timing writes a directory of its own"),
     (lambda f, r: ["sweep", *TINY, "hydra.run.dir='~/p5-run'"], "~ is not expanded here"),
     (lambda f, r: ["locate", *[o for o in TINY if not o.startswith("prompts.limit")], "prompts.limit=1",
@@ -494,7 +493,7 @@ def test_the_detector_refuses_a_choosing_half_without_a_group():
 
 def test_a_refused_cache_timing_leaves_no_directory(files, capsys):
     run = files["root"] / "p5-never"
-    answer(capsys, ["cache-timing", "model=tiny", f"backend.python={sys.executable}", f"hydra.run.dir={run}"])
+    answer(capsys, ["cache-timing", "model=tiny", f"backend.python={stand_in_vllm_python()}", f"hydra.run.dir={run}"])
     assert not run.exists()
 
 

@@ -174,3 +174,16 @@ def test_detect_refuses_benign_inputs_with_no_attack_run_at_their_length(tmp_pat
     err = capsys.readouterr().err
     assert f"{benign} has benign inputs at 32 tokens" in err and "no run here has attacks there" in err
     assert not (tmp_path / "page").exists()
+
+
+def test_a_python_without_vllm_is_refused_before_anything_loads(tmp_path, capsys):
+    """#146: the harness's own Python as backend.python started a worker that died on `import vllm`,
+    whose traceback was printed as the error, and left a run directory behind."""
+    import sys
+
+    run = tmp_path / "vl"
+    assert _exit_code(["sweep", "model=demo", "prefix.lengths=[8]", "prompts.limit=1", "draw_figures=false",
+                       "experiment=vllm-outputs", f"backend.python={sys.executable}", f"hydra.run.dir={run}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{sys.executable} runs but has no vllm package" in err and "Traceback" not in err
+    assert not run.exists()

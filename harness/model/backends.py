@@ -168,7 +168,7 @@ def _vllm_settings(settings) -> list[str]:
     from harness.model.vllm_backend import block_size_problem, vllm_python
 
     try:  # before anything loads: the model would load for nothing
-        vllm_python(settings.python)
+        vllm_python(settings.python, probe=True)
         environment = []
     except HarnessError as exc:
         environment = [str(exc)]

@@ -34,14 +34,24 @@ REQUEST_TIMEOUT_S = 3600.0
 MAX_BLOCK_SIZE = 256  # the largest of vLLM's CacheConfig block sizes (1, 8, ..., 256)
 
 
-def vllm_python(configured: str | None = None) -> Path:
+def vllm_python(configured: str | None = None, probe: bool = False) -> Path:
     """The vLLM environment's Python (see the module docstring); a HarnessError says how to make
-    one when there is none."""
+    one when there is none. ``probe``: also check that it has a ``vllm`` package (the config's
+    check, before anything loads; the worker's start needs no second look)."""
     chosen = configured or os.environ.get("PREFIX_HARNESS_VLLM_PYTHON") or ".venv-vllm/bin/python"
     path = Path(chosen).expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
         raise HarnessError(f"backend=vllm needs a Python with vLLM installed; {chosen} is not one. "
                            f"Build it with: {INSTALL}, or set backend.python (or PREFIX_HARNESS_VLLM_PYTHON)")
+    if not probe:
+        return path
+    # a Python without vLLM (the harness's own) would start, fail on `import vllm` and print a traceback;
+    # find_spec looks for the package without importing it (a tenth of a second, not vLLM's seconds)
+    found = subprocess.run([str(path), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') "
+                            "is None)"], capture_output=True, timeout=60)
+    if found.returncode != 0:
+        raise HarnessError(f"backend=vllm needs a Python with vLLM installed; {chosen} runs but has no vllm package. "
+                           f"Build one with: {INSTALL}, or set backend.python (or PREFIX_HARNESS_VLLM_PYTHON)")
     return path
 
 

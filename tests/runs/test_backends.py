@@ -6,7 +6,6 @@ CONTRIBUTING.md's worked example is the stand-in: installed as written, in a tem
 from __future__ import annotations
 
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from harness.model import backends
 from harness.model.backends import BACKENDS, Backend, Capabilities, backend_problems, register_backend
 from harness.plugins import load_plugins
 from harness.runs.reading import load_run
-from tests.support import FAST, contributing_example, sweep
+from tests.support import FAST, contributing_example, stand_in_vllm_python, sweep
 
 OUTPUTS_ONLY = ["analysis.attention=false", "analysis.noise_floor=false"]
 
@@ -72,7 +71,7 @@ def test_what_a_backend_cannot_do_is_refused_from_its_declaration(one_by_one):
 
 
 def test_backend_equals_name_is_a_config_group_and_an_unknown_backend_is_one_line():
-    a_python = f"backend.python={sys.executable}"  # stands for the vLLM environment, checked before anything loads
+    a_python = f"backend.python={stand_in_vllm_python()}"  # stands for the vLLM environment: checked before anything loads
     assert validate(compose(["backend=vllm", *OUTPUTS_ONLY, a_python])).backend.name == "vllm"
     assert validate(compose(["experiment=vllm-outputs", a_python])).backend.name == "vllm"
     with pytest.raises(HarnessError, match="needs a Python with vLLM installed; /nowhere/python is not one"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 
 import pytest
 
@@ -16,10 +15,10 @@ from harness.config import compose
 from harness.runs.cache_timing import run
 from harness.runs.rundir import RunDir
 from tests.analysis.test_leak import StandInEngine
-from tests.support import one_line_error
+from tests.support import one_line_error, stand_in_vllm_python
 
 SMALL = ["model=demo", "timing.lengths=[32,64]", "timing.trials=4", "backend.block_size=32",
-         f"backend.python={sys.executable}"]
+         f"backend.python={stand_in_vllm_python()}"]
 
 
 class Opened:
@@ -128,7 +127,7 @@ def test_the_spelling_of_earlier_releases_works_once_more_with_a_notice(tmp_path
                                                                             kw["log_path"]))
     out = tmp_path / "old"
     assert main(["cache-timing", "--model", "demo", "--lengths", "32", "64", "--trials", "4", "--block-size", "32",
-                 "--python", sys.executable, "--out", str(out)]) == 0
+                 "--python", stand_in_vllm_python(), "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "is the spelling of earlier releases" in err and "timing.lengths=[32,64]" in err
     assert RunDir(out).manifest()["kind"] == "cache-timing" and len(opened.engines) == 2
