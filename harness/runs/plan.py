@@ -133,8 +133,11 @@ def _why_no_prefix_sd(conditions) -> str:
         for value in [m for m in CLAIM_MEASURES if m in sub and sub[m].notna().any()]:
             row = variance_components(sub, value, by=["model", "placement"]).iloc[0]
             if not np.isfinite(row.prefix_sd):
-                reasons.append(f"claim 3's prefix-level SD of {value} cannot be estimated from {row.note} (a pilot "
-                               f"needs a complete crossing of at least 3 prompts and 2 prefixes per group)")
+                fewest = int(min(row.n_prefixes_high, row.n_prefixes_low))
+                crossing = str(row.note).partition("(")[2].rstrip(")")  # "complete crossing of 2 of 3 prompts"
+                reasons.append(f"claim 3's prefix-level SD of {value} cannot be estimated from {fewest} prefix(es) per "
+                               f"group and {int(row.n_prompts)} prompt(s)" + (f" ({crossing})" if crossing else "")
+                               + ": a pilot needs a complete crossing of at least 3 prompts and 2 prefixes per group")
             elif row.prefix_sd <= 0:
                 reasons.append(f"claim 3's {value} does not vary between prefixes here (a prefix-level SD of 0 "
                                f"gives no effect to plan against)")
