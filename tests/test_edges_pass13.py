@@ -187,3 +187,15 @@ def test_a_python_without_vllm_is_refused_before_anything_loads(tmp_path, capsys
     err = capsys.readouterr().err
     assert f"{sys.executable} runs but has no vllm package" in err and "Traceback" not in err
     assert not run.exists()
+
+
+def test_the_detectors_heads_table_says_how_each_chose_its_heads():
+    """Pass 13, #28 (noted as ok): one column 'k' held Attention Tracker's SD multiplier (0) and the
+    capture detector's head count, printed alike ('1.00')."""
+    import numpy as np
+
+    from harness.reporting.detection import _chosen_by
+
+    assert _chosen_by("focus_score", 0.0) == "B - C gap past 0 SD"
+    assert _chosen_by("capture_heads", 1.0) == "top 1 by C - B"
+    assert _chosen_by("capture_all", np.nan) == "-"

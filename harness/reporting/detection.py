@@ -44,6 +44,14 @@ def detector_rows(cell: pd.DataFrame) -> list[list]:
     return rows
 
 
+def _chosen_by(detector: str, k: float) -> str:
+    """How a detector's heads were chosen, in words: its ``k`` is an SD multiplier for Attention
+    Tracker's important heads and a head count for the capture heads (one column held both as "k")."""
+    if not np.isfinite(k):
+        return "-"
+    return f"B - C gap past {num(k)} SD" if detector == "focus_score" else f"top {int(k)} by C - B"
+
+
 def overdefence_rows(cell: pd.DataFrame) -> list[list]:
     """One model x placement x length: the share of benign instruction-like inputs each detector
     flags at the 1% threshold it got on a source's choosing half."""
@@ -113,11 +121,11 @@ def detector_page(detector: pd.DataFrame, heads: pd.DataFrame, runs: list[str], 
     if not heads.empty:
         lines += ["## The heads each detector chose (choosing half)", ""]
         rows = [[f"{r.model} ({r.placement})", r.prefix_len, r.source, NAMES[r.detector],
-                 "-" if not np.isfinite(r.k) else num(r.k), "all" if r.heads is None else len(r.heads),
+                 _chosen_by(r.detector, r.k), "all" if r.heads is None else len(r.heads),
                  "all" if r.heads is None else " ".join(f"L{a}H{b}" for a, b in list(r.heads)[:8])
                  + (" ..." if r.heads is not None and len(r.heads) > 8 else "")]
                 for r in heads.itertuples()]
-        lines += table(["model", "length", "source", "detector", "k", "heads", "which"], rows)
+        lines += table(["model", "length", "source", "detector", "chosen by", "heads", "which"], rows)
     lines += ["", "## Figures", ""] + [f"![ROC]({f})" for f in figures]
     return "\n".join(lines) + "\n"
 
