@@ -150,6 +150,12 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
                                f"hydra.sweep.dir (the default, the job number, does); this one leads out of it or "
                                f"gives every job the top directory")
     register_configs()
+    if "-m" not in args and "--multirun" not in args and not {"-h", "--help", "--hydra-help"} & set(args):
+        from harness.config import compose
+
+        # composed once here, so that a value the config cannot take (seed=null, prompts.limit=2.0) is one
+        # line naming the override, not Hydra's block of full_key/reference_type/object_type
+        compose([a for a in args if "=" in a and not a.startswith(("-", "hydra.", "+hydra."))], config_dir)
     sys.argv = [f"harness {name}", *args]
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     # Hydra configures the root logger for the job (a console handler on the sys.stdout of the

@@ -98,6 +98,14 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
     from harness.config import GROUPS, config_keys
 
     keys, lists, dicts = config_keys(), set(config_keys(lists=True)), config_keys(dicts=True)
+    deleting = [a for a in args if a.startswith("~")]
+    if deleting:  # every key has a value a run reads: a deleted group or key leaves its default in force, or fails
+        raise HarnessError(f"{deleting[0]} deletes part of the config, which every run reads in full: set the value "
+                           f"instead ({deleting[0][1:].split('=')[0]}=VALUE), or leave it out for the default")
+    experiments = [a for a in args if a.split("=", 1)[0].lstrip("+") == "experiment" and "=" in a]
+    if len(experiments) > 1 and "-m" not in args and "--multirun" not in args:
+        raise HarnessError(f"experiment= is given twice ({' and '.join(experiments)}): the last would replace the "
+                           f"first without a word; give one, and the keys you want changed on top of it")
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue

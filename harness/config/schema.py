@@ -288,8 +288,23 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
             from hydra.errors import HydraException
 
             if isinstance(exc, HydraException):  # a group's unknown option (with the known ones), a free key without +
-                raise HarnessError(" ".join(said.split())) from None
+                raise HarnessError(override_problem(said, exc.__cause__)) from None
             raise
+
+
+def override_problem(said: str, cause: BaseException | None) -> str:
+    """One line for an override Hydra could not merge: which override, and OmegaConf's reason
+    without its full_key / reference_type / object_type block ("prompts.limit=2.0: Value '2.0' of
+    type 'float' could not be converted to Integer")."""
+    first = said.strip().splitlines()[0] if said.strip() else said
+    if first.startswith("Error merging override ") and cause is not None:
+        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        if "is not Optional" in reason:
+            reason += " (it needs a value: leave the override out for the default)"
+        if "is not a ListConfig" in reason:
+            reason += " (a quoted list is text: write KEY=[a,b] without quotes)"
+        return f"{first.removeprefix('Error merging override ')}: {reason}"
+    return " ".join(said.split())
 
 
 def as_plain(cfg) -> dict:

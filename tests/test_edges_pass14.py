@@ -1,0 +1,40 @@
+"""The fourteenth adversarial pass's cases (issue 67), found on 02c1226: 281 new cases over every
+command and the API, 0 lost, 9 silent, 7 tracebacks (one cause: Hydra's override errors), 7
+misleading."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+
+TINY = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false"]
+
+
+def _exit_code(args: list[str]) -> int:
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return int(exc.code)
+
+
+@pytest.mark.parametrize("args, first", [
+    (["sweep", *TINY, "seed=null"], "seed=null: field 'seed' is not Optional (it needs a value"),
+    (["sweep", *TINY, "prompts.limit=2.0"], "prompts.limit=2.0: Value '2.0' of type 'float' could not be converted"),
+    (["sweep", *TINY, "prompts.limit=true"], "prompts.limit=true: Value 'True' of type 'bool'"),
+    (["sweep", *TINY, "prefix.lengths='[8,24]'"], "a quoted list is text: write KEY=[a,b] without quotes"),
+    (["locate", "model=tiny", "locate.metric=nosuch"], "locate.metric=nosuch: Invalid value 'nosuch', expected one of"),
+    (["cache-timing", "model=demo", "timing.settings=[bogus]"], "Invalid value 'bogus', expected one of [none,"),
+    (["sweep", *TINY, "~prompts.limit"], "~prompts.limit deletes part of the config"),
+    (["sweep", *TINY, "~decode"], "~decode deletes part of the config"),
+    (["sweep", "experiment=quick", "experiment=demo", "--cfg", "job"], "experiment= is given twice"),
+])
+def test_an_override_the_config_cannot_take_is_one_line_naming_it(tmp_path, capsys, args, first):
+    """#54, #154, #174, #222, #249-#251: Hydra's block (full_key, reference_type, object_type, 'Set
+    HYDRA_FULL_ERROR=1'); #53 (~decode accepted: the run decoded 32 tokens though the command said 6),
+    #59 and #60 (a second experiment= replaced the first without a word)."""
+    run = tmp_path / "run"
+    assert _exit_code([*args, f"hydra.run.dir={run}"]) == 2
+    err = capsys.readouterr().err
+    assert first in err and "full_key" not in err and "HYDRA_FULL_ERROR" not in err and len(err.splitlines()) == 1
+    assert not run.exists()
