@@ -38,3 +38,20 @@ def test_an_override_the_config_cannot_take_is_one_line_naming_it(tmp_path, caps
     err = capsys.readouterr().err
     assert first in err and "full_key" not in err and "HYDRA_FULL_ERROR" not in err and len(err.splitlines()) == 1
     assert not run.exists()
+
+
+def test_check_determinism_compares_every_stored_measure(tmp_path, capsys):
+    """#11: every C row's edit distance edited to 0.99 (read with --trust-damaged) was 'reproduced:
+    identical tokens, metrics within 1e-05': only output KL and the attention rows were compared."""
+    import pandas as pd
+
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST)
+    assert main(["check-determinism", str(run), "--sample", "100"]) == 0
+    assert "max |difference| norm_edit_distance: 0" in capsys.readouterr().out
+    table = pd.read_parquet(run / "conditions.parquet")
+    table.loc[table.group == "C", "norm_edit_distance"] = 0.99
+    table.to_parquet(run / "conditions.parquet")
+    assert main(["check-determinism", str(run), "--sample", "100", "--trust-damaged"]) == 1
+    assert "metrics above 1e-05: ['norm_edit_distance']" in capsys.readouterr().out

@@ -11,12 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from omegaconf import OmegaConf
 
 from harness.config import RunConfig, register_configs
 from harness.errors import HarnessError
 from harness.numbers import num
 from harness.inputs.conditions import KEY_FIELDS
+from harness.measure.metrics import METRICS
 from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config, refuse_changed
@@ -24,6 +26,14 @@ from harness.runs.reading import has_table, reading_notes, refuse_collected
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
+
+
+# the condition table's measures a rerun recomputes (numbers and flags; lists and texts are compared as
+# tokens). Not the logit margins and the near-tie flag made of them: in logit units, and at another batch
+# size they move by more than a KL tolerance without any token changing
+CONDITION_MEASURES = tuple(m.name for m in METRICS if m.level == "condition"
+                           and m.dtype in ("float64", "int64", "Int64", "bool", "boolean")
+                           and m.name not in ("min_margin_a", "min_margin_x", "near_tie"))
 
 
 def sample_evenly(items: list, n: int) -> list:
@@ -85,8 +95,11 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
                 token_diffs.append(f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}")
         elif list(stored_ids) != list(ids):
             token_diffs.append(f"{c.prompt_id}/{c.group}/{c.prefix_id}/{c.prefix_len}")
-        if row.record["output_kl"] is not None and stored_row.output_kl == stored_row.output_kl:
-            metric_diffs.setdefault("output_kl", []).append(abs(row.record["output_kl"] - stored_row.output_kl))
+        for metric in CONDITION_MEASURES:  # every stored measure, not only output_kl (an edited edit distance passed)
+            new, old = row.record.get(metric), getattr(stored_row, metric, None)
+            if new is None or old is None or pd.isna(new) or pd.isna(old):
+                continue
+            metric_diffs.setdefault(metric, []).append(abs(float(new) - float(old)))
         if stored_att is not None and key in stored_att:
             part = stored_att[key]
             for segment, block in row.attention.items():
