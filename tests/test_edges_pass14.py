@@ -55,3 +55,15 @@ def test_check_determinism_compares_every_stored_measure(tmp_path, capsys):
     table.to_parquet(run / "conditions.parquet")
     assert main(["check-determinism", str(run), "--sample", "100", "--trust-damaged"]) == 1
     assert "metrics above 1e-05: ['norm_edit_distance']" in capsys.readouterr().out
+
+
+def test_the_isolation_table_says_no_interval_where_it_has_none(tmp_path):
+    """#29: a setting with no interval (one prompt) was called 'within noise: no' (NaN <= floor is
+    False)."""
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST, "prompts.limit=1", "isolation=[none,mask]")
+    assert main(["figures", str(run), "--out", str(tmp_path / "page")]) == 0
+    section = (tmp_path / "page" / "report.md").read_text().split("## Isolation", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| builtin")]
+    assert rows and all(line.rstrip(" |").endswith("no interval") for line in rows)

@@ -52,13 +52,24 @@ def noise_size(n_conditions: int, fraction: float, minimum: int, maximum: int) -
 
 
 def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:
-    """``n`` B/C conditions spread evenly over the sweep (every k-th in its order, so across prompts,
-    groups and lengths), each preceded by its prompt's A."""
+    """``n`` B/C conditions spread over the sweep: taken in turn from each cell of group, length and
+    isolation setting (so every one has its share, where every k-th in the sweep's order could land
+    on one length and one setting), and within a cell evenly over its order (across prompts and
+    prefixes); each preceded by its prompt's A."""
     others = [c for c in conditions if c.group != "A"]
     if not others or n < 1:
         return []
-    step = len(others) / min(n, len(others))
-    chosen = {others[int(i * step)] for i in range(min(n, len(others)))}
+    cells: dict = {}
+    for c in others:
+        cells.setdefault((c.group, c.prefix_len, c.isolation), []).append(c)
+    groups, take = list(cells.values()), [0] * len(cells)
+    for turn in range(min(n, len(others))):  # one from each cell in turn, skipping cells already used up
+        k = next(k for k in ((turn + j) % len(groups) for j in range(len(groups))) if take[k] < len(groups[k]))
+        take[k] += 1
+    # evenly within a cell, each cell's picks shifted by its place among the cells: one pick a cell
+    # lands on another prompt in each cell, not on every cell's first (or middle) prompt
+    chosen = {members[int((((j + 0.5) / m + k / len(groups)) % 1.0) * len(members))]
+              for k, (members, m) in enumerate(zip(groups, take)) for j in range(m)}
     prompts = {c.prompt_id for c in chosen}
     return [c for c in conditions if c in chosen or (c.group == "A" and c.prompt_id in prompts)]
 

@@ -292,8 +292,9 @@ def _isolation(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str
     for i, r in ed.iterrows():
         k = kl.loc[i] if kl is not None else None
         f_ed, f_kl = noise_level(noise, r.model, "norm_edit_distance"), noise_level(noise, r.model, "attn_kl_mean")
-        within = ("n/a" if f_ed is None else "yes" if r.ci_high <= f_ed and (k is None or (f_kl is not None and
-                                                                                           k.ci_high <= f_kl)) else "no")
+        highs = [r.ci_high] + ([] if k is None else [k.ci_high])
+        within = ("n/a" if f_ed is None else "no interval" if not np.isfinite(highs).all() else  # NaN <= floor: "no"
+                  "yes" if r.ci_high <= f_ed and (k is None or (f_kl is not None and k.ci_high <= f_kl)) else "no")
         rows.append([r.model, SETTING_NOTES.get(r.setting, r.setting), r.prefix_len, _ci(r["mean"], r.ci_low, r.ci_high),
                      _ci(k["mean"], k.ci_low, k.ci_high) if k is not None else "n/a", within])
     return lines + [""] + _table(["model", "isolation", "prefix length", "edit distance (norm.)", "attention KL (nats)",

@@ -61,7 +61,8 @@ def test_reusing_the_sweeps_batched_results_equals_computing_them_again():
     reused = measure_noise_floor(engine, conds, sample, 4, "m", kept, progress=False, references=references)
     assert calls == []  # the sweep's A of every sampled prompt was reused, none computed again
     recomputed = measure_noise_floor(engine, conds, sample, 4, "m", {}, progress=False)  # as after a resume
-    assert len(calls) == 2 * 3  # batched side (each prompt's planned batches) and alone side: A again per prompt
+    # batched side (each prompt's planned batches) and alone side: A again per sampled prompt
+    assert len(calls) == 2 * len({c.prompt_id for c in sample}) >= 4
     assert len(reused) == 8
     pd.testing.assert_frame_equal(reused, recomputed, check_exact=True)
 
@@ -111,3 +112,19 @@ def test_a_sweep_with_lowered_products_says_so_and_keys_its_results_apart(tmp_pa
     plain = json.loads((sweep(tmp_path / "plain", *fast, "draw_figures=false") / "manifest.json").read_text())
     assert plain["model"]["linear_dtype"] is None and "linear_dtype" not in plain["result_fingerprint"]
     assert "full precision" in (run / "report.md").read_text()
+
+
+def test_noise_sample_gives_every_length_and_isolation_setting_its_share():
+    """Pass 14, #29: 8 of 80 conditions under isolation [none, mask, mask_reset, decay(1), decay(4)] at
+    lengths 8 and 24 were all isolation none at length 8 (every k-th of the sweep's order fell there),
+    though the report says the sample is spread over the run."""
+    from harness.inputs.isolation import Isolation
+
+    _, _, conds = conditions()
+    settings = [Isolation(), Isolation("mask"), Isolation("decay", beta=1.0)]
+    swept = [c if c.group == "A" else c.__class__(**{**c.__dict__, "isolation": s}) for c in conds
+             for s in ([Isolation()] if c.group == "A" else settings)]
+    others = [c for c in noise_sample(swept, 12) if c.group != "A"]
+    cells = {(c.group, c.prefix_len, c.isolation) for c in others}
+    assert len(others) == 12 and len(cells) == 12  # 2 groups x 2 lengths x 3 settings, one each
+    assert len({c.prompt_id for c in others}) == 3
