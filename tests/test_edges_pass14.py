@@ -67,3 +67,14 @@ def test_the_isolation_table_says_no_interval_where_it_has_none(tmp_path):
     section = (tmp_path / "page" / "report.md").read_text().split("## Isolation", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| builtin")]
     assert rows and all(line.rstrip(" |").endswith("no interval") for line in rows)
+
+
+def test_bootstrap_ci_of_no_values_is_refused():
+    """#136: H.bootstrap_ci([]) returned (nan, nan) without a word (a filter that matched nothing)."""
+    import harness as H
+
+    with pytest.raises(ValueError, match="values is empty"):
+        H.bootstrap_ci([])
+    import math
+
+    assert all(math.isnan(v) for v in H.bootstrap_ci([], empty_ok=True))  # the report's unmeasured cells

@@ -99,8 +99,9 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
 
 
 def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
-                 seed: int = 0, method: str = "percentile") -> tuple[float, float]:
-    """Bootstrap interval for the mean of ``values`` (NaN when fewer than :data:`MIN_BOOTSTRAP` values).
+                 seed: int = 0, method: str = "percentile", empty_ok: bool = False) -> tuple[float, float]:
+    """Bootstrap interval for the mean of ``values`` (NaN when fewer than :data:`MIN_BOOTSTRAP` values;
+    none at all is refused unless ``empty_ok``: the report's cells where nothing was measured).
 
     Percentile by default (what existing callers get); ``method="BCa"`` uses BCa where it applies
     and falls back to percentile (see :func:`bootstrap_interval`, which also says which was used).
@@ -108,6 +109,8 @@ def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RE
     given = np.asarray(values, dtype=float)
     if given.ndim != 1:  # a table's rows would be averaged as if they were one value each
         raise ValueError(f"values must be one-dimensional (one value per unit), got an array of shape {given.shape}")
+    if given.size == 0 and not empty_ok:  # a filter that matched nothing: (nan, nan) would pass for "too few values"
+        raise ValueError("values is empty: give the values of at least 2 units (a filter may have matched nothing)")
     if np.isinf(given).any():
         raise ValueError("values hold infinite values: a mean of them has no interval; drop or cap them first")
     if np.isnan(given).any():  # left out, as the intervals of the tables leave out null cells, but said

@@ -62,7 +62,7 @@ def bisect_steepest(evaluate: Callable[[int], pd.Series], coarse: list[int],
         else:
             low = mid
     paired = (seen[high] - seen[low]).dropna()
-    return Interval(low, high, float(paired.mean()), bootstrap_ci(paired.to_numpy())), seen
+    return Interval(low, high, float(paired.mean()), bootstrap_ci(paired.to_numpy(), empty_ok=True)), seen
 
 
 def summary_table(seen: dict[int, pd.Series], interval: Interval | None, metric: str) -> pd.DataFrame:
@@ -70,7 +70,7 @@ def summary_table(seen: dict[int, pd.Series], interval: Interval | None, metric:
     length is inside the located interval (None for a search stopped before it found one)."""
     rows = []
     for n in sorted(seen):
-        low, high = bootstrap_ci(seen[n].to_numpy())
+        low, high = bootstrap_ci(seen[n].to_numpy(), empty_ok=True)
         rows.append({"prefix_len": n, "metric": metric, "n_prompts": len(seen[n]), "mean": float(seen[n].mean()),
                      "ci_low": low, "ci_high": high,
                      "in_interval": None if interval is None else interval.low <= n <= interval.high})
