@@ -78,3 +78,13 @@ def test_bootstrap_ci_of_no_values_is_refused():
     import math
 
     assert all(math.isnan(v) for v in H.bootstrap_ci([], empty_ok=True))  # the report's unmeasured cells
+
+
+def test_betas_without_a_beta_mode_are_refused(tmp_path, capsys):
+    """#193: isolation=[none] isolation_betas=[1,4] was accepted and the betas ignored."""
+    from tests.support import FAST
+
+    run = tmp_path / "run"
+    assert _exit_code(["sweep", *FAST, "isolation=[none]", "isolation_betas=[1,4]", f"hydra.run.dir={run}"]) == 2
+    assert "isolation_betas=[1.0, 4.0] are the strengths of decay" in capsys.readouterr().err
+    assert not run.exists()

@@ -14,7 +14,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from harness.errors import HarnessError
 from harness.inputs.assembly import INJECTION_AT
 from harness.inputs.chat import PLACEMENTS, ChatConfig
-from harness.inputs.isolation import CONFIGURABLE
+from harness.inputs.isolation import CONFIGURABLE, DEFAULT_BETAS
 from harness.model.backends import BackendConfig
 from harness.paths import CONFIG_MODULE, DATA_DIR
 
@@ -211,7 +211,7 @@ class RunConfig:
     groups: list[Group] = field(default_factory=lambda: list(Group))
     # Isolation interventions (harness/isolation.py).
     isolation: list[IsolationMode] = field(default_factory=lambda: [IsolationMode.none])
-    isolation_betas: list[float] = field(default_factory=lambda: [1.0, 4.0, 16.0])  # for decay
+    isolation_betas: list[float] = field(default_factory=lambda: list(DEFAULT_BETAS))  # for decay
     special_tokens: SpecialTokens = SpecialTokens.text
     seed: int = 0
     # Conditions of one prompt with equal input length run as one batch (never padded); null picks a

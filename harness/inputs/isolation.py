@@ -157,5 +157,13 @@ def isolation_problems(modes: list[str], betas: list[float]) -> list[str]:
                             f"what masking already does), got {bad}")
         if len(set(betas)) != len(betas):
             problems.append(f"isolation_betas lists a value twice: {betas}")
+    elif list(betas) != list(DEFAULT_BETAS):  # given for a sweep without a beta mode: it would be ignored
+        kinds = ", ".join(name for name, mode in MODES.items() if mode.bias == "beta")
+        problems.append(f"isolation_betas={list(betas)} are the strengths of {kinds}, which isolation={modes} does not "
+                        f"sweep: add it (isolation=[{', '.join(modes)},{kinds.split(', ')[0]}]) or leave "
+                        f"isolation_betas out")
     return problems
+
+
+DEFAULT_BETAS = (1.0, 4.0, 16.0)  # the config's default isolation_betas (harness.config.schema reads it)
 
