@@ -88,3 +88,13 @@ def test_betas_without_a_beta_mode_are_refused(tmp_path, capsys):
     assert _exit_code(["sweep", *FAST, "isolation=[none]", "isolation_betas=[1,4]", f"hydra.run.dir={run}"]) == 2
     assert "isolation_betas=[1.0, 4.0] are the strengths of decay" in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_a_corpus_of_one_repeated_paragraph_builds_no_bank(tmp_path, capsys):
+    """#80: 30 identical paragraphs gave 5 prefixes of byte-identical text under 5 ids (a sweep then
+    refuses the bank)."""
+    corpus = tmp_path / "dup.txt"
+    corpus.write_text("The same paragraph of plain text, long enough to be a chunk.\n\n" * 30)
+    out = tmp_path / "bank.jsonl"
+    assert _exit_code(["build-prefixes", "neutral", "--corpus", str(corpus), "--n", "5", "--out", str(out)]) == 2
+    assert "only 1 distinct chunks" in capsys.readouterr().err and not out.exists()

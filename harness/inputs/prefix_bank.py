@@ -64,14 +64,22 @@ def neutral_bank_from_corpus(text: str, *, n: int, min_chars: int, seed: int, id
     one cut at a sentence end) of at least ``min_chars`` characters; ``n`` of them are drawn with
     ``random.Random(seed)`` and returned in corpus order. Each record's ``span`` holds the [start,
     end) character offsets of its excerpt in ``text``, and ``source`` names the corpus, so every
-    prefix can be traced back exactly. Its id is ``{id_prefix}-{chunk index:04d}``.
+    prefix can be traced back exactly. Its id is ``{id_prefix}-{chunk index:04d}``, the index among the
+    distinct chunks (a passage the corpus repeats is one chunk).
     """
     if n < 1 or min_chars < 1:
         raise HarnessError(f"{source}: n and min_chars must be positive (got n={n}, min_chars={min_chars})")
-    chunks = _corpus_chunks(text, min_chars)
+    chunks, seen = [], set()
+    for span in _corpus_chunks(text, min_chars):  # a repeated passage once: a bank of one text under n ids is
+        body = normalise(text[slice(*span)])      # one prefix, and a sweep refuses it
+        if body not in seen:
+            seen.add(body)
+            chunks.append(span)
     if len(chunks) < n:
-        raise HarnessError(f"{source}: only {len(chunks)} chunks of whole paragraphs reach {min_chars} characters, "
-                           f"{n} requested; use a longer corpus or lower --n / --min-chars")
+        repeated = len(_corpus_chunks(text, min_chars)) - len(chunks)
+        raise HarnessError(f"{source}: only {len(chunks)} distinct chunks of whole paragraphs reach {min_chars} "
+                           f"characters" + (f" ({repeated} more repeat one of them)" if repeated else "")
+                           + f", {n} requested; use a longer corpus or lower --n / --min-chars")
     picks = sorted(random.Random(seed).sample(range(len(chunks)), n))
     return [{"id": f"{id_prefix}-{k:04d}", "kind": "neutral", "text": normalise(text[slice(*chunks[k])]),
              "genre": genre, "source": source, "licence": licence, "span": list(chunks[k])} for k in picks]

@@ -136,7 +136,7 @@ def test_corpus_chunks_are_reproducible_long_enough_disjoint_and_traceable():
 
 
 def test_corpus_too_small_names_the_source():
-    with pytest.raises(HarnessError, match=r"tiny\.txt: only 1 chunks .* 3 requested"):
+    with pytest.raises(HarnessError, match=r"tiny\.txt: only 1 distinct chunks .* 3 requested"):
         neutral_bank_from_corpus(_corpus(3), n=3, min_chars=500, seed=0, id_prefix="t", source="tiny.txt",
                                  licence="x")
 
@@ -250,7 +250,7 @@ def test_cli_errors_are_one_line_and_name_the_file(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text(_corpus(2), encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    for corpus, expected in [(missing, "file not found"), (latin1, "not UTF-8"), (short, "only 0 chunks")]:
+    for corpus, expected in [(missing, "file not found"), (latin1, "not UTF-8"), (short, "only 0 distinct chunks")]:
         with pytest.raises(HarnessError) as info:
             main(["neutral", "--corpus", str(corpus), "--out", str(out)])
         message = str(info.value)
