@@ -98,3 +98,17 @@ def test_a_corpus_of_one_repeated_paragraph_builds_no_bank(tmp_path, capsys):
     out = tmp_path / "bank.jsonl"
     assert _exit_code(["build-prefixes", "neutral", "--corpus", str(corpus), "--n", "5", "--out", str(out)]) == 2
     assert "only 1 distinct chunks" in capsys.readouterr().err and not out.exists()
+
+
+def test_plan_says_when_its_prices_come_from_a_resume(tmp_path, capsys):
+    """#113: a pilot resumed twice was priced from the last resume, which computed nothing: about
+    20 times too cheap, with no note."""
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST, "prompts.limit=3")
+    assert main(["plan", str(run)]) == 0
+    assert "(a resume)" not in capsys.readouterr().out
+    assert main(["resume", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(run)]) == 0
+    assert "its last sweep computed 0 of 63 conditions (a resume)" in capsys.readouterr().out

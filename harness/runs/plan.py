@@ -59,6 +59,7 @@ class RunCost:
     prefixes_available: int  # per group
     bank: tuple[Prefix, ...]  # the run's prefix bank, read once
     seed: int
+    note: str = ""  # why its seconds may be low (timing from a sweep that computed part of the run)
 
     def drawn(self, per_group: int) -> frozenset[str]:
         """The prefix ids the run's seed draws at ``per_group``."""
@@ -101,7 +102,12 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         per_prefix=len(bc) / (a.prompt_id.nunique() * len(pilot_prefixes)),
         pilot_prompts=int(a.prompt_id.nunique()), pilot_prefixes=pilot_prefixes,
         prompts_available=len(load_prompts(config["prompts"]["path"])),
-        prefixes_available=int(per_kind.min()), bank=tuple(prefixes), seed=int(config["seed"]))
+        prefixes_available=int(per_kind.min()), bank=tuple(prefixes), seed=int(config["seed"]),
+        note="" if computed_all else (
+            f"{path}: its last sweep computed {manifest.get('computed_this_run')} of "
+            f"{manifest.get('counts', {}).get('conditions')} conditions (a resume), so its seconds per condition are "
+            f"not scaled to the loop around them (storing, progress) as a whole sweep's are; the minutes below may "
+            f"be low: price a design from a pilot computed in one sweep"))
 
 
 @dataclass
@@ -231,6 +237,7 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         "in the bank |", "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {c.run} | {num(c.seconds_a)} | {num(c.seconds_bc)} | {num(c.seconds_fixed)} | {count(c.prompts_available)} | "
               f"{count(c.prefixes_available)} |" for c in p.costs]
+    lines += [line for c in p.costs if c.note for line in ("", f"> **Note:** {c.note}.")]
     lines += ["", "Minutes still to spend count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
               "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C).", "",
               "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "
