@@ -74,9 +74,11 @@ def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
     return out
 
 
-def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: str, remedy: str) -> None:
+def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: str, otherwise: str = "") -> None:
     """Raise a one-line :class:`HarnessError` where :func:`changed_inputs` finds any: ``what`` the
-    command would do with them, ``remedy`` what to do instead."""
+    command would do with them, and what to do instead: run from the directory the run was made in
+    (a relative path read elsewhere) or restore the files, only the latter where each changed file is
+    the one recorded, edited in place; ``otherwise``: the command's own further way out."""
     gone = [f"the {ROLES.get(role, role)} {entry['path']}" for role, entry in (recorded or {}).items()
             if isinstance(entry, dict) and entry.get("path") and not Path(entry["path"]).exists()]
     if gone:  # moved or deleted: what to restore, not which directory to run from
@@ -84,5 +86,14 @@ def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: 
                            f"manifest records its sha256) or give its new path")
     changed = changed_inputs(recorded, now)
     if changed:
+        roles = [r for r in sorted(set(recorded or {}) | set(now)) if (recorded or {}).get(r, {}).get("sha256")
+                 != now.get(r, {}).get("sha256")]
+        in_place = all(_same_file((recorded or {}).get(r, {}).get("path"), now.get(r, {}).get("path")) for r in roles)
+        remedy = ("restore the files (the manifest records their sha256: they were edited in place)" if in_place else
+                  "run it from the directory the run was made in (the paths above say where), or restore the files")
         raise HarnessError(f"{run} was made from other input files than its config names here: {'; '.join(changed)}. "
-                           f"{what}; {remedy}")
+                           f"{what}; {remedy}" + (f", {otherwise}" if otherwise else ""))
+
+
+def _same_file(a, b) -> bool:
+    return bool(a and b) and Path(a).resolve() == Path(b).resolve()

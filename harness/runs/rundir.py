@@ -356,9 +356,8 @@ class RunDir:
             # would be keyed anew and the run's tables would hold other inputs' results without a word
             refuse_changed(str(self.path), (marker or {}).get("inputs"), inputs,
                            "a sweep into it would fill its tables with the results of the files named now",
-                           "run the command from the directory the run was made in (or give the paths above), "
-                           "restore the files, or pass on_existing=fresh to recompute it from the files named now "
-                           "(its stored results are deleted)")
+                           "or pass on_existing=fresh to recompute it from the files named now (its stored results "
+                           "are deleted)")
         if on_existing == "auto" and has_results and (marker or {}).get("config") != config_fingerprint:
             raise HarnessError(
                 f"{self.path} holds results of a different configuration; pass on_existing=resume to keep the "

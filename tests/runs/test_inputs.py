@@ -87,3 +87,20 @@ def test_changed_inputs_is_silent_only_for_runs_that_recorded_none():
     assert changed_inputs(now, now) == []
     assert changed_inputs({}, now) == ["its prompts file was none, the config now reads /a (sha256 111111111111...)"]
     assert len(changed_inputs({"prompts": {"path": "/a", "sha256": "2" * 64}}, now)) == 1
+
+
+def test_a_file_edited_in_place_is_told_to_be_restored_not_to_run_elsewhere(tmp_path, capsys):
+    """Pass 14, #205 and #206: a prefix file edited at the same absolute path was refused (rightly)
+    with 'run it from the directory the run was made in', which cannot help there."""
+    import shutil
+
+    from tests.support import FAST, sweep
+
+    bank = tmp_path / "bank.jsonl"
+    shutil.copy(SMALL_PREFIXES, bank)
+    run = sweep(tmp_path / "run", *[o for o in FAST if not o.startswith("prefixes.path")], f"prefixes.path={bank}")
+    bank.write_text(bank.read_text().replace("kettle", "teapot"))
+    for argv in (["check-determinism", str(run), "--sample", "1"], ["resume", str(run)]):
+        line = one_line_error(capsys, argv)
+        assert "restore the files (the manifest records their sha256: they were edited in place)" in line
+        assert "directory the run was made in" not in line
