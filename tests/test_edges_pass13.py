@@ -68,8 +68,8 @@ def _exit_code(args: list[str]) -> int:
 
 
 @pytest.mark.parametrize("args, first", [
-    (["kv-size", "layers=32", "kv_heads=8", "head_dim=128", "seq_len=nan"], "seq_len must be a whole number"),
-    (["kv-size", "layers=1e30", "kv_heads=8", "head_dim=128"], "layers must be a whole number (e.g. layers=32), got '1e30'"),
+    (["kv-size", "layers=32", "kv_heads=8", "head_dim=128", "seq_len=nan"], "seq_len must be a positive whole number"),
+    (["kv-size", "layers=1e30", "kv_heads=8", "head_dim=128"], "layers must be a positive whole number (e.g. layers=32), got '1e30'"),
     (["claims", "{run}", "--resamples", "100000000"], "--resamples: must be at most 1,000,000, got 100,000,000"),
     (["causal-heads", "{run}", "--draws", "0"], "--draws: must be at least 1, got 0"),
 ])

@@ -93,7 +93,8 @@ def _sentences(fillers: list[str]) -> list[str]:
 
 def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *, n: int, min_chars: int,
                                     seed: int, id_prefix: str = "inj", source: str = "templates",
-                                    licence: str = "unspecified", payloads: list[dict] | None = None) -> list[dict]:
+                                    licence: str = "unspecified", payloads: list[dict] | None = None,
+                                    payloads_source: str = "payloads") -> list[dict]:
     """``n`` instruction-like (group C) prefix records from attack templates.
 
     A template is ``{"style": ..., "text": "... {payload} ..."}`` with optional ``payload`` (the
@@ -106,11 +107,11 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     """
     combos = []  # (template index, payload index or -1)
     if any(not isinstance(p, dict) or not isinstance(p.get("payload"), str) for p in payloads or []):
-        raise HarnessError(f"{source}: every payload needs a string field 'payload'")
+        raise HarnessError(f"{payloads_source}: every payload needs a string field 'payload'")
     texts = [" ".join(p["payload"].split()) for p in payloads or []]
     repeated = next((i for i, t in enumerate(texts) if t in texts[:i]), None)
     if repeated is not None:
-        raise HarnessError(f"payloads: payload {repeated + 1} repeats payload {texts.index(texts[repeated]) + 1}: the "
+        raise HarnessError(f"{payloads_source}: payload {repeated + 1} repeats payload {texts.index(texts[repeated]) + 1}: the "
                            f"bank would hold one attack twice; remove one of them")
     seen: dict[tuple, int] = {}  # the same attack twice would count as two prefixes of the bank
     for t_idx, tpl in enumerate(templates):
@@ -273,7 +274,8 @@ def build_bank(what: str, out: Path, *, n: int, min_chars: int, seed: int, id_pr
         records = instruction_bank_from_templates(_read_jsonl(templates), [_read_prose(fillers, "--fillers")], n=n,
                                                   min_chars=min_chars, seed=seed,
                                                   id_prefix=id_prefix or templates.stem, source=templates.name,
-                                                  licence=licence, payloads=_read_jsonl(payloads) if payloads else None)
+                                                  licence=licence, payloads=_read_jsonl(payloads) if payloads else None,
+                                                  payloads_source=payloads.name if payloads else "payloads")
     problems = check_bank(records, min_chars=min_chars, check_pairs=False)  # one side of any pairs
     if problems:
         raise HarnessError(f"{out}: the built bank has {len(problems)} problem(s), first: {problems[0]}")

@@ -104,8 +104,8 @@ def describe(overrides: list[str]) -> str:
     for key in ("layers", "kv_heads", "head_dim", "seq_len", "batch"):
         if key in values:
             text = str(values.pop(key)).strip()
-            if not text.isdigit():  # int() would take " 7" and "1_000" and say "invalid literal" of "1e30"
-                raise HarnessError(f"{key} must be a whole number (e.g. {key}=32), got {text!r}")
+            if not text.isdigit() or int(text) < 1:  # int() would say "invalid literal" of "1e30", and take "-2"
+                raise HarnessError(f"{key} must be a positive whole number (e.g. {key}=32), got {text!r}")
             shape[key] = int(text)
     dtype = values.pop("dtype", "float16")
     if values:
