@@ -137,3 +137,25 @@ def test_a_bad_payloads_file_is_the_one_named(tmp_path, capsys):
     assert _exit_code(["build-prefixes", "instruction", "--templates", str(templates), "--fillers", str(fillers),
                        "--payloads", str(payloads), "--n", "1", "--out", str(tmp_path / "bank.jsonl")]) == 2
     assert "pay.jsonl: every payload needs a string field 'payload'" in capsys.readouterr().err
+
+
+def test_resume_of_a_multirun_points_to_its_jobs(tmp_path, capsys):
+    """#191: resume of a multirun directory said 'no .hydra/overrides.yaml; is this a harness run
+    directory?'."""
+    from tests.support import FAST
+
+    sweep_dir = tmp_path / "mr"
+    assert main(["sweep", "-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep_dir}"]) == 0
+    assert _exit_code(["resume", str(sweep_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{sweep_dir} is a multirun (-m)" in err and f"harness resume {sweep_dir / '0'}" in err
+
+
+def test_minus_m_between_overrides_is_taken(tmp_path):
+    """#186: 'harness sweep OVERRIDES -m KEY=A,B hydra.sweep.dir=D' (the help's -m form written after
+    other overrides) was 'unrecognized arguments'."""
+    from tests.support import FAST
+
+    sweep_dir = tmp_path / "mr"
+    assert main(["sweep", *FAST, "-m", "seed=0,1", f"hydra.sweep.dir={sweep_dir}"]) == 0
+    assert (sweep_dir / "0" / "manifest.json").is_file() and (sweep_dir / "1" / "manifest.json").is_file()

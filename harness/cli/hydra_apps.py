@@ -156,7 +156,10 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
         # composed once here, so that a value the config cannot take (seed=null, prompts.limit=2.0) is one
         # line naming the override, not Hydra's block of full_key/reference_type/object_type
         compose([a for a in args if "=" in a and not a.startswith(("-", "hydra.", "+hydra."))], config_dir)
-    sys.argv = [f"harness {name}", *args]
+    # -m first: Hydra's parser takes the overrides as one positional list, so overrides on both sides of
+    # -m ("a=1 -m b=2,3", the help's form after others) were "unrecognized arguments"
+    multirun = [a for a in args if a in ("-m", "--multirun")]
+    sys.argv = [f"harness {name}", *multirun, *(a for a in args if a not in ("-m", "--multirun"))]
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     # Hydra configures the root logger for the job (a console handler on the sys.stdout of the
     # moment): put back what was there, so a caller that goes on (a notebook, a test) keeps its own

@@ -269,6 +269,11 @@ class RunDir:
         """The command line of the sweep that owns the run (``.hydra/overrides.yaml``)."""
         overrides = self._hydra_yaml("overrides.yaml", list)
         if overrides is None:
+            if (self / "multirun.yaml").is_file():  # a sweep over settings: its jobs are the runs
+                jobs = sorted(p.name for p in self.path.iterdir() if (p / self.HYDRA / "overrides.yaml").is_file())
+                raise HarnessError(f"{self.path} is a multirun (-m): each of its jobs is a run of its own; resume a job "
+                                   f"(harness resume {self.path / (jobs[0] if jobs else '0')}), or the whole sweep with "
+                                   f"its own command and on_existing=resume")
             raise HarnessError(f"{self.path}: no {self.HYDRA}/overrides.yaml; is this a harness run directory?")
         if not all(isinstance(o, str) for o in overrides):
             raise HarnessError(f"{self / self.HYDRA / 'overrides.yaml'} is damaged (not a list of overrides): "
