@@ -158,7 +158,7 @@ CASES = [
     (lambda f, r: ["causal-heads", str(r["ac"]), "--out", str(f["detected"] / "sub")],
      "is inside " + "{detected}, the output of `harness detect`"),
     # the fourth pass's cases
-    (lambda f, r: ["sweep", *TINY, "~model", f"hydra.run.dir={f['root'] / 'p4-1'}"], "leaves model without a value"),
+    (lambda f, r: ["sweep", *TINY, "~model", f"hydra.run.dir={f['root'] / 'p4-1'}"], "~model deletes part of the config"),
     (lambda f, r: ["sweep", *TINY, "seed=${bogus.key}", f"hydra.run.dir={f['root'] / 'p4-2'}"],
      "Interpolation key 'bogus.key' not found"),
     (lambda f, r: ["sweep", *TINY, "+experiment=quick"], "write experiment=quick (no +)"),

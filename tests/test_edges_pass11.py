@@ -70,12 +70,24 @@ def test_copies_that_differ_by_rounding_are_one_result(base, tmp_path):
 
 def test_plan_refuses_a_power_at_the_tests_level_and_says_what_it_searched(base, capsys):
     """#134 (a 'power' of 0.05 is met by any design), #129 ('within the budget' with none given)."""
-    from harness.cli import main
 
-    assert "--target 0.05 is a power" in one_line_error(capsys, ["plan", str(base), "--target", "0.05"])
+    assert "is a power: give one above 0.05 (the tests' level)" in _refusal(capsys, ["plan", str(base), "--target",
+                                                                                   "0.05"])
     from harness.runs.plan import plan
 
+    with pytest.raises(HarnessError, match="--target 0.05 is a power"):  # the API's own check, as before
+        plan([base], target=0.05)
     assert "budget" not in plan([base], target=0.999).why_chosen
+
+
+def _refusal(capsys, argv: list[str]) -> str:
+    """The error an argument refused by the parser prints (it exits 2 rather than returning)."""
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
 
 
 def test_resume_names_a_locate_search(tmp_path, capsys):
