@@ -159,3 +159,20 @@ def test_minus_m_between_overrides_is_taken(tmp_path):
     sweep_dir = tmp_path / "mr"
     assert main(["sweep", *FAST, "-m", "seed=0,1", f"hydra.sweep.dir={sweep_dir}"]) == 0
     assert (sweep_dir / "0" / "manifest.json").is_file() and (sweep_dir / "1" / "manifest.json").is_file()
+
+
+def test_mixed_settings_keep_only_the_copies_that_differ(tmp_path):
+    """Pass 15, #143: with --allow-mixed-settings every copy of every condition was read (168 rows,
+    126 of them copies of the same 42 results), so every statistic counted them three times."""
+    import harness as H
+    from harness.runs.schema import ROW_KEYS
+    from tests.support import FAST, sweep
+
+    runs = [sweep(tmp_path / "base", *FAST), sweep(tmp_path / "noatt", *FAST, "analysis.attention=false"),
+            sweep(tmp_path / "dnone", *FAST, "decode.path=none")]
+    conditions, _ = H.load_runs(runs, allow_mixed_settings=True)
+    keys = [k for k in ROW_KEYS if k in conditions]
+    copies = conditions[conditions.duplicated(keys, keep=False)]
+    assert 42 <= len(conditions) < 2 * 42  # base and noatt agree: one copy; dnone's differing rows kept
+    assert not copies.empty and (copies.groupby(keys, dropna=False, observed=True).norm_edit_distance
+                                 .apply(lambda s: s.isna().any() and s.notna().any())).all()

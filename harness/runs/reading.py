@@ -249,19 +249,18 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
         return concat_tables(conditions), (concat_tables(attention) if attention[0] is not None else None)
     no_attention = {i for i, a in enumerate(attention) if a is None}
     merged = concat_tables([c.assign(_source=i) for i, c in enumerate(conditions)])
-    deduped, dropped, disagree = dedupe(merged, ROW_KEYS, COMPARED, no_attention)
+    deduped, dropped, disagree = dedupe(merged, ROW_KEYS, COMPARED, no_attention, keep_differing=allow_mixed_settings)
     if disagree and not allow_mixed_settings:
         key, column, i, j = disagree[0]
         raise HarnessError(f"{len(disagree)} condition(s) are in {names[i]} and {names[j]} with different results "
                            f"(first: {dict(zip(ROW_KEYS, key))}, column {column!r}): read together they would "
                            f"count twice; `harness collect` them (it names the settings they differ in)")
-    if disagree:  # mixed settings, said on the page: each copy is a result of its own setting
-        deduped, dropped = merged, 0
-    elif dropped:
+    if dropped:  # with mixed settings only copies that differ are kept (each its setting's result, as the page says)
         log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
                     "read once", dropped)
     frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
-    return deduped.drop(columns="_source"), (merged_attention(frames, dedupe_rows=not disagree) if frames else None)
+    return deduped.drop(columns="_source"), (merged_attention(frames, keep_differing=allow_mixed_settings) if frames
+                                             else None)
 
 
 def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False,

@@ -143,13 +143,14 @@ def with_position(attention: pd.DataFrame, conditions: pd.DataFrame) -> pd.DataF
                                                    dtype=object))
 
 
-def merged_attention(frames: list[pd.DataFrame], dedupe_rows: bool = True) -> pd.DataFrame:
+def merged_attention(frames: list[pd.DataFrame], dedupe_rows: bool = True, keep_differing: bool = False
+                     ) -> pd.DataFrame:
     """Attention tables of several runs (each tagged with its run's ``_source`` and passed through
     :func:`with_position`) as one: a row in several runs kept once (``dedupe_rows``), the position
     column kept only where the runs sit at several positions."""
     att = concat_tables(frames)
     if dedupe_rows:
-        att = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set())[0]
+        att = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set(), keep_differing)[0]
     if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added only to keep positions apart
         att = att.drop(columns="injection_at")
     return att.drop(columns="_source")
@@ -186,9 +187,12 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: set[int]) -> tuple[pd.DataFrame, int, list]:
+def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: set[int],
+           keep_differing: bool = False) -> tuple[pd.DataFrame, int, list]:
     """Keep one row per key (the ``keys`` ``df`` has). Returns (frame, rows dropped, disagreements)
-    where a disagreement is (key, column, source of the kept copy, source of the other).
+    where a disagreement is (key, column, source of the kept copy, source of the other);
+    ``keep_differing``: keep a copy whose result differs too (runs of mixed settings read on
+    purpose: each such copy is its setting's result), dropping only copies that agree.
     ``no_attention`` holds the source indices of runs without attention analysis: their null
     attention columns are not a disagreement, and the copy with attention values is the one kept."""
     keys = [k for k in keys if k in df.columns]
@@ -209,5 +213,9 @@ def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: 
                 if not _same(df.at[first, col], df.at[other, col]):
                     disagreements.append((key[first], col, df.at[first, "_source"], df.at[other, "_source"]))
                     break
-            drop.append(other)
+            else:
+                drop.append(other)
+                continue
+            if not keep_differing:
+                drop.append(other)
     return df.drop(index=drop).reset_index(drop=True), len(drop), disagreements
