@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -50,8 +51,20 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
+def finite_json(obj):
+    """``obj`` with every NaN or infinite float as None: JSON has no NaN (``json.dumps`` writes a bare
+    ``NaN`` that jq, JavaScript and strict readers refuse), and null is what a reader takes as missing."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def write_json(obj, path: Path) -> None:
-    text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+    text = json.dumps(finite_json(obj), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 

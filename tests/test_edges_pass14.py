@@ -176,3 +176,18 @@ def test_mixed_settings_keep_only_the_copies_that_differ(tmp_path):
     assert 42 <= len(conditions) < 2 * 42  # base and noatt agree: one copy; dnone's differing rows kept
     assert not copies.empty and (copies.groupby(keys, dropna=False, observed=True).norm_edit_distance
                                  .apply(lambda s: s.isna().any() and s.notna().any())).all()
+
+
+def test_json_the_harness_writes_is_standard_json(tmp_path):
+    """Pass 15, #118: locate.json held "rise_ci95": [NaN, NaN], which jq and JavaScript refuse."""
+    import json
+
+    import numpy as np
+
+    from harness.io import write_json
+
+    write_json({"rise_ci95": [float("nan"), np.float64("nan")], "rise": float("inf"), "n": 3}, tmp_path / "x.json")
+    text = (tmp_path / "x.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}")) == {
+        "rise_ci95": [None, None], "rise": None, "n": 3}
