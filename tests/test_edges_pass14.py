@@ -191,3 +191,20 @@ def test_json_the_harness_writes_is_standard_json(tmp_path):
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}")) == {
         "rise_ci95": [None, None], "rise": None, "n": 3}
+
+
+def test_a_run_that_decoded_nothing_says_so_without_warnings(tmp_path):
+    """Pass 15, #10: figures on a decode.path=none run printed numpy's 'Mean of empty slice' four
+    times, an output table of '0 prompts', edit-distance rows of '0+0' prefixes and 'With 0 prefixes
+    in a group'."""
+    import warnings
+
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST, "decode.path=none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert main(["figures", str(run), "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "report.md").read_text()
+    assert "B and C decoded no continuation (decode.path=none)" in page
+    assert "With 0 prefixes" not in page and "| edit distance (norm.) |" not in page

@@ -45,7 +45,8 @@ def contrast_table(conds: pd.DataFrame, deltas: dict[str, float] | None = None) 
     results = []
     mixed = bool((obeying.roles(conds) == "forbidden").any())
     for value, label in contrasted():
-        if value not in conds or conds[value].isna().all() or (mixed and value == "target_hit"):
+        if value not in conds or conds.loc[conds.group.isin(["B", "C"]), value].isna().all() or (
+                mixed and value == "target_hit"):  # not measured on B and C (decode.path=none: no edit distance)
             continue
         rows = conds if value == "target_hit" else obeying.without_mentions(conds)  # a word rate: C against mentions
         data = rows.assign(**{value: rows[value].astype(float)})
@@ -79,7 +80,8 @@ def group_drift(conds: pd.DataFrame, value: str, group: str, confidence: float =
                              observed=True).to_numpy(dtype=float)
         complete, note = complete_table(Y)
         p, n = complete.shape
-        estimate = float(np.nanmean(cell[value])) if len(cell) else np.nan
+        measured = cell[value].dropna()  # none where it was not measured (decode.path=none: no edit distance)
+        estimate = float(measured.mean()) if len(measured) else np.nan
         low = high = np.nan
         if p < MIN_PROMPTS or n < MIN_PREFIXES:
             note = f"{p} prompt{'s' * (p != 1)}" if p < MIN_PROMPTS else f"{n} prefix{'es' * (n != 1)}"

@@ -99,6 +99,9 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
 
 
 def _output(conds: pd.DataFrame) -> list[str]:
+    if conds.loc[conds.group != "A", "norm_edit_distance"].isna().all():  # decode.path=none: no continuation
+        return ["", "## Output drift", "", "B and C decoded no continuation (decode.path=none): there is no edit "
+                "distance or survival to report; output KL along A's continuation is in the C - B table below."]
     summary = descriptive.drift_summary(conds[conds.group != "A"], "norm_edit_distance")
     kl = descriptive.drift_summary(conds[conds.group != "A"], "output_kl")
     surv = curves.survival(conds[conds.group != "A"], max_k=int(conds.n_continuation_tokens.max()))
@@ -211,7 +214,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
                      _ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), _p(r.p_crossed), _p(r.q_crossed),
                      _num(r.delta), VERDICT_WORDS.get(r.verdict, r.verdict), power_text(r.power, r.power_low, r.power_high),
                      _ci(r.mean_diff, r.ci_low_prompts, r.ci_high_prompts), _p(r.wilcoxon_p)])
-        group_sizes += [r.n_prefixes_high, r.n_prefixes_low]
+        group_sizes += [n for n in (r.n_prefixes_high, r.n_prefixes_low) if n > 0]  # 0: a measure not measured
     fewest = min(group_sizes, default=FEW_PREFIXES)
     if fewest < FEW_PREFIXES:
         lines.append(f"With {fewest} prefix{'es' if fewest != 1 else ''} in a group, the prompts x prefixes interval "
