@@ -208,3 +208,14 @@ def test_a_run_that_decoded_nothing_says_so_without_warnings(tmp_path):
     page = (tmp_path / "page" / "report.md").read_text()
     assert "B and C decoded no continuation (decode.path=none)" in page
     assert "With 0 prefixes" not in page and "| edit distance (norm.) |" not in page
+
+
+def test_a_target_regex_that_matches_nothing_at_all_is_refused():
+    """Pass 15, #97: target_regex '(a|a)*$' matches the empty string, so every reply (garbage too)
+    counted as obeyed and as a target hit."""
+    from harness.inputs.checks import BoundedPattern
+
+    for pattern in ("(a|a)*$", "x*", "", "^"):
+        with pytest.raises(ValueError, match="matches the empty string, so every reply would pass it"):
+            BoundedPattern(pattern)
+    assert BoundedPattern("(a|b)+$").search("xab") is not None

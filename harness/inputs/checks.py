@@ -77,6 +77,9 @@ class BoundedPattern:
             self.compiled = bounded_re.compile(pattern)
         except bounded_re.error as exc:
             raise ValueError(f"target_regex is not a valid regular expression ({exc})") from None
+        if self._bounded("search", "", 0) is not None:  # found in every reply, even an empty one: it cannot fail
+            raise ValueError(f"target_regex {pattern!r} matches the empty string, so every reply would pass it: "
+                             f"require at least one character (e.g. + where it has *)")
 
     def _bounded(self, method: str, *args):
         try:
