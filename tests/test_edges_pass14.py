@@ -219,3 +219,27 @@ def test_a_target_regex_that_matches_nothing_at_all_is_refused():
         with pytest.raises(ValueError, match="matches the empty string, so every reply would pass it"):
             BoundedPattern(pattern)
     assert BoundedPattern("(a|b)+$").search("xab") is not None
+
+
+def test_the_api_refuses_what_it_cannot_mean_in_one_sentence(tmp_path):
+    """Pass 15, #15 (contrast of A and B: three rows of NaN), #31 (bootstrap_ci of strings: numpy's
+    'could not convert'), #33 (benjamini_hochberg: scipy's '`ps` must include'), #69 and #87 (validate
+    and run given a dict of names or a list of overrides: OmegaConf's text), #151 (/dev/null as a
+    corpus: 'file not found')."""
+    import numpy as np
+
+    import harness as H
+    from harness.inputs.prefix_bank import _read_text
+    from tests.support import FAST, sweep
+
+    c = H.load_run(sweep(tmp_path / "run", *FAST)).conditions
+    cases = [(lambda: H.contrast(c, "output_kl", high="A", low="B"), ValueError, "A has none"),
+             (lambda: H.bootstrap_ci(["a", "b"]), ValueError, "values must be numbers"),
+             (lambda: H.benjamini_hochberg(np.array([0.5, 2.0, -1])), ValueError, "p must hold p-values between 0 and 1"),
+             (lambda: H.validate({"model": "tiny"}), H.HarnessError, "validate takes a config, as H.compose"),
+             (lambda: H.run(["model=tiny"], tmp_path / "x"), H.HarnessError, "validate takes a config"),
+             (lambda: _read_text(__import__("pathlib").Path("/dev/null")), H.HarnessError, "is not a regular file")]
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            call()
+    assert not (tmp_path / "x").exists()

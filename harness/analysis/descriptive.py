@@ -106,7 +106,10 @@ def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RE
     Percentile by default (what existing callers get); ``method="BCa"`` uses BCa where it applies
     and falls back to percentile (see :func:`bootstrap_interval`, which also says which was used).
     """
-    given = np.asarray(values, dtype=float)
+    try:
+        given = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"values must be numbers (one per unit), got {values!r:.60}") from None
     if given.ndim != 1:  # a table's rows would be averaged as if they were one value each
         raise ValueError(f"values must be one-dimensional (one value per unit), got an array of shape {given.shape}")
     if given.size == 0 and not empty_ok:  # a filter that matched nothing: (nan, nan) would pass for "too few values"
@@ -178,8 +181,13 @@ def contrast(conditions: pd.DataFrame, value: str = "norm_edit_distance", high: 
     """``high`` minus ``low`` at each length, paired by prompt: mean difference, bootstrap CI over
     prompts (``ci_method``), and a two-sided Wilcoxon signed-rank p-value (NaN when every difference
     is zero). Prompt-only: a claim about *these* prefixes; see :func:`compare_groups` for the claim
-    about the content in general. Groups are checked as :func:`check_groups` says."""
+    about the content in general. Groups are checked as :func:`check_groups` says; A is refused (it
+    has no prefix length to pair at: every cell came back empty)."""
     check_groups(conditions, high, low)
+    if "A" in (high, low):
+        raise ValueError("contrast pairs two prefixed groups at each prefix length, and A has none (its length is 0): "
+                         "compare B or C with A through their drift, which every measure already states against A "
+                         "(H.drift_summary)")
     check_measure(conditions, value)
     conditions = with_settings(conditions)
     by = present_columns(conditions, check_by(conditions, by, value, contrast=True))
@@ -236,7 +244,13 @@ def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """BH-adjusted q-values; NaN p-values stay NaN and are not counted as tests."""
     if isinstance(p, (str, bytes)) or np.ndim(p) != 1:
         raise ValueError(f"p must be a one-dimensional sequence of p-values, got {p!r:.60}")
-    p = np.asarray(p, dtype=float)
+    try:
+        p = np.asarray(p, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"p must hold numbers (p-values), got {p!r:.60}") from None
+    bad = p[~np.isnan(p) & ((p < 0) | (p > 1))]
+    if len(bad):  # scipy's "`ps` must include only numbers between 0 and 1" names an argument the caller never saw
+        raise ValueError(f"p must hold p-values between 0 and 1 (NaN left out), got {', '.join(map(str, bad[:3]))}")
     q = np.full_like(p, np.nan)
     ok = ~np.isnan(p)
     if ok.any():

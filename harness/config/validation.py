@@ -7,7 +7,7 @@ import weakref
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.schema import Group, RunConfig, as_plain
+from harness.config.schema import GROUPS, Group, RunConfig, as_plain
 from harness.errors import HarnessError
 from harness.inputs.isolation import isolation_problems
 from harness.inputs.prefix_source import source_problems
@@ -33,6 +33,11 @@ def validate(cfg) -> DictConfig:
         raise HarnessError("validate: give a config (H.compose(overrides) makes one)")
     if is_validated(cfg):
         return cfg
+    # {'model': 'tiny'}: a config group given by name, where the config holds the group's settings
+    named = isinstance(cfg, dict) and any(isinstance(cfg.get(g), str) for g in GROUPS)
+    if not isinstance(cfg, (DictConfig, RunConfig, dict)) or named:  # a list of overrides: OmegaConf's text otherwise
+        raise HarnessError(f"validate takes a config, as H.compose(overrides) makes it (e.g. H.compose(['model=tiny'])), "
+                           f"got {type(cfg).__name__} {cfg!r:.60}")
     try:
         typed = OmegaConf.merge(OmegaConf.structured(RunConfig), as_plain(cfg))
     except Exception as exc:  # omegaconf's errors name the key on their first line

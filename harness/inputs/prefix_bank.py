@@ -208,8 +208,10 @@ def check_bank(records: list[dict], *, min_chars: int = 1500, pair_tolerance: fl
 
 
 def _read_text(path: Path) -> str:
-    if not path.is_file():
+    if not path.exists():
         raise HarnessError(f"{path}: file not found")
+    if not path.is_file():  # /dev/null, a pipe, a device: no text to cut a bank from
+        raise HarnessError(f"{path} is not a regular file (a device, pipe or socket): give a UTF-8 text file")
     try:
         return path.read_bytes().decode("utf-8")  # no newline translation: spans are offsets into the file
     except UnicodeDecodeError as exc:
