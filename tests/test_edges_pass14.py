@@ -243,3 +243,14 @@ def test_the_api_refuses_what_it_cannot_mean_in_one_sentence(tmp_path):
         with pytest.raises(kind, match=message):
             call()
     assert not (tmp_path / "x").exists()
+
+
+def test_compare_groups_refuses_an_attention_table(tmp_path):
+    """Pass 15, #92: H.compare_groups(attention, 'kl') averaged 672 layer x head x segment rows as if
+    they were conditions, without a word."""
+    import harness as H
+    from tests.support import FAST, sweep
+
+    a = H.load_run(sweep(tmp_path / "run", *FAST)).attention
+    with pytest.raises(ValueError, match="df must be a conditions table .* this is an attention table"):
+        H.compare_groups(a, "kl")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_by, check_effect, check_hits, warn_absent_groups
+from harness.analysis.checks import check_by, check_conditions_table, check_effect, check_hits, warn_absent_groups
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -363,9 +363,10 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``: up to
       0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
 
-    Refused at entry: a group :func:`check_groups` refuses, a ``confidence`` or ``n_resamples``
-    :func:`check_resampling` refuses, fewer than 1 permutation.
-    """
+    Refused at entry: an attention table (its rows are not conditions), a group :func:`check_groups`
+    refuses, a ``confidence`` or ``n_resamples`` :func:`check_resampling` refuses, fewer than 1
+    permutation."""
+    check_conditions_table(df, "df")
     check_groups(df, high, low)
     check_measure(df, value)
     check_resampling(confidence, n_resamples)
