@@ -364,8 +364,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
 
     Refused at entry: an attention table (its rows are not conditions), a group :func:`check_groups`
-    refuses, a ``confidence`` or ``n_resamples`` :func:`check_resampling` refuses, fewer than 1
-    permutation."""
+    refuses, a ``confidence`` or ``n_resamples`` :func:`check_resampling` refuses, < 1 permutation."""
     check_conditions_table(df, "df")
     check_groups(df, high, low)
     check_measure(df, value)
