@@ -134,6 +134,10 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
         raise HarnessError(f"{run} did not finish: its status says running but no sweep holds it (the process was "
                            f"killed); finish it with `harness resume {run}`")
     why = f" ({info.get('error')})" if info.get("error") else ""
+    if state == "error":  # stopped by its configuration or its input: a resume as it is stops the same way
+        raise HarnessError(f"{run} did not finish: its status is error{why}; what stopped it must change first: fix "
+                           f"the input, or resume with the setting changed (`harness resume {run} KEY=VALUE "
+                           f"--accept-changes`), or sweep anew")
     raise HarnessError(f"{run} did not finish: its status is {state}{why}; finish it with `harness resume {run}`")
 
 

@@ -65,7 +65,7 @@ def test_a_failed_run_is_refused_unless_allowed_and_then_the_page_says_what_is_m
 
 @pytest.mark.parametrize("status, expected", [
     ({"status": "interrupted", "error": "interrupted (Ctrl-C or SIGTERM)"}, "did not finish: its status is interrupted"),
-    ({"status": "error", "error": "model missing"}, "did not finish: its status is error (model missing)"),
+    ({"status": "error", "error": "model missing"}, "its status is error (model missing); what stopped it must change first"),  # pass 15, #111
     ({"status": "running", "conditions": 42, "done": 3}, "no sweep holds it (the process was killed)"),
 ])
 def test_an_unfinished_run_is_named_with_the_command_that_finishes_it(runs, status, expected, tmp_path, capsys):
