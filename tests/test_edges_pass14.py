@@ -254,3 +254,17 @@ def test_compare_groups_refuses_an_attention_table(tmp_path):
     a = H.load_run(sweep(tmp_path / "run", *FAST)).attention
     with pytest.raises(ValueError, match="df must be a conditions table .* this is an attention table"):
         H.compare_groups(a, "kl")
+
+
+def test_causal_heads_gives_no_share_interval_where_the_effect_has_none(tmp_path):
+    """Pass 15, #127: with 2 prompts the C - B effect had no interval, yet each row's share removed
+    had one (0.72 [-5.00, 3.41]), a ratio of two effects at noise level."""
+    import pandas as pd
+
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST)
+    assert main(["causal-heads", str(run), "--k", "1", "--draws", "1", "--out", str(tmp_path / "heads")]) == 0
+    effects = pd.read_parquet(tmp_path / "heads" / "causal_effects.parquet")
+    assert effects.effect_low.isna().all() and "share" in effects
+    assert effects.share_low.isna().all() and effects.share_high.isna().all()

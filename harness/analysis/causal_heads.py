@@ -168,6 +168,8 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
                 "statistic": "removed", "ci_low": "removed_low", "ci_high": "removed_high"}))
             shares = {s: share_removed(wide[[NONE, s]].reset_index(), NONE, s, seed=seed) for s in others}
             table = table.join(pd.DataFrame(shares, index=["share", "share_low", "share_high"]).T)
+            if NONE in table.index and not np.isfinite(table.loc[NONE, "effect_low"]):  # no interval: its ratio has none
+                table[["share_low", "share_high"]] = np.nan
         parts.append(table.rename_axis("setting").reset_index().assign(measure=measure))
     if not parts:
         return pd.DataFrame()
