@@ -122,3 +122,13 @@ def stand_in_vllm_python() -> str:
 
 
 _STAND_IN: str | None = None
+
+
+def exit_code(args: list[str]) -> int:
+    """``harness ARGS``'s exit status, whether the command returns it or argparse exits with it."""
+    from harness.cli import main
+
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return int(exc.code)

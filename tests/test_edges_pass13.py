@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from tests.inputs.test_corpora import installed
-from tests.support import FAST, sweep
+from tests.support import FAST, exit_code, sweep
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +54,9 @@ def test_a_delta_that_would_change_nothing_or_cannot_be_reached_is_refused(delta
     """#46 (a Δ of 1e308 for a proportion, printed as 309 digits), #48 and #80 (a --delta for a
     measure the command does not test, ignored), #75 (--delta dropped beside --effect-sds)."""
     args = [a.format(run=delta_run) for a in args] + ["--out", str(tmp_path / "page")]
-    assert _exit_code(args) == 2
+    assert exit_code(args) == 2
     assert first in capsys.readouterr().err
     assert not (tmp_path / "page" / "claims.md").exists()
-
-
-def _exit_code(args: list[str]) -> int:
-    """``harness ARGS``'s exit status, whether it returns it or argparse exits with it."""
-    try:
-        return main(args)
-    except SystemExit as exc:
-        return int(exc.code)
 
 
 @pytest.mark.parametrize("args, first", [
@@ -77,7 +69,7 @@ def test_numbers_out_of_range_are_refused_in_one_line_naming_the_option(delta_ru
     """#152, #153 (int()'s 'invalid literal' text, the key not named), #223 (a traceback and exit 3),
     #173 (--draws 0 accepted: the page's random-head control silently empty)."""
     args = [a.format(run=delta_run) for a in args] + (["--out", str(tmp_path / "page")] if "{run}" in args[1] else [])
-    assert _exit_code(args) == 2
+    assert exit_code(args) == 2
     err = capsys.readouterr().err
     assert first in err and "Traceback" not in err
 
@@ -92,11 +84,11 @@ def test_a_file_or_a_missing_path_given_for_a_run_is_named_as_such(delta_run, tm
                         (["claims", str(manifest)], "is a file, not a run directory"),
                         (["resume", str(manifest)], "is a file, not a run directory"),
                         (["resume", str(tmp_path / "nonexist")], "nonexist does not exist: give a run directory")):
-        assert _exit_code(args) == 2
+        assert exit_code(args) == 2
         err = capsys.readouterr().err
         assert first in err and "overrides.yaml" not in err and "--out" not in err
     (tmp_path / "corpus.txt").write_text("one paragraph of text here.\n\nanother paragraph of text.\n\nthird one.\n")
-    assert _exit_code(["build-prefixes", "neutral", "--corpus", str(tmp_path / "corpus.txt"), "--n", "2",
+    assert exit_code(["build-prefixes", "neutral", "--corpus", str(tmp_path / "corpus.txt"), "--n", "2",
                        "--out", str(delta_run / "x.jsonl")]) == 2
     err = capsys.readouterr().err
     assert f"would be written inside {delta_run}, a run directory; give a file outside it" in err
@@ -113,18 +105,18 @@ def test_runs_that_did_not_finish_say_how_in_every_reader(tmp_path, capfd):
     status = json.loads((run / "status.json").read_text())
     write_sealed_json({**{k: v for k, v in status.items() if not k.startswith("checksum")}, "status": "failed",
                        "error": "boom in the noise floor", "failed": []}, run / "status.json")
-    assert _exit_code(["claims", str(run), "--out", str(tmp_path / "c")]) == 2
+    assert exit_code(["claims", str(run), "--out", str(tmp_path / "c")]) == 2
     err = capfd.readouterr().err
     assert "failed after its conditions (boom in the noise floor)" in err and "0 of" not in err
     (run / "status.json").unlink()
     for name in ("conditions.parquet", "attention.parquet"):
         (run / name).unlink()
-    assert _exit_code(["collect", str(run), "--out", str(tmp_path / "col")]) == 2
+    assert exit_code(["collect", str(run), "--out", str(tmp_path / "col")]) == 2
     assert f"did not finish (no status.json); finish it with `harness resume {run}`" in capfd.readouterr().err
-    assert _exit_code(["resume", str(run)]) == 0
+    assert exit_code(["resume", str(run)]) == 0
     (run / "manifest.json").write_text("{not json")
     capfd.readouterr()
-    assert _exit_code(["resume", str(run)]) == 0
+    assert exit_code(["resume", str(run)]) == 0
     said = "".join(capfd.readouterr())
     assert "--trust-damaged" not in said and "this sweep rewrites it" in said
     assert json.loads((run / "manifest.json").read_text())["tables"]
@@ -134,7 +126,7 @@ def test_claims_on_runs_where_no_claim_can_be_tested_is_refused(tmp_path, capsys
     """#245: an A/B-only run printed 'wrote 6 files' with exit 0, every claim 'Not tested' inside the
     page; corpus-report, detect and causal-heads refuse the same run in one line."""
     run = sweep(tmp_path / "ab", *FAST, "groups=[A,B]")
-    assert _exit_code(["claims", str(run), "--out", str(tmp_path / "page")]) == 2
+    assert exit_code(["claims", str(run), "--out", str(tmp_path / "page")]) == 2
     err = capsys.readouterr().err
     assert "no claim can be tested on these runs" in err and "claim 3 needs groups B and C" in err
     assert not (tmp_path / "page").exists()
@@ -153,7 +145,7 @@ def test_corpus_report_reads_one_benchmark_and_a_bank_of_its_model(tmp_path, cap
     bank = sweep(tmp_path / "bank", "model=tiny-gpt2", *FAST[1:], "decode.max_new_tokens=4")
     for args, first in (([str(agentdojo), str(spikee)], "these runs drew from 2 benchmarks (agentdojo, spikee)"),
                         ([str(agentdojo), "--bank", str(bank)], "share no model with the benchmark's")):
-        assert _exit_code(["corpus-report", *args, "--out", str(tmp_path / "page")]) == 2
+        assert exit_code(["corpus-report", *args, "--out", str(tmp_path / "page")]) == 2
         assert first in capsys.readouterr().err
         assert not (tmp_path / "page").exists()
 
@@ -170,7 +162,7 @@ def test_detect_refuses_benign_inputs_with_no_attack_run_at_their_length(tmp_pat
         raise AssertionError("the model scored the inputs of runs detect refuses")
 
     monkeypatch.setattr(detect, "measure_runs", not_reached)
-    assert _exit_code(["detect", str(attacks), str(benign), "--out", str(tmp_path / "page")]) == 2
+    assert exit_code(["detect", str(attacks), str(benign), "--out", str(tmp_path / "page")]) == 2
     err = capsys.readouterr().err
     assert f"{benign} has benign inputs at 32 tokens" in err and "no run here has attacks there" in err
     assert not (tmp_path / "page").exists()
@@ -182,7 +174,7 @@ def test_a_python_without_vllm_is_refused_before_anything_loads(tmp_path, capsys
     import sys
 
     run = tmp_path / "vl"
-    assert _exit_code(["sweep", "model=demo", "prefix.lengths=[8]", "prompts.limit=1", "draw_figures=false",
+    assert exit_code(["sweep", "model=demo", "prefix.lengths=[8]", "prompts.limit=1", "draw_figures=false",
                        "experiment=vllm-outputs", f"backend.python={sys.executable}", f"hydra.run.dir={run}"]) == 2
     err = capsys.readouterr().err
     assert f"{sys.executable} runs but has no vllm package" in err and "Traceback" not in err

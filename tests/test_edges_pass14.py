@@ -7,15 +7,9 @@ from __future__ import annotations
 import pytest
 
 from harness.cli import main
+from tests.support import exit_code
 
 TINY = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "prompts.limit=2", "draw_figures=false"]
-
-
-def _exit_code(args: list[str]) -> int:
-    try:
-        return main(args)
-    except SystemExit as exc:
-        return int(exc.code)
 
 
 @pytest.mark.parametrize("args, first", [
@@ -34,7 +28,7 @@ def test_an_override_the_config_cannot_take_is_one_line_naming_it(tmp_path, caps
     HYDRA_FULL_ERROR=1'); #53 (~decode accepted: the run decoded 32 tokens though the command said 6),
     #59 and #60 (a second experiment= replaced the first without a word)."""
     run = tmp_path / "run"
-    assert _exit_code([*args, f"hydra.run.dir={run}"]) == 2
+    assert exit_code([*args, f"hydra.run.dir={run}"]) == 2
     err = capsys.readouterr().err
     assert first in err and "full_key" not in err and "HYDRA_FULL_ERROR" not in err and len(err.splitlines()) == 1
     assert not run.exists()
@@ -85,7 +79,7 @@ def test_betas_without_a_beta_mode_are_refused(tmp_path, capsys):
     from tests.support import FAST
 
     run = tmp_path / "run"
-    assert _exit_code(["sweep", *FAST, "isolation=[none]", "isolation_betas=[1,4]", f"hydra.run.dir={run}"]) == 2
+    assert exit_code(["sweep", *FAST, "isolation=[none]", "isolation_betas=[1,4]", f"hydra.run.dir={run}"]) == 2
     assert "isolation_betas=[1.0, 4.0] are the strengths of decay" in capsys.readouterr().err
     assert not run.exists()
 
@@ -96,7 +90,7 @@ def test_a_corpus_of_one_repeated_paragraph_builds_no_bank(tmp_path, capsys):
     corpus = tmp_path / "dup.txt"
     corpus.write_text("The same paragraph of plain text, long enough to be a chunk.\n\n" * 30)
     out = tmp_path / "bank.jsonl"
-    assert _exit_code(["build-prefixes", "neutral", "--corpus", str(corpus), "--n", "5", "--out", str(out)]) == 2
+    assert exit_code(["build-prefixes", "neutral", "--corpus", str(corpus), "--n", "5", "--out", str(out)]) == 2
     assert "only 1 distinct chunks" in capsys.readouterr().err and not out.exists()
 
 
@@ -121,7 +115,7 @@ def test_plan_says_when_its_prices_come_from_a_resume(tmp_path, capsys):
 def test_numbers_out_of_range_say_the_range(tmp_path, capsys, args, first):
     """#40 ('layers must be a whole number, got -2'), #226 ('must be between 0 and 1, got 1.0')."""
     args = [a.format(run=tmp_path) for a in args]
-    assert _exit_code(args) == 2
+    assert exit_code(args) == 2
     assert first in capsys.readouterr().err
 
 
@@ -134,7 +128,7 @@ def test_a_bad_payloads_file_is_the_one_named(tmp_path, capsys):
     payloads.write_text(json.dumps({"text": "hello"}) + "\n")
     fillers = tmp_path / "fill.txt"
     fillers.write_text("A plain sentence of filler text. " * 40)
-    assert _exit_code(["build-prefixes", "instruction", "--templates", str(templates), "--fillers", str(fillers),
+    assert exit_code(["build-prefixes", "instruction", "--templates", str(templates), "--fillers", str(fillers),
                        "--payloads", str(payloads), "--n", "1", "--out", str(tmp_path / "bank.jsonl")]) == 2
     assert "pay.jsonl: every payload needs a string field 'payload'" in capsys.readouterr().err
 
@@ -146,7 +140,7 @@ def test_resume_of_a_multirun_points_to_its_jobs(tmp_path, capsys):
 
     sweep_dir = tmp_path / "mr"
     assert main(["sweep", "-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep_dir}"]) == 0
-    assert _exit_code(["resume", str(sweep_dir)]) == 2
+    assert exit_code(["resume", str(sweep_dir)]) == 2
     err = capsys.readouterr().err
     assert f"{sweep_dir} is a multirun (-m)" in err and f"harness resume {sweep_dir / '0'}" in err
 
