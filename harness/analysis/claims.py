@@ -63,7 +63,8 @@ from harness.numbers import num, signed
 JUMP_LENGTHS = (32, 64, 128, 256)
 MIDDLE = (1 / 3, 2 / 3)  # the middle third of the depth
 UNIT = "prompts and prefixes resampled (crossed)"
-DELTA_MEASURES = ("kl", "attn_kl_mean", "norm_edit_distance")  # the measures the claims test (each with its Δ)
+CONDITION_MEASURES = ("attn_kl_mean", "norm_edit_distance")  # what claims 2 and 3 test, per condition
+DELTA_MEASURES = ("kl", *CONDITION_MEASURES)  # every measure the claims test (each with its Δ); claim 1: kl per layer
 HYPOTHESES = {
     1: "attention divergence between A and C peaks in the middle layers",
     2: "drift jumps between 64 and 128 prefix tokens (more than between 32 and 64, or 128 and 256)",
@@ -349,7 +350,7 @@ def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | 
         if missing:
             return (f"claim 2 needs group C at prefix lengths {', '.join(map(str, JUMP_LENGTHS))} "
                     f"(these runs have {have or 'no group C'})")
-        measures = [m for m in ("attn_kl_mean", "norm_edit_distance") if m in conditions]
+        measures = [m for m in CONDITION_MEASURES if m in conditions]
         if measures and not any(True for m in measures for _ in length_cubes(conditions, m)):
             return (f"claim 2 needs prompts and prefixes of group C each measured at all of "
                     f"{', '.join(map(str, JUMP_LENGTHS))} tokens; in these runs none is (runs of different lengths "
@@ -375,10 +376,10 @@ def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise:
     parts = []
     if attention is not None and not attention.empty:
         parts.append(middle_layer_peak(attention, delta=delta.get("kl"), **kw))
-    for value in ("attn_kl_mean", "norm_edit_distance"):
+    for value in CONDITION_MEASURES:
         if value in conditions and conditions[value].notna().any():
             parts.append(length_jump(conditions, value, delta=delta.get(value), **kw))
-    for value in ("norm_edit_distance", "attn_kl_mean"):
+    for value in reversed(CONDITION_MEASURES):  # claim 3 leads with edit distance, as its page always has
         if value in conditions and conditions[value].notna().any():
             parts.append(c_versus_b(conditions, noise, value, delta=delta.get(value), **kw))
     parts = [p for p in parts if not p.empty]

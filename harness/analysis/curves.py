@@ -122,7 +122,7 @@ def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
             continue
         per_prompt_mean = [np.mean([norm_edit_distance(x, y) for j, y in enumerate(ids) if j != i])
                            for i, x in enumerate(ids)]
-        low, high = bootstrap_ci(per_prompt_mean, empty_ok=True)
+        low, high = bootstrap_ci(per_prompt_mean)
         rows.append({**dict(zip(by, key)), "mean": float(np.mean(per_prompt_mean)), "ci_low": low, "ci_high": high,
                      "n_prompts": len(ids)})
     return pd.DataFrame(rows, columns=[*by, "mean", "ci_low", "ci_high", "n_prompts"])

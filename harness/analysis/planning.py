@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.claim_power import contrast_components, min_contrast_power
-from harness.analysis.claims import JUMP_WEIGHTS, claim3_cells, layer_cubes, length_cubes, thirds_weights
+from harness.analysis.claims import (
+    CONDITION_MEASURES,
+    JUMP_WEIGHTS,
+    claim3_cells,
+    layer_cubes,
+    length_cubes,
+    thirds_weights,
+)
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.power import fewest_reaching
 from harness.analysis.verdicts import deltas_for
@@ -34,7 +41,7 @@ from harness.numbers import num
 
 ATTENTION, OUTPUT = "attention", "output"
 # the measures the claims page tests, and whether each is an attention measure or an output one
-CLAIM_MEASURES = {"attn_kl_mean": ATTENTION, "norm_edit_distance": OUTPUT}
+CLAIM_MEASURES = dict(zip(CONDITION_MEASURES, (ATTENTION, OUTPUT)))
 SCOPES = {"attention": (ATTENTION,), "all": (ATTENTION, OUTPUT)}
 _TESTS = {"attention": "attention test", "all": "test"}
 
@@ -75,10 +82,9 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
             tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
                                      _min_contrast(contrast_components(Y, JUMP_WEIGHTS), effect_sds, delta.get(value))))
     cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
-    for value in present:
-        if not cells:
-            break
-        for _, row in variance_components(pd.concat(cells), value, by=list(by)).iterrows():
+    claim3 = pd.concat(cells) if cells else None  # the rows the claims page's claim 3 reads
+    for value in present if claim3 is not None else ():
+        for _, row in variance_components(claim3, value, by=list(by)).iterrows():
             sd = float(row.prefix_sd)
             if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
                 continue  # components not estimable (too few prompts or prefixes); in SDs, no spread to plan against

@@ -36,4 +36,4 @@ def noise_level(noise: pd.DataFrame | None, model: str, value: str) -> float | N
     vals = noise[noise.model.astype(str) == str(model)][value].dropna().to_numpy(dtype=float)
     if not len(vals):
         return None
-    return float(vals.max()) if np.all(vals == vals[0]) else descriptive.bootstrap_ci(vals, empty_ok=True)[1]
+    return float(vals.max()) if np.all(vals == vals[0]) else descriptive.bootstrap_ci(vals)[1]

@@ -67,13 +67,16 @@ def _delta(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _fraction(text: str) -> float:
+def _target_power(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.05 < value < 1:  # at or below the tests' 5% level a design that tests nothing reaches it
-        raise argparse.ArgumentTypeError(f"is a power: give one above 0.05 (the tests' level) and below 1, got {value}")
+    from harness.runs.plan import TESTS_LEVEL  # the plan's own bound, said before the runs are read
+
+    if not TESTS_LEVEL < value < 1:
+        raise argparse.ArgumentTypeError(f"is a power: give one above {TESTS_LEVEL:g} (the tests' level) and below 1, "
+                                         f"got {value}")
     return value
 
 
@@ -82,7 +85,7 @@ def plan(args: list[str]) -> int:
                                      "prefixes-per-group design at which every claim test reaches a target power "
                                      "at least cost (seconds measured on the pilots), or why none does.")
     parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")
-    parser.add_argument("--target", type=_fraction, default=0.8, help="power to reach (default 0.8)")
+    parser.add_argument("--target", type=_target_power, default=0.8, help="power to reach (default 0.8)")
     parser.add_argument("--delta", type=_delta, action="append", default=[], metavar="MEASURE=VALUE",
                         help="a smallest effect of interest to plan for, in the measure's units, over the default "
                              "(repeat for several; the defaults: docs/statistics.md)")

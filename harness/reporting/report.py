@@ -269,7 +269,7 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
                        ("attn_kl_mean", "attention KL (nats)"), ("logp_max_diff", "largest log-prob difference")):
         vals = noise[col].dropna().to_numpy(dtype=float)
         if len(vals):
-            low, high = descriptive.bootstrap_ci(vals, empty_ok=True)
+            low, high = descriptive.bootstrap_ci(vals)
             rows.append([label, _ci(vals.mean(), low, high) if np.ptp(vals) else _num(vals.mean()), _num(vals.max())])
     lines += [""] + _table(["measure", "mean", "largest"], rows)
     if floor is not None and "near_tie" in conditions:

@@ -211,7 +211,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     if open_worker is None:
         from harness.model.vllm_backend import vllm_python
 
-        vllm_python(cfg.backend.python, probe=True)  # the environment, before the model's files are read
+        vllm_python(cfg.backend.python)  # the environment, before the model's files are read
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
     if rundir.path.is_dir() and rundir.made_by_a_sweep() and not is_cache_timing(rundir):
         raise HarnessError(f"{rundir} is a sweep's run directory; cache-timing writes a directory of its own: choose "

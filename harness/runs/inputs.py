@@ -56,21 +56,24 @@ def contents(inputs) -> dict:
     return {role: (entry or {}).get("sha256") for role, entry in inputs.items() if isinstance(entry, dict)}
 
 
-def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
-    """One phrase per recorded input whose content differs from what the config names now (a role
-    recorded but no longer named, or named anew, counts); empty where ``recorded`` is None (runs of
-    earlier versions recorded none)."""
+def _changed(recorded: dict | None, now: dict[str, dict]) -> list[tuple[str, dict, dict]]:
+    """``(role, as recorded, as named now)`` per input whose content differs (a role recorded but no
+    longer named, or named anew, counts); none where ``recorded`` is None (runs of earlier versions
+    recorded none)."""
     if not isinstance(recorded, dict):
         return []
+    pairs = ((role, recorded.get(role) or {}, now.get(role) or {}) for role in sorted(set(recorded) | set(now)))
+    return [(role, was, is_) for role, was, is_ in pairs if was.get("sha256") != is_.get("sha256")]
+
+
+def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
+    """One phrase per recorded input whose content differs from what the config names now
+    (:func:`_changed`)."""
     out = []
-    for role in sorted(set(recorded) | set(now)):
-        was, is_ = recorded.get(role) or {}, now.get(role) or {}
-        if was.get("sha256") == is_.get("sha256"):
-            continue
-        name = ROLES.get(role, role)
+    for role, was, is_ in _changed(recorded, now):
         then = f"{was.get('path')} (sha256 {str(was.get('sha256'))[:12]}...)" if was else "none"
         here = f"{is_.get('path')} (sha256 {str(is_.get('sha256'))[:12]}...)" if is_ else "none"
-        out.append(f"its {name} was {then}, the config now reads {here}")
+        out.append(f"its {ROLES.get(role, role)} was {then}, the config now reads {here}")
     return out
 
 
@@ -86,9 +89,7 @@ def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: 
                            f"manifest records its sha256) or give its new path")
     changed = changed_inputs(recorded, now)
     if changed:
-        roles = [r for r in sorted(set(recorded or {}) | set(now)) if (recorded or {}).get(r, {}).get("sha256")
-                 != now.get(r, {}).get("sha256")]
-        in_place = all(_same_file((recorded or {}).get(r, {}).get("path"), now.get(r, {}).get("path")) for r in roles)
+        in_place = all(_same_file(was.get("path"), is_.get("path")) for _, was, is_ in _changed(recorded, now))
         remedy = ("restore the files (the manifest records their sha256: they were edited in place)" if in_place else
                   "run it from the directory the run was made in (the paths above say where), or restore the files")
         raise HarnessError(f"{run} was made from other input files than its config names here: {'; '.join(changed)}. "

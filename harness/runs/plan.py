@@ -110,6 +110,9 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
             f"be low: price a design from a pilot computed in one sweep"))
 
 
+TESTS_LEVEL = 0.05  # the level the planned tests run at: a target power at or below it is met by testing nothing
+
+
 @dataclass
 class Plan:
     """What ``harness plan`` found: the power grid, the chosen design and its overrides."""
@@ -156,9 +159,9 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     """Plan a design for these pilot runs (each a model and placement; one design for all): each test
     at its measure's smallest effect of interest (the registry's Δ, with ``deltas`` on top), or at
     ``effect_sds`` of its own prefix-level SD when given."""
-    if not 0.05 < target < 1:  # a power at or below the tests' 5% level is reached by a design that tests nothing
+    if not TESTS_LEVEL < target < 1:
         raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
-                           f"tests' level of 0.05 and below 1, e.g. 0.8")
+                           f"tests' level of {TESTS_LEVEL:g} and below 1, e.g. 0.8")
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)

@@ -143,14 +143,12 @@ def with_position(attention: pd.DataFrame, conditions: pd.DataFrame) -> pd.DataF
                                                    dtype=object))
 
 
-def merged_attention(frames: list[pd.DataFrame], dedupe_rows: bool = True, keep_differing: bool = False
-                     ) -> pd.DataFrame:
+def merged_attention(frames: list[pd.DataFrame], keep_differing: bool = False) -> pd.DataFrame:
     """Attention tables of several runs (each tagged with its run's ``_source`` and passed through
-    :func:`with_position`) as one: a row in several runs kept once (``dedupe_rows``), the position
-    column kept only where the runs sit at several positions."""
-    att = concat_tables(frames)
-    if dedupe_rows:
-        att = dedupe(att, ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set(), keep_differing)[0]
+    :func:`with_position`) as one: a row in several runs kept once (copies that differ too, with
+    ``keep_differing``: :func:`dedupe`), the position column kept only where the runs sit at several
+    positions."""
+    att = dedupe(concat_tables(frames), ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set(), keep_differing)[0]
     if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added only to keep positions apart
         att = att.drop(columns="injection_at")
     return att.drop(columns="_source")
@@ -205,17 +203,11 @@ def dedupe(df: pd.DataFrame, keys: list[str], compare: list[str], no_attention: 
         rows = sorted(idx, key=lambda i: df.at[i, "_source"] in no_attention)  # with attention first
         first = rows[0]
         for other in rows[1:]:
-            for col in compare:
-                if col not in df.columns:
-                    continue
-                if col in ATTENTION_HEADLINE and df.at[other, "_source"] in no_attention:
-                    continue
-                if not _same(df.at[first, col], df.at[other, col]):
-                    disagreements.append((key[first], col, df.at[first, "_source"], df.at[other, "_source"]))
-                    break
-            else:
-                drop.append(other)
-                continue
-            if not keep_differing:
+            differs = next((col for col in compare if col in df.columns
+                            and not (col in ATTENTION_HEADLINE and df.at[other, "_source"] in no_attention)
+                            and not _same(df.at[first, col], df.at[other, col])), None)
+            if differs is not None:
+                disagreements.append((key[first], differs, df.at[first, "_source"], df.at[other, "_source"]))
+            if differs is None or not keep_differing:
                 drop.append(other)
     return df.drop(index=drop).reset_index(drop=True), len(drop), disagreements
