@@ -19,7 +19,7 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
     """Word rates by what the prefix said, the two contrasts, obey rates per check, and each
     placement beside the direct ceiling (``ceiling``: ``obeying.ceiling_table(conds)``, computed
     here when not given; ``deltas``: a study's smallest effects of interest, over the registry's)."""
-    rates = obeying.word_rates(conds)
+    rates = obeying.or_empty(obeying.word_rates, conds)
     if rates.empty:
         return []
     lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
@@ -36,7 +36,7 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
     lines += _contrasts(conds, deltas) + _obey_table(conds)
-    lines += _ceiling(obeying.ceiling_table(conds, deltas=deltas) if ceiling is None else ceiling, deltas)
+    lines += _ceiling(obeying.or_empty(obeying.ceiling_table, conds, deltas=deltas) if ceiling is None else ceiling, deltas)
     return lines
 
 
@@ -46,7 +46,7 @@ def _role_order(column: pd.Series) -> pd.Series:
 
 
 def _contrasts(conds: pd.DataFrame, deltas: dict[str, float] | None) -> list[str]:
-    table_ = obeying.triple_contrasts(conds, deltas=deltas)
+    table_ = obeying.or_empty(obeying.triple_contrasts, conds, deltas=deltas)
     if table_.empty:
         return []
     has_forbidden = (table_.contrast == "forbidden - mentioned").any()
@@ -71,7 +71,7 @@ def _contrasts(conds: pd.DataFrame, deltas: dict[str, float] | None) -> list[str
 def _obey_table(conds: pd.DataFrame) -> list[str]:
     """Obey rates per check; only where some instruction checks more than the word's presence (for
     ``contains`` alone, obeyed is the asked row above)."""
-    rates = obeying.obey_rates(conds)
+    rates = obeying.or_empty(obeying.obey_rates, conds)
     if rates.empty or set(rates.check.astype(str)) <= {"contains"}:
         return []
     lines = ["", "### Obey rate per check", "",

@@ -14,7 +14,7 @@ import pandas as pd
 from harness.analysis import curves, descriptive
 from harness.analysis.checks import check_tables
 from harness.analysis.forest import contrast_table, forest_table
-from harness.analysis.obeying import ceiling_table, word_rates
+from harness.analysis.obeying import ceiling_table, or_empty, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.reporting import plots as F
 
@@ -151,7 +151,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                     ax.set_title(f"{F.GROUP_NAMES[group]}\n{title(model, placement)}")
             out["fig7_output_kl_steps"] = fig
 
-        rates = word_rates(conds)
+        rates = or_empty(word_rates, conds)
         if not rates.empty:
             fig, axes = _grid(len(combos), 1)
             for row, (model, placement) in zip(axes, combos):
@@ -159,7 +159,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                 row[0].set_title(f"Is the prefix's word in the reply?\n{title(model, placement)}")
             out["fig8_hit_rate"] = fig
 
-        ceiling = ceiling_table(conds) if ceiling is None else ceiling
+        ceiling = or_empty(ceiling_table, conds) if ceiling is None else ceiling
         if not ceiling.empty:
             models = list(dict.fromkeys(ceiling.model.astype(str)))
             fig, axes = _grid(len(models), 1, width=6.0)

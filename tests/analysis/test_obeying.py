@@ -104,8 +104,11 @@ def test_ceiling_table_rates_and_differences_by_hand():
 
 
 def test_ceiling_table_needs_a_direct_run():
-    assert obeying.ceiling_table(placed("system", lambda p, w, k: True)).empty
-    assert obeying.ceiling_table(triples(copier=True)).empty  # raw, no direct
+    with pytest.raises(obeying.NothingToRate, match="only \\['system'\\]: load a direct run"):
+        obeying.ceiling_table(placed("system", lambda p, w, k: True))
+    with pytest.raises(obeying.NothingToRate, match="no placement"):
+        obeying.ceiling_table(triples(copier=True).drop(columns="placement", errors="ignore"))
+    assert obeying.or_empty(obeying.ceiling_table, triples(copier=True)).empty  # what the report reads
 
 
 def test_a_studys_delta_reaches_the_obey_tables_and_their_words():
