@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.inputs.conditions import KEY_FIELDS
+
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 N_PERMUTATIONS = 10_000
@@ -27,6 +29,8 @@ MIN_RESAMPLES = 10
 # those rows say n_prompts 0, so these are accepted whether or not the table holds them
 SWEEP_GROUPS = ("A", "B", "C")
 # numeric columns that place a row in the design (a layer, a length, an isolation beta), never a measure
+# the columns naming one condition of one model (as harness.runs.schema.ROW_KEYS, a stage above this one)
+CONDITION_KEYS = ("model", *KEY_FIELDS, "injection_at")
 DESIGN_COLUMNS = frozenset({"layer", "head", "prefix_len", "n_queries", "beta", "batch_size", "seed"})
 # the columns a summary writes itself: a by column of the same name would be shadowed
 SUMMARY_COLUMNS = frozenset({"mean", "ci_low", "ci_high", "ci_method", "n_prompts", "statistic"})
@@ -136,10 +140,28 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
 
 def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
     """Refuse an attention table where a conditions table belongs (it has a row per layer and head,
-    and none of the continuation's columns: the summary would be empty, or pool every head)."""
+    and none of the continuation's columns: the summary would be empty, or pool every head), and a
+    table holding one condition twice with the same results (a run's table concatenated with itself,
+    or two runs sharing conditions: each copy would count as another observation)."""
     if {"layer", "head"} <= set(df.columns):
         raise ValueError(f"{name} must be a conditions table (a row per condition); this is an attention table (it "
                          f"has layer and head columns)")
+    repeated = repeated_conditions(df)
+    if repeated:
+        raise ValueError(f"{name} holds {repeated} row(s) repeating another row exactly (the same condition and the "
+                         f"same results), which would count one condition as several: read several runs with "
+                         f"H.load_runs([...]), which keeps one copy, or drop_duplicates() before concatenating")
+
+
+def repeated_conditions(df: pd.DataFrame) -> int:
+    """How many rows repeat an earlier row's condition key (:data:`CONDITION_KEYS`) and every scalar
+    result. Copies that differ in a result are not counted: runs of mixed settings read on purpose
+    keep one copy per setting (``load_runs(..., allow_mixed_settings=True)``)."""
+    keys = [c for c in CONDITION_KEYS if c in df.columns]
+    if not {"group", "prompt_id", "prefix_id"} <= set(keys) or len(df) < 2:
+        return 0
+    scalars = [c for c in df.columns if c not in keys and df[c].dtype != object]
+    return int(df.duplicated(subset=keys + scalars).sum())
 
 
 def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
