@@ -170,6 +170,9 @@ def test_mixed_settings_keep_only_the_copies_that_differ(tmp_path):
     assert 42 <= len(conditions) < 2 * 42  # base and noatt agree: one copy; dnone's differing rows kept
     assert not copies.empty and (copies.groupby(keys, dropna=False, observed=True).norm_edit_distance
                                  .apply(lambda s: s.isna().any() and s.notna().any())).all()
+    # each kept copy names its run, so the analysis API can tell them apart (pass 16, #80)
+    assert set(copies.run) <= {str(r) for r in runs} and not copies.duplicated([*keys, "run"]).any()
+    H.drift_summary(conditions, "output_kl")
 
 
 def test_json_the_harness_writes_is_standard_json(tmp_path):

@@ -68,10 +68,30 @@ def test_a_table_holding_a_condition_twice_is_refused(call):
         call(pd.concat([one, one], ignore_index=True))
 
 
-def test_copies_that_differ_in_a_result_are_kept():
-    """Runs of mixed settings read on purpose keep one copy per setting whose result differs
-    (load_runs(..., allow_mixed_settings=True)): those are not repeats."""
+def test_copies_with_different_results_need_a_column_saying_whose():
+    """Pass 16, #80: pd.concat of a run with a rerun whose output_kl differed pooled both copies of
+    every condition without a word (only byte-identical repeats were caught)."""
     one = triples(copier=True).assign(norm_edit_distance=0.5)
-    other = one.assign(norm_edit_distance=0.25)
-    assert not H.compare_groups(pd.concat([one, other], ignore_index=True), "norm_edit_distance",
-                                high="C", low="B").empty
+    both = pd.concat([one, one.assign(norm_edit_distance=0.25)], ignore_index=True)
+    with pytest.raises(ValueError, match=r"holds 36 condition\(s\) twice with different results .* column 'run'"):
+        H.compare_groups(both, "norm_edit_distance", high="C", low="B")
+    named = pd.concat([one.assign(run="first"), one.assign(run="rerun", norm_edit_distance=0.25)], ignore_index=True)
+    assert not H.compare_groups(named, "norm_edit_distance", high="C", low="B").empty
+
+
+def test_rate_summary_and_head_contrasts_and_decide_refuse_what_they_cannot_mean():
+    """Pass 16: #33/#39 rate_summary(conditions, 'obeyed') on a run without targets returned an empty
+    frame; #44 head_contrasts(conditions) blamed the measure 'kl' instead of the table; #59/#60
+    decide(0.5, 0.1, 0.05) (low above high) said 'supported' and a negative Δ was taken."""
+    from harness.analysis.verdicts import decide
+
+    with pytest.raises(ValueError, match="obeyed is empty in all 14 rows"):
+        H.rate_summary(plain_run(), hit="obeyed")
+    with pytest.raises(ValueError, match=r"has no layer, head \(this looks like a conditions table"):
+        H.head_contrasts(plain_run())
+    with pytest.raises(ValueError, match="low end must not lie above its high end"):
+        decide(0.5, 0.1, 0.05)
+    with pytest.raises(ValueError, match="must be a positive finite number, got -0.05"):
+        decide(-0.01, 0.01, -0.05)
+    assert decide(-0.01, 0.01, 0.05) == "no effect as large as Δ"
+    assert decide(-0.01, 0.01, float("nan")) == decide(-0.01, 0.01, None)  # a measure without a Δ

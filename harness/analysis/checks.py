@@ -146,22 +146,44 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
     if {"layer", "head"} <= set(df.columns):
         raise ValueError(f"{name} must be a conditions table (a row per condition); this is an attention table (it "
                          f"has layer and head columns)")
-    repeated = repeated_conditions(df)
-    if repeated:
-        raise ValueError(f"{name} holds {repeated} row(s) repeating another row exactly (the same condition and the "
+    exact, differing = repeated_conditions(df)
+    if exact:
+        raise ValueError(f"{name} holds {exact} row(s) repeating another row exactly (the same condition and the "
                          f"same results), which would count one condition as several: read several runs with "
                          f"H.load_runs([...]), which keeps one copy, or drop_duplicates() before concatenating")
+    if differing:
+        raise ValueError(f"{name} holds {differing} condition(s) twice with different results (runs or settings "
+                         f"concatenated), with no column saying which copy is whose: every copy would count as "
+                         f"another observation. Read the runs with H.load_runs([...]) (it refuses runs that "
+                         f"disagree, and with allow_mixed_settings=True names each copy's run in a column 'run'), "
+                         f"or add such a column yourself")
 
 
-def repeated_conditions(df: pd.DataFrame) -> int:
-    """How many rows repeat an earlier row's condition key (:data:`CONDITION_KEYS`) and every scalar
-    result. Copies that differ in a result are not counted: runs of mixed settings read on purpose
-    keep one copy per setting (``load_runs(..., allow_mixed_settings=True)``)."""
-    keys = [c for c in CONDITION_KEYS if c in df.columns]
+def check_attention_table(df: pd.DataFrame, needs: tuple[str, ...] = ("layer", "head"),
+                          name: str = "attention") -> None:
+    """Refuse a table without the attention table's ``needs`` columns (the conditions table given for
+    the attention one, most often: the error would otherwise be about a missing measure)."""
+    missing = [c for c in needs if c not in df.columns]
+    if missing:
+        hint = " (this looks like a conditions table: the attention table is H.load_run(RUN).attention)" \
+            if "group" in df.columns and not {"layer", "head"} & set(df.columns) else ""
+        raise ValueError(f"{name} must be an attention table (a row per condition, layer, head and segment); this one "
+                         f"has no {', '.join(missing)}{hint}")
+
+
+def repeated_conditions(df: pd.DataFrame) -> tuple[int, int]:
+    """``(exact, differing)``: how many rows repeat an earlier row's condition key
+    (:data:`CONDITION_KEYS`, and ``run`` where the table has it) with every scalar result the same,
+    and how many with some result different."""
+    keys = [c for c in (*CONDITION_KEYS, "run") if c in df.columns]
     if not {"group", "prompt_id", "prefix_id"} <= set(keys) or len(df) < 2:
-        return 0
+        return 0, 0
+    repeats = df.duplicated(subset=keys)
+    if not repeats.any():
+        return 0, 0
     scalars = [c for c in df.columns if c not in keys and df[c].dtype != object]
-    return int(df.duplicated(subset=keys + scalars).sum())
+    exact = int(df.duplicated(subset=keys + scalars).sum())
+    return exact, int(repeats.sum()) - exact
 
 
 def check_groups(df: pd.DataFrame, high: str, low: str) -> None:

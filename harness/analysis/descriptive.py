@@ -42,6 +42,7 @@ from harness.analysis.checks import (  # noqa: F401 (the names the analysis modu
     N_PERMUTATIONS,
     N_RESAMPLES,
     SWEEP_GROUPS,
+    check_attention_table,
     check_by,
     check_conditions_table,
     check_count,
@@ -290,10 +291,7 @@ def weighted_segment_mean(attention: pd.DataFrame, value: str = "kl", by: Sequen
     :func:`head_map`) goes through here, so tables and figures agree. ``beta`` is folded into
     ``isolation`` first; ``by`` columns absent from the table are skipped.
     """
-    missing = [c for c in ("n_queries", "segment") if c not in attention.columns]
-    if missing:  # the conditions table given for the attention one, say
-        raise ValueError(f"attention must be an attention table (a row per condition, layer, head and segment); this "
-                         f"one has no {', '.join(missing)}")
+    check_attention_table(attention, ("n_queries", "segment"))
     if not isinstance(value, str) or value not in attention.columns:
         raise ValueError(f"value must name a column of the attention table (e.g. 'kl', 'capture'), got {shown(value)}")
     check_measure(attention, value)

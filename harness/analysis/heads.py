@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_effect
+from harness.analysis.checks import check_attention_table, check_effect
 from harness.analysis.crossed import cell_means, matched_pairs, permutation_pvalues, relabelings
 from harness.analysis.crossed_variance import difference, supported
 from harness.analysis.descriptive import (
@@ -157,6 +157,7 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     would be significant), a group :func:`check_groups` refuses, fewer than 1 permutation.
     """
     check_fraction("alpha", alpha, 0.05)
+    check_attention_table(attention)
     check_groups(attention, high, low)
     if "A" in (high, low):  # every attention row is a B or C condition measured against A's
         raise ValueError("high and low must be B or C: an attention table's rows are B and C conditions, each "

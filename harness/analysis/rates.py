@@ -50,8 +50,8 @@ def rate_summary(conditions: pd.DataFrame, hit: str | None = None, by: Sequence[
     crossing: the share of conditions that hit). Prompts and prefixes are both random
     (``resampled="prompts x prefixes"``: the claim about such prefixes in general) for groups with
     prefixes, prompts only for A (``"prompts"``: its base rate, a plain Wilson interval). Rows whose
-    ``hit`` is null are left out. ``hit`` None means ``target_hit``, and an empty table where the
-    table has none (a run whose prefixes name no target); a column the caller names must be there.
+    ``hit`` is null are left out. ``hit`` None means ``target_hit``; a table without that column, or
+    whose ``hit`` is null in every row (a run whose prefixes name no target), is refused.
     Either must hold booleans or 0/1 (:func:`check_hits`), and ``confidence`` lie in (0, 1).
 
     The interval is :func:`harness.analysis.rate_intervals.crossed_rate_interval`; where the crossing is
@@ -64,18 +64,17 @@ def rate_summary(conditions: pd.DataFrame, hit: str | None = None, by: Sequence[
     """
     check_fraction("confidence", confidence, CONFIDENCE)
     check_conditions_table(conditions)
-    if hit is not None or HIT in conditions.columns:
-        hit = HIT if hit is None else hit
-        check_hits(conditions, hit)
+    if hit is None and HIT not in conditions.columns:
+        raise ValueError(f"the table has no {HIT} column (no prefix of these runs names a target word), so there is "
+                         f"nothing to rate: name the column of hits to rate (hit=...)")
+    hit = HIT if hit is None else hit
+    check_hits(conditions, hit)
+    if conditions[hit].isna().all():
+        raise ValueError(f"{hit} is empty in all {len(conditions)} rows of the table (a run whose prefixes name no "
+                         f"target, or rows filtered to those without one): there is nothing to rate")
     df = with_settings(conditions)
     by = present_columns(df, check_by(df, by))
-    columns = by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts", "n_prefixes", "resampled",
-                    "ci_method", "effective_units"]
-    if hit is None:
-        return pd.DataFrame(columns=columns)
     df = df[df[hit].notna()].assign(_hit=lambda d: d[hit].astype(float))
-    if df.empty:
-        return pd.DataFrame(columns=columns)
     units = cell_means(df, "_hit", by)
     counts = (df.groupby(by, observed=True, sort=True)["_hit"].agg(["sum", "size"]) if by else
               pd.DataFrame({"sum": [df["_hit"].sum()], "size": [len(df)]}, index=[()]))
@@ -106,4 +105,5 @@ def rate_summary(conditions: pd.DataFrame, hit: str | None = None, by: Sequence[
                      "n_prefixes": int(cell["prefix_id"].nunique()),
                      "resampled": "prompts x prefixes" if with_prefix else "prompts", "ci_method": method,
                      "effective_units": float(n_eff)})
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=by + ["rate", "ci_low", "ci_high", "n_hits", "n_conditions", "n_prompts",
+                                            "n_prefixes", "resampled", "ci_method", "effective_units"])

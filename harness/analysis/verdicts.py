@@ -42,7 +42,12 @@ METRIC_NAMES = frozenset(METRICS_BY_NAME)
 def decide(low: float, high: float, delta: float | None, two_sided: bool = False) -> str:
     """The verdict of the interval ``low`` to ``high`` on an effect claimed above 0, at ``delta``
     (module docstring; ``two_sided``: "no effect" needs ``low`` above ``-delta`` too). Without a
-    ``delta`` (None) the third outcome is not available."""
+    ``delta`` (None, or NaN for a measure without one) the third outcome is not available. Refused: an
+    interval whose low end lies above its high end, a Δ at or below 0 or infinite."""
+    if low > high:
+        raise ValueError(f"an interval's low end must not lie above its high end, got {low!r} to {high!r}")
+    if delta is not None and not np.isnan(delta) and not 0 < delta < np.inf:
+        raise ValueError(f"delta (the smallest effect of interest) must be a positive finite number, got {delta!r}")
     if not (np.isfinite(low) and np.isfinite(high)):
         return NOT_DETERMINED
     if low > 0:

@@ -25,7 +25,8 @@ from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ROW_KEYS
-from harness.runs.tables import COMPARED, concat_tables, dedupe, merged_attention, refuse_one_key_two_texts, with_position
+from harness.runs.tables import (COMPARED, concat_tables, dedupe, merged_attention, null_safe_keys,
+                                 refuse_one_key_two_texts, with_position)
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +264,10 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
         log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
                     "read once", dropped)
     frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
+    if null_safe_keys(deduped, [k for k in ROW_KEYS if k in deduped]).duplicated().any():
+        # copies kept (mixed settings): a column says whose each is, so that the analysis API can tell
+        # them from one run's table concatenated with another's (harness.analysis.checks)
+        deduped = deduped.assign(run=[names[i] for i in deduped["_source"]])
     return deduped.drop(columns="_source"), (merged_attention(frames, keep_differing=allow_mixed_settings) if frames
                                              else None)
 

@@ -114,7 +114,13 @@ def test_a_continuous_hit_column_is_refused():
 def test_a_hit_column_the_table_lacks_is_refused_only_when_named():
     with refused("hit must name a column of the table (its boolean columns: 'target_hit'), got 'obeyed'"):
         rates.rate_summary(conditions(), hit="obeyed")
-    assert rates.rate_summary(conditions().drop(columns="target_hit")).empty  # a run without targets
+    with refused("the table has no target_hit column (no prefix of these runs names a target word), so there is "
+                 "nothing to rate: name the column of hits to rate (hit=...)"):
+        rates.rate_summary(conditions().drop(columns="target_hit"))  # a run without targets
+    with refused(f"obeyed is empty in all {len(conditions())} rows of the table (a run whose prefixes name no target, "
+                 "or rows filtered to those without one): there is nothing to rate"):  # pass 16, #33: an empty frame
+        rates.rate_summary(conditions().assign(obeyed=pd.array([None] * len(conditions()), dtype="boolean")),
+                           hit="obeyed")
     with refused("hit must name a column of the table (its boolean columns: none), got 'target_hit'"):
         rates.rate_summary(conditions().drop(columns="target_hit"), hit="target_hit")
 

@@ -168,7 +168,8 @@ def test_rate_summary_by_hand():
     assert (out.loc["C", "ci_low"], out.loc["C", "ci_high"]) == (pytest.approx(low), pytest.approx(high))
     assert out.loc["C", "ci_method"].startswith("Wilson, crossed, ") and out.loc["C", "effective_units"] >= 3
     assert out.loc["B", "ci_low"] == 0 and out.loc["B", "ci_high"] == pytest.approx(Z ** 2 / (4 + Z ** 2))
-    assert rates.rate_summary(df.drop(columns="target_hit")).empty
+    with pytest.raises(ValueError, match="the table has no target_hit column"):
+        rates.rate_summary(df.drop(columns="target_hit"))
 
 
 def test_the_effective_size_follows_the_crossed_variance():
