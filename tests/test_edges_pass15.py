@@ -95,3 +95,17 @@ def test_rate_summary_and_head_contrasts_and_decide_refuse_what_they_cannot_mean
         decide(-0.01, 0.01, -0.05)
     assert decide(-0.01, 0.01, 0.05) == "no effect as large as Δ"
     assert decide(-0.01, 0.01, float("nan")) == decide(-0.01, 0.01, None)  # a measure without a Δ
+
+
+@pytest.mark.parametrize("call", [
+    lambda df: H.compare_groups(df, "norm_edit_distance", high="B", low="A"),
+    lambda df: H.two_way_bootstrap(df, "norm_edit_distance", high="C", low="A", n_resamples=50),
+    lambda df: H.prefix_permutation_test(df, "norm_edit_distance", high="A", low="B"),
+])
+def test_a_split_by_length_is_refused_with_the_reason(call):
+    """Pass 16, #70: compare_groups(high='B', low='A') gave a row per length saying '0 prompts',
+    although both groups had them: A sits at prefix_len 0 and paired with no length."""
+    with pytest.raises(ValueError, match=r"A has no prefix length \(its rows sit at prefix_len 0\)"):
+        call(plain_run())
+    by_model = H.compare_groups(plain_run(), "norm_edit_distance", high="B", low="A", by=["model"])
+    assert by_model.n_prompts.tolist() == [2]

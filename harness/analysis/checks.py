@@ -199,6 +199,20 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
+def check_a_pairs(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:
+    """A's rows sit at prefix length 0 (it has no prefix), so split by length it pairs with nothing:
+    every row would say "0 prompts" although both groups have them."""
+    if "A" not in (high, low) or "prefix_len" not in by or "prefix_len" not in df:
+        return
+    other = low if high == "A" else high
+    lengths = {g: set(df.loc[df["group"].astype(str) == g, "prefix_len"].dropna()) for g in ("A", other)}
+    if lengths["A"] and lengths[other] and not lengths["A"] & lengths[other]:
+        raise ValueError(f"A has no prefix length (its rows sit at prefix_len {sorted(lengths['A'])[0]}), so split by "
+                         f"prefix_len it pairs with none of {other}'s: a drift measure is already measured against "
+                         f"A, so {other} - A is {other}'s own mean (H.drift_summary; the report's contrasts.parquet); "
+                         f"for a measure A has too, leave prefix_len out of by")
+
+
 def warn_absent_groups(df: pd.DataFrame, high: str, low: str, caller: str) -> None:
     """Warn where :func:`check_groups` let through a sweep's group the table lacks (filtered out, or
     spelled otherwise): every row would compare nothing, with n_prompts 0."""

@@ -1,9 +1,8 @@
 """Inference with prompts and prefixes as crossed random factors: DataFrame in, DataFrame out.
 
-Every prompt meets every prefix, so a claim about instruction-like content *in general* must
-treat the prefixes as a random sample too, not only the prompts (docs/statistics.md). This module
-holds that half of the statistics (:mod:`harness.analysis.descriptive` holds the prompt-only intervals and the
-descriptive summaries):
+Every prompt meets every prefix, so a claim about instruction-like content *in general* must treat the
+prefixes as a random sample too, not only the prompts (docs/statistics.md). This module holds that half
+of the statistics (:mod:`harness.analysis.descriptive`: the prompt-only intervals, descriptive summaries):
 
 * :func:`prefix_permutation_test`: permute C/B labels among prefixes (sign flips within matched
   pairs), exact when the relabelings are few;
@@ -27,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_by, check_conditions_table, check_effect, check_hits, warn_absent_groups
+from harness.analysis.checks import (check_a_pairs, check_by, check_conditions_table, check_effect, check_hits,
+                                     warn_absent_groups)
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -147,6 +147,7 @@ def cell_layouts(df: pd.DataFrame, value: str, high: str, low: str, by) -> Itera
     prefixes matrix every C-minus-B analysis (tests, intervals, variance components) works on."""
     df = with_settings(df)
     by = present_columns(df, by)
+    check_a_pairs(df, high, low, by)
     sub = df[df.group.isin([high, low])]
     units = cell_means(sub, value, by)
     if not by:
@@ -313,15 +314,14 @@ def _two_way(lay: CellLayout, n_resamples: int, seed: int, confidence: float) ->
 def two_way_bootstrap(df: pd.DataFrame, value: str, high: str = "C", low: str = "B",
                       by: Sequence[str] = CONTRAST_BY, n_resamples: int = N_RESAMPLES, seed: int = 0,
                       confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Percentile interval for ``high`` minus ``low`` with prompts and prefixes as crossed random
-    factors.
+    """Percentile interval for ``high`` minus ``low`` with prompts and prefixes as crossed random factors.
 
     Each resample draws prompts with replacement and, independently, ``high`` prefixes from the high
     set and ``low`` prefixes from the low set with replacement (pairs with replacement in the paired
     design, see :func:`prefix_permutation_test`), then recomputes the statistic (mean over high
     prefixes of prefix means over prompts, minus the same for low) with the multiplicities as
     weights. Supports the claim about instruction-like content *in general*. Refused: a group
-    :func:`check_groups` refuses, a setting :func:`check_resampling` refuses.
+    :func:`check_groups` refuses, a setting :func:`check_resampling` refuses, A split by length.
 
     Columns: by..., statistic, ci_low, ci_high, n_prompts, n_prefixes_high, n_prefixes_low, design.
     """
