@@ -49,6 +49,8 @@ def test_the_deciding_commands_read_the_delta_a_run_was_made_with(delta_run, tmp
     (["plan", "{run}", "--delta", "target_hit=0.2"], "harness plan tests kl, attn_kl_mean, norm_edit_distance"),
     (["plan", "{run}", "--delta", "attn_kl_mean=0.5", "--effect-sds", "0.5"], "--delta and --effect-sds each set"),
     (["claims", "{run}", "--delta", "norm_edit_distance=1e308"], "must be below 1, the largest difference it can show"),
+    (["claims", "{run}", "--delta", "norm_edit_distance=0.1", "--delta", "norm_edit_distance=0.2"],
+     "--delta norm_edit_distance= is given more than once (0.1, 0.2): give each measure's Δ once"),  # pass 16, #2
 ])
 def test_a_delta_that_would_change_nothing_or_cannot_be_reached_is_refused(delta_run, tmp_path, capsys, args, first):
     """#46 (a Δ of 1e308 for a proportion, printed as 309 digits), #48 and #80 (a --delta for a

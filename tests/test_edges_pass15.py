@@ -109,3 +109,30 @@ def test_a_split_by_length_is_refused_with_the_reason(call):
         call(plain_run())
     by_model = H.compare_groups(plain_run(), "norm_edit_distance", high="B", low="A", by=["model"])
     assert by_model.n_prompts.tolist() == [2]
+
+
+@pytest.mark.parametrize("extra, first", [
+    (["prompts.limit=3"], "prompts.limit= is given 2 times (prompts.limit=2 and prompts.limit=3): the last would "
+                          "replace the others without a word"),
+    (["decode.max_new_tokens=(6)"], "decode.max_new_tokens=(6): the override grammar cannot read this value unquoted"),
+])
+def test_an_override_given_twice_or_unreadable_is_one_line(tmp_path, capsys, extra, first):
+    """Pass 16, #97 (prompts.limit=2 ... prompts.limit=3 ran 3 prompts without a word) and #100 (a
+    run directory with a non-ASCII letter gave Hydra's LexerNoViableAltException block)."""
+    from tests.support import exit_code
+
+    run = tmp_path / "run"
+    args = ["sweep", "model=tiny", "prompts.limit=2", "prefix.lengths=[8]", *extra, f"hydra.run.dir={run}"]
+    assert exit_code(args) == 2
+    err = capsys.readouterr().err
+    assert first in err and len(err.strip().splitlines()) == 1 and "Exception" not in err
+    assert not run.exists()
+
+
+def test_a_run_directory_with_a_space_and_a_non_ascii_letter_works_quoted(tmp_path):
+    from harness.cli import main
+
+    run = tmp_path / "r 1 ü"
+    assert main(["sweep", "model=tiny", "prompts.limit=1", "prefix.lengths=[8]", "decode.max_new_tokens=2",
+                 "draw_figures=false", f'hydra.run.dir="{run}"']) == 0
+    assert (run / "conditions.parquet").is_file()

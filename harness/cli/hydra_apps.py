@@ -287,7 +287,17 @@ def resume(args: list[str]) -> int:
                                f"{run} KEY=OLD ...) to keep the design, or pass --accept-changes to resume with the "
                                f"new one")
     app = cache_timing if "experiment=cache-timing" in overrides else sweep
-    return app([*overrides, *ns.overrides, f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
+    return app([*last_of_each_key([*overrides, *ns.overrides]), f"hydra.run.dir={hydra_quoted(str(ns.run_dir))}"])
+
+
+def last_of_each_key(overrides: list[str]) -> list[str]:
+    """``overrides`` with each key once, at its last value (what Hydra applied): a resume's overrides
+    on top of the run's own command replace its values, and the sweep refuses a key given twice."""
+    def key(o: str) -> str:
+        return o.split("=", 1)[0].lstrip("+~")
+
+    last = {key(o): i for i, o in enumerate(overrides)}
+    return [o for i, o in enumerate(overrides) if last[key(o)] == i]
 
 
 def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6) -> list[str]:

@@ -66,6 +66,10 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
     from harness.errors import HarnessError
 
     given = dict(ns.delta)
+    twice = next((m for m in given if sum(k == m for k, _ in ns.delta) > 1), None)
+    if twice is not None:
+        values = ", ".join(f"{v:g}" for k, v in ns.delta if k == twice)
+        raise HarnessError(f"--delta {twice}= is given more than once ({values}): give each measure's Δ once")
     unused = sorted(set(given) - set(measures))
     if unused:
         raise HarnessError(f"{command} tests {', '.join(measures)}; --delta {unused[0]}=... would change nothing "

@@ -88,6 +88,20 @@ def group_options(group: str, config_dir: str | None) -> set[str]:
     return {p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")}
 
 
+def _unreadable_override(args: list[str]) -> str | None:
+    """The first override Hydra's parser cannot read (its own answer is a lexer exception's block)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in (a for a in args if "=" in a and not a.startswith("-")):
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException:
+            return arg
+    return None
+
+
 def check_overrides(args: list[str], config_dir: str | None) -> None:
     """Refuse, in one line and before Hydra creates anything, an override whose key the config
     does not have (with the closest key it does have) and a config group given something that is
@@ -106,6 +120,19 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
     if len(experiments) > 1 and "-m" not in args and "--multirun" not in args:
         raise HarnessError(f"experiment= is given twice ({' and '.join(experiments)}): the last would replace the "
                            f"first without a word; give one, and the keys you want changed on top of it")
+    unreadable = _unreadable_override(args)
+    if unreadable:
+        key, value = unreadable.split("=", 1)
+        raise HarnessError(f"{unreadable}: the override grammar cannot read this value unquoted (a character such as "
+                           f"a non-ASCII letter, a parenthesis or # in it): quote the value, as '{key}=\"{value}\"'")
+    said: dict[str, list[str]] = {}
+    for arg in (a for a in args if "=" in a and not a.startswith("-")):
+        said.setdefault(arg.split("=", 1)[0].lstrip("+"), []).append(arg)
+    twice = next((given for key, given in said.items() if len(given) > 1 and key != "experiment"
+                  and not key.startswith("hydra")), None)
+    if twice:
+        raise HarnessError(f"{twice[0].split('=', 1)[0].lstrip('+')}= is given {len(twice)} times "
+                           f"({' and '.join(twice)}): the last would replace the others without a word; give it once")
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue
