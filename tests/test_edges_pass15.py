@@ -136,3 +136,32 @@ def test_a_run_directory_with_a_space_and_a_non_ascii_letter_works_quoted(tmp_pa
     assert main(["sweep", "model=tiny", "prompts.limit=1", "prefix.lengths=[8]", "decode.max_new_tokens=2",
                  "draw_figures=false", f'hydra.run.dir="{run}"']) == 0
     assert (run / "conditions.parquet").is_file()
+
+
+def test_a_corpus_with_a_byte_order_mark_builds_clean_prefixes(tmp_path):
+    """Pass 16, #132: a UTF-8 corpus saved with a BOM kept U+FEFF at the start of the first prefix."""
+    import json
+
+    from harness.cli import main
+
+    paragraphs = [f"Paragraph {i} of a plain corpus, with sentences long enough to make one chunk of prose here."
+                  for i in range(6)]
+    corpus = tmp_path / "bom.txt"
+    corpus.write_bytes("\ufeff".encode() + "\n\n".join(paragraphs).encode())
+    out = tmp_path / "bank.jsonl"
+    assert main(["build-prefixes", "neutral", "--corpus", str(corpus), "--n", "6", "--min-chars", "40",
+                 "--out", str(out)]) == 0
+    first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+    assert first["text"].startswith("Paragraph 0") and "\ufeff" not in out.read_text(encoding="utf-8")
+
+
+def test_a_report_without_a_noise_floor_says_so(tmp_path):
+    """Pass 16, #252: the report of an analysis.noise_floor=false run dropped the section without a
+    word, though every comparison elsewhere is read against it."""
+    from harness.cli import main
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST, "analysis.noise_floor=false")
+    assert main(["figures", str(run), "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "report.md").read_text(encoding="utf-8")
+    assert "## Numerical noise floor\n\nNot measured for these runs (`analysis.noise_floor=false`" in page

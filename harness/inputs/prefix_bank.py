@@ -213,9 +213,12 @@ def _read_text(path: Path) -> str:
     if not path.is_file():  # /dev/null, a pipe, a device: no text to cut a bank from
         raise HarnessError(f"{path} is not a regular file (a device, pipe or socket): give a UTF-8 text file")
     try:
-        return path.read_bytes().decode("utf-8")  # no newline translation: spans are offsets into the file
+        text = path.read_bytes().decode("utf-8")  # no newline translation: spans are offsets into the file
     except UnicodeDecodeError as exc:
         raise HarnessError(f"{path}: not UTF-8 text (bad byte at offset {exc.start}); convert it to UTF-8") from None
+    # a byte-order mark (Windows editors write one) is not text: a space in its place keeps every
+    # offset after it, and normalising drops it from the first prefix
+    return " " + text[1:] if text.startswith("\ufeff") else text
 
 
 def _read_prose(path: Path, option: str) -> str:
