@@ -165,3 +165,18 @@ def test_a_report_without_a_noise_floor_says_so(tmp_path):
     assert main(["figures", str(run), "--out", str(tmp_path / "page")]) == 0
     page = (tmp_path / "page" / "report.md").read_text(encoding="utf-8")
     assert "## Numerical noise floor\n\nNot measured for these runs (`analysis.noise_floor=false`" in page
+
+
+def test_a_reader_given_a_multirun_names_its_jobs_and_collect(tmp_path, capsys):
+    """Pass 16, #268: claims on a multirun's directory said 'not a run directory: give a sweep's'
+    though it is one, without naming its jobs or harness collect."""
+    from harness.cli import main
+    from tests.support import FAST, exit_code
+
+    sweep_dir = tmp_path / "mr"
+    assert main(["sweep", "-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep_dir}"]) == 0
+    capsys.readouterr()
+    assert exit_code(["claims", str(sweep_dir), "--resamples", "20"]) == 2
+    err = capsys.readouterr().err
+    assert f"{sweep_dir} is a multirun (-m), whose jobs are the runs: give them ({sweep_dir / '0'} {sweep_dir / '1'})" \
+        in err and f"harness collect {sweep_dir} --out DIR" in err

@@ -176,6 +176,11 @@ def not_a_run(run: RunDir) -> str:
     if (_quiet_manifest(run) or {}).get("tables", {}).get(RunDir.CONDITIONS) or run.made_by_a_sweep():
         return (f"{run / RunDir.CONDITIONS} is missing (the sweep wrote it; deleted or not copied?): rebuild it from "
                 f"results/ with `harness resume {run}`")
+    if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
+        jobs = sorted(p.name for p in run.path.iterdir() if (p / RunDir.CONDITIONS).is_file())
+        shown = " ".join(str(run.path / j) for j in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
+        return (f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown or 'none has tables yet'}), or "
+                f"merge them first with `harness collect {run} --out DIR`")
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
 
 

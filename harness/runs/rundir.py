@@ -151,9 +151,13 @@ class RunDir:
                 incomplete = manifest.get("incomplete") or []
                 return f"{self.path}: collected from {len(incomplete)} unfinished run(s)" if incomplete else None
             return f"{self.path}: did not finish (no {self.STATUS}); finish it with `harness resume {self.path}`"
+        if info.get("status") == "running":  # killed without a word, or still being written
+            return (f"{self.path}: its status says running (a sweep still writing it, or one that was killed): wait "
+                    f"for it, or finish it with `harness resume {self.path}`")
         if info.get("status") != "complete":
             detail = info.get("error") or ", ".join(map(str, info.get("failed", [])))
-            return f"{self.path}: {info.get('status')} ({detail})"
+            return (f"{self.path}: {info.get('status')}" + (f" ({detail})" if detail else "")
+                    + f"; `harness resume {self.path}` finishes it")
         return None
 
     def table(self, name: str, trust_damaged: bool = False):

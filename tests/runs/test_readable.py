@@ -104,3 +104,13 @@ def test_a_mix_of_settings_read_together_is_said_on_the_page(runs, tmp_path):
 def test_a_complete_run_carries_no_note(runs, tmp_path):
     assert main(["claims", str(runs["complete"]), "--out", str(tmp_path / "c"), "--resamples", "20"]) == 0
     assert "**Note:**" not in (tmp_path / "c" / "claims.md").read_text()
+
+
+def test_collect_of_a_killed_run_without_tables_says_how_to_finish_it(runs, tmp_path, capsys):
+    """Pass 16, #187: 'no tables found in rk (rk: running ())' for a sweep killed before its tables:
+    empty parentheses and no resume advice."""
+    run = copy_with_status(runs, "killed", {"status": "running", "conditions": 42, "done": 3})
+    (run / "conditions.parquet").unlink()
+    line = one_line_error(capsys, ["collect", str(run), "--out", str(tmp_path / "col")])
+    assert "its status says running (a sweep still writing it, or one that was killed)" in line
+    assert f"harness resume {run}" in line and "()" not in line
