@@ -111,22 +111,27 @@ def test_a_split_by_length_is_refused_with_the_reason(call):
     assert by_model.n_prompts.tolist() == [2]
 
 
-@pytest.mark.parametrize("extra, first", [
-    (["prompts.limit=3"], "prompts.limit= is given 2 times (prompts.limit=2 and prompts.limit=3): the last would "
-                          "replace the others without a word"),
-    (["decode.max_new_tokens=(6)"], "decode.max_new_tokens=(6): the override grammar cannot read this value unquoted"),
-])
-def test_an_override_given_twice_or_unreadable_is_one_line(tmp_path, capsys, extra, first):
-    """Pass 16, #97 (prompts.limit=2 ... prompts.limit=3 ran 3 prompts without a word) and #100 (a
-    run directory with a non-ASCII letter gave Hydra's LexerNoViableAltException block)."""
+def test_an_unreadable_override_is_one_line(tmp_path, capsys):
+    """Pass 16, #100: a run directory with a non-ASCII letter gave Hydra's LexerNoViableAltException
+    block, which never says to quote the value."""
     from tests.support import exit_code
 
     run = tmp_path / "run"
-    args = ["sweep", "model=tiny", "prompts.limit=2", "prefix.lengths=[8]", *extra, f"hydra.run.dir={run}"]
-    assert exit_code(args) == 2
+    assert exit_code(["sweep", "model=tiny", "decode.max_new_tokens=(6)", f"hydra.run.dir={run}"]) == 2
     err = capsys.readouterr().err
-    assert first in err and len(err.strip().splitlines()) == 1 and "Exception" not in err
-    assert not run.exists()
+    assert "decode.max_new_tokens=(6): the override grammar cannot read this value unquoted" in err
+    assert len(err.strip().splitlines()) == 1 and "Exception" not in err and not run.exists()
+
+
+def test_an_override_given_twice_says_which_applies(capsys):
+    """Pass 16, #97: prompts.limit=2 ... prompts.limit=3 ran 3 prompts without a word. A script's
+    base overrides with a change on top is a common way to write a command, so it is said, not refused."""
+    from harness.cli import main
+
+    assert main(["sweep", "model=tiny", "prompts.limit=2", "prompts.limit=3", "--cfg", "job"]) == 0
+    out, err = capsys.readouterr()
+    assert "note: prompts.limit is given 2 times (prompts.limit=2 and prompts.limit=3): the last, prompts.limit=3, " \
+           "applies" in err and "limit: 3" in out
 
 
 def test_a_run_directory_with_a_space_and_a_non_ascii_letter_works_quoted(tmp_path):
@@ -180,3 +185,54 @@ def test_a_reader_given_a_multirun_names_its_jobs_and_collect(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{sweep_dir} is a multirun (-m), whose jobs are the runs: give them ({sweep_dir / '0'} {sweep_dir / '1'})" \
         in err and f"harness collect {sweep_dir} --out DIR" in err
+
+
+def test_an_edited_copy_read_beside_its_original_is_not_called_the_very_same_table(tmp_path, capsys):
+    """Pass 16, #265: a copy whose conditions were edited was refused as holding 'the very
+    conditions table' of its original, though 252 rows differed."""
+    import shutil
+
+    from tests.support import FAST, exit_code, sweep
+
+    run = sweep(tmp_path / "r2", *FAST)
+    copy = tmp_path / "r2t"
+    shutil.copytree(run, copy)
+    table = pd.read_parquet(copy / "conditions.parquet")
+    table.loc[table.group == "C", "output_kl"] *= 100
+    table.to_parquet(copy / "conditions.parquet")
+    capsys.readouterr()
+    assert exit_code(["figures", str(run), str(copy), "--trust-damaged", "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert f"{copy} and {run} are one run" in err and f"{copy}'s table has been changed since it was written" in err
+    assert "very conditions table" not in err
+
+
+def test_pages_drawn_from_edited_or_disagreeing_tables_say_so(tmp_path):
+    """Pass 16, #238-#240: a set collected with --trust-damaged --allow-disagreement (one edited
+    source, its copies disagreeing) read like a clean run in claims and figures, and a report drawn
+    from an edited table with --trust-damaged never said so."""
+    import json
+    import shutil
+
+    from harness.cli import main
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "r2", *FAST)
+    copy = tmp_path / "r2t"
+    shutil.copytree(run, copy)
+    table = pd.read_parquet(copy / "conditions.parquet")
+    table.loc[table.group == "C", "output_kl"] *= 100
+    table.to_parquet(copy / "conditions.parquet")
+    n_c = int((table.group == "C").sum())
+
+    col = tmp_path / "col"
+    assert main(["collect", str(run), str(copy), "--trust-damaged", "--allow-disagreement", "--out", str(col)]) == 0
+    assert json.loads((col / "manifest.json").read_text())["damaged_sources"] == [str(copy.resolve())]
+    assert main(["figures", str(col), "--out", str(tmp_path / "fig")]) == 0
+    page = (tmp_path / "fig" / "report.md").read_text(encoding="utf-8")
+    assert f"was collected with {n_c} condition(s) whose copies in different runs had different results" in page
+    assert "whose tables had been changed since they were written (--trust-damaged)" in page
+
+    assert main(["figures", str(copy), "--trust-damaged", "--out", str(tmp_path / "figt")]) == 0
+    page = (tmp_path / "figt" / "report.md").read_text(encoding="utf-8")
+    assert "read anyway (--trust-damaged): the numbers drawn from it are not all the run's own" in page

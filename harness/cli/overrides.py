@@ -6,6 +6,7 @@ Hydra's own answers are longer, suggest adding a key with ``+``, and leave a run
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -128,11 +129,10 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
     said: dict[str, list[str]] = {}
     for arg in (a for a in args if "=" in a and not a.startswith("-")):
         said.setdefault(arg.split("=", 1)[0].lstrip("+"), []).append(arg)
-    twice = next((given for key, given in said.items() if len(given) > 1 and key != "experiment"
-                  and not key.startswith("hydra")), None)
-    if twice:
-        raise HarnessError(f"{twice[0].split('=', 1)[0].lstrip('+')}= is given {len(twice)} times "
-                           f"({' and '.join(twice)}): the last would replace the others without a word; give it once")
+    for key, given in said.items():  # a script's base overrides and a change on top: Hydra applies the last
+        if len(given) > 1 and key != "experiment" and not key.startswith("hydra") and len(set(given)) > 1:
+            print(f"note: {key} is given {len(given)} times ({' and '.join(given)}): the last, {given[-1]}, applies",
+                  file=sys.stderr)
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue

@@ -77,7 +77,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         if holder is not None:
             raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): collect it once that has "
                                f"finished")
-    sources, conditions, attention, problems, manifests, no_attention = [], [], [], [], [], set()
+    sources, conditions, attention, problems, manifests, no_attention, damaged = [], [], [], [], [], set(), []
     for i, run in enumerate(runs):
         problem = run.problem()
         if problem:
@@ -89,6 +89,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                         "settings": [s._asdict() for s in run_settings(str(run.path.resolve()), manifest)],
                         "inputs": manifest.get("inputs")})
         if run.has(run.CONDITIONS):
+            if any(run.check_table(name, trust_damaged) for name in (run.CONDITIONS, run.ATTENTION)):
+                damaged.append(str(run.path.resolve()))
             conditions.append(run.conditions(trust_damaged).assign(_source=i))
             if has_table(run, run.ATTENTION, trust_damaged):  # with the run's position, to keep runs apart
                 attention.append(with_position(run.table(run.ATTENTION, trust_damaged), conditions[-1]).assign(_source=i))
@@ -137,6 +139,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         "without_attention_analysis": [str(runs[i].path) for i in sorted(no_attention)],
         "duplicate_keys_dropped": dropped,
         "duplicate_keys_disagreeing": len(disagree),
+        "damaged_sources": damaged,  # read with --trust-damaged: the pages drawn from this set say so
         "mixed_settings": mixed,
         "claims_delta": deltas,  # the Δs the runs were made with: figures, claims and plan read them
         "tables": {name: sha256_file(out / name) for name in tables},

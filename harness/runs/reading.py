@@ -21,6 +21,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from harness.errors import HarnessError
+from harness.io import sha256_file
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir
@@ -44,6 +45,13 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     for given, manifest in zip(run_dirs, recorded):
         sha = ((manifest or {}).get("tables") or {}).get(RunDir.CONDITIONS)
         if sha and sha in tables:
+            changed = [p for p in (Path(given), tables[sha])
+                       if (p / RunDir.CONDITIONS).is_file() and sha256_file(p / RunDir.CONDITIONS) != sha]
+            if changed:  # a copy edited since: not the very same table any more, but one run's conditions twice
+                raise HarnessError(f"{given} and {tables[sha]} are one run (their manifests record the same conditions "
+                                   f"table), and {changed[0]}'s table has been changed since it was written: read "
+                                   f"together each condition would count twice; read each on its own "
+                                   f"(H.load_run(..., trust_damaged=True) for the changed one) to compare them")
             raise HarnessError(f"{given} holds the very conditions table of {tables[sha]} (a copy?): its conditions "
                                f"would count twice; give each run once")
         if sha:
@@ -55,7 +63,10 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     for run in runs:  # what is not a run, or a run whose table is not the one it wrote, before comparing settings
         if not run.has(RunDir.CONDITIONS):
             raise HarnessError(not_a_run(run))
-        run.check_table(RunDir.CONDITIONS, trust_damaged)
+        damaged = run.check_table(RunDir.CONDITIONS, trust_damaged)
+        if damaged:
+            notes.append(f"{damaged}; read anyway (--trust-damaged): the numbers drawn from it are not all the run's "
+                         f"own.")
     manifests = [run.manifest(trust_damaged) or {} for run in runs]
     mixed = check_compatible(*compared_settings(runs, manifests), allow_mixed_settings=allow_mixed_settings)
     if mixed:
@@ -81,6 +92,21 @@ def reading_state(run_dir: Path) -> None:
     _state_note(run, _quiet_manifest(run), allow_failed=False)
 
 
+def collected_notes(run: RunDir, manifest: dict) -> list[str]:
+    """What a collected set's page must say of how it was collected: copies that disagreed (one kept,
+    ``--allow-disagreement``) and sources whose tables had been changed (``--trust-damaged``)."""
+    said = []
+    disagreeing = manifest.get("duplicate_keys_disagreeing") or 0
+    if disagreeing:
+        said.append(f"{run} was collected with {disagreeing} condition(s) whose copies in different runs had different "
+                    f"results (--allow-disagreement): the first copy of each was kept.")
+    damaged = manifest.get("damaged_sources") or []
+    if damaged:
+        said.append(f"{run} was collected from {len(damaged)} run(s) whose tables had been changed since they were "
+                    f"written (--trust-damaged): {'; '.join(map(str, damaged[:3]))}.")
+    return said
+
+
 def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str | None:
     """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
     :func:`_quiet_manifest` read it."""
@@ -96,14 +122,15 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
             return None
         if "collected" in manifest:  # a collected table set: complete unless collect said otherwise
             incomplete = manifest.get("incomplete") or []
+            said = collected_notes(run, manifest)
             if not incomplete:
-                return None
+                return " ".join(said) or None
             if not allow_failed:
                 raise HarnessError(f"{run} was collected from {len(incomplete)} run(s) that did not finish (first: "
                                    f"{incomplete[0]}); finish them and collect again, or pass --allow-failed "
                                    f"to read what finished (the pages then say what is missing)")
-            return (f"{run} was collected from {len(incomplete)} run(s) that did not finish (read with --allow-failed): "
-                    f"{'; '.join(str(p) for p in incomplete[:3])}.")
+            return " ".join([f"{run} was collected from {len(incomplete)} run(s) that did not finish (read with "
+                             f"--allow-failed): {'; '.join(str(p) for p in incomplete[:3])}.", *said])
         if not run.is_run() or run.output_of():  # not a run (another command's output): the reader says so
             return None
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")

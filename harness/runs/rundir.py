@@ -172,20 +172,23 @@ class RunDir:
                                f"`harness resume {self} on_existing=resume`")
         return table
 
-    def check_table(self, name: str, trust_damaged: bool = False) -> None:
+    def check_table(self, name: str, trust_damaged: bool = False) -> str | None:
         """Refuse a table that is not the one the run wrote: the run has no manifest, its manifest is
         damaged or does not list the table, or the table's sha256 differs from the manifest's (a
         flipped bit changes a value silently otherwise). ``trust_damaged`` turns the refusal into a
-        warning. Tables that a manifest of an earlier version (without a checksum of its own) does
-        not list are read unchecked, as that version read them."""
+        warning, and the problem is returned (for the page to say; None where the table is the run's).
+        Tables that a manifest of an earlier version (without a checksum of its own) does not list are
+        read unchecked, as that version read them."""
         if not self.has(name):
-            return
+            return None
         try:
             self._check_table(name)
         except HarnessError as exc:
             if not trust_damaged:
                 raise
             log.warning("%s; read anyway (--trust-damaged)", str(exc).split("; ")[0])
+            return str(exc).split("; ")[0]
+        return None
 
     def _check_table(self, name: str) -> None:
         manifest, sealed = self._json(self.MANIFEST, self._manifest_advice())
