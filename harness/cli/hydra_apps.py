@@ -242,6 +242,7 @@ def resume(args: list[str]) -> int:
     """Rerun a run directory's own command (its saved overrides) into the same directory."""
     import argparse
 
+    from harness.runs.inputs import relative_elsewhere
     from harness.runs.outdir import other_output
     from harness.runs.rundir import RunDir
 
@@ -271,6 +272,10 @@ def resume(args: list[str]) -> int:
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "
                            f"results that still apply are reused)")
+    elsewhere = relative_elsewhere(str(run), run.saved_config(), (run.manifest(trust_damaged=True) or {}).get("inputs"),
+                                   ns.overrides)
+    if elsewhere:
+        raise HarnessError(elsewhere)
     # results are keyed by content and the inputs are checked by content, so keeping what still
     # applies is what resuming means (a saved on_existing=fresh would delete what it resumes)
     overrides = [o for o in run.overrides() if not o.startswith(("hydra.run.dir=", "on_existing="))]

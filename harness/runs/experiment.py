@@ -145,9 +145,10 @@ class Experiment:
             **({"prefix_source": {k: source.facts[k] for k in ("corpus", "package", "version", "files")}}
                if source.facts else {}),
         }
-        log.info("%d prompts x groups %s x lengths %s = %d conditions on %s (%s, %s), batch size %d%s",
+        settings_n = len({c.isolation for c in exp.conditions if c.group != "A"})
+        log.info("%d prompts x groups %s x lengths %s%s = %d conditions on %s (%s, %s), batch size %d%s",
                  len(prompts), groups or [g.name for g in cfg.groups], list(lengths or cfg.prefix.lengths),
-                 len(exp.conditions),
+                 f" x {settings_n} isolation settings" if settings_n > 1 else "", len(exp.conditions),
                  m.name_or_path, loaded.dtype, loaded.device, exp.batch_size,
                  "" if cfg.batch_size else " (automatic)")
         return exp

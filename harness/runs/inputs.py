@@ -98,3 +98,23 @@ def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: 
 
 def _same_file(a, b) -> bool:
     return bool(a and b) and Path(a).resolve() == Path(b).resolve()
+
+
+def relative_elsewhere(run: str, config: dict | None, recorded: dict | None, given: list[str]) -> str | None:
+    """Why a resume from this working directory cannot find an input the run named by a relative
+    path (None where it can, or where ``given`` overrides name that input anew): the path it was read
+    as when the run was made, and the directory to resume from. Without this the sweep says only
+    "file not found" for a file that is where the run was made."""
+    for role in ("prompts", "prefixes"):
+        path = ((config or {}).get(role) or {}).get("path")
+        entry = (recorded or {}).get(role) if isinstance(recorded, dict) else None
+        if not path or not isinstance(entry, dict) or any(g.startswith(f"{role}.path=") for g in given):
+            continue
+        rel, then = Path(path).expanduser(), Path(str(entry.get("path", "")))
+        if rel.is_absolute() or rel.exists() or not then.is_file():
+            continue
+        base = Path(*then.parts[:len(then.parts) - len(rel.parts)]) if then.parts[-len(rel.parts):] == rel.parts \
+            else then.parent
+        return (f"{run} names its {ROLES[role]} by the relative path {path}, which {Path.cwd()} does not hold: when the "
+                f"run was made it was {then}; resume from {base} (cd there first), or add {role}.path={then}")
+    return None

@@ -104,3 +104,15 @@ def test_a_file_edited_in_place_is_told_to_be_restored_not_to_run_elsewhere(tmp_
         line = one_line_error(capsys, argv)
         assert "restore the files (the manifest records their sha256: they were edited in place)" in line
         assert "directory the run was made in" not in line
+
+
+def test_resuming_from_a_directory_without_the_relative_file_names_where_to_resume_from(made, capsys, monkeypatch):
+    """Pass 16, #144: from a directory without prompts.jsonl the resume said only 'prompts.jsonl:
+    file not found', though the run records where the file was."""
+    elsewhere = made["root"] / "empty"
+    elsewhere.mkdir(exist_ok=True)
+    monkeypatch.chdir(elsewhere)
+    line = one_line_error(capsys, ["resume", str(made["run"])])
+    mine = (made["first"] / "prompts.jsonl").resolve()
+    assert f"names its prompts file by the relative path prompts.jsonl, which {elsewhere} does not hold" in line
+    assert f"resume from {made['first'].resolve()} (cd there first), or add prompts.path={mine}" in line
