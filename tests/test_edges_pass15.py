@@ -6,6 +6,7 @@ they changed."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -236,3 +237,21 @@ def test_pages_drawn_from_edited_or_disagreeing_tables_say_so(tmp_path):
     assert main(["figures", str(copy), "--trust-damaged", "--out", str(tmp_path / "figt")]) == 0
     page = (tmp_path / "figt" / "report.md").read_text(encoding="utf-8")
     assert "read anyway (--trust-damaged): the numbers drawn from it are not all the run's own" in page
+
+
+def test_an_auroc_from_two_attacks_prints_no_interval_and_says_why():
+    """Pass 16, #234: detect on 2 attacks and 4 benign inputs printed AUROC '0.75 [0.75, 1.00]' as a
+    95% interval: the range of a bootstrap over 2 units."""
+    from harness.analysis.detection import evaluate
+    from harness.numbers import ci
+
+    rows = [{"prompt_id": p, "group": g, "unit": f"{g}{k}", "score": s + 0.1 * k + 0.01 * i}
+            for i, p in enumerate(["p0", "p1", "p2"]) for g, n, s in (("C", 2, 1.0), ("B", 4, 0.9)) for k in range(n)]
+    out = evaluate(pd.DataFrame(rows), {}, n_resamples=200)
+    assert np.isfinite(out["auroc"]) and "auroc_low" not in out
+    assert out["auroc_note"] == "2 attack and 4 benign prefixes; an interval needs 3 prompts and 3 prefixes a group"
+    assert ci(out["auroc"], np.nan, np.nan, note=out["auroc_note"]).endswith(", no interval (2 attack and 4 benign "
+                                                                             "prefixes; an interval needs 3 prompts "
+                                                                             "and 3 prefixes a group)")
+    more = [{**r, "unit": r["unit"] + "x"} for r in rows if r["group"] == "C"]
+    assert "auroc_note" not in evaluate(pd.DataFrame(rows + more), {}, n_resamples=200)

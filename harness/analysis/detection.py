@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.causal_heads import auroc, crossed_bootstrap, matrices, split_prefixes, stacked_auroc
+from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.rates import rate_summary
 from harness.errors import HarnessError
 
@@ -164,7 +165,13 @@ def evaluate(scores: pd.DataFrame, thresholds: dict[str, float], seed: int = 0,
     x = scores.assign(prefix_id=scores.unit)
     pos, neg = x[x.group == "C"].score.to_numpy(), x[x.group == "B"].score.to_numpy()
     out = {"n_positive": len(pos), "n_negative": len(neg), "auroc": auroc(pos, neg)}
-    if len(pos) and len(neg) and n_resamples:
+    units = {g: x.loc[x.group == g, "unit"].nunique() for g in ("C", "B")}
+    prompts = x.prompt_id.nunique()
+    if min(units.values()) < MIN_PREFIXES or prompts < MIN_PROMPTS:  # a bootstrap of 2 units shows their range
+        out["auroc_note"] = (f"{prompts} prompt{'s' * (prompts != 1)}" if prompts < MIN_PROMPTS else
+                             f"{units['C']} attack and {units['B']} benign prefixes") + \
+            f"; an interval needs {MIN_PROMPTS} prompts and {MIN_PREFIXES} prefixes a group"
+    elif len(pos) and len(neg) and n_resamples:
         mats, groups = matrices(x.assign(_pos=(x.group == "C").astype(float), _neg=(x.group == "B").astype(float)),
                                 ["score", "_pos", "_neg"])
         out["auroc_low"], out["auroc_high"] = crossed_bootstrap(

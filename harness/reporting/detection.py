@@ -32,13 +32,18 @@ def _rate(r, rate: str, label: str) -> str:
     return ci(value, getattr(r, f"{rate}_at_{label}_fpr_low"), getattr(r, f"{rate}_at_{label}_fpr_high"))
 
 
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def detector_rows(cell: pd.DataFrame) -> list[list]:
     """One model x placement x length: a row per split, source and detector (over-defence apart)."""
     rows = []
     order = cell.assign(_s=cell.split.map(SPLITS.index), _d=cell.detector.map(DETECTORS.index))
     for r in order[order.split != "over-defence"].sort_values(["_s", "chosen_on", "source", "_d"]).itertuples():
         rows.append([r.split, r.chosen_on if r.chosen_on == r.source else f"{r.chosen_on} -> {r.source}",
-                     NAMES[r.detector], ci(r.auroc, getattr(r, "auroc_low", np.nan), getattr(r, "auroc_high", np.nan)),
+                     NAMES[r.detector], ci(r.auroc, getattr(r, "auroc_low", np.nan), getattr(r, "auroc_high", np.nan),
+                                             note=_text(getattr(r, "auroc_note", None))),
                      _rate(r, "tpr", "1pct"), _rate(r, "fpr", "1pct"), _rate(r, "tpr", "01pct"),
                      _rate(r, "fpr", "01pct"), f"{r.n_positive:,} / {r.n_negative:,}"])
     return rows
