@@ -255,3 +255,19 @@ def test_an_auroc_from_two_attacks_prints_no_interval_and_says_why():
                                                                              "and 3 prefixes a group)")
     more = [{**r, "unit": r["unit"] + "x"} for r in rows if r["group"] == "C"]
     assert "auroc_note" not in evaluate(pd.DataFrame(rows + more), {}, n_resamples=200)
+
+
+def test_a_pilot_that_already_reaches_the_target_costs_nothing_more(tmp_path, capsys):
+    """Pass 16, #21: plan --budget-minutes 0.001 said no design fits the budget for the attention
+    tests, pricing 3 x 31 at 0.09 min, though the pilot's own 3 x 42 reached power 1.0 there and
+    needs no rerun at all."""
+    from harness.cli import main
+    from tests.support import sweep
+
+    run = sweep(tmp_path / "r2", "model=tiny", "prompts.limit=3", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
+                "draw_figures=false")
+    capsys.readouterr()
+    assert main(["plan", str(run), "--budget-minutes", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert "| every attention test | 3 | 42 | 0 |" in out
+    assert "Chosen: `prompts.limit=3 prefixes.per_group=42`" in out and "0 minutes still to spend" in out

@@ -134,7 +134,9 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
                (f"; the best reaches {num(best[column], 2)} at {int(best.n_prompts)} prompts x "
                 f"{int(best.n_prefixes)} prefixes per group" if best is not None else ""))
         return None, why
-    reach = reach.sort_values(["seconds", "n_prompts", "n_prefixes"])
+    # at no cost (designs the pilot ran in full) the largest, the pilot's own: no reason to drop data it has
+    size = np.where(reach.seconds <= 0, -(reach.n_prompts * reach.n_prefixes), 0)
+    reach = reach.assign(_size=size).sort_values(["seconds", "_size", "n_prompts", "n_prefixes"]).drop(columns="_size")
     first = reach.iloc[0]
     if budget_seconds is not None and first.seconds > budget_seconds:
         return None, (f"none fits the budget of {budget_seconds / 60:g} min: the cheapest design reaching "

@@ -177,8 +177,9 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     prefixes = range(2, min(c.prefixes_available for c in costs) + 1)
     drawn = {n: [c.drawn(n) for c in costs] for n in prefixes}
 
-    def still_to_spend(p: int, n: int) -> float:
-        return sum(c.seconds(p, n, len(d & c.pilot_prefixes))[1] for c, d in zip(costs, drawn[n]))
+    def still_to_spend(p: int, n: int) -> float:  # a design the pilot ran in full needs no rerun, not even its start
+        return sum(0.0 if p <= c.pilot_prompts and d <= c.pilot_prefixes
+                   else c.seconds(p, n, len(d & c.pilot_prefixes))[1] for c, d in zip(costs, drawn[n]))
 
     grid = power_grid(tests, prompts, prefixes, still_to_spend)
     grid["total_seconds"] = [sum(c.seconds(p, n, 0)[0] for c in costs)
