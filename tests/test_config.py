@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.config import Dtype, IsolationMode, OnExisting, compose, validate
-from harness.paths import CONFIG_MODULE
 from harness.errors import HarnessError
+from harness.paths import CONFIG_MODULE
 from tests.support import SMALL_PREFIXES
 
 CONF = resources.files(CONFIG_MODULE)

@@ -188,12 +188,12 @@ def test_a_reader_given_a_multirun_names_its_jobs_and_collect(tmp_path, capsys):
         in err and f"harness collect {sweep_dir} --out DIR" in err
 
 
-def test_an_edited_copy_read_beside_its_original_is_not_called_the_very_same_table(tmp_path, capsys):
-    """Pass 16, #265: a copy whose conditions were edited was refused as holding 'the very
-    conditions table' of its original, though 252 rows differed."""
+def run_and_edited_copy(tmp_path):
+    """A run, a copy of it whose C rows' output KL was multiplied by 100 afterwards, and how many C
+    rows the copy changed."""
     import shutil
 
-    from tests.support import FAST, exit_code, sweep
+    from tests.support import FAST, sweep
 
     run = sweep(tmp_path / "r2", *FAST)
     copy = tmp_path / "r2t"
@@ -201,6 +201,15 @@ def test_an_edited_copy_read_beside_its_original_is_not_called_the_very_same_tab
     table = pd.read_parquet(copy / "conditions.parquet")
     table.loc[table.group == "C", "output_kl"] *= 100
     table.to_parquet(copy / "conditions.parquet")
+    return run, copy, int((table.group == "C").sum())
+
+
+def test_an_edited_copy_read_beside_its_original_is_not_called_the_very_same_table(tmp_path, capsys):
+    """Pass 16, #265: a copy whose conditions were edited was refused as holding 'the very
+    conditions table' of its original, though 252 rows differed."""
+    from tests.support import exit_code
+
+    run, copy, _ = run_and_edited_copy(tmp_path)
     capsys.readouterr()
     assert exit_code(["figures", str(run), str(copy), "--trust-damaged", "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
@@ -213,18 +222,10 @@ def test_pages_drawn_from_edited_or_disagreeing_tables_say_so(tmp_path):
     source, its copies disagreeing) read like a clean run in claims and figures, and a report drawn
     from an edited table with --trust-damaged never said so."""
     import json
-    import shutil
 
     from harness.cli import main
-    from tests.support import FAST, sweep
 
-    run = sweep(tmp_path / "r2", *FAST)
-    copy = tmp_path / "r2t"
-    shutil.copytree(run, copy)
-    table = pd.read_parquet(copy / "conditions.parquet")
-    table.loc[table.group == "C", "output_kl"] *= 100
-    table.to_parquet(copy / "conditions.parquet")
-    n_c = int((table.group == "C").sum())
+    run, copy, n_c = run_and_edited_copy(tmp_path)
 
     col = tmp_path / "col"
     assert main(["collect", str(run), str(copy), "--trust-damaged", "--allow-disagreement", "--out", str(col)]) == 0

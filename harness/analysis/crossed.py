@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import (check_a_pairs, check_by, check_conditions_table, check_effect, check_hits,
-                                     warn_absent_groups)
+from harness.analysis.checks import check_by, check_conditions_table, check_effect, check_hits, warn_absent_groups
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -36,6 +35,7 @@ from harness.analysis.descriptive import (
     N_PERMUTATIONS,
     N_RESAMPLES,
     bootstrap_interval,
+    check_a_pairs,
     check_count,
     check_groups,
     check_measure,

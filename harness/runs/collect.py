@@ -23,13 +23,20 @@ from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
-from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
-from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.lock import held_by, writer
+from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
 from harness.runs.reading import compared_settings, has_table, is_cache_timing
+from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import CONDITION_COLUMNS, ROW_KEYS
-from harness.runs.tables import (COMPARED, concat_tables, dedupe, merged_attention, refuse_one_key_two_texts,
-                                 with_position)
+from harness.runs.tables import (
+    COMPARED,
+    concat_tables,
+    dedupe,
+    merged_attention,
+    refuse_one_key_two_texts,
+    with_position,
+)
+
 
 def find_runs(paths: list[Path]) -> list[RunDir]:
     """Each path is a run directory, or a sweep directory whose job directories are collected."""

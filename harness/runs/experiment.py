@@ -29,8 +29,8 @@ from harness.inputs.prefix_source import PrefixSource, load_prefix_source
 from harness.inputs.texts import Prefix, Prompt, load_prompts
 from harness.measure.driver import DriveOutcome, drive
 from harness.measure.metrics import METRICS
-from harness.model.decoding import stop_ids
 from harness.model.backends import BACKENDS, EngineRequest, start_backend
+from harness.model.decoding import stop_ids
 from harness.model.linear_precision import emulated_on, lower_linears
 from harness.model.loading import LoadedModel, load_from_config
 from harness.model.probe import install_probe

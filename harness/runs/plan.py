@@ -23,7 +23,6 @@ import pandas as pd
 
 from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
 from harness.analysis.design import variance_components
-from harness.analysis.verdicts import deltas_for
 from harness.analysis.planning import (
     ATTENTION,
     CLAIM_MEASURES,
@@ -34,12 +33,13 @@ from harness.analysis.planning import (
     power_grid,
     prompts_needed,
 )
+from harness.analysis.verdicts import deltas_for
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
 from harness.numbers import NOT_ESTIMABLE, count, num
 from harness.reporting.markdown import heading
-from harness.runs.rundir import RunDir
 from harness.runs.reading import merge_runs, refuse_collected, run_tables
+from harness.runs.rundir import RunDir
 
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 

@@ -26,8 +26,15 @@ from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ROW_KEYS
-from harness.runs.tables import (COMPARED, concat_tables, dedupe, merged_attention, null_safe_keys,
-                                 refuse_one_key_two_texts, with_position)
+from harness.runs.tables import (
+    COMPARED,
+    concat_tables,
+    dedupe,
+    merged_attention,
+    null_safe_keys,
+    refuse_one_key_two_texts,
+    with_position,
+)
 
 log = logging.getLogger(__name__)
 

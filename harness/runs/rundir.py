@@ -25,7 +25,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-
 from harness.errors import HarnessError
 from harness.io import (
     CHECKSUM,
