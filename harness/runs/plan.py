@@ -243,7 +243,8 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
               f"{count(c.prefixes_available)} |" for c in p.costs]
     lines += [line for c in p.costs if c.note for line in ("", f"> **Note:** {c.note}.")]
     lines += ["", "Minutes still to spend count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
-              "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C).", "",
+              "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C); a design the "
+              "pilot ran in full costs nothing more.", "",
               "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "
               "spend | minutes in all | note |", "| --- | --- | --- | --- | --- | --- |"]
     for d in p.designs.itertuples():
