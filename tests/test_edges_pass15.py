@@ -272,3 +272,73 @@ def test_a_pilot_that_already_reaches_the_target_costs_nothing_more(tmp_path, ca
     out = capsys.readouterr().out
     assert "| every attention test | 3 | 42 | 0 |" in out
     assert "Chosen: `prompts.limit=3 prefixes.per_group=42`" in out and "0 minutes still to spend" in out
+
+
+def test_resume_keeps_a_table_the_user_changed(tmp_path):
+    """Pass 17, #238 (lost): resume on a run whose conditions.parquet had a column of notes added
+    overwrote it without a word."""
+    from harness.cli import main
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST)
+    table = pd.read_parquet(run / "conditions.parquet").assign(my_notes="looked at this")
+    table.to_parquet(run / "conditions.parquet")
+    assert main(["resume", str(run)]) == 0
+    kept = pd.read_parquet(run / "conditions.edited.parquet")
+    assert (kept.my_notes == "looked at this").all()
+    assert "my_notes" not in pd.read_parquet(run / "conditions.parquet").columns
+    assert main(["resume", str(run)]) == 0 and not (run / "conditions.edited-2.parquet").exists()  # nothing new to keep
+
+
+def test_resume_refuses_to_start_over(tmp_path, capsys):
+    """Pass 17, #180: 'harness resume RUN on_existing=fresh' deleted and recomputed every stored
+    result, against what resume promises."""
+    from tests.support import FAST, exit_code, sweep
+
+    run = sweep(tmp_path / "run", *FAST)
+    before = sorted(p.name for p in (run / "results").iterdir())
+    assert exit_code(["resume", str(run), "on_existing=fresh"]) == 2
+    err = capsys.readouterr().err
+    assert "harness resume keeps every stored result that still applies, so on_existing=fresh contradicts it" in err
+    assert sorted(p.name for p in (run / "results").iterdir()) == before
+
+
+@pytest.mark.parametrize("args", [
+    ["claims", "RUN", "--out", "a", "--out", "b"],
+    ["plan", "RUN", "--target", "0.8", "--target=0.9"],
+])
+def test_an_option_given_twice_is_refused(capsys, args):
+    """Pass 17, #13 and #17: --out (or --target) given twice used the last without a word."""
+    from tests.support import exit_code
+
+    assert exit_code(args) == 2
+    assert "is given 2 times: give it once" in capsys.readouterr().err
+
+
+def test_copies_named_by_run_are_said_to_count_twice_unless_split_by_run():
+    """Pass 17, #191/#192: with the 'run' column the repeated-condition check asks for, compare_groups
+    pooled both runs' copies (a mean of the two runs, a narrower interval) without a word."""
+    import warnings
+
+    one = triples(copier=True).assign(norm_edit_distance=0.5)
+    named = pd.concat([one.assign(run="first"), one.assign(run="rerun", norm_edit_distance=0.25)], ignore_index=True)
+    with pytest.warns(UserWarning, match=r"holds 36 condition\(s\) once per run \(column 'run'\).*add 'run' to by"):
+        H.compare_groups(named, "norm_edit_distance", high="C", low="B")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        split = H.compare_groups(named, "norm_edit_distance", high="C", low="B", by=["model", "prefix_len", "run"])
+    assert sorted(split.run) == ["first", "rerun"]
+
+
+def test_a_warning_on_the_command_line_is_one_line():
+    """Pass 17, #139: causal-heads printed compare_groups' UserWarning with its file, line and source."""
+    import subprocess
+    import sys
+
+    script = ("import warnings, harness.cli as cli, types, sys\n"
+              "m = types.ModuleType('warner'); sys.modules['warner'] = m\n"
+              "def entry(_args):\n    warnings.warn('something the user should know', UserWarning)\n    return 0\n"
+              "m.entry = entry; cli.COMMANDS['warn'] = 'warner:entry'\n"
+              "raise SystemExit(cli.main(['warn']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == "warning: something the user should know\n"

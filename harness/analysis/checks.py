@@ -154,9 +154,8 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
     if differing:
         raise ValueError(f"{name} holds {differing} condition(s) twice with different results (runs or settings "
                          f"concatenated), with no column saying which copy is whose: every copy would count as "
-                         f"another observation. Read the runs with H.load_runs([...]) (it refuses runs that "
-                         f"disagree, and with allow_mixed_settings=True names each copy's run in a column 'run'), "
-                         f"or add such a column yourself")
+                         f"another observation. Keep one copy of each, or name each copy's run in a column 'run' "
+                         f"and compare the runs (by=[..., 'run']); H.load_runs([...]) refuses runs that disagree")
 
 
 def check_attention_table(df: pd.DataFrame, needs: tuple[str, ...] = ("layer", "head"),
@@ -212,15 +211,24 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
-def check_a_pairs(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:
-    """A's rows sit at prefix length 0 (it has no prefix), so split by length it pairs with nothing:
+def check_cells(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:
+    """Refuse ``by`` cells that cannot hold the contrast asked for, and warn where copies of one
+    condition from several runs (a ``run`` column) would each count as another observation.
+
+    A's rows sit at prefix length 0 (it has no prefix), so split by length it pairs with nothing:
     every row would say "0 prompts" although both groups have them."""
+    if "run" in df.columns and "run" not in by:
+        keys = [c for c in CONDITION_KEYS if c in df.columns]
+        pooled = int(df.duplicated(subset=keys).sum())
+        if pooled:
+            warnings.warn(f"the table holds {pooled} condition(s) once per run (column 'run'), and each copy counts "
+                          f"as another observation of it: add 'run' to by to compare the runs", stacklevel=4)
     if "A" not in (high, low) or "prefix_len" not in by or "prefix_len" not in df:
         return
     other = low if high == "A" else high
     lengths = {g: set(df.loc[df["group"].astype(str) == g, "prefix_len"].dropna()) for g in ("A", other)}
     if lengths["A"] and lengths[other] and not lengths["A"] & lengths[other]:
-        raise ValueError(f"A has no prefix length (its rows sit at prefix_len {sorted(lengths['A'])[0]}), so split by "
+        raise ValueError(f"A has no prefix length (its rows sit at prefix_len {min(lengths['A'])}), so split by "
                          f"prefix_len it pairs with none of {other}'s: a drift measure is already measured against "
                          f"A, so {other} - A is {other}'s own mean (H.drift_summary; the report's contrasts.parquet); "
                          f"for a measure A has too, leave prefix_len out of by")

@@ -35,7 +35,7 @@ from harness.analysis.descriptive import (
     N_PERMUTATIONS,
     N_RESAMPLES,
     bootstrap_interval,
-    check_a_pairs,
+    check_cells,
     check_count,
     check_groups,
     check_measure,
@@ -147,7 +147,7 @@ def cell_layouts(df: pd.DataFrame, value: str, high: str, low: str, by) -> Itera
     prefixes matrix every C-minus-B analysis (tests, intervals, variance components) works on."""
     df = with_settings(df)
     by = present_columns(df, by)
-    check_a_pairs(df, high, low, by)
+    check_cells(df, high, low, by)
     sub = df[df.group.isin([high, low])]
     units = cell_means(sub, value, by)
     if not by:

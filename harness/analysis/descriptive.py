@@ -42,7 +42,7 @@ from harness.analysis.checks import (  # noqa: F401 (the names the analysis modu
     N_PERMUTATIONS,
     N_RESAMPLES,
     SWEEP_GROUPS,
-    check_a_pairs,
+    check_cells,
     check_attention_table,
     check_by,
     check_conditions_table,

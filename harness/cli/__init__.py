@@ -76,6 +76,10 @@ def report_bug(exc: BaseException) -> int:
     return INTERNAL_ERROR
 
 
+# options a command takes once per value (each checked where it is parsed)
+REPEATABLE = frozenset({"--delta"})
+
+
 def main(argv: list[str] | None = None) -> int:
     """``harness COMMAND ARGS``: the command's exit status (2: a mistake in the command, 3: a bug)."""
     try:
@@ -105,6 +109,11 @@ def _dispatch(argv: list[str]) -> int:
         else:
             print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
+    flags = [a.split("=", 1)[0] for a in rest if a.startswith("--") and a != "--"]
+    twice = next((f for f in flags if flags.count(f) > 1 and f not in REPEATABLE), None)
+    if twice:  # argparse keeps the last without a word
+        print(f"error: {twice} is given {flags.count(twice)} times: give it once", file=sys.stderr)
+        return 2
     module, function = COMMANDS[command].split(":")
     import signal
 
@@ -114,6 +123,10 @@ def _dispatch(argv: list[str]) -> int:
         previous = signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread (a notebook's worker): signals are not ours to take
         previous = None
+    import warnings
+
+    shown = warnings.formatwarning  # a warning is a line for the user, not a file, line and source
+    warnings.formatwarning = lambda message, *_args, **_kw: f"warning: {message}\n"
     try:
         return getattr(importlib.import_module(module), function)(rest)
     except HarnessError as exc:
@@ -129,6 +142,7 @@ def _dispatch(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001
         return report_bug(exc)
     finally:
+        warnings.formatwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

@@ -256,6 +256,11 @@ def resume(args: list[str]) -> int:
     if not [a for a in args if not a.startswith("-")] and not {"-h", "--help"} & set(args):
         raise HarnessError("harness resume RUN_DIR [overrides]: give the run directory to finish")
     ns = parser.parse_intermixed_args(args)  # the flag may come after the overrides
+    fresh = [o for o in ns.overrides if o.replace(" ", "") == "on_existing=fresh"]
+    if fresh:
+        raise HarnessError(f"harness resume keeps every stored result that still applies, so {fresh[0]} contradicts "
+                           f"it; to start the run over, run its own sweep command with {fresh[0]} "
+                           f"hydra.run.dir={ns.run_dir}")
     moved = [o for o in ns.overrides if o.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
     if moved:
         raise HarnessError(f"harness resume finishes {ns.run_dir} where it is, so {moved[0]} does not apply; to "

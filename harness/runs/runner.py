@@ -19,7 +19,7 @@ import pandas as pd
 from harness.analysis.verdicts import deltas_for
 from harness.config import NOT_RESULT_KEYS, recorded_config, validate
 from harness.errors import HarnessError
-from harness.io import write_parquet, write_sealed_json
+from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.driver import DriveOutcome
 from harness.measure.engine import PhaseClock
@@ -171,6 +171,7 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     before = (rundir.manifest(trust_damaged=True, rebuilding=True) or {}).get("tables") if rundir.has(RunDir.MANIFEST) \
         else None
     for name, df in tables.items():
+        keep_edited_table(rundir / name, (before or {}).get(name))
         write_parquet(df, rundir / name)
     if not outcome.computed and earlier is not None:
         # every result was reused: the seconds they cost are the earlier sweep's (what plan prices a
@@ -276,3 +277,19 @@ def _log_file(path: Path) -> Iterator[None]:
         ours.removeHandler(handler)
         ours.setLevel(level)
         handler.close()
+
+
+def keep_edited_table(path: Path, recorded: str | None) -> Path | None:
+    """Move a table the user changed since the run wrote it (its sha256 is not the manifest's) aside
+    as ``<name>.edited.parquet`` (``.edited-2``, ...) before a resume writes the run's own again, and
+    say so: a column of notes added in a notebook is the user's work. Returns where it went."""
+    if not recorded or not path.is_file() or sha256_file(path) == recorded:
+        return None
+    n, kept = 1, path.with_name(f"{path.stem}.edited{path.suffix}")
+    while kept.exists():
+        n += 1
+        kept = path.with_name(f"{path.stem}.edited-{n}{path.suffix}")
+    path.rename(kept)
+    log.warning("%s had been changed since the run wrote it: kept as %s, and the run's own table written again",
+                path, kept.name)
+    return kept
