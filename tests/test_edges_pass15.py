@@ -342,3 +342,31 @@ def test_a_warning_on_the_command_line_is_one_line():
               "raise SystemExit(cli.main(['warn']))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == "warning: something the user should know\n"
+
+
+def test_api_misuses_of_pass_17_are_one_line_value_errors():
+    """Pass 17: #205 H.ceiling on one prompt's A returned an empty frame; #158 deltas_for given a
+    list raised AttributeError; #244 report_markdown(conditions, attention, noise) raised pandas'
+    'truth value of a DataFrame is ambiguous'."""
+    from harness.analysis import deltas_for
+    from harness.reporting.report import report_markdown
+
+    a_only = plain_run().query("group == 'A' and prompt_id == 'p0'").assign(continuation_ids=[[1, 2, 3]])
+    with pytest.raises(ValueError, match=r"no cell here holds A for 2 prompts \(1 prompt\(s\) with A in 1 rows\)"):
+        H.ceiling(a_only)
+    with pytest.raises(ValueError, match=r"overrides must map each measure to its Δ, e.g."):
+        deltas_for([("norm_edit_distance", 0.1)])
+    with pytest.raises(ValueError, match=r"figure_files \(the third argument\) must be a list .* \(noise=\.\.\.\)"):
+        report_markdown(plain_run(), None, pd.DataFrame({"x": [1]}))
+
+
+def test_a_huge_delta_has_power_one_without_a_numpy_warning():
+    """Pass 17, #73: --delta attn_kl_mean=1e308 printed numpy's overflow RuntimeWarning."""
+    import warnings
+
+    from harness.analysis.power import design_power
+
+    components = {"interaction": 0.0, "resid_high": 0.01, "resid_low": 0.01, "prefix_high": 0.1, "prefix_low": 0.1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert design_power(components, 3, 10, 1e308) == 1.0

@@ -99,13 +99,15 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
-def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")) -> pd.DataFrame:
+def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement"), empty_ok: bool = False
+            ) -> pd.DataFrame:
     """How far apart continuations of *unrelated* prompts are: the normalized edit distance
     between A's continuation of each prompt and A's continuation of every other prompt, averaged
     per prompt, then over prompts with a bootstrap interval over prompts. Drift near this value
     has nowhere left to go (the output has changed as much as an unrelated prompt changes it).
 
-    Columns: by..., mean, ci_low, ci_high, n_prompts."""
+    Columns: by..., mean, ci_low, ci_high, n_prompts. A table with no cell of 2 prompts' A rows is
+    refused (``empty_ok``: an empty frame instead, for a report that leaves the line out)."""
     from harness.measure.output_metrics import norm_edit_distance
 
     check_conditions_table(conditions)
@@ -125,6 +127,9 @@ def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
         low, high = bootstrap_ci(per_prompt_mean)
         rows.append({**dict(zip(by, key)), "mean": float(np.mean(per_prompt_mean)), "ci_low": low, "ci_high": high,
                      "n_prompts": len(ids)})
+    if not rows and not empty_ok:
+        raise ValueError(f"the ceiling compares A's continuations of different prompts, and no cell here holds A for "
+                         f"2 prompts ({a.prompt_id.nunique()} prompt(s) with A in {len(conditions)} rows)")
     return pd.DataFrame(rows, columns=[*by, "mean", "ci_low", "ci_high", "n_prompts"])
 
 

@@ -134,7 +134,7 @@ def design_power(components, n_prompts: int, n_prefixes_per_group: int, effect, 
     """
     variance, dof = planned_variance(components, n_prompts, n_prefixes_per_group)
     effect = np.asarray(effect, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a shift past float's range is infinite
         shift = np.where(variance > 0, effect / np.sqrt(np.where(variance > 0, variance, 1.0)), np.inf)
         nu = np.where(np.isfinite(dof) & (dof > 0), dof, 1.0)
         if alternative == "two-sided":
@@ -304,7 +304,7 @@ def group_design_power(components, n_prompts: int, n_prefixes: int, effect, alph
     and 2 put both of their contrasts' 95% intervals clear of zero: each a one-sided test at 0.025."""
     variance, dof = group_planned_variance(components, n_prompts, n_prefixes, pilot)
     effect = np.asarray(effect, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a shift past float's range is infinite
         shift = np.where(variance > 0, effect / np.sqrt(np.where(variance > 0, variance, 1.0)), np.inf)
         nu = np.where(np.isfinite(dof) & (dof > 0), dof, 1e6)
         crit = stats.t.ppf(1 - alpha, nu)

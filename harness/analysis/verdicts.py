@@ -63,6 +63,9 @@ def deltas_for(overrides: Mapping[str, float] | None = None) -> dict[str, float]
     """The registry's Δ per measure with a study's ``overrides`` ({measure: Δ}) on top; each must name
     a registered measure and be a positive finite number (ValueError naming it otherwise)."""
     out = default_deltas()
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ValueError(f"overrides must map each measure to its Δ, e.g. {{'norm_edit_distance': 0.1}}, got "
+                         f"{type(overrides).__name__} {overrides!r:.60}")
     for measure, value in (overrides or {}).items():
         if measure not in METRIC_NAMES:
             raise ValueError(f"{measure!r} is not a measure; the measures with a default Δ are "

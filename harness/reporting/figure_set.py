@@ -85,7 +85,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             out["fig0_c_minus_b"] = forest_figure(forest)
         fig, axes = _grid(len(combos), 1)
         summary = descriptive.drift_summary(conds, "norm_edit_distance")
-        ceilings = curves.ceiling(conds)
+        ceilings = curves.ceiling(conds, empty_ok=True)
         for row, (model, placement) in zip(axes, combos):
             top = select(ceilings, model, placement)
             F.plot_drift_vs_length(row[0], select(summary, model, placement), title=f"Output drift: {title(model, placement)}",

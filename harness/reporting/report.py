@@ -39,9 +39,12 @@ SETTING_NOTES = {"mask": "mask (position offset only)", "delimit_control": "deli
 def page_arguments_problem(title, figure_files, notes, manifests=()) -> str | None:
     """What is wrong with a page's title, figure files, notes and manifests (None: nothing), for the checks of
     :func:`report_markdown` and of ``H.write_outputs`` (which checks before drawing anything)."""
+    if isinstance(figure_files, pd.DataFrame):  # the noise table given third, as load_run returns it
+        return ("figure_files (the third argument) must be a list of the figures' paths, got a table: pass the noise "
+                "table by name (noise=...)")
     if not isinstance(title, str) or isinstance(figure_files, (str, type(None))) or isinstance(notes, str):
         return (f"title must be text, figure_files a list of the figures' paths (may be empty) and notes a list of "
-                f"sentences, got {title!r}, {figure_files!r} and {notes!r}")
+                f"sentences, got {title!r:.60}, {figure_files!r:.60} and {notes!r:.60}")
     if isinstance(manifests, (str, dict)) or not all(isinstance(m, dict) for m in manifests):
         return f"manifests must be a list of the runs' manifests (dicts, RunTables.manifest), got {manifests!r:.80}"
     return None
@@ -119,7 +122,7 @@ def _output(conds: pd.DataFrame) -> list[str]:
                        for c in at.values()]])
     lines += [""] + _table(["model", "group", "prefix length", "prompts", "edit distance (norm.)", "output KL (nats)",
                             "identical after 1", "identical after 8"], rows)
-    ceiling = curves.ceiling(conds)
+    ceiling = curves.ceiling(conds, empty_ok=True)
     for r in ceiling.itertuples():
         lines += ["", f"Ceiling ({r.model}): A's continuations of different prompts are {_ci(r.mean, r.ci_low, r.ci_high)} "
                   f"apart (normalized edit distance, {r.n_prompts} prompts; intervals: prompts). Edit distance close to "
