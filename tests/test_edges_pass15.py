@@ -120,7 +120,8 @@ def test_an_unreadable_override_is_one_line(tmp_path, capsys):
     run = tmp_path / "run"
     assert exit_code(["sweep", "model=tiny", "decode.max_new_tokens=(6)", f"hydra.run.dir={run}"]) == 2
     err = capsys.readouterr().err
-    assert "decode.max_new_tokens=(6): the override grammar cannot read this value unquoted" in err
+    assert "decode.max_new_tokens=(6): the override grammar cannot read this value: write it as " \
+        "decode.max_new_tokens=6" in err  # pass 17, #2: quoting it made it text, which the key refuses
     assert len(err.strip().splitlines()) == 1 and "Exception" not in err and not run.exists()
 
 
@@ -370,3 +371,29 @@ def test_a_huge_delta_has_power_one_without_a_numpy_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert design_power(components, 3, 10, 1e308) == 1.0
+
+
+def test_collect_refuses_a_run_given_twice(tmp_path, capsys):
+    """Pass 17, #196: collect r2 r2/ ./r2 said 'collected 3 runs' and explained the repeats as group A
+    in every job; every other reader refuses a run given twice."""
+    from tests.support import FAST, exit_code, sweep
+
+    run = sweep(tmp_path / "r2", *FAST)
+    assert exit_code(["collect", str(run), f"{run}/", "--out", str(tmp_path / "col")]) == 2
+    assert "is given twice" in capsys.readouterr().err and not (tmp_path / "col").exists()
+
+
+def test_an_empty_argument_is_refused(capsys):
+    """Pass 17, #209: harness plan "" was reported as '.', a path the user never typed."""
+    from tests.support import exit_code
+
+    assert exit_code(["plan", ""]) == 2
+    assert "was given an empty argument (an unset shell variable?)" in capsys.readouterr().err
+
+
+def test_head_contrasts_on_an_empty_table_says_it_is_empty():
+    """Pass 17, #151: head_contrasts on an attention table filtered to nothing blamed the default segment."""
+    empty = pd.DataFrame(columns=["model", "group", "prompt_id", "prefix_id", "prefix_len", "layer", "head", "segment",
+                                  "n_queries", "kl", "capture"])
+    with pytest.raises(ValueError, match=r"attention is an empty table \(filtered to nothing\?\)"):
+        H.head_contrasts(empty)

@@ -264,7 +264,8 @@ def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = Fa
     if split:  # a contrast takes one group from another, over the prefixes of each
         raise ValueError(f"by may not name {split[0]!r}: a contrast compares groups over their prefixes")
     if not by:
-        raise ValueError("by must name at least one column to summarise by (e.g. ('group', 'prefix_len'))")
+        example = "('model', 'prefix_len')" if contrast else "('group', 'prefix_len')"
+        raise ValueError(f"by must name at least one column to summarise by (e.g. {example})")
     if "prompt_id" in by:  # the unit every summary averages over and resamples: no cell of its own
         raise ValueError("by may not name prompt_id: the summaries average over prompts and resample them for "
                          "their intervals (per-prompt values: group the table yourself)")

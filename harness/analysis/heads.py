@@ -158,6 +158,8 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     """
     check_fraction("alpha", alpha, 0.05)
     check_attention_table(attention)
+    if attention.empty:
+        raise ValueError("attention is an empty table (filtered to nothing?): there are no heads to compare")
     check_groups(attention, high, low)
     if "A" in (high, low):  # every attention row is a B or C condition measured against A's
         raise ValueError("high and low must be B or C: an attention table's rows are B and C conditions, each "

@@ -109,6 +109,10 @@ def _dispatch(argv: list[str]) -> int:
         else:
             print(f"error: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
+    if any(not a.strip() for a in rest):  # an unset shell variable ("$RUN"): a path of "" reads as "."
+        print(f"error: harness {command} was given an empty argument (an unset shell variable?): give the path or "
+              f"value it stands for", file=sys.stderr)
+        return 2
     flags = [a.split("=", 1)[0] for a in rest if a.startswith("--") and a != "--"]
     twice = next((f for f in flags if flags.count(f) > 1 and f not in REPEATABLE), None)
     if twice:  # argparse keeps the last without a word

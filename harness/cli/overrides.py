@@ -124,6 +124,9 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
     unreadable = _unreadable_override(args)
     if unreadable:
         key, value = unreadable.split("=", 1)
+        bare = value.strip().strip("()").strip()
+        if re.fullmatch(r"[-+]?[0-9.eE+-]+|\[.*\]", bare):  # a number or a list dressed in parentheses
+            raise HarnessError(f"{unreadable}: the override grammar cannot read this value: write it as {key}={bare}")
         raise HarnessError(f"{unreadable}: the override grammar cannot read this value unquoted (a character such as "
                            f"a non-ASCII letter, a parenthesis or # in it): quote the value, as '{key}=\"{value}\"'")
     said: dict[str, list[str]] = {}

@@ -18,6 +18,8 @@ def heads_section(att: pd.DataFrame, deltas: dict[str, float]) -> list[str]:
     """The report's section on heads where C moves attention more than B: capture and redistribution
     per head, Benjamini-Hochberg within each model, and what the design could have found at each
     quantity's Δ (``deltas``: :func:`harness.analysis.verdicts.deltas_for`)."""
+    if att.empty:  # every B prefix a mention control, say: no C - B to show per head
+        return []
     tables = []
     for value in ("capture", "kl_shared"):
         t = head_contrasts(att, value, segment=None, family="model", tables_joined=2, effect=deltas.get(value))

@@ -25,7 +25,7 @@ from harness.runs.compat import check_compatible, mixed_settings, refuse_other_s
 from harness.runs.environment import now_iso
 from harness.runs.lock import held_by, writer
 from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
-from harness.runs.reading import compared_settings, has_table, is_cache_timing
+from harness.runs.reading import compared_settings, has_table, is_cache_timing, refuse_given_twice
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import CONDITION_COLUMNS, ROW_KEYS
 from harness.runs.tables import (
@@ -72,10 +72,11 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         raise HarnessError(f"collect takes run directories' paths and an output directory's, got {paths!r} and {out!r}")
     paths, out = [Path(p) for p in paths], Path(out)
     check_out(out)  # the command's checks, for the API too: a user's own files there are never written over
-    claim_out(out, "collect", paths)
     if not paths:
         raise HarnessError("collect: give at least one run or sweep directory")
     runs = find_runs(paths)
+    refuse_given_twice([run.path for run in runs], "its conditions")  # dropped as "group A in every job" otherwise
+    claim_out(out, "collect", paths)
     for run in runs:  # a sweep still writing: its tables are not final (and may not exist yet)
         if is_cache_timing(run):
             raise HarnessError(f"{run} is a harness cache-timing run: collect merges sweeps' condition tables, which "
