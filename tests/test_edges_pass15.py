@@ -397,3 +397,19 @@ def test_head_contrasts_on_an_empty_table_says_it_is_empty():
                                   "n_queries", "kl", "capture"])
     with pytest.raises(ValueError, match=r"attention is an empty table \(filtered to nothing\?\)"):
         H.head_contrasts(empty)
+
+
+def test_kv_size_of_a_missing_directory_says_it_does_not_exist(tmp_path, capsys):
+    """Pass 17, #110: kv-size model=/nonexistent/dir blamed the hub cache and being offline."""
+    from tests.support import exit_code
+
+    assert exit_code(["kv-size", f"model={tmp_path / 'nosuch'}"]) == 2
+    assert f"model={tmp_path / 'nosuch'} does not exist (no such directory)" in capsys.readouterr().err
+
+
+def test_locate_refuses_a_coarse_length_given_twice(tmp_path, capsys):
+    """Pass 17, #115: locate.coarse=[8,8,16] was accepted (the design line counted 8 twice)."""
+    from tests.support import exit_code
+
+    assert exit_code(["locate", "model=tiny", "locate.coarse=[8,8,16]", f"hydra.run.dir={tmp_path / 'loc'}"]) == 2
+    assert "locate.coarse lists a length twice: [8, 8, 16]" in capsys.readouterr().err

@@ -103,6 +103,8 @@ def validate(cfg) -> DictConfig:
         adapter=typed.model.adapter))
     if len(set(typed.locate.coarse)) < 2:
         problems.append(f"locate.coarse needs at least two distinct lengths, got {list(typed.locate.coarse)}")
+    elif len(set(typed.locate.coarse)) != len(typed.locate.coarse):
+        problems.append(f"locate.coarse lists a length twice: {list(typed.locate.coarse)}")
     positive("locate.coarse", typed.locate.coarse)
     if typed.locate.resolution < 1:
         problems.append(f"locate.resolution must be at least 1, got {typed.locate.resolution}")

@@ -36,8 +36,9 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
             continue
         if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
             where = "is the run directory" if place == target else "is inside the run directory"
-            raise HarnessError(f"--out {out} {where} {place}: commands that read runs never write into a run; "
-                               "give a directory outside it")
+            raise HarnessError(f"--out {out} {where} {place}: a command's own output never goes inside a run (only "
+                               "`harness figures RUN` without --out redraws the run's own report, in place); give a "
+                               "directory outside it")
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:

@@ -144,7 +144,7 @@ def test_the_claims_command_writes_its_report_figures_and_table(tiny_run, tmp_pa
         assert f"**{words}**" in text
     assert (out / "figures" / "claim1_layers.png").is_file() and (out / "figures" / "claim3_c_minus_b.pdf").is_file()
     assert main(["claims", str(tiny_run), "--out", str(tiny_run)]) == 2  # never into a run it reads
-    assert "never write into a run" in capsys.readouterr().err
+    assert "own output never goes inside a run" in capsys.readouterr().err
 
 
 def test_without_out_the_claims_page_goes_beside_the_run(tiny_run, tmp_path, capsys):

@@ -42,7 +42,7 @@ def test_detect_writes_its_tables_and_resumes(tiny_run, tmp_path, capsys):
 def test_detect_refuses_in_one_line(tiny_run, tmp_path, capsys):
     assert "has no manifest.json" in one_line_error(capsys, ["detect", str(tmp_path), "--out", str(tmp_path / "o")])
     error = one_line_error(capsys, ["detect", str(tiny_run), "--out", str(tiny_run / "d")])
-    assert "never write into a run" in error
+    assert "own output never goes inside a run" in error
     assert "--batch-size" in one_line_error(capsys, ["detect", str(tiny_run), "--out", str(tmp_path / "o"),
                                                      "--batch-size", "0"])
 

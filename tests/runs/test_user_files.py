@@ -58,7 +58,7 @@ def test_no_out_is_a_run_or_inside_one(tiny_run, tmp_path, capsys):
                  ["figures", run, "--out", str(other)], ["plan", run, "--out", str(tiny_run / "results" / "x")],
                  ["causal-heads", run, "--out", str(other / "heads"), "--ranking-only"]):
         error = one_line_error(capsys, argv)
-        assert "commands that read runs never write into a run" in error, argv
+        assert "a command's own output never goes inside a run" in error, argv
     assert not (tiny_run / "claims").exists() and not (other / "x").exists()
     # redrawing into the run read is what `harness figures RUN` does
     assert main(["figures", str(other)]) == 0
