@@ -413,3 +413,12 @@ def test_locate_refuses_a_coarse_length_given_twice(tmp_path, capsys):
 
     assert exit_code(["locate", "model=tiny", "locate.coarse=[8,8,16]", f"hydra.run.dir={tmp_path / 'loc'}"]) == 2
     assert "locate.coarse lists a length twice: [8, 8, 16]" in capsys.readouterr().err
+
+
+def test_a_mapping_set_whole_says_how_to_set_its_entries(capsys):
+    """Pass 17, #97/#102: claims.delta={...} was refused as 'not a config key', though --cfg job lists it."""
+    from tests.support import exit_code
+
+    assert exit_code(["sweep", "model=tiny", "claims.delta={norm_edit_distance:0.1}", "--cfg", "job"]) == 2
+    assert "claims.delta is a mapping of its own entries: set each with +claims.delta.NAME=VALUE" \
+        in capsys.readouterr().err

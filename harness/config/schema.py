@@ -283,7 +283,11 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
         except Exception as exc:  # Hydra's advice for an unknown key (+KEY=) is refused by the schema later
             said = str(exc)
             key = said.split("Could not override '", 1)[1].split("'", 1)[0] if "Could not override '" in said else ""
-            if key and not any(key.startswith(d + ".") for d in config_keys(dicts=True)):
+            mappings = config_keys(dicts=True)
+            if key in mappings:  # claims.delta={...}: a mapping's entries are set one by one
+                raise HarnessError(f"{key} is a mapping of its own entries: set each with +{key}.NAME=VALUE (e.g. "
+                                   f"+claims.delta.norm_edit_distance=0.1)") from None
+            if key and not any(key.startswith(d + ".") for d in mappings):
                 raise HarnessError(f"{key} is not a config key (`harness sweep --cfg job` prints every key)") from None
             from hydra.errors import HydraException
 
