@@ -6,7 +6,6 @@ Hydra's own answers are longer, suggest adding a key with ``+``, and leave a run
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -129,13 +128,6 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
             raise HarnessError(f"{unreadable}: the override grammar cannot read this value: write it as {key}={bare}")
         raise HarnessError(f"{unreadable}: the override grammar cannot read this value unquoted (a character such as "
                            f"a non-ASCII letter, a parenthesis or # in it): quote the value, as '{key}=\"{value}\"'")
-    said: dict[str, list[str]] = {}
-    for arg in (a for a in args if "=" in a and not a.startswith("-")):
-        said.setdefault(arg.split("=", 1)[0].lstrip("+"), []).append(arg)
-    for key, given in said.items():  # a script's base overrides and a change on top: Hydra applies the last
-        if len(given) > 1 and key != "experiment" and not key.startswith("hydra") and len(set(given)) > 1:
-            print(f"note: {key} is given {len(given)} times ({' and '.join(given)}): the last, {given[-1]}, applies",
-                  file=sys.stderr)
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue

@@ -4,6 +4,7 @@ what is public; :mod:`harness.config.validation` checks what types cannot expres
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -272,6 +273,13 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
     if isinstance(overrides, str):  # would be read letter by letter
         raise HarnessError(f"overrides must be a list of strings, e.g. [{overrides!r}], got the string {overrides!r}")
     register_configs()
+    said: dict[str, list[str]] = {}
+    for arg in (a for a in overrides if isinstance(a, str) and "=" in a and not a.startswith("-")):
+        said.setdefault(arg.split("=", 1)[0].lstrip("+"), []).append(arg)
+    for key, given in said.items():  # a script's base overrides and a change on top: Hydra applies the last
+        if len(set(given)) > 1 and key != "experiment" and not key.startswith("hydra"):
+            warnings.warn(f"{key} is given {len(given)} times ({' and '.join(given)}): the last, {given[-1]}, applies",
+                          stacklevel=2)
     if config_dir is not None:
         if not Path(config_dir).is_dir():  # Hydra would only warn, and compose without it
             raise HarnessError(f"config_dir {config_dir} is not a directory (it should hold your config groups, "
