@@ -421,3 +421,35 @@ def test_a_mapping_set_whole_says_how_to_set_its_entries(capsys):
     assert exit_code(["sweep", "model=tiny", "claims.delta={norm_edit_distance:0.1}", "--cfg", "job"]) == 2
     assert "claims.delta is a mapping of its own entries: set each with +claims.delta.NAME=VALUE" \
         in capsys.readouterr().err
+
+
+def test_two_models_under_different_settings_are_refused_for_the_true_reason():
+    """Pass 17, #61-#63: claims on two models at 6 and 8 new tokens was refused because 'no column
+    says which is which', though the model column does; the reason is that their numbers would not
+    be comparable."""
+    from harness.errors import HarnessError
+    from harness.runs.compat import Settings, check_compatible
+
+    def run(model, tokens):
+        return Settings(model, {"schema": 1, "model": model, "max_new_tokens": tokens})
+
+    with pytest.raises(HarnessError, match=r"max_new_tokens \(6 in a vs 8 in b\): the models' numbers on one page "
+                                           r"would not be comparable"):
+        check_compatible([run("a", 6), run("b", 8)])
+    with pytest.raises(HarnessError, match="one table would mix them without a column saying which is which"):
+        check_compatible([run("a", 6), run("a", 8)])
+
+
+def test_resume_of_a_run_with_a_broken_manifest_does_not_speak_of_a_flag_never_given(tmp_path, caplog):
+    """Pass 17, #49: resuming a run whose manifest.json was broken first said 'read anyway
+    (--trust-damaged)', a flag the user never gave, before the right message."""
+    import logging
+
+    from harness.cli import main
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST)
+    (run / "manifest.json").write_text('{"broken')
+    with caplog.at_level(logging.WARNING):
+        assert main(["resume", str(run)]) == 0
+    assert not [r for r in caplog.records if "--trust-damaged" in r.getMessage()]

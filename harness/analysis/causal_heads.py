@@ -148,8 +148,8 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
     keys = ["prompt_id", "group", "prefix_id"]
     parts = []
     for measure in measures:
-        if measure not in frame or frame[measure].isna().all():
-            continue
+        if measure not in frame or any(frame.loc[frame.group == g, measure].isna().all() for g in ("B", "C")):
+            continue  # not measured for one side (B's prefixes name no word): no C - B to remove
         values = frame.assign(**{measure: frame[measure].astype(float)})
         # no power is printed here: a rate's simulated one would cost about 0.3 s a setting for nothing
         eff = compare_groups(values, measure, by=["isolation"], rate=measure == "target_hit", seed=seed, power=False)

@@ -277,7 +277,8 @@ def resume(args: list[str]) -> int:
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "
                            f"results that still apply are reused)")
-    elsewhere = relative_elsewhere(str(run), run.saved_config(), (run.manifest(trust_damaged=True) or {}).get("inputs"),
+    elsewhere = relative_elsewhere(str(run), run.saved_config(),
+                                   (run.manifest(trust_damaged=True, rebuilding=True) or {}).get("inputs"),
                                    ns.overrides)
     if elsewhere:
         raise HarnessError(elsewhere)

@@ -102,6 +102,11 @@ def causal_page(effects: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> st
     if effects.empty:
         lines += ["No causal sweep in this directory (`--ranking-only`): the ranking and the head sets only. Heads "
                   "as a detector: `harness detect` (docs/detection.md).", ""]
+    absent = [MEASURE_NAMES[m] for m in MEASURE_NAMES if not effects.empty and m not in set(effects.measure)]
+    if absent:
+        lines += [f"Not shown: {', '.join(absent)} (not measured for both B and C in this run, so there is no C - B "
+                  f"to remove; a word rate needs B prefixes that mention a target word and C prefixes that ask for "
+                  f"one).", ""]
     for measure in (effects.measure.unique() if not effects.empty else []):
         name = MEASURE_NAMES.get(measure, measure)
         lines += [f"## {name}", "", "Share of the effect removed, masking the prefix in k heads:", ""]

@@ -152,7 +152,7 @@ def _causal_sweep(config: dict, sets: dict, test: set, length: int, converse: bo
     from harness.runs.experiment import Experiment
 
     exp = Experiment.build(OmegaConf.create(config), device=device, attention=False, lengths=[length],
-                           settings=settings_for(sets, converse))
+                           settings=settings_for(sets, converse), describe=False)
     conditions = [c for c in exp.conditions if c.group == "A" or str(c.prefix_id) in test]
     log.info("%d head sets x %d prefixes on the testing half: %d conditions", len(sets),
              len({c.prefix_id for c in conditions if c.group != "A"}), len(conditions))

@@ -79,7 +79,10 @@ def check_compatible(settings: list[Settings], unrecorded: list[str] = (), *,
     refuse_other_schemas(settings, unrecorded)
     mixed = mixed_settings(settings)
     if mixed and not allow_mixed_settings:
-        raise HarnessError(f"the runs differ in {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}: one table "
-                           f"would mix them without a column saying which is which; read runs of one setting "
-                           f"together, or pass --allow-mixed-settings")
+        models = [v.get("model") for _, v in settings]
+        why = ("the models' numbers on one page would not be comparable (each was measured under another setting)"
+               if len(set(models)) == len(models) > 1 else
+               "one table would mix them without a column saying which is which")
+        raise HarnessError(f"the runs differ in {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}: {why}; "
+                           f"read runs of one setting together, or pass --allow-mixed-settings")
     return mixed

@@ -62,11 +62,12 @@ class Experiment:
     @classmethod
     def build(cls, cfg, *, device: str | None = None, attention: bool | None = None, lengths: list[int] | None = None,
               groups: list[str] | None = None, settings: list[Isolation] | None = None,
-              log_dir: Path | None = None) -> Experiment:
+              log_dir: Path | None = None, describe: bool = True) -> Experiment:
         """Build from a run config; ``device`` overrides the config's, ``attention`` its analysis
         switch, and ``lengths``, ``groups`` and isolation ``settings`` the conditions it describes
         (``harness locate`` evaluates its own lengths). ``log_dir``: where an engine process writes
-        its log (a sweep's run directory; else a temporary file)."""
+        its log (a sweep's run directory; else a temporary file). ``describe``: log the design (a
+        caller that computes a part of it says what it computes instead)."""
         cfg = validate(cfg)
         m = cfg.model
         allocator = keep_freed_memory()  # before the model's tensors are allocated
@@ -146,11 +147,11 @@ class Experiment:
                if source.facts else {}),
         }
         settings_n = len({c.isolation for c in exp.conditions if c.group != "A"})
-        log.info("%d prompts x groups %s x lengths %s%s = %d conditions on %s (%s, %s), batch size %d%s",
-                 len(prompts), groups or [g.name for g in cfg.groups], list(lengths or cfg.prefix.lengths),
-                 f" x {settings_n} isolation settings" if settings_n > 1 else "", len(exp.conditions),
-                 m.name_or_path, loaded.dtype, loaded.device, exp.batch_size,
-                 "" if cfg.batch_size else " (automatic)")
+        (log.info if describe else log.debug)(
+            "%d prompts x groups %s x lengths %s%s = %d conditions on %s (%s, %s), batch size %d%s",
+            len(prompts), groups or [g.name for g in cfg.groups], list(lengths or cfg.prefix.lengths),
+            f" x {settings_n} isolation settings" if settings_n > 1 else "", len(exp.conditions),
+            m.name_or_path, loaded.dtype, loaded.device, exp.batch_size, "" if cfg.batch_size else " (automatic)")
         return exp
 
     @property

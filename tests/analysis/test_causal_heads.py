@@ -170,3 +170,16 @@ def test_the_crossed_bootstrap_gives_the_same_interval_with_its_resamples_batche
     # and the effect itself is the nanmean of the prefixes' nanmeans
     per_prefix = np.nanmean(y, axis=0)
     assert ch.effect_of(y, groups) == pytest.approx(per_prefix[groups == "C"].mean() - per_prefix[groups == "B"].mean())
+
+
+def test_a_measure_one_group_lacks_is_left_out_without_a_warning():
+    """Pass 17, #139: a bank whose B prefixes name no word leaked compare_groups' 'no rows of group B'
+    warning and printed an empty word-rate section."""
+    import warnings
+
+    table = _causal_table(np.random.default_rng(0))
+    table["target_hit"] = np.where(table.group == "C", 1.0, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eff = ch.causal_effects(table, ["target_hit", "output_kl"])
+    assert set(eff.measure) == {"output_kl"}
