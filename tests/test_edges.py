@@ -133,7 +133,8 @@ CASES = [
     (lambda f, r: ["sweep", *TINY, "model.context_limit=-1"], "model.context_limit must be a positive number"),
     (lambda f, r: ["sweep", *TINY, "model.adapter=/nowhere/adapter"], "is neither a directory nor an adapter shipped"),
     (lambda f, r: ["locate", *TINY, "locate.groups=[B,B]"], "locate.groups lists a group twice"),
-    (lambda f, r: ["collect", str(r["ac"]), "--out", ""], "--out is empty or '.'"),
+    (lambda f, r: ["collect", str(r["ac"]), "--out", ""], "was given an empty argument (an unset shell variable?)"),
+    (lambda f, r: ["collect", str(r["ac"]), "--out", "."], "--out is empty or '.'"),
     (lambda f, r: ["claims", str(r["ac"]), "--out", str(f["root"] / "c3"), "--resamples", "1"], "must be at least 20"),
     (lambda f, r: ["cache-timing", "--out", str(r["ac"] / "ct")], "inside the run directory"),
     # the third pass's silent and misleading cases
