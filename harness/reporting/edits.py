@@ -46,10 +46,17 @@ def keep_if_edited(path: Path, why: str = "") -> Path | None:
     path = Path(path)
     if not path.is_file() or not edited(path):
         return None
+    kept = set_aside(path)
+    log.warning("%s had been edited since the harness wrote it: kept as %s%s", path, kept.name, why)
+    return kept
+
+
+def set_aside(path: Path) -> Path:
+    """Rename ``path`` to the first free ``<stem>.edited<suffix>``, ``<stem>.edited-2<suffix>``, ...
+    (a user's edits are never written over); returns the new path."""
     n, kept = 1, path.with_name(f"{path.stem}.edited{path.suffix}")
     while kept.exists():
         n += 1
         kept = path.with_name(f"{path.stem}.edited-{n}{path.suffix}")
     path.rename(kept)
-    log.warning("%s had been edited since the harness wrote it: kept as %s%s", path, kept.name, why)
     return kept

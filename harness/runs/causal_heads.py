@@ -35,8 +35,8 @@ from harness.io import write_json, write_parquet
 from harness.reporting.causal_heads import write_causal_report
 from harness.runs.compute import compute
 from harness.runs.inputs import of_config, refuse_changed
-from harness.runs.rundir import RunDir
 from harness.runs.reading import RunTables, read_runs, refuse_collected
+from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS
 from harness.runs.store import ResultStore
 

@@ -20,13 +20,14 @@ from harness.analysis.verdicts import deltas_for
 from harness.config import NOT_RESULT_KEYS, recorded_config, validate
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
-from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.driver import DriveOutcome
 from harness.measure.engine import PhaseClock
+from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.records import condition_keys, condition_label
+from harness.reporting.edits import set_aside
 from harness.reporting.report import write_outputs
-from harness.runs.environment import now_iso
 from harness.runs.compute import Computed, compute
+from harness.runs.environment import now_iso
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config
 from harness.runs.manifest import build_manifest
@@ -285,11 +286,7 @@ def keep_edited_table(path: Path, recorded: str | None) -> Path | None:
     say so: a column of notes added in a notebook is the user's work. Returns where it went."""
     if not recorded or not path.is_file() or sha256_file(path) == recorded:
         return None
-    n, kept = 1, path.with_name(f"{path.stem}.edited{path.suffix}")
-    while kept.exists():
-        n += 1
-        kept = path.with_name(f"{path.stem}.edited-{n}{path.suffix}")
-    path.rename(kept)
+    kept = set_aside(path)
     log.warning("%s had been changed since the run wrote it: kept as %s, and the run's own table written again",
                 path, kept.name)
     return kept

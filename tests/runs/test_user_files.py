@@ -6,8 +6,8 @@ import shutil
 from harness.cli import main
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.reporting.figure_set import make_figures
-from harness.runs.rundir import RunDir
 from harness.runs.reading import load_runs
+from harness.runs.rundir import RunDir
 from tests.support import sweep
 
 USER_FILES = ("figure_for_paper.png", "fig_annotated.pdf", "fig1_edit_distance_v2.png", "notes.txt")
