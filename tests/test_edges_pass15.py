@@ -453,3 +453,35 @@ def test_resume_of_a_run_with_a_broken_manifest_does_not_speak_of_a_flag_never_g
     with caplog.at_level(logging.WARNING):
         assert main(["resume", str(run)]) == 0
     assert not [r for r in caplog.records if "--trust-damaged" in r.getMessage()]
+
+
+def test_a_page_the_user_edited_in_a_commands_output_is_kept(tmp_path):
+    """Pass 18, #229/#230 (lost): claims (and detect, plan, corpus-report, causal-heads) rewrote an
+    edited page in their own --out without a word; figures kept its report as report.edited.md."""
+    from harness.cli import main
+    from tests.support import sweep
+
+    run = sweep(tmp_path / "r2", "model=tiny", "prompts.limit=3", "prefix.lengths=[8,24]", "decode.max_new_tokens=6",
+                "draw_figures=false")
+    out = tmp_path / "cl"
+    assert main(["claims", str(run), "--resamples", "20", "--out", str(out)]) == 0
+    with (out / "claims.md").open("a", encoding="utf-8") as page:
+        page.write("MY NOTES\n")
+    assert main(["claims", str(run), "--resamples", "20", "--out", str(out)]) == 0
+    assert "MY NOTES" in (out / "claims.edited.md").read_text(encoding="utf-8")
+    assert "MY NOTES" not in (out / "claims.md").read_text(encoding="utf-8")
+    assert main(["claims", str(run), "--resamples", "20", "--out", str(out)]) == 0
+    assert not (out / "claims.edited-2.md").exists()  # its own page is not an edit
+
+
+def test_resume_with_an_override_of_its_own_key_does_not_call_it_given_twice(tmp_path):
+    """Pass 18, #83: resume RUN 'prefix.lengths=[8]' warned 'prefix.lengths is given 2 times' (the
+    user gave it once; the run's own command holds the other), then refused the design change."""
+    import warnings
+
+    from tests.support import FAST, exit_code, sweep
+
+    run = sweep(tmp_path / "run", *[o for o in FAST if not o.startswith("prefix.lengths")], "prefix.lengths=[8,24]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert exit_code(["resume", str(run), "prefix.lengths=[8]"]) == 2  # a design change, refused

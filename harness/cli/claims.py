@@ -33,8 +33,13 @@ def claims(args: list[str]) -> int:
     ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
     notes = reading_notes(ns, ns.runs)
-    from harness.analysis.claims import (DELTA_MEASURES, HYPOTHESES, missing_for, plain_concatenation,
-                                         without_mention_controls)
+    from harness.analysis.claims import (
+        DELTA_MEASURES,
+        HYPOTHESES,
+        missing_for,
+        plain_concatenation,
+        without_mention_controls,
+    )
     from harness.errors import HarnessError
 
     deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness claims")
@@ -111,6 +116,7 @@ def plan(args: list[str]) -> int:
     if ns.out is not None:
         claim_out(ns.out, "plan", ns.runs)
     from harness.io import write_parquet, write_text
+    from harness.reporting.edits import write_page
     from harness.runs.plan import plan as plan_runs
     from harness.runs.plan import plan_markdown
 
@@ -120,7 +126,7 @@ def plan(args: list[str]) -> int:
     print(page, end="")
     if ns.out is not None:
         mark_out(ns.out, "plan", ns.runs)
-        write_text(page, ns.out / "plan.md")
+        write_page(page, ns.out / "plan.md")
         write_parquet(found.grid, ns.out / "plan_grid.parquet")
         write_text(found.overrides + "\n", ns.out / "overrides.txt")
         print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")

@@ -322,7 +322,7 @@ def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6)
     if saved is None:
         return []
     try:
-        now = as_plain(compose([*overrides, *extra]))
+        now = as_plain(compose(last_of_each_key([*overrides, *extra])))
     except Exception:  # noqa: BLE001 - the sweep itself reports a command that does not compose
         return []
 

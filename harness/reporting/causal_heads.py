@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from harness.io import write_text
+from harness.reporting.edits import write_page
 from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import save_figure, style
 
@@ -135,6 +135,6 @@ def write_causal_report(effects: pd.DataFrame, ranking: pd.DataFrame, about: dic
         (out_dir / "figures").mkdir(parents=True, exist_ok=True)
         written += save_figure(fig, out_dir / "figures" / "causal_heads")
     page = causal_page(effects, ranking, about)
-    write_text(page, out_dir / "causal_heads.md")
+    write_page(page, out_dir / "causal_heads.md")
     return written + [out_dir / "causal_heads.md"]
 

@@ -15,8 +15,9 @@ import pandas as pd
 from harness.analysis import claim_curves
 from harness.analysis import claims as analysis
 from harness.analysis.verdicts import NO_EFFECT, no_effect_words
-from harness.io import write_parquet, write_text
+from harness.io import write_parquet
 from harness.measure.metrics import label
+from harness.reporting.edits import write_page
 from harness.reporting.markdown import heading, num, power_text
 from harness.reporting.plots import GROUP_COLOURS, GROUP_NAMES, save_figure, style
 
@@ -204,7 +205,7 @@ def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise
         written += save_figure(fig, out_dir / "figures" / name)
         plt.close(fig)
     models = sorted(conditions.model.astype(str).unique())
-    write_text(claims_markdown(table, list(figures), runs, models, n_resamples, precision_note(noise), notes,
+    write_page(claims_markdown(table, list(figures), runs, models, n_resamples, precision_note(noise), notes,
                                {c: analysis.missing_for(c, conditions, attention) for c in analysis.HYPOTHESES}),
                out_dir / "claims.md")
     return [*written, out_dir / "claims.md"]

@@ -17,7 +17,8 @@ from harness.analysis import corpora
 from harness.analysis.claims import c_versus_b
 from harness.analysis.obeying import without_mentions
 from harness.errors import HarnessError
-from harness.io import write_parquet, write_text
+from harness.io import write_parquet
+from harness.reporting.edits import write_page
 from harness.reporting.markdown import ci, heading, p_text, table, where
 from harness.reporting.plots import GROUP_COLOURS, OKABE_ITO, save_figure, style
 from harness.reporting.sources import source_lines
@@ -203,7 +204,7 @@ def write_corpus_report(conditions: pd.DataFrame, noise, manifests: list[dict], 
         ax.set_title("Replies with the attacker's string: the attack in the span, or a sentence only naming it",
                      fontsize=9)
         written += save_figure(fig, out / "figures" / "corpus_attacker_rates")
-    write_text(corpus_page(rates, contrast, drift, by_template, claim3, manifests, command, design_line(conditions),
+    write_page(corpus_page(rates, contrast, drift, by_template, claim3, manifests, command, design_line(conditions),
                            notes),
                out / "corpora.md")
     return [*written, out / "corpora.md"]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.detection import DETECTORS, MIN_NEGATIVES
-from harness.io import write_text
+from harness.reporting.edits import write_page
 from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import OKABE_ITO, save_figure, style
 
@@ -154,5 +154,5 @@ def write_detector_report(detector: pd.DataFrame, scores: pd.DataFrame, heads: p
             ax.axis("off")
         written += save_figure(fig, out / "figures" / "detector_roc")
         pngs.append("figures/detector_roc.png")
-    write_text(detector_page(detector, heads, runs, pngs, notes), out / "detector.md")
+    write_page(detector_page(detector, heads, runs, pngs, notes), out / "detector.md")
     return [*written, out / "detector.md"]

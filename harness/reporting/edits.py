@@ -1,6 +1,6 @@
 """Telling a page the harness wrote from one a user has edited since.
 
-``report.md`` ends with an HTML comment (invisible when rendered) holding the sha256 of the text
+``report.md`` (and every page a command writes, :func:`write_page`) ends with an HTML comment (invisible when rendered) holding the sha256 of the text
 above it. A command about to replace or remove the page (a redraw, a resume that replaced the tables)
 checks it first: a page whose text no longer matches, or that has no stamp (a user's own, or one of
 an older version), is kept under another name, never overwritten, and the command says where.
@@ -60,3 +60,13 @@ def set_aside(path: Path) -> Path:
         kept = path.with_name(f"{path.stem}.edited-{n}{path.suffix}")
     path.rename(kept)
     return kept
+
+
+def write_page(text: str, path: Path) -> Path:
+    """Write a page a command owns (``claims.md``, ``detector.md``, ...), stamped, after setting aside
+    one the user edited since the command wrote it (a rerun into the same ``--out``)."""
+    from harness.io import write_text
+
+    keep_if_edited(Path(path))
+    write_text(stamped(text), Path(path))
+    return Path(path)

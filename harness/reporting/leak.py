@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from harness.io import write_text
+from harness.reporting.edits import write_page
 from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import OKABE_ITO, length_axis, save_figure, style
 
@@ -79,5 +79,5 @@ def write_leak_outputs(out: Path, leak: pd.DataFrame, invariant: dict, facts: di
         fig, ax = plt.subplots(figsize=(7.5, 3.8), layout="constrained")
         plot_leak(ax, leak, facts.get("block_size"))
         written = save_figure(fig, out / "figures" / "fig_leak")
-    write_text(leak_markdown(leak, invariant, facts, notes), out / "leak.md")
+    write_page(leak_markdown(leak, invariant, facts, notes), out / "leak.md")
     return [*written, out / "leak.md"]
