@@ -50,7 +50,8 @@ def test_plan_on_a_run_writes_its_page_grid_and_overrides(pilot, tmp_path, capsy
     assert main(["plan", str(pilot), "--out", str(out), "--target", "0.5"]) == 0
     printed = capsys.readouterr().out
     page = (out / "plan.md").read_text()
-    assert page in printed and "## Cost, measured on the pilot" in page
+    body, stamp = page.rsplit("<!-- written by harness", 1)  # the file ends with its stamp (edits are kept)
+    assert body in printed and "## Cost, measured on the pilot" in body and "sha256 of the text above" in stamp
     grid = pd.read_parquet(out / "plan_grid.parquet")
     found = plan([pilot], target=0.5)
     assert len(grid) == len(found.grid) and (grid.seconds.values == found.grid.seconds.values).all()
