@@ -36,7 +36,9 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
             for r in rates.sort_values(["model", "group", "prefix_len"], key=_role_order).itertuples()]
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
     lines += _contrasts(conds, deltas) + _obey_table(conds)
-    lines += _ceiling(obeying.or_empty(obeying.ceiling_table, conds, deltas=deltas) if ceiling is None else ceiling, deltas)
+    if ceiling is None:
+        ceiling = obeying.or_empty(obeying.ceiling_table, conds, deltas=deltas)
+    lines += _ceiling(ceiling, deltas)
     return lines
 
 

@@ -1,8 +1,8 @@
 """Telling a page the harness wrote from one a user has edited since.
 
-``report.md`` (and every page a command writes, :func:`write_page`) ends with an HTML comment (invisible when rendered) holding the sha256 of the text
-above it. A command about to replace or remove the page (a redraw, a resume that replaced the tables)
-checks it first: a page whose text no longer matches, or that has no stamp (a user's own, or one of
+``report.md`` (and every page a command writes, :func:`write_page`) ends with an HTML comment
+(invisible when rendered) holding the sha256 of the text above it. A command about to replace or
+remove the page (a redraw, a resume that replaced the tables) checks it first: a page whose text no longer matches, or that has no stamp (a user's own, or one of
 an older version), is kept under another name, never overwritten, and the command says where.
 """
 

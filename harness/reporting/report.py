@@ -323,7 +323,8 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
 
     out_dir = Path(out_dir)
     deltas = recorded_deltas(manifests) if deltas is None else deltas
-    ceiling = obeying.or_empty(obeying.ceiling_table, baseline(conditions), deltas=deltas)  # the report, figure 9 and ceiling.parquet share it
+    # the report, figure 9 and ceiling.parquet share it
+    ceiling = obeying.or_empty(obeying.ceiling_table, baseline(conditions), deltas=deltas)
     contrasts = contrast_table(baseline(conditions), deltas)  # the report's C - B table, figure 0 and contrasts.parquet
     forest = forest_table(baseline(conditions), contrasts)
     with F.figures_saved(make_figures(conditions, attention, noise, ceiling, forest), out_dir / "figures") as written:

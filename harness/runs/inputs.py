@@ -115,6 +115,6 @@ def relative_elsewhere(run: str, config: dict | None, recorded: dict | None, giv
             continue
         base = Path(*then.parts[:len(then.parts) - len(rel.parts)]) if then.parts[-len(rel.parts):] == rel.parts \
             else then.parent
-        return (f"{run} names its {ROLES[role]} by the relative path {path}, which {Path.cwd()} does not hold: when the "
-                f"run was made it was {then}; resume from {base} (cd there first), or add {role}.path={then}")
+        return (f"{run} names its {ROLES[role]} by the relative path {path}, which {Path.cwd()} does not hold: "
+                f"when the run was made it was {then}; resume from {base} (cd there first), or add {role}.path={then}")
     return None

@@ -309,7 +309,8 @@ def test_survival_is_monotone_and_a_count(conds, two_way):
                        "prompt_id": [f"p{p}" for p, _ in conds],
                        "prefix_id": [f"x{i % 3}" for i in range(len(conds))],
                        "first_divergence": pd.array([fd for _, fd in conds], dtype="Int64")})
-    df = df.assign(prefix_id=df.prefix_id + df.groupby(["prompt_id", "prefix_id"]).cumcount().astype(str))  # one row a condition
+    # one row a condition: a generated prompt may draw the same prefix twice
+    df = df.assign(prefix_id=df.prefix_id + df.groupby(["prompt_id", "prefix_id"]).cumcount().astype(str))
     out = curves.survival(df, n_resamples=50, two_way=two_way).sort_values("k")
     s = out.survival.to_numpy()
     assert s[0] == 1
