@@ -28,9 +28,9 @@ MIN_RESAMPLES = 10
 # a sweep may leave a group out (groups=[A,B]) and the report still asks for C - B on every run:
 # those rows say n_prompts 0, so these are accepted whether or not the table holds them
 SWEEP_GROUPS = ("A", "B", "C")
-# numeric columns that place a row in the design (a layer, a length, an isolation beta), never a measure
 # the columns naming one condition of one model (as harness.runs.schema.ROW_KEYS, a stage above this one)
 CONDITION_KEYS = ("model", *KEY_FIELDS, "injection_at")
+# numeric columns that place a row in the design (a layer, a length, an isolation beta), never a measure
 DESIGN_COLUMNS = frozenset({"layer", "head", "prefix_len", "n_queries", "beta", "batch_size", "seed"})
 # the columns a summary writes itself: a by column of the same name would be shadowed
 SUMMARY_COLUMNS = frozenset({"mean", "ci_low", "ci_high", "ci_method", "n_prompts", "statistic"})

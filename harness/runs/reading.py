@@ -24,14 +24,13 @@ from harness.errors import HarnessError
 from harness.io import sha256_file
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
-from harness.runs.rundir import RunDir
+from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import ROW_KEYS
 from harness.runs.tables import (
     COMPARED,
     concat_tables,
     dedupe,
     merged_attention,
-    null_safe_keys,
     refuse_one_key_two_texts,
     with_position,
 )
@@ -211,8 +210,8 @@ def not_a_run(run: RunDir) -> str:
         return (f"{run / RunDir.CONDITIONS} is missing (the sweep wrote it; deleted or not copied?): rebuild it from "
                 f"results/ with `harness resume {run}`")
     if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
-        jobs = sorted(p.name for p in run.path.iterdir() if (p / RunDir.CONDITIONS).is_file())
-        shown = " ".join(str(run.path / j) for j in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
+        jobs = [job for job in job_dirs(run.path) if job.has(RunDir.CONDITIONS)]
+        shown = " ".join(str(job.path) for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
         return (f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown or 'none has tables yet'}), or "
                 f"merge them first with `harness collect {run} --out DIR`")
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
@@ -303,9 +302,8 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
         log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
                     "read once", dropped)
     frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
-    if null_safe_keys(deduped, [k for k in ROW_KEYS if k in deduped]).duplicated().any():
-        # copies kept (mixed settings): a column says whose each is, so that the analysis API can tell
-        # them from one run's table concatenated with another's (harness.analysis.checks)
+    if disagree:  # copies kept (mixed settings): a column says whose each is, so that the analysis API can
+        # tell them from one run's table concatenated with another's (harness.analysis.checks)
         deduped = deduped.assign(run=[names[i] for i in deduped["_source"]])
     return deduped.drop(columns="_source"), (merged_attention(frames, keep_differing=allow_mixed_settings) if frames
                                              else None)
