@@ -97,7 +97,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                         "settings": [s._asdict() for s in run_settings(str(run.path.resolve()), manifest)],
                         "inputs": manifest.get("inputs")})
         if run.has(run.CONDITIONS):
-            if any(run.check_table(name, trust_damaged) for name in (run.CONDITIONS, run.ATTENTION)):
+            if trust_damaged and any(run.table_damage(name) for name in (run.CONDITIONS, run.ATTENTION)):
                 damaged.append(str(run.path.resolve()))
             conditions.append(run.conditions(trust_damaged).assign(_source=i))
             if has_table(run, run.ATTENTION, trust_damaged):  # with the run's position, to keep runs apart

@@ -189,6 +189,15 @@ class RunDir:
             return str(exc).split("; ")[0]
         return None
 
+    def table_damage(self, name: str) -> str | None:
+        """What :meth:`check_table` would refuse table ``name`` for, without refusing or warning (None
+        where it is the table the run wrote, or absent): for a caller that records it and reads the
+        table afterwards, which warns once."""
+        try:
+            return self.check_table(name) if self.has(name) else None
+        except HarnessError as exc:
+            return str(exc).split("; ")[0]
+
     def _check_table(self, name: str) -> None:
         manifest, sealed = self._json(self.MANIFEST, self._manifest_advice())
         if manifest is None:
