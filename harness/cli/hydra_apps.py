@@ -304,11 +304,10 @@ def resume(args: list[str]) -> int:
 def last_of_each_key(overrides: list[str]) -> list[str]:
     """``overrides`` with each key once, at its last value (what Hydra applied): a resume's overrides
     on top of the run's own command replace its values, and the sweep refuses a key given twice."""
-    def key(o: str) -> str:
-        return o.split("=", 1)[0].lstrip("+~")
+    from harness.config.schema import override_key
 
-    last = {key(o): i for i, o in enumerate(overrides)}
-    return [o for i, o in enumerate(overrides) if last[key(o)] == i]
+    last = {override_key(o): i for i, o in enumerate(overrides)}
+    return [o for i, o in enumerate(overrides) if last[override_key(o)] == i]
 
 
 def _design_changes(run, overrides: list[str], extra: list[str], shown: int = 6) -> list[str]:

@@ -275,7 +275,7 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
     register_configs()
     said: dict[str, list[str]] = {}
     for arg in (a for a in overrides if isinstance(a, str) and "=" in a and not a.startswith("-")):
-        said.setdefault(arg.split("=", 1)[0].lstrip("+"), []).append(arg)
+        said.setdefault(override_key(arg), []).append(arg)
     for key, given in said.items():  # a script's base overrides and a change on top: Hydra applies the last
         if len(set(given)) > 1 and key != "experiment" and not key.startswith("hydra"):
             warnings.warn(f"{key} is given {len(given)} times ({' and '.join(given)}): the last, {given[-1]}, applies",
@@ -302,6 +302,11 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
             if isinstance(exc, HydraException):  # a group's unknown option (with the known ones), a free key without +
                 raise HarnessError(override_problem(said, exc.__cause__)) from None
             raise
+
+
+def override_key(override: str) -> str:
+    """The config key an override sets (``+claims.delta.kl=0.1`` sets ``claims.delta.kl``)."""
+    return override.split("=", 1)[0].lstrip("+~")
 
 
 def override_problem(said: str, cause: BaseException | None) -> str:
