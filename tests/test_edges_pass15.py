@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import harness as H
-from harness.analysis import obeying
+from harness.analysis.checks import or_empty
 from tests.analysis.test_obeying import triples
 
 
@@ -45,7 +45,7 @@ def test_a_behaviour_table_on_a_run_without_targets_says_why_it_has_no_rows(tabl
     with pytest.raises(ValueError) as e:
         table(plain_run())
     assert first in str(e.value) and "\n" not in str(e.value)
-    assert obeying.or_empty(table, plain_run()).empty  # the report leaves the section out instead
+    assert or_empty(table, plain_run()).empty  # the report leaves the section out instead
 
 
 def test_a_contrast_without_mentions_names_what_the_table_holds():

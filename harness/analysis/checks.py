@@ -117,6 +117,21 @@ def check_held(df: pd.DataFrame, column: str, name: str, value, also: Sequence[s
     raise ValueError(f"{name} must be a {column} the table holds ({where}){extra}, got {shown(value)}")
 
 
+class NothingToShow(ValueError):
+    """Raised by a public table that these conditions hold nothing to compute from (no target word
+    to rate, no direct placement, A for fewer than 2 prompts): a one-line reason for a caller of the
+    API; a report leaves that section out (:func:`or_empty`)."""
+
+
+def or_empty(table, *args, **kwargs) -> pd.DataFrame:
+    """``table(*args, **kwargs)``, or an empty frame where it raised :class:`NothingToShow` (a
+    report's section that has nothing to show is left out)."""
+    try:
+        return table(*args, **kwargs)
+    except NothingToShow:
+        return pd.DataFrame()
+
+
 def check_measure(df: pd.DataFrame, value: str) -> None:
     """Refuse a ``value`` that is not a column of numbers or booleans of ``df`` (a text column would
     fail deep inside a mean; a missing one with a bare KeyError)."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_columns
+from harness.analysis.checks import NothingToShow, check_columns
 from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
@@ -99,15 +99,14 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
-def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement"), empty_ok: bool = False
-            ) -> pd.DataFrame:
+def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")) -> pd.DataFrame:
     """How far apart continuations of *unrelated* prompts are: the normalized edit distance
     between A's continuation of each prompt and A's continuation of every other prompt, averaged
     per prompt, then over prompts with a bootstrap interval over prompts. Drift near this value
     has nowhere left to go (the output has changed as much as an unrelated prompt changes it).
 
     Columns: by..., mean, ci_low, ci_high, n_prompts. A table with no cell of 2 prompts' A rows is
-    refused (``empty_ok``: an empty frame instead, for a report that leaves the line out)."""
+    refused (:class:`~harness.analysis.checks.NothingToShow`)."""
     from harness.measure.output_metrics import norm_edit_distance
 
     check_conditions_table(conditions)
@@ -127,8 +126,8 @@ def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
         low, high = bootstrap_ci(per_prompt_mean)
         rows.append({**dict(zip(by, key)), "mean": float(np.mean(per_prompt_mean)), "ci_low": low, "ci_high": high,
                      "n_prompts": len(ids)})
-    if not rows and not empty_ok:
-        raise ValueError(f"the ceiling compares A's continuations of different prompts, and no cell here holds A for "
+    if not rows:
+        raise NothingToShow(f"the ceiling compares A's continuations of different prompts, and no cell here holds A for "
                          f"2 prompts ({a.prompt_id.nunique()} prompt(s) with A in {len(conditions)} rows)")
     return pd.DataFrame(rows, columns=[*by, "mean", "ci_low", "ci_high", "n_prompts"])
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis.checks import check_hits
+from harness.analysis.checks import NothingToShow, check_hits
 from harness.analysis.crossed import compare_groups
 from harness.analysis.descriptive import check_conditions_table
 from harness.analysis.rates import rate_summary
@@ -35,21 +35,6 @@ from harness.inputs.corpora.base import MENTION
 
 SETTINGS = ("model", "placement", "isolation")
 BASE = "A (base rate)"
-
-
-class NothingToRate(ValueError):
-    """Raised by the tables of this module when the conditions hold nothing they could rate (no
-    prefix with a target word, no instruction with a check, no ``direct`` placement): a one-line
-    reason for a caller of the API; the report leaves the section out (:func:`or_empty`)."""
-
-
-def or_empty(table, *args, **kwargs) -> pd.DataFrame:
-    """``table(*args, **kwargs)``, or an empty frame where it raised :class:`NothingToRate` (a
-    report's section that has nothing to show is left out)."""
-    try:
-        return table(*args, **kwargs)
-    except NothingToRate:
-        return pd.DataFrame()
 
 
 def _role_counts(role: pd.Series, conditions: pd.DataFrame) -> str:
@@ -120,7 +105,7 @@ def word_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     role = roles(conditions)
     x = conditions[role.notna()].assign(group=role[role.notna()])
     if x.empty:
-        raise NothingToRate(f"these conditions hold no row to rate: {_role_counts(role, conditions)}; {NO_TARGETS}")
+        raise NothingToShow(f"these conditions hold no row to rate: {_role_counts(role, conditions)}; {NO_TARGETS}")
     rates = rate_summary(x, hit="target_hit", by=(*_settings(x), "group", "prefix_len"))
     base = base_rate(conditions)
     if not base.empty:
@@ -134,7 +119,7 @@ def obey_rates(conditions: pd.DataFrame) -> pd.DataFrame:
     check_conditions_table(conditions)
     check_hits(conditions, "obeyed")
     if conditions["obeyed"].isna().all():  # no instruction with a check: no obey rate to state
-        raise NothingToRate(f"no row of these conditions has an obey result (obeyed is empty in all {len(conditions)} "
+        raise NothingToShow(f"no row of these conditions has an obey result (obeyed is empty in all {len(conditions)} "
                             f"rows): obey rates need C prefixes with a target word and a check")
     x = conditions[conditions["obeyed"].notna()]
     rates = rate_summary(x, hit="obeyed", by=(*_settings(x), "check", "prefix_len"))
@@ -164,7 +149,7 @@ def triple_contrasts(conditions: pd.DataFrame, seed: int = 0, deltas: dict[str, 
                                effect=deltas_for(deltas)["target_hit"])
         out.append(table.assign(contrast=f"{side} - mentioned"))
     if not out:
-        raise NothingToRate(f"a contrast needs C prefixes asking for (or forbidding) a word and B prefixes mentioning "
+        raise NothingToShow(f"a contrast needs C prefixes asking for (or forbidding) a word and B prefixes mentioning "
                             f"one; these conditions hold {_role_counts(role, conditions)}")
     return pd.concat(out, ignore_index=True)
 
@@ -183,21 +168,21 @@ def ceiling_table(conditions: pd.DataFrame, seed: int = 0, deltas: dict[str, flo
     ``deltas`` over the registry's; its
     range ``power_low`` to ``power_high``; and ``p_perm``, for reference): the placement's rate minus the ceiling, by
     :func:`compare_groups` with prompts and prefixes random and each prefix matched with itself (the
-    same texts and prompts under both placements). Raises :class:`NothingToRate` unless the conditions
+    same texts and prompts under both placements). Raises :class:`NothingToShow` unless the conditions
     hold a ``direct`` run (one sweep per placement, loaded together: ``harness figures RUN ... --out
     DIR``, ``harness collect`` or ``H.load_runs``)."""
     check_conditions_table(conditions)
     missing = [c for c in ("obeyed", "placement") if c not in conditions]
     if missing:
-        raise NothingToRate(f"the ceiling needs the columns obeyed and placement; these conditions have no "
+        raise NothingToShow(f"the ceiling needs the columns obeyed and placement; these conditions have no "
                             f"{' or '.join(missing)}")
     role = roles(conditions)
     keep = role.isin(["asked", "forbidden"]) & conditions["obeyed"].notna()
     x = conditions[keep].assign(role=role[keep], placement=conditions.loc[keep, "placement"].astype(str))
     if x.empty:
-        raise NothingToRate(f"no C row of these conditions has an obey result: {_role_counts(role, conditions)}")
+        raise NothingToShow(f"no C row of these conditions has an obey result: {_role_counts(role, conditions)}")
     if not (x.placement == CEILING).any():
-        raise NothingToRate(f"the ceiling is placement {CEILING!r} (the user asks in their own message); these "
+        raise NothingToShow(f"the ceiling is placement {CEILING!r} (the user asks in their own message); these "
                             f"conditions hold only {sorted(set(x.placement))}: load a direct run beside them "
                             f"(H.load_runs, harness collect)")
     settings = [c for c in ("model", "isolation") if c in x.columns]

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import obeying
+from harness.analysis.checks import or_empty
 from harness.analysis.verdicts import deltas_for
 from harness.reporting.markdown import ci, num, p_text, power_text, table, where
 
@@ -19,7 +20,7 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
     """Word rates by what the prefix said, the two contrasts, obey rates per check, and each
     placement beside the direct ceiling (``ceiling``: ``obeying.ceiling_table(conds)``, computed
     here when not given; ``deltas``: a study's smallest effects of interest, over the registry's)."""
-    rates = obeying.or_empty(obeying.word_rates, conds)
+    rates = or_empty(obeying.word_rates, conds)
     if rates.empty:
         return []
     lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
@@ -37,7 +38,7 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
     lines += [""] + table(["model", "the word was", "prefix length", "replies with it", "rate", "interval"], rows)
     lines += _contrasts(conds, deltas) + _obey_table(conds)
     if ceiling is None:
-        ceiling = obeying.or_empty(obeying.ceiling_table, conds, deltas=deltas)
+        ceiling = or_empty(obeying.ceiling_table, conds, deltas=deltas)
     lines += _ceiling(ceiling, deltas)
     return lines
 
@@ -48,7 +49,7 @@ def _role_order(column: pd.Series) -> pd.Series:
 
 
 def _contrasts(conds: pd.DataFrame, deltas: dict[str, float] | None) -> list[str]:
-    table_ = obeying.or_empty(obeying.triple_contrasts, conds, deltas=deltas)
+    table_ = or_empty(obeying.triple_contrasts, conds, deltas=deltas)
     if table_.empty:
         return []
     has_forbidden = (table_.contrast == "forbidden - mentioned").any()
@@ -73,7 +74,7 @@ def _contrasts(conds: pd.DataFrame, deltas: dict[str, float] | None) -> list[str
 def _obey_table(conds: pd.DataFrame) -> list[str]:
     """Obey rates per check; only where some instruction checks more than the word's presence (for
     ``contains`` alone, obeyed is the asked row above)."""
-    rates = obeying.or_empty(obeying.obey_rates, conds)
+    rates = or_empty(obeying.obey_rates, conds)
     if rates.empty or set(rates.check.astype(str)) <= {"contains"}:
         return []
     lines = ["", "### Obey rate per check", "",

@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.analysis import curves, descriptive
-from harness.analysis.checks import check_tables
+from harness.analysis.checks import check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
-from harness.analysis.obeying import ceiling_table, or_empty, word_rates
+from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.reporting import plots as F
 
@@ -85,7 +85,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             out["fig0_c_minus_b"] = forest_figure(forest)
         fig, axes = _grid(len(combos), 1)
         summary = descriptive.drift_summary(conds, "norm_edit_distance")
-        ceilings = curves.ceiling(conds, empty_ok=True)
+        ceilings = or_empty(curves.ceiling, conds)
         for row, (model, placement) in zip(axes, combos):
             top = select(ceilings, model, placement)
             F.plot_drift_vs_length(row[0], select(summary, model, placement), title=f"Output drift: {title(model, placement)}",

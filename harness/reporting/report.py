@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
-from harness.analysis.checks import check_tables
+from harness.analysis.checks import check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
@@ -122,7 +122,7 @@ def _output(conds: pd.DataFrame) -> list[str]:
                        for c in at.values()]])
     lines += [""] + _table(["model", "group", "prefix length", "prompts", "edit distance (norm.)", "output KL (nats)",
                             "identical after 1", "identical after 8"], rows)
-    ceiling = curves.ceiling(conds, empty_ok=True)
+    ceiling = or_empty(curves.ceiling, conds)
     for r in ceiling.itertuples():
         lines += ["", f"Ceiling ({r.model}): A's continuations of different prompts are {_ci(r.mean, r.ci_low, r.ci_high)} "
                   f"apart (normalized edit distance, {r.n_prompts} prompts; intervals: prompts). Edit distance close to "
@@ -324,7 +324,7 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     out_dir = Path(out_dir)
     deltas = recorded_deltas(manifests) if deltas is None else deltas
     # the report, figure 9 and ceiling.parquet share it
-    ceiling = obeying.or_empty(obeying.ceiling_table, baseline(conditions), deltas=deltas)
+    ceiling = or_empty(obeying.ceiling_table, baseline(conditions), deltas=deltas)
     contrasts = contrast_table(baseline(conditions), deltas)  # the report's C - B table, figure 0 and contrasts.parquet
     forest = forest_table(baseline(conditions), contrasts)
     with F.figures_saved(make_figures(conditions, attention, noise, ceiling, forest), out_dir / "figures") as written:

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis import obeying
+from harness.analysis.checks import NothingToShow, or_empty
 
 
 def triples(copier: bool, n_prompts: int = 4, words=("kettle", "canoe", "igloo")) -> pd.DataFrame:
@@ -104,11 +105,11 @@ def test_ceiling_table_rates_and_differences_by_hand():
 
 
 def test_ceiling_table_needs_a_direct_run():
-    with pytest.raises(obeying.NothingToRate, match="only \\['system'\\]: load a direct run"):
+    with pytest.raises(NothingToShow, match="only \\['system'\\]: load a direct run"):
         obeying.ceiling_table(placed("system", lambda p, w, k: True))
-    with pytest.raises(obeying.NothingToRate, match="no placement"):
+    with pytest.raises(NothingToShow, match="no placement"):
         obeying.ceiling_table(triples(copier=True).drop(columns="placement", errors="ignore"))
-    assert obeying.or_empty(obeying.ceiling_table, triples(copier=True)).empty  # what the report reads
+    assert or_empty(obeying.ceiling_table, triples(copier=True)).empty  # what the report reads
 
 
 def test_a_studys_delta_reaches_the_obey_tables_and_their_words():
