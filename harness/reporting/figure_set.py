@@ -87,7 +87,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
         summary = descriptive.drift_summary(conds, "norm_edit_distance")
         ceilings = or_empty(curves.ceiling, conds)
         for row, (model, placement) in zip(axes, combos):
-            top = select(ceilings, model, placement)
+            top = select(ceilings, model, placement) if not ceilings.empty else ceilings  # or_empty: no columns
             F.plot_drift_vs_length(row[0], select(summary, model, placement), title=f"Output drift: {title(model, placement)}",
                                    ceiling=top.iloc[0] if len(top) else None)
         out["fig1_edit_distance"] = fig
