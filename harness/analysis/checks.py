@@ -226,18 +226,27 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
+def warn_pooled_runs(df: pd.DataFrame, by: Sequence[str], stacklevel: int = 4) -> None:
+    """Warn where copies of one condition from several runs (a ``run`` column, as ``H.load_runs``
+    names runs that differ in their settings) would each count as another observation: a summary
+    not split by ``run`` averages the runs and narrows its interval as if they were more prompts.
+    An attention table's rows are one condition's layer, head and segment."""
+    if "run" not in df.columns or "run" in by:
+        return
+    keys = [c for c in (*CONDITION_KEYS, "layer", "head", "segment") if c in df.columns]
+    pooled = int(df.duplicated(subset=keys).sum()) if {"group", "prompt_id"} <= set(keys) else 0
+    if pooled:
+        what = "row(s) of a condition" if {"layer", "head"} <= set(keys) else "condition(s)"
+        warnings.warn(f"the table holds {pooled} {what} once per run (column 'run'), and each copy counts as another "
+                      f"observation of it: add 'run' to by to compare the runs (or select one run)",
+                      stacklevel=stacklevel)
+
+
 def check_cells(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:
-    """Refuse ``by`` cells that cannot hold the contrast asked for, and warn where copies of one
-    condition from several runs (a ``run`` column) would each count as another observation.
+    """Refuse ``by`` cells that cannot hold the contrast asked for.
 
     A's rows sit at prefix length 0 (it has no prefix), so split by length it pairs with nothing:
     every row would say "0 prompts" although both groups have them."""
-    if "run" in df.columns and "run" not in by:
-        keys = [c for c in CONDITION_KEYS if c in df.columns]
-        pooled = int(df.duplicated(subset=keys).sum())
-        if pooled:
-            warnings.warn(f"the table holds {pooled} condition(s) once per run (column 'run'), and each copy counts "
-                          f"as another observation of it: add 'run' to by to compare the runs", stacklevel=4)
     if "A" not in (high, low) or "prefix_len" not in by or "prefix_len" not in df:
         return
     other = low if high == "A" else high
@@ -287,7 +296,28 @@ def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = Fa
     unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
     if unknown:
         raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
+    check_keys(df, by)
+    warn_pooled_runs(df, by, stacklevel=4)
     return by
+
+
+def check_keys(df: pd.DataFrame, by: Sequence[str]) -> None:
+    """Refuse rows that no cell can hold: a missing ``group`` or ``prompt_id`` (every summary groups
+    by them), or a prefixed row (B, C) without its ``prefix_len`` (a merge or a filter gone wrong):
+    the summaries' groupbys would leave them out without a word."""
+    keys = [c for c in ("group", "prompt_id") if c in df.columns]
+    if "prefix_len" in df.columns and "group" in df.columns:
+        keys.append("prefix_len")
+    for key in keys:
+        missing = df[key].isna()
+        if key == "prefix_len":
+            missing &= df["group"].astype(str) != "A"
+        if missing.any():
+            where = " of a prefixed group (B, C)" if key == "prefix_len" else ""
+            split = f", split by {key}," if key in by else ""
+            raise ValueError(f"{int(missing.sum())} of the table's {len(df)} rows{where} have no {key}, so every "
+                             f"summary{split} would leave them out without a word: fill the column or drop those "
+                             f"rows first (first at index {shown(df.index[missing.to_numpy()][0])})")
 
 
 def check_hits(df: pd.DataFrame, hit: str) -> None:

@@ -10,9 +10,8 @@ of the statistics (:mod:`harness.analysis.descriptive`: the prompt-only interval
 * :func:`compare_groups`: the lead interval and test (:mod:`harness.analysis.lead`) beside the
   prompt-only analyses and the permutation test, with the claim each supports.
 
-It is longer than the project's other modules on purpose: every function here rests on the same
-crossed-design machinery (the prompts x prefixes cell layout, relabelings, crossed resamples), one
-concept that splitting would scatter.
+It is longer than the project's other modules on purpose: every function here rests on the same crossed
+machinery (the prompts x prefixes cell layout, relabelings, resamples), one concept splitting would scatter.
 """
 
 from __future__ import annotations
@@ -250,6 +249,7 @@ def prefix_permutation_test(df: pd.DataFrame, value: str, high: str = "C", low: 
     check_groups(df, high, low)
     check_measure(df, value)
     check_count("n_permutations", n_permutations, 1)
+    by = check_by(df, by, value, contrast=True)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
         p, exact = _permutation(lay, n_permutations, seed, alternative)

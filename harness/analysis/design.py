@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import check_by
 from harness.analysis.crossed import cell_layouts
 from harness.analysis.crossed_variance import complete_crossing, supported
 from harness.analysis.descriptive import CONTRAST_BY, present_columns, with_settings
@@ -50,6 +51,7 @@ def variance_components(df: pd.DataFrame, value: str, high: str = "C", low: str 
     leaves, else NaN), ``resid_high``/``resid_low`` s2_e per group), ``prefix_sd`` (one prefix-level
     SD, :func:`harness.analysis.power.prefix_level_sd`) and ``note`` (why a cell has none, or which
     part of an incomplete crossing they came from). A row is what :func:`design_power` takes."""
+    by = check_by(df, by, value, contrast=True)
     rows = []
     for key, lay in cell_layouts(df, value, high, low, by):
         prompts, cols, note = complete_crossing(lay.Y, lay.pairs)

@@ -131,7 +131,8 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
     if reach.empty:
         best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() else None
         why = (f"no design searched reaches power {target:g} on every {_TESTS[scope]}" +
-               (f"; the best reaches {num(best[column], 2)} at {int(best.n_prompts)} prompts x "
+               # rounded down: a power below the target never prints as reaching it (0.9996 as "1.0")
+               (f"; the best reaches {np.floor(best[column] * 1000) / 1000:g} at {int(best.n_prompts)} prompts x "
                 f"{int(best.n_prefixes)} prefixes per group" if best is not None else ""))
         return None, why
     # at no cost (designs the pilot ran in full) the largest, the pilot's own: no reason to drop data it has

@@ -8,14 +8,14 @@ import argparse
 from pathlib import Path
 
 from harness.cli.guards import out_beside, positive, whole
-from harness.cli.options import MIN_RESAMPLES, decided_deltas, reading_notes, reading_options
+from harness.cli.options import MIN_RESAMPLES, CommandParser, decided_deltas, reading_notes, reading_options
 from harness.runs.outdir import check_out, claim_out, mark_out
 
 
 def claims(args: list[str]) -> int:
     from harness.analysis.checks import MAX_RESAMPLES  # the analysis's own bound, not a second copy
 
-    parser = argparse.ArgumentParser(prog="harness claims", description="Test the three contamination claims "
+    parser = CommandParser(prog="harness claims", description="Test the three contamination claims "
                                      "(middle-layer peak, a jump between 64 and 128 tokens, C drifts more than B) "
                                      "on the tables of one or more run directories: claims.md, claims.parquet "
                                      "and one figure per claim.")
@@ -77,16 +77,16 @@ def _target_power(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    from harness.runs.plan import TESTS_LEVEL  # the plan's own bound, said before the runs are read
+    from harness.runs.plan import MAX_TARGET, TESTS_LEVEL  # the plan's own bounds, said before the runs are read
 
-    if not TESTS_LEVEL < value < 1:
-        raise argparse.ArgumentTypeError(f"is a power: give one above {TESTS_LEVEL:g} (the tests' level) and below 1, "
-                                         f"got {value}")
+    if not TESTS_LEVEL < value <= MAX_TARGET:
+        raise argparse.ArgumentTypeError(f"is a power: give one above {TESTS_LEVEL:g} (the tests' level) and at most "
+                                         f"{MAX_TARGET:g}, got {value}")
     return value
 
 
 def plan(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness plan", description="From finished pilot runs, the prompts x "
+    parser = CommandParser(prog="harness plan", description="From finished pilot runs, the prompts x "
                                      "prefixes-per-group design at which every claim test reaches a target power "
                                      "at least cost (seconds measured on the pilots), or why none does.")
     parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")

@@ -240,13 +240,12 @@ def cache_timing(args: list[str]) -> int:
 
 def resume(args: list[str]) -> int:
     """Rerun a run directory's own command (its saved overrides) into the same directory."""
-    import argparse
-
+    from harness.cli.options import CommandParser
     from harness.runs.inputs import relative_elsewhere
     from harness.runs.outdir import other_output
     from harness.runs.rundir import RunDir
 
-    parser = argparse.ArgumentParser(prog="harness resume", description="Finish an interrupted or partly "
+    parser = CommandParser(prog="harness resume", description="Finish an interrupted or partly "
                                      "failed run: computes only the conditions without a stored result.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("overrides", nargs="*", help="extra overrides (e.g. on_existing=resume)")
@@ -261,6 +260,10 @@ def resume(args: list[str]) -> int:
         raise HarnessError(f"harness resume keeps every stored result that still applies, so {fresh[0]} contradicts "
                            f"it; to start the run over, run its own sweep command with {fresh[0]} "
                            f"hydra.run.dir={ns.run_dir}")
+    stray = next((o for o in ns.overrides if "=" not in o), None)
+    if stray is not None:  # a second run directory: Hydra's parser would answer in four lines of its own
+        raise HarnessError(f"{stray} is not an override (KEY=VALUE): harness resume finishes one run directory; "
+                           f"resume each run on its own")
     moved = [o for o in ns.overrides if o.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
     if moved:
         raise HarnessError(f"harness resume finishes {ns.run_dir} where it is, so {moved[0]} does not apply; to "

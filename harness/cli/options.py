@@ -9,6 +9,16 @@ from pathlib import Path
 MIN_RESAMPLES = 20  # fewer leave a crossed bootstrap's percentiles undefined (numpy warns, the interval is noise)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every ``harness`` command: options are spelled in full. argparse's default takes an
+    unambiguous abbreviation (``--res`` for ``--resamples``), which lets an option given twice, once
+    abbreviated, past the given-twice refusal with the last copy silently applied."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def trust_damaged_option(parser: argparse.ArgumentParser) -> None:
     """The ``--trust-damaged`` option of every command that reads run tables."""
     parser.add_argument("--trust-damaged", action="store_true",
@@ -37,13 +47,15 @@ def reading_options(parser: argparse.ArgumentParser) -> None:
     failed_option(parser)
 
 
-def reading_notes(ns: argparse.Namespace, runs: list[Path]) -> list[str]:
+def reading_notes(ns: argparse.Namespace, runs: list[Path], ignore_settings: tuple[str, ...] = (),
+                  one_run: bool = False) -> list[str]:
     """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
-    pages will say of the others."""
+    pages will say of the others (``ignore_settings``, ``one_run``: :func:`harness.runs.reading.reading_notes`)."""
     from harness.runs.reading import reading_notes as notes_of
 
     notes = notes_of(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
-                          allow_mixed_settings=getattr(ns, "allow_mixed_settings", False))
+                     allow_mixed_settings=getattr(ns, "allow_mixed_settings", None), ignore_settings=ignore_settings,
+                     one_run=one_run)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return notes

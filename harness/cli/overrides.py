@@ -23,6 +23,22 @@ def option(args: list[str], *names: str) -> str | None:
     return value
 
 
+# Hydra's options that take a value (`--cfg job`, `-cd DIR`): the one word after them is not an override
+HYDRA_VALUED = frozenset({"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                          "--config-dir", "-cd", "--info", "-i", "--experimental-rerun"})
+
+
+def bare_word(args: list[str]) -> str | None:
+    """The first argument that is neither an option, an option's value nor a KEY=VALUE override (a
+    second run directory, a stray word): Hydra's parser answers it with four lines of its own."""
+    previous = None
+    for arg in args:
+        if "=" not in arg and not arg.startswith("-") and previous not in HYDRA_VALUED:
+            return arg
+        previous = arg
+    return None
+
+
 def check_config_dir(config_dir: str) -> None:
     """Every YAML file of a user's config directory parses and holds only encodable text: Hydra
     would answer a broken one with a long traceback, and a lone surrogate fails only when the run's
@@ -116,6 +132,11 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
     if deleting:  # every key has a value a run reads: a deleted group or key leaves its default in force, or fails
         raise HarnessError(f"{deleting[0]} deletes part of the config, which every run reads in full: set the value "
                            f"instead ({deleting[0][1:].split('=')[0]}=VALUE), or leave it out for the default")
+    stray = bare_word(args)
+    if stray is not None:
+        where = "; a run's directory is set with hydra.run.dir=DIR (`harness resume DIR` finishes one)" \
+            if Path(stray).exists() or "/" in stray else ""
+        raise HarnessError(f"{stray} is not an override (KEY=VALUE){where}; --help lists the options")
     experiments = [a for a in args if a.split("=", 1)[0].lstrip("+") == "experiment" and "=" in a]
     if len(experiments) > 1 and "-m" not in args and "--multirun" not in args:
         raise HarnessError(f"experiment= is given twice ({' and '.join(experiments)}): the last would replace the "
@@ -128,11 +149,19 @@ def check_overrides(args: list[str], config_dir: str | None) -> None:
             raise HarnessError(f"{unreadable}: the override grammar cannot read this value: write it as {key}={bare}")
         raise HarnessError(f"{unreadable}: the override grammar cannot read this value unquoted (a character such as "
                            f"a non-ASCII letter, a parenthesis or # in it): quote the value, as '{key}=\"{value}\"'")
+    multirun = "-m" in args or "--multirun" in args
+    dir_keys = {a.split("=", 1)[0].lstrip("+") for a in args if "=" in a}
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, value = arg.split("=", 1)
         added, key = arg.startswith("+"), key.lstrip("+~")
+        right = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and key != right and right not in dir_keys:
+            # Hydra reads only the other one, and writes where its default says without a word
+            mode, whose = ("with -m", "a multirun's directory (its jobs go in numbered folders inside)") if multirun \
+                else ("without -m", "the run's directory")
+            raise HarnessError(f"{key}= is not read {mode}: {whose} is {right}=, so write {right}={value}")
         if key.startswith("hydra") or "/" in key:  # Hydra's own settings and group paths (hydra/launcher=...)
             continue
         if any(key.startswith(d + ".") for d in dicts):  # a free key (chat.template_kwargs.KEY): Hydra's to judge

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.cli.guards import non_negative, non_negative_int, out_beside, positive_int
 from harness.cli.options import (
+    CommandParser,
     failed_option,
     mixed_settings_option,
     reading_notes,
@@ -24,7 +25,7 @@ from harness.runs.outdir import check_out, claim_out, mark_out, unmark_if_empty
 
 
 def figures(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness figures", description="Redraw the standard figures and "
+    parser = CommandParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
     parser.add_argument("--out", type=Path, default=None,
@@ -98,12 +99,12 @@ def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
 
 
 def corpus_report(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness corpus-report", description="The public-benchmark page from runs "
+    parser = CommandParser(prog="harness corpus-report", description="The public-benchmark page from runs "
                                      "drawn from a corpus (prefixes=agentdojo, spikee, garak): the attacker's string "
                                      "against the mention control and C - B drift by template, position and length, "
                                      "with claim 3 beside a hand-written bank's runs.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories drawn from a corpus")
-    parser.add_argument("--bank", nargs="*", type=Path, default=[],
+    parser.add_argument("--bank", nargs="+", type=Path, default=[],
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
     parser.add_argument("--out", type=Path, default=None, help="where corpora.md, its tables and figures/ go "
                         "(default: RUN-corpus-report beside the first run)")
@@ -147,7 +148,7 @@ def corpus_report(args: list[str]) -> int:
 
 
 def detect(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness detect", description="Would an attention-based detector catch "
+    parser = CommandParser(prog="harness detect", description="Would an attention-based detector catch "
                                      "the runs' attacks? Attention Tracker's focus score beside the harness's capture, "
                                      "chosen on one half of each source and scored on the other (and across sources, "
                                      "templates, and on benign instruction-like inputs): AUROC and TPR at 1% and 0.1% "
@@ -168,10 +169,11 @@ def detect(args: list[str]) -> int:
     from harness.runs.detect import is_detect_output, refuse_without_groups
 
     check_out(ns.out, allowed=ns.out if is_detect_output(ns.out) else None)  # a rerun resumes its own output
+    # its own forward pass over each input: how the sweeps continued them does not enter its numbers
+    notes = reading_notes(ns, ns.runs, ignore_settings=("max_new_tokens", "decode_path", "metrics"))
     for run in ns.runs:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
-    notes = reading_notes(ns, ns.runs)
     if len(ns.runs) > 1:  # its inputs are pooled by id, as every reader's are
         from harness.runs.rundir import RunDir
         from harness.runs.tables import refuse_one_key_two_texts
@@ -190,7 +192,7 @@ def detect(args: list[str]) -> int:
 
 
 def collect(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness collect", description="Many run directories (a multirun, or "
+    parser = CommandParser(prog="harness collect", description="Many run directories (a multirun, or "
                                      "several sweeps) into one table set.")
     parser.add_argument("paths", nargs="+", type=Path, help="run directories or sweep directories")
     parser.add_argument("--out", type=Path, default=None, help="where the collected tables go (default: PATH-collect "
@@ -209,7 +211,7 @@ def collect(args: list[str]) -> int:
 
 
 def check_determinism(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness check-determinism", description="Rerun a sample of a run's "
+    parser = CommandParser(prog="harness check-determinism", description="Rerun a sample of a run's "
                                      "conditions, one at a time, in this (fresh) process, and report every token or "
                                      "metric that differs from the stored tables.")
     parser.add_argument("run_dir", type=Path)
@@ -230,7 +232,7 @@ def causal_heads(args: list[str]) -> int:
     if "--detector-only" in args:
         raise HarnessError("--detector-only is gone: the ranking and head sets alone are --ranking-only, and heads as "
                            "a detector are `harness detect RUN --out DIR` (docs/detection.md)")
-    parser = argparse.ArgumentParser(prog="harness causal-heads", description=(
+    parser = CommandParser(prog="harness causal-heads", description=(
         "Do the heads an earlier run names carry its C-minus-B effect? Chooses heads on half of the run's prefixes, "
         "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
         "causal_heads.md, figures/causal_heads.png and the tables behind them."))
@@ -257,7 +259,7 @@ def causal_heads(args: list[str]) -> int:
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.run, "causal-heads")
     check_out(ns.out)
-    notes = reading_notes(ns, [ns.run])
+    notes = reading_notes(ns, [ns.run], one_run=True)
     claim_out(ns.out, "causal-heads", [ns.run])
     if any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from harness.cli.options import CommandParser
 from harness.errors import HarnessError
 
 
 def kv_size(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harness kv-size", description="KV-cache size: how many bytes a model's "
+    parser = CommandParser(prog="harness kv-size", description="KV-cache size: how many bytes a model's "
                                      "key/value cache takes for a batch and sequence length.")
     parser.add_argument("overrides", nargs="*", help="key=value: model=<a model config (conf/model: tiny, demo, "
                         "smollm2-135m-instruct-q4_1, ...), hub id or local dir>, layers, kv_heads, head_dim, seq_len, "
@@ -55,7 +55,7 @@ def _model_config_source(override: str, with_dtype: bool) -> list[str]:
 
 def build_prefixes(args: list[str]) -> int:
     """``harness build-prefixes neutral|instruction ...``: build a bank, check it, write it."""
-    parser = argparse.ArgumentParser(prog="harness build-prefixes", description="Build a prefix bank (JSONL) "
+    parser = CommandParser(prog="harness build-prefixes", description="Build a prefix bank (JSONL) "
                                      "from a text corpus (neutral, group B) or attack templates (instruction, C).")
     sub = parser.add_subparsers(dest="what", required=True)
     neutral = sub.add_parser("neutral", help="cut neutral prefixes from a plain-text corpus")

@@ -272,6 +272,11 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
 
     if isinstance(overrides, str):  # would be read letter by letter
         raise HarnessError(f"overrides must be a list of strings, e.g. [{overrides!r}], got the string {overrides!r}")
+    overrides = list(overrides)
+    odd = next((a for a in overrides if not isinstance(a, str) or not a.strip()), None)
+    if odd is not None or None in overrides:
+        what = "an empty string (an unset variable?)" if isinstance(odd, str) else f"{odd!r}, not a string"
+        raise HarnessError(f"overrides must be KEY=VALUE strings; item {overrides.index(odd) + 1} is {what}")
     register_configs()
     said: dict[str, list[str]] = {}
     for arg in (a for a in overrides if isinstance(a, str) and "=" in a and not a.startswith("-")):

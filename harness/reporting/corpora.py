@@ -139,11 +139,13 @@ def corpus_page(rates, contrast, drift, by_template, claim3, manifests, command:
         lines += [""] + table(["model", "template", "position", "length", "measure", "sets C+B", "C - B", "p"],
                               _drift_rows(by_template, ["attack", "injection_at", "prefix_len"]))
     if not claim3.empty:
-        lines += ["", "## Contamination claim 3 on benchmark sets beside the hand-written bank", "",
-                  "Claim 3: C drifts systematically more than B (C - B pooled over lengths, and for a benchmark's "
+        banked = "hand-written bank" in set(claim3.source)
+        lines += ["", "## Contamination claim 3 on benchmark sets" + (" beside the hand-written bank" if banked else ""),
+                  "", "Claim 3: C drifts systematically more than B (C - B pooled over lengths, and for a benchmark's "
                   "sets over the three positions too; prompts and prefixes random; harness.analysis.claims."
-                  "c_versus_b). *source* says whose prefixes: the bank's C and B texts differ everywhere, a "
-                  "benchmark set's only inside the span."]
+                  "c_versus_b). " + ("*source* says whose prefixes: the bank's C and B texts differ everywhere, a "
+                  "benchmark set's only inside the span." if banked else "No hand-written bank's runs were given "
+                  "beside them (`--bank RUN ...` adds their rows).")]
         rows = [[r.source, r.model, r.placement, r.measure, ci(r.estimate, r.ci_low, r.ci_high), p_text(r.p),
                  f"**{r.verdict}**", r.n_prompts, r.n_prefixes] for r in claim3.itertuples()]
         lines += [""] + table(["source", "model", "placement", "measure", "C - B", "p", "verdict", "prompts",

@@ -34,6 +34,12 @@ def panels(df: pd.DataFrame) -> list[tuple[str, str | None]]:
     return list(dict.fromkeys(zip(df["model"].astype(str), placement)))
 
 
+def held(df: pd.DataFrame, combos: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """The panels of ``combos`` that ``df`` has rows for: a model run without attention (or without
+    targets) beside one with gets no empty row of axes in the figures only the other can draw."""
+    return [combo for combo in combos if not select(df, *combo).empty]
+
+
 def select(df: pd.DataFrame, model: str, placement: str | None) -> pd.DataFrame:
     keep = df["model"].astype(str) == model
     if placement is not None and "placement" in df.columns:
@@ -92,10 +98,11 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
                                    ceiling=top.iloc[0] if len(top) else None)
         out["fig1_edit_distance"] = fig
 
-        if attention is not None and not attention.empty:
-            att = baseline(attention)
-            fig, axes = _grid(len(combos), 4, width=3.6, sharey="col")
-            for row, (model, placement) in zip(axes, combos):
+        att = baseline(attention) if attention is not None else None
+        att_combos = held(att, combos) if att is not None and not att.empty else []
+        if att_combos:
+            fig, axes = _grid(len(att_combos), 4, width=3.6, sharey="col")
+            for row, (model, placement) in zip(axes, att_combos):
                 cell = select(att, model, placement)
                 for ax, (metric, label), group in zip(row, (CAPTURE, CAPTURE, REDISTRIBUTION, REDISTRIBUTION),
                                                       ("B", "C", "B", "C")):
@@ -106,25 +113,25 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
             heads_c = att[att.group == "C"]
             lengths = sorted(heads_c.prefix_len.unique())
             if lengths:
-                fig, axes = _grid(2 * len(combos), len(lengths), width=2.7, height=2.6)
-                for i, (model, placement) in enumerate(combos):
+                fig, axes = _grid(2 * len(att_combos), len(lengths), width=2.7, height=2.6)
+                for i, (model, placement) in enumerate(att_combos):
                     cell = select(heads_c, model, placement)
                     for j, (metric, label) in enumerate((CAPTURE, REDISTRIBUTION)):
                         grid = descriptive.head_map(cell, "C", metric)
                         vmax = float(grid[metric].max()) if len(grid) else None
-                        image = None
-                        for ax, length in zip(axes[2 * i + j], lengths):
-                            image = F.plot_head_heatmap(ax, grid, length, value=metric, vmax=vmax)
-                        # a short colour-bar label (two long ones ran together); the row names its model
-                        fig.colorbar(image, ax=list(axes[2 * i + j]), label=f"{label.split(':')[0]} (nats)")
+                        images = [F.plot_head_heatmap(ax, grid, length, value=metric, vmax=vmax)
+                                  for ax, length in zip(axes[2 * i + j], lengths)]
+                        drawn = [im for im in images if im is not None]
+                        if drawn:  # a short colour-bar label (two long ones ran together); the row names its model
+                            fig.colorbar(drawn[0], ax=list(axes[2 * i + j]), label=f"{label.split(':')[0]} (nats)")
                         axes[2 * i + j][0].set_ylabel(f"{title(model, placement)}\nlayer")
                 fig.suptitle("Layer x head attention drift under C\ncapture (top row of each model), redistribution "
                              "(bottom row)")
                 out["fig3_heads_C"] = fig
 
             mass = descriptive.drift_summary(conds, "attn_prefix_mass_mean")
-            fig, axes = _grid(len(combos), 2)
-            for row, (model, placement) in zip(axes, combos):
+            fig, axes = _grid(len(att_combos), 2)
+            for row, (model, placement) in zip(axes, att_combos):
                 F.plot_prefix_mass(row[0], select(mass, model, placement))
                 F.plot_mass_sources(row[1], mass_sources(select(att, model, placement)))
                 for ax in row:  # every row names its model
@@ -153,8 +160,9 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
 
         rates = or_empty(word_rates, conds)
         if not rates.empty:
-            fig, axes = _grid(len(combos), 1)
-            for row, (model, placement) in zip(axes, combos):
+            rate_combos = held(rates, combos)
+            fig, axes = _grid(len(rate_combos), 1)
+            for row, (model, placement) in zip(axes, rate_combos):
                 F.plot_hit_rate(row[0], select(rates, model, placement))
                 row[0].set_title(f"Is the prefix's word in the reply?\n{title(model, placement)}")
             out["fig8_hit_rate"] = fig

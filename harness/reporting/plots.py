@@ -28,14 +28,9 @@ MASS_SOURCES = ("sink", "context", "task", "continuation")
 SOURCE_NAMES = {"sink": "sink: position 0, where idle heads rest", "context": "context: other keys before the prefix",
                 "task": "task: the prompt's tokens", "continuation": "continuation: A's generated tokens"}
 STYLE = {
-    "figure.dpi": 100,
-    "savefig.dpi": 200,
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.labelsize": 9,
-    "legend.fontsize": 8,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
+    "figure.dpi": 100, "savefig.dpi": 200,
+    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+    "axes.spines.top": False, "axes.spines.right": False,
     "axes.grid": True,
     "grid.alpha": 0.3,
     "svg.hashsalt": "harness",
@@ -122,11 +117,15 @@ def plot_head_heatmap(ax, heads: pd.DataFrame, length: int, value: str = "kl", v
     """Figure 3 (one panel): layer x head mean KL at one prefix length (:func:`harness.analysis.descriptive.head_map`)."""
     cell = heads[heads.prefix_len == length]
     grid = cell.pivot_table(index="layer", columns="head", values=value, observed=True)
+    ax.set_title(f"prefix {length} tokens")
+    if grid.empty:  # another model of the figure ran this length, this one did not
+        ax.text(0.5, 0.5, "not run at this length", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+        ax.set_axis_off()
+        return None
     image = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="magma", vmin=0, vmax=vmax,
                       interpolation="nearest")
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
-    ax.set_title(f"prefix {length} tokens")
     # every index up to 16 of them; beyond, evenly thinned so that labels never overprint
     for axis, n in ((ax.xaxis, grid.shape[1]), (ax.yaxis, grid.shape[0])):
         axis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=min(n, 16), integer=True))

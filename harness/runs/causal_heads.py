@@ -70,7 +70,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     ``allow_mixed_settings``: :func:`harness.runs.reading.read_runs`)."""
     run = RunDir(run_dir)
     manifest = run.manifest(trust_damaged)
-    refuse_collected(run, manifest or {}, "with no model configuration of its own to patch heads in")
+    refuse_collected(run, manifest or {}, "with no model configuration of its own to patch heads in" if causal else
+                     "whose tables pool several runs' (heads are ranked within one run's)", one_run=True)
     if manifest is None or "config" not in manifest:
         raise HarnessError(f"{run_dir} has no manifest.json with the run's config: point at a finished sweep's "
                            f"directory")

@@ -44,11 +44,11 @@ def sample_evenly(items: list, n: int) -> list:
 
 def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = False) -> int:
     run = RunDir(run_dir)
-    reading_notes([run_dir], allow_failed=True, trust_damaged=trust_damaged)  # unfinished: named with its resume
+    reading_notes([run_dir], allow_failed=True, trust_damaged=trust_damaged, one_run=True)  # unfinished: its resume
     manifest = run.manifest()
     if manifest is None:
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")
-    refuse_collected(run, manifest, "with no sweep of its own to rerun (check its runs one at a time)")
+    refuse_collected(run, manifest, "with no sweep of its own to rerun", one_run=True)
     for name in (run.CONDITIONS, run.ATTENTION):  # before the model loads: a damaged table is refused at once
         run.check_table(name, trust_damaged)
     schema = (manifest.get("result_fingerprint") or {}).get("schema")

@@ -47,11 +47,11 @@ def run_settings(label: str, manifest: dict) -> list[Settings]:
     return [Settings(label, settings_of(fingerprint))] if isinstance(fingerprint, dict) else []
 
 
-def mixed_settings(settings: list[Settings]) -> list[str]:
-    """Each setting in which two runs differ, as ``setting (a in RUN vs b in RUN)``."""
+def mixed_settings(settings: list[Settings], ignore: tuple[str, ...] = ()) -> list[str]:
+    """Each setting (but those in ``ignore``) in which two runs differ, as ``setting (a in RUN vs b in RUN)``."""
     found, first = [], {}
     for source, values in settings:
-        for setting in SHARED_SETTINGS + PER_MODEL_SETTINGS:
+        for setting in (s for s in SHARED_SETTINGS + PER_MODEL_SETTINGS if s not in ignore):
             scope = (setting,) if setting in SHARED_SETTINGS else (setting, values.get("model"))
             if scope not in first:
                 first[scope] = (values.get(setting), source)
@@ -73,16 +73,20 @@ def refuse_other_schemas(settings: list[Settings], unrecorded: list[str] = ()) -
 
 
 def check_compatible(settings: list[Settings], unrecorded: list[str] = (), *,
-                     allow_mixed_settings: bool = False) -> list[str]:
+                     allow_mixed_settings: bool | None = False, ignore: tuple[str, ...] = ()) -> list[str]:
     """Apply the rule to the settings of the runs read together; returns the mixed settings that
-    ``allow_mixed_settings`` let through (to be recorded), or raises :class:`HarnessError`."""
+    ``allow_mixed_settings`` let through (to be recorded), or raises :class:`HarnessError`.
+    ``ignore``: settings the reader's numbers do not depend on (``harness detect`` makes its own
+    forward pass over each input: how the sweep continued it does not enter); ``allow_mixed_settings``
+    None: the reader has no such option, so the refusal does not offer it."""
     refuse_other_schemas(settings, unrecorded)
-    mixed = mixed_settings(settings)
+    mixed = mixed_settings(settings, ignore)
     if mixed and not allow_mixed_settings:
         models = [v.get("model") for _, v in settings]
         why = ("the models' numbers on one page would not be comparable (each was measured under another setting)"
                if len(set(models)) == len(models) > 1 else
                "one table would mix them without a column saying which is which")
+        offer = "" if allow_mixed_settings is None else ", or pass --allow-mixed-settings"
         raise HarnessError(f"the runs differ in {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}: {why}; "
-                           f"read runs of one setting together, or pass --allow-mixed-settings")
+                           f"read runs of one setting together{offer}")
     return mixed

@@ -111,6 +111,7 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
 
 
 TESTS_LEVEL = 0.05  # the level the planned tests run at: a target power at or below it is met by testing nothing
+MAX_TARGET = 0.999  # above, the page's target would print as 1 (a power no design reaches)
 
 
 @dataclass
@@ -159,9 +160,9 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     """Plan a design for these pilot runs (each a model and placement; one design for all): each test
     at its measure's smallest effect of interest (the registry's Δ, with ``deltas`` on top), or at
     ``effect_sds`` of its own prefix-level SD when given."""
-    if not TESTS_LEVEL < target < 1:
+    if not TESTS_LEVEL < target <= MAX_TARGET:
         raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
-                           f"tests' level of {TESTS_LEVEL:g} and below 1, e.g. 0.8")
+                           f"tests' level of {TESTS_LEVEL:g} and at most {MAX_TARGET:g}, e.g. 0.8")
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)

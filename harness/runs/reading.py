@@ -38,11 +38,12 @@ from harness.runs.tables import (
 log = logging.getLogger(__name__)
 
 
-def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mixed_settings: bool = False,
-                  trust_damaged: bool = False) -> list[str]:
+def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mixed_settings: bool | None = False,
+                  trust_damaged: bool = False, ignore_settings: tuple[str, ...] = (), one_run: bool = False) -> list[str]:
     """Refuse runs that are not finished (module docstring); return one sentence per thing the
     pages must say: failed conditions left out (``allow_failed``), settings mixed
-    (``allow_mixed_settings``)."""
+    (``allow_mixed_settings``; ``ignore_settings`` and None: :func:`harness.runs.compat.check_compatible`).
+    ``one_run``: the reader takes one run (its refusals say so, as :func:`not_a_run`)."""
     notes = []
     runs = [RunDir(d) for d in run_dirs]
     refuse_given_twice(run_dirs, "its conditions")
@@ -68,13 +69,14 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
             notes.append(note)
     for run in runs:  # what is not a run, or a run whose table is not the one it wrote, before comparing settings
         if not run.has(RunDir.CONDITIONS):
-            raise HarnessError(not_a_run(run))
+            raise HarnessError(not_a_run(run, one_run))
         damaged = run.check_table(RunDir.CONDITIONS, trust_damaged)
         if damaged:
             notes.append(f"{damaged}; read anyway (--trust-damaged): the numbers drawn from it are not all the run's "
                          f"own.")
     manifests = [run.manifest(trust_damaged) or {} for run in runs]
-    mixed = check_compatible(*compared_settings(runs, manifests), allow_mixed_settings=allow_mixed_settings)
+    mixed = check_compatible(*compared_settings(runs, manifests), allow_mixed_settings=allow_mixed_settings,
+                             ignore=ignore_settings)
     if mixed:
         notes.append(f"These runs differ in {'; '.join(mixed)}, and were read together (--allow-mixed-settings): no "
                      f"column says which row was computed under which setting.")
@@ -87,8 +89,11 @@ def refuse_given_twice(run_dirs: list[Path], what: str) -> None:
     resolved = [Path(d).resolve() for d in run_dirs]
     for i, path in enumerate(resolved):
         if path in resolved[:i]:
-            raise HarnessError(f"{run_dirs[i]} is given twice (as {run_dirs[resolved.index(path)]} too): {what} "
-                               f"would count twice; give each run once")
+            spellings = list(dict.fromkeys(str(d) for d, r in zip(run_dirs, resolved) if r == path))
+            times = resolved.count(path)
+            named = f" (as {' and '.join(spellings)})" if len(spellings) > 1 else ""
+            raise HarnessError(f"{spellings[0]} is given {'twice' if times == 2 else f'{times} times'}{named}: {what} "
+                               f"would count {'twice' if times == 2 else f'{times} times'}; give each run once")
 
 
 def reading_state(run_dir: Path) -> None:
@@ -191,8 +196,9 @@ def is_cache_timing(run: RunDir) -> bool:
         not run.has(RunDir.CONDITIONS) and (run.has("leak.parquet") or any((run / "results").glob("phase-*"))))
 
 
-def not_a_run(run: RunDir) -> str:
-    """Why a path given as a run is not one, in a sentence that says what to give instead."""
+def not_a_run(run: RunDir, one_run: bool = False) -> str:
+    """Why a path given as a run is not one, in a sentence that says what to give instead (to a
+    command that reads ``one_run``: one of a multirun's jobs, not all of them or their collection)."""
     if not run.path.exists():
         return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
     if not run.path.is_dir():
@@ -212,19 +218,27 @@ def not_a_run(run: RunDir) -> str:
     if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
         jobs = [job for job in job_dirs(run.path) if job.has(RunDir.CONDITIONS)]
         shown = " ".join(str(job.path) for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
+        if one_run:
+            return (f"{run} is a multirun (-m), whose jobs are the runs, and this command reads one run: give one of "
+                    f"its jobs ({shown or 'none has tables yet'})")
         return (f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown or 'none has tables yet'}), or "
                 f"merge them first with `harness collect {run} --out DIR`")
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
 
 
-def refuse_collected(run: RunDir, manifest: dict, why: str) -> None:
+def refuse_collected(run: RunDir, manifest: dict, why: str, one_run: bool = False) -> None:
     """Refuse a collected table set (``harness collect``'s output) where a command needs a sweep of
-    its own (``why``), naming the runs it was collected from."""
+    its own (``why``), naming the runs it was collected from (``one_run``: the command reads one of
+    them) and saying so where they are no longer where it recorded them."""
     if "collected" not in manifest:
         return
     sources = [str(s.get("run")) for s in manifest.get("sources") or [] if isinstance(s, dict)]
-    raise HarnessError(f"{run} is a collected table set (harness collect), {why}: give the runs it was collected "
-                       f"from ({', '.join(sources[:3]) or 'none recorded'}{' ...' if len(sources) > 3 else ''})")
+    listed = f"{', '.join(sources[:3]) or 'none recorded'}{' ...' if len(sources) > 3 else ''}"
+    gone = [s for s in sources if not (Path(s) / RunDir.CONDITIONS).is_file()]
+    where = f"; recorded as {listed}, {'none' if len(gone) == len(sources) else 'not all'} of them there any more" \
+        if gone else f" ({listed})"
+    raise HarnessError(f"{run} is a collected table set (harness collect), {why}: give "
+                       f"{'one of the runs' if one_run else 'the runs'} it was collected from{where}")
 
 
 def has_table(run: RunDir, name: str, trust_damaged: bool = False) -> bool:
@@ -309,6 +323,22 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
                                              else None)
 
 
+def run_paths(run_dirs, caller: str) -> list:
+    """The run directories a notebook reader was given, as a list: one path given bare is one run
+    (not read letter by letter), and a generator is taken once (the readers go over it twice)."""
+    if isinstance(run_dirs, (str, os.PathLike)):
+        run_dirs = [run_dirs]
+    try:
+        run_dirs = list(run_dirs)
+    except TypeError:
+        raise HarnessError(f"{caller} takes run directories' paths (a list), got {run_dirs!r}") from None
+    if not run_dirs:
+        raise HarnessError(f"{caller}: give at least one run directory")
+    if not all(isinstance(d, (str, os.PathLike)) for d in run_dirs):
+        raise HarnessError(f"{caller} takes run directories' paths, got {run_dirs!r}")
+    return run_dirs
+
+
 def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_settings: bool = False,
               allow_failed: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``(conditions, attention)`` of the runs, as a notebook reads them: refused where the commands
@@ -318,12 +348,7 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
     Attention is None where no run has one (behaviour-only sweeps)."""
     import warnings
 
-    if isinstance(run_dirs, (str, Path)):  # one run, given bare: read as one, not letter by letter
-        run_dirs = [run_dirs]
-    if not run_dirs:
-        raise HarnessError("load_runs: give at least one run directory")
-    if not all(isinstance(d, (str, os.PathLike)) for d in run_dirs):
-        raise HarnessError(f"load_runs takes run directories' paths, got {list(run_dirs)!r}")
+    run_dirs = run_paths(run_dirs, "load_runs")
     for name, flag in (("trust_damaged", trust_damaged), ("allow_mixed_settings", allow_mixed_settings),
                        ("allow_failed", allow_failed)):
         if not isinstance(flag, bool):  # the string "no" is true: a damaged table would be read
@@ -364,10 +389,7 @@ def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[S
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
     """The noise-floor tables of the runs that measured one, concatenated (None if none did: a run
     that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
-    if isinstance(run_dirs, (str, Path)):  # one run, given bare: read as one, not letter by letter
-        run_dirs = [run_dirs]
-    if not run_dirs:
-        raise HarnessError("load_noise: give at least one run directory")
+    run_dirs = run_paths(run_dirs, "load_noise")
     refuse_given_twice(run_dirs, "its noise floor")
     for run in map(RunDir, run_dirs):
         if not run.has(RunDir.CONDITIONS):

@@ -40,7 +40,13 @@ def test_detect_writes_its_tables_and_resumes(tiny_run, tmp_path, capsys):
 
 
 def test_detect_refuses_in_one_line(tiny_run, tmp_path, capsys):
-    assert "has no manifest.json" in one_line_error(capsys, ["detect", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert "no conditions.parquet here, so it is not a run directory" in one_line_error(
+        capsys, ["detect", str(tmp_path), "--out", str(tmp_path / "o")])
+    (tmp_path / "bare").mkdir()  # a table without the manifest that holds the run's config
+    for name in ("conditions.parquet", "status.json"):
+        (tmp_path / "bare" / name).write_bytes((tiny_run / name).read_bytes())
+    assert "has no manifest.json" in one_line_error(capsys, ["detect", str(tmp_path / "bare"), "--out",
+                                                             str(tmp_path / "o")])
     error = one_line_error(capsys, ["detect", str(tiny_run), "--out", str(tiny_run / "d")])
     assert "own output never goes inside a run" in error
     assert "--batch-size" in one_line_error(capsys, ["detect", str(tiny_run), "--out", str(tmp_path / "o"),
