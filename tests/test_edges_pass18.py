@@ -192,3 +192,25 @@ def test_a_target_the_page_would_print_as_1_is_refused(capsys):
     assert "give one above 0.05 (the tests' level) and at most 0.999" in capsys.readouterr().err
     grid = pd.DataFrame({"n_prompts": [4], "n_prefixes": [8], "seconds": [1.0], "min_power_all": [0.9989]})
     assert "the best reaches 0.998 at 4 prompts" in cheapest(grid, "all", 0.999)[1]
+
+
+def test_a_warning_every_summary_gives_is_said_once_on_the_command_line():
+    """Found while fixing #29: `figures --allow-mixed-settings` on two runs sharing conditions printed
+    the pooled-copies warning 17 times (once per summary; the "once" filter forgets at every
+    catch_warnings block, which the summaries open)."""
+    import subprocess
+    import sys
+
+    script = ("import warnings, harness.cli as cli, types, sys\n"
+              "m = types.ModuleType('warner'); sys.modules['warner'] = m\n"
+              "def entry(_args):\n"
+              "    for _ in range(3):\n"
+              "        warnings.warn('the same words', UserWarning)\n"
+              "        with warnings.catch_warnings():\n"
+              "            warnings.simplefilter('ignore', RuntimeWarning)\n"
+              "    warnings.warn('other words', UserWarning)\n"
+              "    return 0\n"
+              "m.entry = entry; cli.COMMANDS['warn'] = 'warner:entry'\n"
+              "raise SystemExit(cli.main(['warn']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == "warning: the same words\nwarning: other words\n"

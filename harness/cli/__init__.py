@@ -131,6 +131,14 @@ def _dispatch(argv: list[str]) -> int:
 
     shown = warnings.formatwarning  # a warning is a line for the user, not a file, line and source
     warnings.formatwarning = lambda message, *_args, **_kw: f"warning: {message}\n"
+    show, said = warnings.showwarning, set()
+
+    def show_once(message, *args, **kwargs):  # the summaries each warn of the same table: say it once
+        if str(message) not in said:  # (the "once" filter forgets at every catch_warnings block)
+            said.add(str(message))
+            show(message, *args, **kwargs)
+
+    warnings.showwarning = show_once
     try:
         return getattr(importlib.import_module(module), function)(rest)
     except HarnessError as exc:
@@ -146,7 +154,7 @@ def _dispatch(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001
         return report_bug(exc)
     finally:
-        warnings.formatwarning = shown
+        warnings.formatwarning, warnings.showwarning = shown, show
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

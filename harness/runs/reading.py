@@ -78,8 +78,9 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     mixed = check_compatible(*compared_settings(runs, manifests), allow_mixed_settings=allow_mixed_settings,
                              ignore=ignore_settings)
     if mixed:
-        notes.append(f"These runs differ in {'; '.join(mixed)}, and were read together (--allow-mixed-settings): no "
-                     f"column says which row was computed under which setting.")
+        notes.append(f"These runs differ in {'; '.join(mixed)}, and were read together (--allow-mixed-settings): a "
+                     f"condition run in several of them is kept once per run (column `run`), and the summaries here "
+                     f"count each copy as another observation.")
     return notes
 
 
