@@ -110,7 +110,7 @@ def test_compose_and_the_readers_refuse_what_they_would_have_taken_wrongly(table
     """#190, #198, #202, #163, #227: an unknown model was Hydra's own exception, a config_dir that does
     not exist only a warning, trust_damaged='no' (true) read a damaged table, and a comparison with a
     group the table lacks gave rows of nothing without a word."""
-    with pytest.raises(HarnessError, match="Could not find 'model/nope'.*demo"):
+    with pytest.raises(HarnessError, match="model=nope: no such model config .*demo"):
         H.compose(["model=nope"])
     with pytest.raises(HarnessError, match="is not a directory"):
         H.compose(config_dir=tmp_path / "missing")

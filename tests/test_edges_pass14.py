@@ -14,8 +14,8 @@ TINY = ["model=tiny", "prefix.lengths=[8,24]", "decode.max_new_tokens=6", "promp
 
 @pytest.mark.parametrize("args, first", [
     (["sweep", *TINY, "seed=null"], "seed=null: field 'seed' is not Optional (it needs a value"),
-    (["sweep", *TINY, "prompts.limit=2.0"], "prompts.limit=2.0: Value '2.0' of type 'float' could not be converted"),
-    (["sweep", *TINY, "prompts.limit=true"], "prompts.limit=true: Value 'True' of type 'bool'"),
+    (["sweep", *TINY, "prompts.limit=2.0"], "prompts.limit=2.0: expected a whole number, got 2.0"),
+    (["sweep", *TINY, "prompts.limit=true"], "prompts.limit=true: expected a whole number, got True"),
     (["sweep", *TINY, "prefix.lengths='[8,24]'"], "a quoted list is text: write KEY=[a,b] without quotes"),
     (["locate", "model=tiny", "locate.metric=nosuch"], "locate.metric=nosuch: Invalid value 'nosuch', expected one of"),
     (["cache-timing", "model=demo", "timing.settings=[bogus]"], "Invalid value 'bogus', expected one of [none,"),

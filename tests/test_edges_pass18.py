@@ -176,12 +176,12 @@ def test_detect_does_not_refuse_a_setting_its_numbers_do_not_read_nor_offer_an_o
 
     values = {"schema": 1, "model": "m", "max_new_tokens": 3, "dtype": "float32"}
     runs = [Settings("a", values), Settings("b", {**values, "max_new_tokens": 2})]
-    assert check_compatible(runs, ignore=("max_new_tokens",), allow_mixed_settings=None) == []
+    assert check_compatible(runs, ignore=("max_new_tokens",), option=None) == []
     with pytest.raises(HarnessError, match=r"read runs of one setting together, or pass --allow-mixed-settings$"):
         check_compatible(runs)
     dtypes = [*runs[:1], Settings("b", {**values, "dtype": "float16"})]
     with pytest.raises(HarnessError, match=r"read runs of one setting together$"):
-        check_compatible(dtypes, ignore=("max_new_tokens",), allow_mixed_settings=None)
+        check_compatible(dtypes, ignore=("max_new_tokens",), option=None)
 
 
 def test_a_target_the_page_would_print_as_1_is_refused(capsys):

@@ -151,6 +151,9 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
                          f"{shown(example)[:40]}{per_step}")
     if pd.api.types.is_float_dtype(column) and np.isinf(column.to_numpy(dtype=float, na_value=np.nan)).any():
         raise ValueError(f"value {value!r} holds infinite values: a mean of them says nothing; drop or cap them first")
+    if len(column) and column.isna().all():  # every cell would say n_prompts 0, mean NaN
+        raise NothingToShow(f"value {value!r} is empty in all {len(column)} rows of the table (a measure this run did "
+                            f"not take?): there is nothing to summarise")
 
 
 def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
@@ -296,28 +299,34 @@ def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = Fa
     unknown = [c for c in by if c not in df.columns and c not in set(GROUP_BY) | set(CONTRAST_BY)]
     if unknown:
         raise ValueError(f"by must name columns of the table, got {shown(unknown[0])}")
+    if df.empty:  # a filter that matched nothing (a length the run lacks, a group misspelt)
+        raise NothingToShow("the table is empty (filtered to nothing?): there is nothing to summarise")
     check_keys(df, by)
     warn_pooled_runs(df, by, stacklevel=4)
     return by
 
 
-def check_keys(df: pd.DataFrame, by: Sequence[str]) -> None:
+def check_keys(df: pd.DataFrame, by: Sequence[str] = ()) -> None:
     """Refuse rows that no cell can hold: a missing ``group`` or ``prompt_id`` (every summary groups
-    by them), or a prefixed row (B, C) without its ``prefix_len`` (a merge or a filter gone wrong):
-    the summaries' groupbys would leave them out without a word."""
+    by them), or a prefixed row (B, C) without its ``prefix_len`` or ``prefix_id`` (a merge or a
+    filter gone wrong): the summaries' groupbys would leave them out, or the crossed analyses count
+    them as a prefix of their own, without a word."""
     keys = [c for c in ("group", "prompt_id") if c in df.columns]
-    if "prefix_len" in df.columns and "group" in df.columns:
-        keys.append("prefix_len")
+    prefixed = ("prefix_len", "prefix_id")
+    if "group" in df.columns:
+        keys += [c for c in prefixed if c in df.columns]
     for key in keys:
         missing = df[key].isna()
-        if key == "prefix_len":
-            missing &= df["group"].astype(str) != "A"
+        if key in prefixed:
+            missing &= df["group"].astype(str).isin(["B", "C"])
         if missing.any():
-            where = " of a prefixed group (B, C)" if key == "prefix_len" else ""
+            where = " of a prefixed group (B, C)" if key in prefixed else ""
             split = f", split by {key}," if key in by else ""
-            raise ValueError(f"{int(missing.sum())} of the table's {len(df)} rows{where} have no {key}, so every "
-                             f"summary{split} would leave them out without a word: fill the column or drop those "
-                             f"rows first (first at index {shown(df.index[missing.to_numpy()][0])})")
+            fate = ("the crossed analyses would count them as one more prefix" if key == "prefix_id" else
+                    f"every summary{split} would leave them out")
+            raise ValueError(f"{int(missing.sum())} of the table's {len(df)} rows{where} have no {key}, so {fate} "
+                             f"without a word: fill the column or drop those rows first (first at index "
+                             f"{shown(df.index[missing.to_numpy()][0])})")
 
 
 def check_hits(df: pd.DataFrame, hit: str) -> None:

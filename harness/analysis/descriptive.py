@@ -334,5 +334,7 @@ def head_map(attention: pd.DataFrame, group: str = "C", value: str = "kl", segme
     if segment is not None:
         att = att[att.segment == segment]
     by = present_columns(with_settings(att), ("model", "placement", "isolation", "prefix_len", "layer", "head"))
+    if att.empty:  # a sweep without the group (groups=[A,B]): no heads, as its figure shows none
+        return pd.DataFrame(columns=[*by, value])
     per = weighted_segment_mean(att, value, by)
     return per.groupby(by, observed=True)[value].mean().reset_index()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.cli.guards import out_beside, positive, whole
 from harness.cli.options import MIN_RESAMPLES, CommandParser, decided_deltas, reading_notes, reading_options
+from harness.reporting.edits import owned_outputs
 from harness.runs.outdir import check_out, claim_out, mark_out
 
 
@@ -57,8 +58,9 @@ def claims(args: list[str]) -> int:
     notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
-    written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
-                           n_resamples=ns.resamples, notes=notes, deltas=deltas)
+    with owned_outputs(ns.out):  # a table or figure the user changed since the last claims is kept
+        written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
+                               n_resamples=ns.resamples, notes=notes, deltas=deltas)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 
@@ -108,7 +110,7 @@ def plan(args: list[str]) -> int:
                      "prefix-level SDs): give one")
     if ns.out is not None:
         check_out(ns.out)
-    notes = reading_notes(ns, ns.runs)
+    notes = reading_notes(ns, ns.runs, takes="sweeps")  # a collection has no timing of its own to price by
     from harness.analysis.claims import DELTA_MEASURES
 
     deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness plan")
@@ -126,8 +128,9 @@ def plan(args: list[str]) -> int:
     print(page, end="")
     if ns.out is not None:
         mark_out(ns.out, "plan", ns.runs)
-        write_page(page, ns.out / "plan.md")
-        write_parquet(found.grid, ns.out / "plan_grid.parquet")
-        write_text(found.overrides + "\n", ns.out / "overrides.txt")
+        with owned_outputs(ns.out):  # an edited overrides.txt or grid is kept, as an edited page is
+            write_page(page, ns.out / "plan.md")
+            write_parquet(found.grid, ns.out / "plan_grid.parquet")
+            write_text(found.overrides + "\n", ns.out / "overrides.txt")
         print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
     return 0

@@ -137,6 +137,13 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     if config_dir is not None:
         check_config_dir(config_dir)
     check_overrides(args, config_dir)
+    for key in ("hydra.run.dir", "hydra.sweep.dir"):  # compose's given-twice warning leaves Hydra's keys to here
+        given = [a for a in args if a.startswith(key + "=")]
+        if len(set(given)) > 1:
+            import warnings
+
+            warnings.warn(f"{key} is given {len(given)} times ({' and '.join(given)}): the last, {given[-1]}, applies",
+                          stacklevel=2)
     run_dirs = [unquoted(a.split("=", 1)[1]) for a in args if a.startswith("hydra.run.dir=")]
     if run_dirs and "-m" not in args and "--multirun" not in args:
         check_run_dir(run_dirs[-1], name)
@@ -307,7 +314,7 @@ def resume(args: list[str]) -> int:
 def last_of_each_key(overrides: list[str]) -> list[str]:
     """``overrides`` with each key once, at its last value (what Hydra applied): a resume's overrides
     on top of the run's own command replace its values, and the sweep refuses a key given twice."""
-    from harness.config.schema import override_key
+    from harness.config.composing import override_key
 
     last = {override_key(o): i for i, o in enumerate(overrides)}
     return [o for i, o in enumerate(overrides) if last[override_key(o)] == i]

@@ -48,14 +48,15 @@ def reading_options(parser: argparse.ArgumentParser) -> None:
 
 
 def reading_notes(ns: argparse.Namespace, runs: list[Path], ignore_settings: tuple[str, ...] = (),
-                  one_run: bool = False) -> list[str]:
+                  takes: str = "runs") -> list[str]:
     """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
-    pages will say of the others (``ignore_settings``, ``one_run``: :func:`harness.runs.reading.reading_notes`)."""
+    pages will say of the others (``ignore_settings``, ``takes``: :func:`harness.runs.reading.reading_notes`)."""
     from harness.runs.reading import reading_notes as notes_of
 
+    has_option = hasattr(ns, "allow_mixed_settings")
     notes = notes_of(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
-                     allow_mixed_settings=getattr(ns, "allow_mixed_settings", None), ignore_settings=ignore_settings,
-                     one_run=one_run)
+                     allow_mixed_settings=has_option and ns.allow_mixed_settings, ignore_settings=ignore_settings,
+                     takes=takes, mixed_option="--allow-mixed-settings" if has_option else None)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return notes

@@ -21,6 +21,7 @@ from harness.cli.options import (
     trust_damaged_option,
 )
 from harness.errors import HarnessError
+from harness.reporting.edits import owned_outputs
 from harness.runs.outdir import check_out, claim_out, mark_out, unmark_if_empty
 
 
@@ -93,7 +94,8 @@ def _redraw_cache_timing(ns: argparse.Namespace, out: Path) -> int:
     leak = RunDir(ns.runs[0]).table("leak.parquet", ns.trust_damaged)  # refused before anything is written
     if ns.out is not None and ns.out.resolve() != ns.runs[0].resolve():
         mark_out(ns.out, "figures", ns.runs)
-    written = redraw(ns.runs[0], out, leak)
+    with owned_outputs(out):
+        written = redraw(ns.runs[0], out, leak)
     print(f"wrote {len(written)} files: {', '.join(str(p.resolve()) for p in written)}")
     return 0
 
@@ -109,6 +111,11 @@ def corpus_report(args: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=None, help="where corpora.md, its tables and figures/ go "
                         "(default: RUN-corpus-report beside the first run)")
     reading_options(parser)
+    before = args[:args.index("--bank")] if "--bank" in args else args
+    if "--bank" in args and not [a for i, a in enumerate(before) if not a.startswith("-") and
+                                 (i == 0 or before[i - 1] != "--out")]:
+        raise HarnessError("harness corpus-report RUN... --bank RUN...: give the benchmark's runs first; --bank takes "
+                           "every run after it")
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.runs[0], "corpus-report")
     check_out(ns.out)
@@ -141,8 +148,9 @@ def corpus_report(args: list[str]) -> int:
                                f"3 beside them would compare two models; give bank runs of the same model")
     command = " ".join(["harness corpus-report", *args])
     mark_out(ns.out, "corpus-report", [*ns.runs, *ns.bank])
-    written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command, bank,
-                                  notes)
+    with owned_outputs(ns.out):
+        written = write_corpus_report(conditions, load_noise(ns.runs, ns.trust_damaged), manifests, ns.out, command,
+                                      bank, notes)
     print(f"wrote {len(written)} files: {(ns.out / 'corpora.md').resolve()}")
     return 0
 
@@ -170,7 +178,7 @@ def detect(args: list[str]) -> int:
 
     check_out(ns.out, allowed=ns.out if is_detect_output(ns.out) else None)  # a rerun resumes its own output
     # its own forward pass over each input: how the sweeps continued them does not enter its numbers
-    notes = reading_notes(ns, ns.runs, ignore_settings=("max_new_tokens", "decode_path", "metrics"))
+    notes = reading_notes(ns, ns.runs, ignore_settings=("max_new_tokens", "decode_path", "metrics"), takes="sweeps")
     for run in ns.runs:
         if not (run / "manifest.json").is_file():
             raise HarnessError(f"{run} has no manifest.json: point at a finished sweep's directory")
@@ -186,7 +194,8 @@ def detect(args: list[str]) -> int:
     refuse_without_groups(ns.runs, ns.trust_damaged)  # before its directory is made
     claim_out(ns.out, "detect", ns.runs)
     mark_out(ns.out, "detect", ns.runs)  # first: an interrupted detect resumes into its own directory
-    run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
+    with owned_outputs(ns.out):
+        run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
     print(f"wrote {(ns.out / 'detector.md').resolve()}")
     return 0
 
@@ -259,7 +268,7 @@ def causal_heads(args: list[str]) -> int:
     ns = parser.parse_args(args)
     ns.out = out_beside(ns.out, ns.run, "causal-heads")
     check_out(ns.out)
-    notes = reading_notes(ns, [ns.run], one_run=True)
+    notes = reading_notes(ns, [ns.run], takes="one")
     claim_out(ns.out, "causal-heads", [ns.run])
     if any(k < 1 for k in ns.k):
         raise HarnessError("--k sizes must be positive")
@@ -275,9 +284,10 @@ def causal_heads(args: list[str]) -> int:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
-        run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed,
-                         not ns.no_converse, ns.device, causal=not ns.ranking_only, trust_damaged=ns.trust_damaged,
-                         allow_mixed_settings=ns.allow_mixed_settings, notes=notes)
+        with owned_outputs(ns.out):
+            run_causal_heads(ns.run, ns.out, ns.k, ns.draws, ns.rank_by, ns.segment, ns.length, ns.seed,
+                             not ns.no_converse, ns.device, causal=not ns.ranking_only,
+                             trust_damaged=ns.trust_damaged, allow_mixed_settings=ns.allow_mixed_settings, notes=notes)
     except HarnessError:
         if fresh:  # refused before anything was computed: no directory holding only the marker is left
             unmark_if_empty(ns.out)

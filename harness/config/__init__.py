@@ -17,6 +17,7 @@ Public here:
   ``IsolationMode``, ``OnExisting``, ``Placement``, ``CacheSetting``
 """
 
+from harness.config.composing import compose
 from harness.config.schema import (
     GROUPS,
     NOT_RESULT_KEYS,
@@ -30,7 +31,6 @@ from harness.config.schema import (
     Placement,
     RunConfig,
     as_plain,
-    compose,
     config_keys,
     recorded_config,
     register_configs,

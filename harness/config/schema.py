@@ -1,23 +1,21 @@
 """The typed schema of a sweep's configuration (dataclasses and the choices' enums), registered
-with Hydra's ConfigStore, and how a config is composed and recorded. :mod:`harness.config` says
-what is public; :mod:`harness.config.validation` checks what types cannot express."""
+with Hydra's ConfigStore, and how a config is recorded. :mod:`harness.config` says what is public;
+:mod:`harness.config.composing` composes a config from overrides, and
+:mod:`harness.config.validation` checks what types cannot express."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from harness.errors import HarnessError
 from harness.inputs.assembly import INJECTION_AT
 from harness.inputs.chat import PLACEMENTS, ChatConfig
 from harness.inputs.isolation import CONFIGURABLE, DEFAULT_BETAS
 from harness.model.backends import BackendConfig
-from harness.paths import CONFIG_MODULE, DATA_DIR
+from harness.paths import DATA_DIR
 
 
 def _choice(name: str, values: str, doc: str) -> type[Enum]:
@@ -262,71 +260,6 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("harness_data"):
         OmegaConf.register_new_resolver("harness_data", lambda name: str(DATA_DIR / name))
     ConfigStore.instance().store(name="run_schema", node=RunConfig)
-
-
-def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> DictConfig:
-    """The run config that ``harness sweep OVERRIDES`` would run, composed in-process (tests,
-    notebooks). ``config_dir`` adds a user config directory, like ``--config-dir``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    if isinstance(overrides, str):  # would be read letter by letter
-        raise HarnessError(f"overrides must be a list of strings, e.g. [{overrides!r}], got the string {overrides!r}")
-    overrides = list(overrides)
-    odd = next((a for a in overrides if not isinstance(a, str) or not a.strip()), None)
-    if odd is not None or None in overrides:
-        what = "an empty string (an unset variable?)" if isinstance(odd, str) else f"{odd!r}, not a string"
-        raise HarnessError(f"overrides must be KEY=VALUE strings; item {overrides.index(odd) + 1} is {what}")
-    register_configs()
-    said: dict[str, list[str]] = {}
-    for arg in (a for a in overrides if isinstance(a, str) and "=" in a and not a.startswith("-")):
-        said.setdefault(override_key(arg), []).append(arg)
-    for key, given in said.items():  # a script's base overrides and a change on top: Hydra applies the last
-        if len(set(given)) > 1 and key != "experiment" and not key.startswith("hydra"):
-            warnings.warn(f"{key} is given {len(given)} times ({' and '.join(given)}): the last, {given[-1]}, applies",
-                          stacklevel=2)
-    if config_dir is not None:
-        if not Path(config_dir).is_dir():  # Hydra would only warn, and compose without it
-            raise HarnessError(f"config_dir {config_dir} is not a directory (it should hold your config groups, "
-                               f"e.g. model/NAME.yaml)")
-        overrides = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]", *overrides]
-    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        try:
-            return hydra_compose("config", overrides=list(overrides))
-        except Exception as exc:  # Hydra's advice for an unknown key (+KEY=) is refused by the schema later
-            said = str(exc)
-            key = said.split("Could not override '", 1)[1].split("'", 1)[0] if "Could not override '" in said else ""
-            mappings = config_keys(dicts=True)
-            if key in mappings:  # claims.delta={...}: a mapping's entries are set one by one
-                raise HarnessError(f"{key} is a mapping of its own entries: set each with +{key}.NAME=VALUE (e.g. "
-                                   f"+claims.delta.norm_edit_distance=0.1)") from None
-            if key and not any(key.startswith(d + ".") for d in mappings):
-                raise HarnessError(f"{key} is not a config key (`harness sweep --cfg job` prints every key)") from None
-            from hydra.errors import HydraException
-
-            if isinstance(exc, HydraException):  # a group's unknown option (with the known ones), a free key without +
-                raise HarnessError(override_problem(said, exc.__cause__)) from None
-            raise
-
-
-def override_key(override: str) -> str:
-    """The config key an override sets (``+claims.delta.kl=0.1`` sets ``claims.delta.kl``)."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def override_problem(said: str, cause: BaseException | None) -> str:
-    """One line for an override Hydra could not merge: which override, and OmegaConf's reason
-    without its full_key / reference_type / object_type block ("prompts.limit=2.0: Value '2.0' of
-    type 'float' could not be converted to Integer")."""
-    first = said.strip().splitlines()[0] if said.strip() else said
-    if first.startswith("Error merging override ") and cause is not None:
-        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        if "is not Optional" in reason:
-            reason += " (it needs a value: leave the override out for the default)"
-        if "is not a ListConfig" in reason:
-            reason += " (a quoted list is text: write KEY=[a,b] without quotes)"
-        return f"{first.removeprefix('Error merging override ')}: {reason}"
-    return " ".join(said.split())
 
 
 def as_plain(cfg) -> dict:

@@ -1,20 +1,30 @@
-"""Telling a page the harness wrote from one a user has edited since.
+"""Telling a file the harness wrote from one a user has edited since.
 
 ``report.md`` (and every page a command writes, :func:`write_page`) ends with an HTML comment
 (invisible when rendered) holding the sha256 of the text above it. A command about to replace or
-remove the page (a redraw, a resume that replaced the tables) checks it first: a page whose text no longer matches, or that has no stamp (a user's own, or one of
-an older version), is kept under another name, never overwritten, and the command says where.
+remove the page (a redraw, a resume that replaced the tables) checks it first: a page whose text no
+longer matches, or that has no stamp (a user's own, or one of an older version), is kept under
+another name, never overwritten, and the command says where.
+
+Tables, figures and text files cannot carry a stamp, so a command's writes into a directory go
+through :func:`owned_outputs`: it records the sha256 of every file the command wrote there (in
+:data:`RECORD`), and the next command writing there first sets aside each recorded file whose bytes
+have changed since (a column of notes added to ``claims.parquet``, a line to ``overrides.txt``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+RECORD = ".harness-written.json"  # in a directory commands write into: file -> sha256 of what was written
 STAMP = "<!-- written by harness; sha256 of the text above: {} -->"
 _STAMP = re.compile(r"<!-- written by harness; sha256 of the text above: ([0-9a-f]{64}) -->\n?\Z")
 
@@ -70,3 +80,58 @@ def write_page(text: str, path: Path) -> Path:
     keep_if_edited(Path(path))
     write_text(stamped(text), Path(path))
     return Path(path)
+
+
+def _output_files(out_dir: Path) -> dict[Path, int]:
+    """The files a command may have written in ``out_dir`` (its top level and ``figures/``; not a
+    run's ``results/``), each with its modification time: not an edited copy set aside, nor a hidden
+    file (this record, the output marker, a write's temporary file)."""
+    found = {}
+    for folder in (out_dir, out_dir / "figures"):
+        if folder.is_dir():
+            for path in folder.iterdir():
+                if path.is_file() and not path.name.startswith(".") and ".edited" not in path.name:
+                    found[path] = path.stat().st_mtime_ns
+    return found
+
+
+def _record(out_dir: Path) -> dict[str, str]:
+    try:
+        record = json.loads((out_dir / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet (or unreadable): nothing recorded to compare
+        return {}
+    return {k: v for k, v in record.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(record, dict) else {}
+
+
+def keep_edited_outputs(out_dir: Path) -> list[Path]:
+    """Set aside each file a command recorded writing in ``out_dir`` whose bytes have changed since
+    (:func:`set_aside`), saying so; returns where they went."""
+    from harness.io import sha256_file
+
+    kept = []
+    for name, sha in sorted(_record(Path(out_dir)).items()):
+        path = Path(out_dir) / name
+        if path.is_file() and sha256_file(path) != sha:
+            kept.append(set_aside(path))
+            log.warning("%s had been edited since the harness wrote it: kept as %s", path, kept[-1].name)
+    return kept
+
+
+@contextlib.contextmanager
+def owned_outputs(out_dir: Path) -> Iterator[None]:
+    """Around a command's writes into ``out_dir``: first :func:`keep_edited_outputs`, then, once the
+    writes are done, record the sha256 of every file they created or replaced (by modification time:
+    files left as they were keep their entries)."""
+    from harness.io import sha256_file, write_json
+
+    out_dir = Path(out_dir)
+    keep_edited_outputs(out_dir)
+    before = _output_files(out_dir)
+    yield
+    record = {name: sha for name, sha in _record(out_dir).items() if (out_dir / name).is_file()}
+    for path, mtime in _output_files(out_dir).items():
+        if before.get(path) != mtime:
+            record[str(path.relative_to(out_dir))] = sha256_file(path)
+    if record:
+        write_json(dict(sorted(record.items())), out_dir / RECORD)

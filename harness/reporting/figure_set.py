@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 
 from harness.analysis import curves, descriptive
 from harness.analysis.checks import check_tables, or_empty
@@ -66,8 +67,10 @@ def mass_sources(attention: pd.DataFrame) -> pd.DataFrame:
 
 
 def _grid(rows: int, cols: int, width: float = 4.6, height: float = 3.4, **kwargs):
-    return plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained",
-                        **kwargs)
+    # not through pyplot, which keeps every figure it made until closed: a notebook cell drawing the set
+    # again and again would hold them all (and matplotlib warns past 20)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    return fig, fig.subplots(rows, cols, squeeze=False, **kwargs)
 
 
 def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
@@ -80,6 +83,9 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     given)."""
     if len(conditions) == 0:  # matplotlib's "rows must be a positive integer" otherwise
         raise ValueError("conditions: the table is empty; give a run's conditions")
+    if "group" in conditions and not {"B", "C"} & set(conditions["group"].astype(str)):
+        raise ValueError("conditions hold no group B or C row (filtered to A?): every figure draws a prefixed group "
+                         "against A; give a run's conditions")
     check_tables(noise=noise, ceiling=ceiling, forest=forest)
     conds = baseline(conditions)
     combos = panels(conds)

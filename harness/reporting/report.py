@@ -22,7 +22,7 @@ from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.noise import margin_floor
 from harness.reporting.behaviour import behaviour_section, examples_section
-from harness.reporting.edits import keep_if_edited, stamped
+from harness.reporting.edits import keep_if_edited, owned_outputs, stamped
 from harness.reporting.figure_names import CEILING, CONTRASTS, FIGURE_NAMES, REPORT
 from harness.reporting.figure_set import baseline, make_figures
 from harness.reporting.heads_section import heads_section
@@ -327,20 +327,23 @@ def write_outputs(conditions: pd.DataFrame, attention: pd.DataFrame | None, out_
     ceiling = or_empty(obeying.ceiling_table, baseline(conditions), deltas=deltas)
     contrasts = contrast_table(baseline(conditions), deltas)  # the report's C - B table, figure 0 and contrasts.parquet
     forest = forest_table(baseline(conditions), contrasts)
-    with F.figures_saved(make_figures(conditions, attention, noise, ceiling, forest), out_dir / "figures") as written:
-        pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
-        page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts, deltas)
-    for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's, or a killed one's
-        stale.unlink(missing_ok=True)
-    report = out_dir / REPORT
-    keep_if_edited(report)
-    write_text(stamped(page), report)
-    written.append(report)
-    for name, table in ((CONTRASTS, forest), (CEILING, ceiling)):
-        path = out_dir / name
-        if not table.empty:  # ceiling: runs collected across placements, one of them direct
-            write_parquet(table, path)
-            written.append(path)
-        else:  # an earlier draw's, from other runs
-            path.unlink(missing_ok=True)
+    figures = make_figures(conditions, attention, noise, ceiling, forest)
+    with owned_outputs(out_dir):  # a table or figure changed since the last draw is kept, as an edited page is
+        with F.figures_saved(figures, out_dir / "figures") as written:
+            pngs = [str(p.relative_to(out_dir)) for p in written if p.suffix == ".png"]
+            page = report_markdown(conditions, attention, pngs, title, noise, ceiling, manifests, notes, contrasts,
+                                   deltas)
+        for stale in set(figure_files_in(out_dir / "figures", FIGURE_NAMES)) - set(written):  # an earlier draw's
+            stale.unlink(missing_ok=True)
+        report = out_dir / REPORT
+        keep_if_edited(report)
+        write_text(stamped(page), report)
+        written.append(report)
+        for name, table in ((CONTRASTS, forest), (CEILING, ceiling)):
+            path = out_dir / name
+            if not table.empty:  # ceiling: runs collected across placements, one of them direct
+                write_parquet(table, path)
+                written.append(path)
+            else:  # an earlier draw's, from other runs
+                path.unlink(missing_ok=True)
     return written

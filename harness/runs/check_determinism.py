@@ -44,7 +44,7 @@ def sample_evenly(items: list, n: int) -> list:
 
 def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = False) -> int:
     run = RunDir(run_dir)
-    reading_notes([run_dir], allow_failed=True, trust_damaged=trust_damaged, one_run=True)  # unfinished: its resume
+    reading_notes([run_dir], allow_failed=True, trust_damaged=trust_damaged, takes="one")  # unfinished: its resume
     manifest = run.manifest()
     if manifest is None:
         raise HarnessError(f"{run_dir}: no manifest.json; is this a run directory?")

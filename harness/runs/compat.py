@@ -72,13 +72,13 @@ def refuse_other_schemas(settings: list[Settings], unrecorded: list[str] = ()) -
                            f"again")
 
 
-def check_compatible(settings: list[Settings], unrecorded: list[str] = (), *,
-                     allow_mixed_settings: bool | None = False, ignore: tuple[str, ...] = ()) -> list[str]:
+def check_compatible(settings: list[Settings], unrecorded: list[str] = (), *, allow_mixed_settings: bool = False,
+                     ignore: tuple[str, ...] = (), option: str | None = "--allow-mixed-settings") -> list[str]:
     """Apply the rule to the settings of the runs read together; returns the mixed settings that
     ``allow_mixed_settings`` let through (to be recorded), or raises :class:`HarnessError`.
     ``ignore``: settings the reader's numbers do not depend on (``harness detect`` makes its own
-    forward pass over each input: how the sweep continued it does not enter); ``allow_mixed_settings``
-    None: the reader has no such option, so the refusal does not offer it."""
+    forward pass over each input: how the sweep continued it does not enter); ``option``: how the
+    reader allows mixed settings, as the refusal offers it (None: it has no such option)."""
     refuse_other_schemas(settings, unrecorded)
     mixed = mixed_settings(settings, ignore)
     if mixed and not allow_mixed_settings:
@@ -86,7 +86,7 @@ def check_compatible(settings: list[Settings], unrecorded: list[str] = (), *,
         why = ("the models' numbers on one page would not be comparable (each was measured under another setting)"
                if len(set(models)) == len(models) > 1 else
                "one table would mix them without a column saying which is which")
-        offer = "" if allow_mixed_settings is None else ", or pass --allow-mixed-settings"
+        offer = f", or pass {option}" if option else ""
         raise HarnessError(f"the runs differ in {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}: {why}; "
                            f"read runs of one setting together{offer}")
     return mixed

@@ -68,14 +68,16 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
                  progress: bool = True, trust_damaged: bool = False) -> tuple[pd.DataFrame, list[np.ndarray]]:
     """Every B/C condition of the runs, one row each (:data:`INPUT_COLUMNS` and ``input``), and
     each one's array ``[3, layers, heads]`` (task mass, data mass, capture), read from ``store``
-    where there and computed where not."""
+    where there and computed where not. An input two runs both hold (the same model, prompt and
+    prefix: runs that differ only in how they continued) is one input, scored once: read from each,
+    it would count as two observations."""
     from omegaconf import OmegaConf
     from tqdm import tqdm
 
     from harness.measure.focus import focus_batches, focus_pass
     from harness.runs.experiment import Experiment
 
-    rows, arrays = [], []
+    rows, arrays, seen, repeated = [], [], set(), 0
     for run_dir in run_dirs:
         manifest = RunDir(run_dir).manifest(trust_damaged)
         refuse_collected(RunDir(run_dir), manifest or {}, "with no model configuration of its own to score inputs with")
@@ -102,12 +104,18 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
             bar.close()
             for batch in batches:
                 for c in batch:
+                    o = c.insertion_columns()
+                    same = (exp.model_label, c.placement, c.prompt_id, c.group, c.prefix_id, c.prefix_len,
+                            o["injection_at"])  # the input itself: its key also holds how the run continued it
+                    if same in seen:
+                        repeated += 1
+                        continue
+                    seen.add(same)
                     try:
                         stored = store.load(keys[c])
                     except CorruptResult as exc:
                         raise HarnessError(f"{store.path(keys[c])} is damaged ({exc}): delete it and rerun the command"
                                            ) from None
-                    o = c.insertion_columns()
                     rows.append({"model": exp.model_label, "placement": c.placement, "source": _source(config),
                                  "run": str(run_dir), "prompt_id": c.prompt_id, "group": c.group,
                                  "prefix_id": c.prefix_id, "prefix_len": c.prefix_len, "pair": c.pair,
@@ -115,6 +123,8 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
                     arrays.append(np.stack([stored.attention["input"][m] for m in ("task_mass", "data_mass", "capture")]))
         finally:
             exp.close()
+    if repeated:
+        log.warning("%d input(s) appear in more than one of these runs: each is scored once", repeated)
     inputs = pd.DataFrame(rows, columns=INPUT_COLUMNS)
     return dt.input_units(inputs).assign(input=np.arange(len(inputs))), arrays
 

@@ -38,12 +38,12 @@ from harness.runs.tables import (
 log = logging.getLogger(__name__)
 
 
-def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mixed_settings: bool | None = False,
-                  trust_damaged: bool = False, ignore_settings: tuple[str, ...] = (), one_run: bool = False) -> list[str]:
-    """Refuse runs that are not finished (module docstring); return one sentence per thing the
-    pages must say: failed conditions left out (``allow_failed``), settings mixed
-    (``allow_mixed_settings``; ``ignore_settings`` and None: :func:`harness.runs.compat.check_compatible`).
-    ``one_run``: the reader takes one run (its refusals say so, as :func:`not_a_run`)."""
+def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mixed_settings: bool = False,
+                  trust_damaged: bool = False, ignore_settings: tuple[str, ...] = (), takes: str = "runs",
+                  mixed_option: str | None = "--allow-mixed-settings") -> list[str]:
+    """Refuse runs that are not finished (module docstring); return one sentence per thing the pages must
+    say: failed conditions left out (``allow_failed``), settings mixed (``allow_mixed_settings``; ``ignore_settings``,
+    ``mixed_option``: :func:`harness.runs.compat.check_compatible`). ``takes``: as :func:`not_a_run` says."""
     notes = []
     runs = [RunDir(d) for d in run_dirs]
     refuse_given_twice(run_dirs, "its conditions")
@@ -69,14 +69,14 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
             notes.append(note)
     for run in runs:  # what is not a run, or a run whose table is not the one it wrote, before comparing settings
         if not run.has(RunDir.CONDITIONS):
-            raise HarnessError(not_a_run(run, one_run))
+            raise HarnessError(not_a_run(run, takes))
         damaged = run.check_table(RunDir.CONDITIONS, trust_damaged)
         if damaged:
             notes.append(f"{damaged}; read anyway (--trust-damaged): the numbers drawn from it are not all the run's "
                          f"own.")
     manifests = [run.manifest(trust_damaged) or {} for run in runs]
     mixed = check_compatible(*compared_settings(runs, manifests), allow_mixed_settings=allow_mixed_settings,
-                             ignore=ignore_settings)
+                             ignore=ignore_settings, option=mixed_option)
     if mixed:
         notes.append(f"These runs differ in {'; '.join(mixed)}, and were read together (--allow-mixed-settings): a "
                      f"condition run in several of them is kept once per run (column `run`), and the summaries here "
@@ -197,9 +197,10 @@ def is_cache_timing(run: RunDir) -> bool:
         not run.has(RunDir.CONDITIONS) and (run.has("leak.parquet") or any((run / "results").glob("phase-*"))))
 
 
-def not_a_run(run: RunDir, one_run: bool = False) -> str:
-    """Why a path given as a run is not one, in a sentence that says what to give instead (to a
-    command that reads ``one_run``: one of a multirun's jobs, not all of them or their collection)."""
+def not_a_run(run: RunDir, takes: str = "runs") -> str:
+    """Why a path given as a run is not one, in a sentence that says what to give instead: for a
+    multirun, its jobs, or their collection where the command ``takes`` "runs" (collected sets
+    too), not where it takes "sweeps" (each run's own) or "one" (one of them)."""
     if not run.path.exists():
         return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
     if not run.path.is_dir():
@@ -219,11 +220,11 @@ def not_a_run(run: RunDir, one_run: bool = False) -> str:
     if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
         jobs = [job for job in job_dirs(run.path) if job.has(RunDir.CONDITIONS)]
         shown = " ".join(str(job.path) for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
-        if one_run:
+        if takes == "one":
             return (f"{run} is a multirun (-m), whose jobs are the runs, and this command reads one run: give one of "
                     f"its jobs ({shown or 'none has tables yet'})")
-        return (f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown or 'none has tables yet'}), or "
-                f"merge them first with `harness collect {run} --out DIR`")
+        collect = f", or merge them first with `harness collect {run} --out DIR`" if takes == "runs" else ""
+        return f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown or 'none has tables yet'}){collect}"
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
 
 
@@ -354,8 +355,8 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
                        ("allow_failed", allow_failed)):
         if not isinstance(flag, bool):  # the string "no" is true: a damaged table would be read
             raise HarnessError(f"load_runs: {name} must be True or False, got {flag!r}")
-    for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed,
-                              allow_mixed_settings=allow_mixed_settings, trust_damaged=trust_damaged):
+    for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed, trust_damaged=trust_damaged,
+                              allow_mixed_settings=allow_mixed_settings, mixed_option="allow_mixed_settings=True"):
         warnings.warn(note, stacklevel=2)
     return read_runs(run_dirs, trust_damaged, allow_mixed_settings)
 
