@@ -440,7 +440,7 @@ def test_two_models_under_different_settings_are_refused_for_the_true_reason():
         check_compatible([run("a", 6), run("a", 8)])
 
 
-def test_resume_of_a_run_with_a_broken_manifest_does_not_speak_of_a_flag_never_given(tmp_path, caplog):
+def test_resume_of_a_run_with_a_broken_manifest_does_not_speak_of_a_flag_never_given(tmp_path, caplog, recwarn):
     """Pass 17, #49: resuming a run whose manifest.json was broken first said 'read anyway
     (--trust-damaged)', a flag the user never gave, before the right message."""
     import logging
@@ -453,6 +453,7 @@ def test_resume_of_a_run_with_a_broken_manifest_does_not_speak_of_a_flag_never_g
     with caplog.at_level(logging.WARNING):
         assert main(["resume", str(run)]) == 0
     assert not [r for r in caplog.records if "--trust-damaged" in r.getMessage()]
+    assert not [w for w in recwarn if "--trust-damaged" in str(w.message)]  # the damage is said as a warning
 
 
 def test_a_page_the_user_edited_in_a_commands_output_is_kept(tmp_path):

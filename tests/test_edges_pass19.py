@@ -155,3 +155,17 @@ def test_remedies_name_what_works_where_they_are_read(tmp_path, capsys):
     for command in ("detect", "plan"):
         line = one_line_error(capsys, [command, str(multirun)])
         assert line == f"error: {multirun} is a multirun (-m), whose jobs are the runs: give them ({multirun / '0'})"
+
+
+def test_a_damaged_table_read_with_trust_damaged_is_said_once(tmp_path):
+    """Pass 19's borderline: `claims RUN --trust-damaged` said the table's damage three times (a log
+    line each time the table was read, and the note)."""
+    from harness.cli import main
+
+    run = sweep(tmp_path / "r", *FAST)
+    table = run / "conditions.parquet"
+    pd.read_parquet(table).assign(note="x").to_parquet(table)
+    with pytest.warns(UserWarning) as caught:
+        assert main(["claims", str(run), "--trust-damaged", "--resamples", "20", "--out", str(tmp_path / "c")]) == 0
+    damage = [w for w in caught if "is not the table this run wrote" in str(w.message)]
+    assert len(damage) == 1 and str(damage[0].message).endswith("read anyway (--trust-damaged)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import warnings
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,8 +123,8 @@ class RunDir:
         except HarnessError as exc:
             if not trust_damaged:
                 raise
-            if not rebuilding:
-                log.warning("%s; read anyway (--trust-damaged)", exc)
+            if not rebuilding:  # a warning, as a damaged table's: said once however often it is read
+                warnings.warn(f"{exc}; read anyway (--trust-damaged)", stacklevel=2)
             try:
                 value = json.loads((self / self.MANIFEST).read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -185,7 +186,8 @@ class RunDir:
         except HarnessError as exc:
             if not trust_damaged:
                 raise
-            log.warning("%s; read anyway (--trust-damaged)", str(exc).split("; ")[0])
+            # a warning, not a log line: a command reads a table more than once, and says each warning once
+            warnings.warn(f"{str(exc).split('; ')[0]}; read anyway (--trust-damaged)", stacklevel=3)
             return str(exc).split("; ")[0]
         return None
 
