@@ -80,7 +80,7 @@ def test_rows_without_a_key_are_refused_not_left_out():
 def test_sweep_directory_keys_hydra_would_ignore_are_refused():
     """#214/#215: with -m Hydra reads hydra.sweep.dir, without it hydra.run.dir; the other key was
     ignored and the runs went to outputs/ under a time stamp. Both keys together stay allowed."""
-    from harness.cli.overrides import check_overrides
+    from harness.config.composing import check_overrides
 
     with pytest.raises(HarnessError, match=r"^hydra.run.dir= is not read with -m: .* write hydra.sweep.dir=/x/y$"):
         check_overrides(["-m", "seed=0,1", "hydra.run.dir=/x/y"], None)
@@ -92,7 +92,7 @@ def test_sweep_directory_keys_hydra_would_ignore_are_refused():
 def test_a_stray_word_on_a_hydra_command_is_one_line(tmp_path, capsys):
     """#175/#176: `harness resume RUN OTHER` and `harness sweep model=tiny RUN` printed Hydra's
     four-line parser error; an option's value (`--cfg job`) is not a stray word."""
-    from harness.cli.overrides import bare_word
+    from harness.config.composing import bare_word
 
     (tmp_path / "r1").mkdir()
     line = one_line_error(capsys, ["sweep", "model=tiny", str(tmp_path / "r1")])

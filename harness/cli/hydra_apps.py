@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.cli import report_bug
 from harness.cli.guards import check_run_dir, check_sweep_dir, run_directory
-from harness.cli.overrides import check_config_dir, check_overrides, hydra_quoted, option, unquoted
+from harness.cli.overrides import check_config_dir, hydra_quoted, option
 from harness.errors import HarnessError, Terminated, on_sigterm
 
 log = logging.getLogger("harness")
@@ -130,6 +130,7 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     import hydra
 
     from harness.config import register_configs
+    from harness.config.composing import check_overrides, unquoted
     from harness.paths import CONFIG_MODULE
     from harness.runs.callbacks import JobsIncomplete
 

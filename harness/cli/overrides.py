@@ -1,14 +1,13 @@
-"""What the Hydra applications check of their command line before Hydra composes anything: a
-``--config-dir`` that is a directory of readable YAML, override keys the config has (with the
-closest one it does have), config groups given one of their configs, lists written as lists.
-Hydra's own answers are longer, suggest adding a key with ``+``, and leave a run directory behind."""
+"""What the Hydra applications check of their command line before Hydra composes anything, beside
+the overrides themselves (:func:`harness.config.composing.check_overrides`, which :func:`compose`
+shares): a ``--config-dir`` that is a directory of readable YAML, an option's value, and a path
+quoted for Hydra's override grammar. Hydra's own answers are longer and leave a run directory behind."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from harness.config.composing import bare_word, check_overrides, group_options, unquoted  # noqa: F401 (the CLI's)
 from harness.errors import HarnessError
 
 

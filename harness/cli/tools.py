@@ -29,7 +29,7 @@ def _model_config_source(override: str, with_dtype: bool) -> list[str]:
     so that a config name is not looked up on the hub, and (``with_dtype``) ``dtype=`` the config's.
     Any other override as given."""
     key, _, name = override.partition("=")
-    from harness.cli.overrides import group_options
+    from harness.config.composing import group_options
 
     options = group_options("model", None)
     if key == "model" and name not in options and "/" not in name and not Path(name).expanduser().exists():
