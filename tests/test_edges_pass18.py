@@ -52,7 +52,7 @@ def test_every_summary_warns_where_copies_of_a_run_are_pooled():
     two = pd.concat([one.assign(run="first"), one.assign(run="rerun", norm_edit_distance=0.25)], ignore_index=True)
     att = attention_rows()
     att2 = pd.concat([att.assign(run="x"), att.assign(run="y")], ignore_index=True)
-    pooled = r"once per run \(column 'run'\).*add 'run' to by"
+    pooled = r"once per run \(column 'run'\).*(add 'run' to by|select one run)"
     for call in (lambda: H.drift_summary(two, "norm_edit_distance"), lambda: H.survival(two),
                  lambda: H.layer_profile(att2), lambda: H.head_contrasts(att2, permutation=False)):
         with pytest.warns(UserWarning, match=pooled):

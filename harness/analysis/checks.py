@@ -164,11 +164,12 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
     if {"layer", "head"} <= set(df.columns):
         raise ValueError(f"{name} must be a conditions table (a row per condition); this is an attention table (it "
                          f"has layer and head columns)")
+    check_keys(df)  # a row without a key would read as a repeat of another below
     exact, differing = repeated_conditions(df)
     if exact:
         raise ValueError(f"{name} holds {exact} row(s) repeating another row exactly (the same condition and the "
                          f"same results), which would count one condition as several: read several runs with "
-                         f"H.load_runs([...]), which keeps one copy, or drop_duplicates() before concatenating")
+                         f"H.load_runs([...]), which keeps one copy, or concatenate each run's table once")
     if differing:
         raise ValueError(f"{name} holds {differing} condition(s) twice with different results (runs or settings "
                          f"concatenated), with no column saying which copy is whose: every copy would count as "
@@ -229,20 +230,22 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
-def warn_pooled_runs(df: pd.DataFrame, by: Sequence[str], stacklevel: int = 4) -> None:
+def warn_pooled_runs(df: pd.DataFrame, by: Sequence[str] | None, stacklevel: int = 4) -> None:
     """Warn where copies of one condition from several runs (a ``run`` column, as ``H.load_runs``
     names runs that differ in their settings) would each count as another observation: a summary
     not split by ``run`` averages the runs and narrows its interval as if they were more prompts.
-    An attention table's rows are one condition's layer, head and segment."""
-    if "run" not in df.columns or "run" in by:
+    An attention table's rows are one condition's layer, head and segment. ``by`` None: the caller
+    cannot split by a column, so the warning says to select one run."""
+    if "run" not in df.columns or "run" in (by or ()):
         return
     keys = [c for c in (*CONDITION_KEYS, "layer", "head", "segment") if c in df.columns]
     pooled = int(df.duplicated(subset=keys).sum()) if {"group", "prompt_id"} <= set(keys) else 0
     if pooled:
         what = "row(s) of a condition" if {"layer", "head"} <= set(keys) else "condition(s)"
+        remedy = "select one run (table[table.run == ...])" if by is None else \
+            "add 'run' to by to compare the runs (or select one run)"
         warnings.warn(f"the table holds {pooled} {what} once per run (column 'run'), and each copy counts as another "
-                      f"observation of it: add 'run' to by to compare the runs (or select one run)",
-                      stacklevel=stacklevel)
+                      f"observation of it: {remedy}", stacklevel=stacklevel)
 
 
 def check_cells(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:

@@ -159,7 +159,7 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     check_fraction("alpha", alpha, 0.05)
     check_attention_table(attention)
     check_keys(attention)
-    warn_pooled_runs(attention, (), stacklevel=3)
+    warn_pooled_runs(attention, None, stacklevel=3)
     if attention.empty:
         raise ValueError("attention is an empty table (filtered to nothing?): there are no heads to compare")
     check_groups(attention, high, low)

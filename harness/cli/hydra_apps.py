@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.cli import report_bug
 from harness.cli.guards import check_run_dir, check_sweep_dir, run_directory
-from harness.cli.overrides import check_config_dir, hydra_quoted, option
+from harness.cli.overrides import check_config_dir, check_hydra_flags, hydra_quoted, option
 from harness.errors import HarnessError, Terminated, on_sigterm
 
 log = logging.getLogger("harness")
@@ -134,6 +134,7 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     from harness.paths import CONFIG_MODULE
     from harness.runs.callbacks import JobsIncomplete
 
+    check_hydra_flags(args, f"harness {name}")
     config_dir = option(args, "--config-dir", "-cd")
     if config_dir is not None:
         check_config_dir(config_dir)

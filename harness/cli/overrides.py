@@ -23,6 +23,37 @@ def option(args: list[str], *names: str) -> str | None:
     return value
 
 
+# every option of a Hydra application's command line (`harness sweep --hydra-help`), spelled in full:
+# Hydra's parser takes an abbreviation (`--res` for `--resolve`) and then blames the next argument
+HYDRA_FLAGS = frozenset({"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p",
+                         "--run", "-r", "--multirun", "-m", "--shell-completion", "-sc", "--config-path", "-cp",
+                         "--config-name", "-cn", "--config-dir", "-cd", "--info", "-i"})
+
+
+def check_hydra_flags(args: list[str], command: str) -> None:
+    """Refuse an option Hydra's parser would misread: an abbreviated or unknown one, one that only
+    means something beside ``--cfg`` (``--resolve``, ``--package``: ignored, or Hydra's ValueError
+    reported as a bug), and ``--experimental-rerun``, which loads a pickle."""
+    import difflib
+
+    flags = [a.split("=", 1)[0] for a in args if a.startswith("-") and a != "-"]
+    for flag in flags:
+        if flag == "--experimental-rerun":
+            raise HarnessError("--experimental-rerun loads a pickled config, and the harness never unpickles a file: "
+                               "`harness resume RUN` reruns a run from its own command")
+        if flag not in HYDRA_FLAGS:
+            near = [f for f in sorted(HYDRA_FLAGS) if f.startswith(flag)] or \
+                difflib.get_close_matches(flag, sorted(HYDRA_FLAGS), n=1, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(near[:2])}?" if near else ""
+            raise HarnessError(f"{flag} is not an option of {command}{hint} (options are spelled in full; --help lists "
+                               f"them)")
+    if not {"--cfg", "-c"} & set(flags):
+        alone = next((f for f in flags if f in ("--resolve", "--package", "-p")), None)
+        if alone:
+            raise HarnessError(f"{alone} only applies with --cfg (it changes how the config is printed): give "
+                               f"--cfg job {alone} ..., or leave it out")
+
+
 def check_config_dir(config_dir: str) -> None:
     """Every YAML file of a user's config directory parses and holds only encodable text: Hydra
     would answer a broken one with a long traceback, and a lone surrogate fails only when the run's

@@ -135,3 +135,29 @@ def owned_outputs(out_dir: Path) -> Iterator[None]:
             record[str(path.relative_to(out_dir))] = sha256_file(path)
     if record:
         write_json(dict(sorted(record.items())), out_dir / RECORD)
+
+
+def keep_edited_table(path: Path, recorded: str | None) -> Path | None:
+    """Move a run's table the user changed since the run wrote it (its sha256 is not the manifest's,
+    ``recorded``) aside as ``<name>.edited.parquet`` (``.edited-2``, ...) before the run's own is
+    written again or removed, and say so: a column of notes added in a notebook is the user's work.
+    Returns where it went."""
+    from harness.io import sha256_file
+
+    if not recorded or not Path(path).is_file() or sha256_file(path) == recorded:
+        return None
+    kept = set_aside(Path(path))
+    log.warning("%s had been changed since the run wrote it: kept as %s, and the run's own table written again",
+                path, kept.name)
+    return kept
+
+
+def keep_edited_files(directory: Path, tables: dict[str, str | None], page: str) -> None:
+    """Before a directory's files are removed or written again (a sweep run fresh over an earlier
+    run): set aside each of its ``tables`` (name -> the sha256 recorded when written) the user
+    changed, its ``page`` if edited, and every file recorded by :func:`owned_outputs` whose bytes
+    changed."""
+    for name, recorded in tables.items():
+        keep_edited_table(Path(directory) / name, recorded)
+    keep_if_edited(Path(directory) / page)
+    keep_edited_outputs(Path(directory))

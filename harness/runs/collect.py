@@ -21,6 +21,7 @@ import pandas as pd
 from harness.analysis.verdicts import recorded_deltas
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
+from harness.reporting.edits import keep_edited_table
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.lock import held_by, writer
@@ -134,6 +135,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     before = (RunDir(out).manifest(trust_damaged=True) or {}).get("tables") if (out / RunDir.MANIFEST).is_file() \
         else None
     for name, df in tables.items():
+        keep_edited_table(out / name, (before or {}).get(name))  # a column of notes the user added is theirs
         write_parquet(df, out / name)
     if before and before != {name: sha256_file(out / name) for name in tables}:  # a page of the earlier tables
         stale = drop_report(out)

@@ -23,6 +23,7 @@ from harness.analysis.descriptive import bootstrap_ci
 from harness.errors import HarnessError
 from harness.runs.outdir import LOCATE_JSON, LOCATE_PARTIAL
 from harness.numbers import ci
+from harness.reporting.edits import owned_outputs
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +152,13 @@ def locate(cfg, run_dir, progress: bool = True):
             write_parquet(summary_table(evaluated, None, metric), partial)
         raise LocateStopped(partial if evaluated else None, len(evaluated), exc) from None
     table = summary_table(seen, interval, metric)
-    write_parquet(table, run_dir / "locate.parquet")
-    (run_dir / LOCATE_PARTIAL).unlink(missing_ok=True)  # an interrupted search's, now searched again
-    write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,
-                "groups": groups[1:], "prompts": len(exp.prompts), "interval": [interval.low, interval.high],
-                "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
-                "resolution": spec.resolution, "finished": now_iso()}, run_dir / LOCATE_JSON)
+    with owned_outputs(run_dir):  # a search run again (fresh) keeps a table the user changed as locate.edited.parquet
+        write_parquet(table, run_dir / "locate.parquet")
+        (run_dir / LOCATE_PARTIAL).unlink(missing_ok=True)  # an interrupted search's, now searched again
+        write_json({"model": exp.model_label, "resolved_revision": exp.loaded.resolved_revision, "metric": metric,
+                    "groups": groups[1:], "prompts": len(exp.prompts), "interval": [interval.low, interval.high],
+                    "rise": interval.rise, "rise_ci95": list(interval.rise_ci), "coarse": list(spec.coarse),
+                    "resolution": spec.resolution, "finished": now_iso()}, run_dir / LOCATE_JSON)
     lo, hi = (table.set_index("prefix_len").loc[n] for n in (interval.low, interval.high))
     rises = "rises fastest" if interval.rise > 0 else "rises at no step here; its steepest step is"
     print(f"{metric} {rises} between prefix lengths {interval.low} and {interval.high} tokens "

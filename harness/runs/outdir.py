@@ -130,10 +130,11 @@ def drop_report(path: Path) -> list[str]:
     replaced, so they describe other data), by exact name: a user's own files there stay. Returns
     the names removed."""
     from harness.io import figure_files_in
-    from harness.reporting.edits import keep_if_edited
+    from harness.reporting.edits import keep_edited_outputs, keep_if_edited
     from harness.reporting.figure_names import FIGURE_NAMES, REPORT, REPORT_FILES
 
     keep_if_edited(path / REPORT, " (it describes the tables replaced)")
+    keep_edited_outputs(path)  # a figure or report table the user changed is theirs, not one to remove
     gone = [path / name for name in REPORT_FILES if (path / name).is_file()]
     gone += figure_files_in(path / "figures", FIGURE_NAMES)
     for file in gone:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import warnings
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from harness.io import (
     write_sealed_json,
     write_sealed_text,
 )
+from harness.reporting.edits import keep_edited_files
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.runs.environment import now_iso
 from harness.runs.inputs import contents, refuse_changed
@@ -156,8 +157,9 @@ class RunDir:
                     f"for it, or finish it with `harness resume {self.path}`")
         if info.get("status") != "complete":
             detail = info.get("error") or ", ".join(map(str, info.get("failed", [])))
-            return (f"{self.path}: {info.get('status')}" + (f" ({detail})" if detail else "")
-                    + f"; `harness resume {self.path}` finishes it")
+            remedy = (f"what stopped it must change first (`harness resume {self.path} KEY=VALUE --accept-changes`)"
+                      if info.get("status") == "error" else f"`harness resume {self.path}` finishes it")
+            return f"{self.path}: {info.get('status')}" + (f" ({detail})" if detail else "") + f"; {remedy}"
         return None
 
     def table(self, name: str, trust_damaged: bool = False):
@@ -352,7 +354,9 @@ class RunDir:
         wrote; then record the configuration the results belong to and the input files they were
         made from. Called once the model has loaded, so a sweep that cannot start leaves an
         existing run as it was."""
-        if on_existing == "fresh":
+        if on_existing == "fresh":  # the harness's own files go; the user's edits of them are set aside first
+            recorded = (self.manifest(True, rebuilding=True) or {}).get("tables") if self.has(self.MANIFEST) else None
+            keep_edited_files(self.path, {n: (recorded or {}).get(n) for n in self.TABLES}, self.REPORT)
             store.clear()
             for name in (*self.TABLES, self.MANIFEST, self.STATUS, self.REPORT):
                 (self / name).unlink(missing_ok=True)
@@ -393,3 +397,4 @@ def job_dirs(sweep_dir: Path) -> list[RunDir]:
     dirs = [p.parent for p in Path(sweep_dir).glob(f"*/{RunDir.HYDRA}")]
     dirs.sort(key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name))
     return [RunDir(d) for d in dirs]
+

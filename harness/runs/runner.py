@@ -19,12 +19,12 @@ import pandas as pd
 from harness.analysis.verdicts import deltas_for
 from harness.config import NOT_RESULT_KEYS, recorded_config, validate
 from harness.errors import HarnessError
-from harness.io import sha256_file, write_parquet, write_sealed_json
+from harness.io import write_parquet, write_sealed_json
 from harness.measure.driver import DriveOutcome
 from harness.measure.engine import PhaseClock
 from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
 from harness.measure.records import condition_keys, condition_label
-from harness.reporting.edits import set_aside
+from harness.reporting.edits import keep_edited_table
 from harness.reporting.report import write_outputs
 from harness.runs.compute import Computed, compute
 from harness.runs.environment import now_iso
@@ -280,13 +280,3 @@ def _log_file(path: Path) -> Iterator[None]:
         handler.close()
 
 
-def keep_edited_table(path: Path, recorded: str | None) -> Path | None:
-    """Move a table the user changed since the run wrote it (its sha256 is not the manifest's) aside
-    as ``<name>.edited.parquet`` (``.edited-2``, ...) before a resume writes the run's own again, and
-    say so: a column of notes added in a notebook is the user's work. Returns where it went."""
-    if not recorded or not path.is_file() or sha256_file(path) == recorded:
-        return None
-    kept = set_aside(path)
-    log.warning("%s had been changed since the run wrote it: kept as %s, and the run's own table written again",
-                path, kept.name)
-    return kept
