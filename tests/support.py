@@ -87,6 +87,23 @@ def engine_rig(model, tok, prompts, prefixes, *, lengths, max_new: int, batch_si
     return results, references, engine
 
 
+def fake_command_stderr(body: str) -> str:
+    """The stderr of ``harness warn`` in a fresh process, ``warn`` being a command whose body is
+    ``body`` (Python, indented four spaces, ending in ``return 0``): how the command line shows
+    what a command does, without a command that does it."""
+    import subprocess
+    import sys
+
+    script = ("import warnings, harness.cli as cli, types, sys\n"
+              "m = types.ModuleType('warner'); sys.modules['warner'] = m\n"
+              f"def entry(_args):\n{body}"
+              "m.entry = entry; cli.COMMANDS['warn'] = 'warner:entry'\n"
+              "raise SystemExit(cli.main(['warn']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stderr
+
+
 def one_line_error(capsys, argv) -> str:
     """The one ``error:`` line of a harness command refused with exit status 2 (no traceback)."""
     from harness.cli import main

@@ -198,19 +198,12 @@ def test_a_warning_every_summary_gives_is_said_once_on_the_command_line():
     """Found while fixing #29: `figures --allow-mixed-settings` on two runs sharing conditions printed
     the pooled-copies warning 17 times (once per summary; the "once" filter forgets at every
     catch_warnings block, which the summaries open)."""
-    import subprocess
-    import sys
+    from tests.support import fake_command_stderr
 
-    script = ("import warnings, harness.cli as cli, types, sys\n"
-              "m = types.ModuleType('warner'); sys.modules['warner'] = m\n"
-              "def entry(_args):\n"
-              "    for _ in range(3):\n"
-              "        warnings.warn('the same words', UserWarning)\n"
-              "        with warnings.catch_warnings():\n"
-              "            warnings.simplefilter('ignore', RuntimeWarning)\n"
-              "    warnings.warn('other words', UserWarning)\n"
-              "    return 0\n"
-              "m.entry = entry; cli.COMMANDS['warn'] = 'warner:entry'\n"
-              "raise SystemExit(cli.main(['warn']))\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stderr == "warning: the same words\nwarning: other words\n"
+    body = ("    for _ in range(3):\n"
+            "        warnings.warn('the same words', UserWarning)\n"
+            "        with warnings.catch_warnings():\n"
+            "            warnings.simplefilter('ignore', RuntimeWarning)\n"
+            "    warnings.warn('other words', UserWarning)\n"
+            "    return 0\n")
+    assert fake_command_stderr(body) == "warning: the same words\nwarning: other words\n"
