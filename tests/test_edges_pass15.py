@@ -170,7 +170,8 @@ def test_a_report_without_a_noise_floor_says_so(tmp_path):
     run = sweep(tmp_path / "run", *FAST, "analysis.noise_floor=false")
     assert main(["figures", str(run), "--out", str(tmp_path / "page")]) == 0
     page = (tmp_path / "page" / "report.md").read_text(encoding="utf-8")
-    assert "## Numerical noise floor\n\nNot measured for these runs (`analysis.noise_floor=false`" in page
+    assert "## Numerical noise floor\n\nNo noise table was read for this page (a run made with " \
+           "`analysis.noise_floor=false`" in page
 
 
 def test_a_reader_given_a_multirun_names_its_jobs_and_collect(tmp_path, capsys):

@@ -82,6 +82,14 @@ def check_tables(**tables) -> None:
             raise ValueError(f"{name} must be {kind}; this table has no {column!r} column")
 
 
+def check_flags(**flags) -> None:
+    """Refuse a switch that is not True or False (None where the function decides): the string "no"
+    is true, and would turn on what the caller meant to turn off."""
+    for name, value in flags.items():
+        if value is not None and not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {shown(value)}")
+
+
 def check_effect(name: str, value, allow_none: bool = True) -> None:
     """Refuse ``value`` unless it is a positive finite number (an effect in a measure's units), or
     None where ``allow_none``."""
@@ -161,6 +169,7 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
     and none of the continuation's columns: the summary would be empty, or pool every head), and a
     table holding one condition twice with the same results (a run's table concatenated with itself,
     or two runs sharing conditions: each copy would count as another observation)."""
+    check_frame(df, name)
     if {"layer", "head"} <= set(df.columns):
         raise ValueError(f"{name} must be a conditions table (a row per condition); this is an attention table (it "
                          f"has layer and head columns)")
@@ -177,10 +186,19 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
                          f"and compare the runs (by=[..., 'run']); H.load_runs([...]) refuses runs that disagree")
 
 
+def check_frame(df, name: str) -> None:
+    """Refuse a table that is not a DataFrame (records, a dict, a path): the summaries read columns."""
+    if not isinstance(df, pd.DataFrame):
+        table = name if name in ("conditions", "attention") else "conditions"
+        raise ValueError(f"{name} must be a pandas DataFrame (a run's table: H.load_run(RUN).{table}), got "
+                         f"{type(df).__name__}")
+
+
 def check_attention_table(df: pd.DataFrame, needs: tuple[str, ...] = ("layer", "head"),
                           name: str = "attention") -> None:
     """Refuse a table without the attention table's ``needs`` columns (the conditions table given for
     the attention one, most often: the error would otherwise be about a missing measure)."""
+    check_frame(df, name)
     missing = [c for c in needs if c not in df.columns]
     if missing:
         hint = " (this looks like a conditions table: the attention table is H.load_run(RUN).attention)" \
@@ -279,6 +297,7 @@ def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = Fa
     column ``df`` lacks and no table of the harness may lack (the keys :data:`GROUP_BY` names are
     skipped where absent, as tables of one placement have none): a typo would silently pool over
     what it meant to split."""
+    check_frame(df, "the table")
     if by is None or not isinstance(by, (str, Sequence)):
         raise ValueError(f"by must name columns to summarise by (e.g. ('group', 'prefix_len')), got {shown(by)}")
     by = [by] if isinstance(by, str) else list(by)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_by, check_conditions_table, check_effect, check_hits, warn_absent_groups
+from harness.analysis.checks import (check_by, check_conditions_table, check_effect, check_flags, check_hits,
+                                     warn_absent_groups)
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -361,22 +362,21 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       with ``power=False``: a rate's is simulated, 0.3 s a row; at ``effect``, a Δ, where given). ``p_perm``
       and ``exact`` (:func:`prefix_permutation_test`) stay beside it: with few prompts and a
       prompt-by-group interaction it exceeds its level (``benchmarks/crossed_calibration.py``: up to
-      0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired.
-
-    Refused at entry: an attention table (its rows are not conditions), a group :func:`check_groups`
-    refuses, a ``confidence`` or ``n_resamples`` :func:`check_resampling` refuses, < 1 permutation."""
+      0.43 with 3 prompts), so it is for reference. ``design``: paired or unpaired. Refused at entry: an
+      attention table, a group :func:`check_groups` refuses, a ``confidence`` or ``n_resamples``
+      :func:`check_resampling` refuses, < 1 permutation, a ``power`` or ``rate`` not True or False."""
     check_conditions_table(df, "df")
     check_groups(df, high, low)
     check_measure(df, value)
     check_resampling(confidence, n_resamples)
     check_count("n_permutations", n_permutations, 1)
     check_effect("effect", effect)
+    check_flags(power=power, rate=rate)
     warn_absent_groups(df, high, low, "compare_groups")
     by = check_by(df, by, value, contrast=True)
     if rate and value in df:  # a rate's interval is bounded to [-1, 1]: its values must be hits
         check_hits(df, value)
-    general = CLAIM_GENERAL if (high, low) == ("C", "B") else \
-        f"{high} vs {low} content in general (prompts and prefixes resampled)"
+    general = CLAIM_GENERAL if (high, low) == ("C", "B") else CLAIM_GENERAL.replace("instruction-like", f"{high} vs {low}")
     rows = []
     bounded = rate if rate is not None else (value in df and pd.api.types.is_bool_dtype(df[value].dtype))
     for key, lay in cell_layouts(df, value, high, low, by):

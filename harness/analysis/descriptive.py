@@ -48,6 +48,7 @@ from harness.analysis.checks import (  # noqa: F401 (the names the analysis modu
     check_conditions_table,
     check_count,
     check_fraction,
+    check_frame,
     check_groups,
     check_held,
     check_measure,
@@ -316,6 +317,7 @@ def layer_profile(attention: pd.DataFrame, value: str = "kl", segment: str | Non
     """Mean ``value`` per group, prefix length and layer (over heads, prefixes and prompts; segments
     weighted by ``n_queries``, :func:`weighted_segment_mean`), bootstrap CI over prompts. A
     ``segment`` the table does not hold is refused."""
+    check_frame(attention, "attention")
     if segment is not None:
         check_held(attention, "segment", "segment", segment)
     att = attention if segment is None else attention[attention.segment == segment]
@@ -327,6 +329,7 @@ def head_map(attention: pd.DataFrame, group: str = "C", value: str = "kl", segme
     """Mean ``value`` per prefix length, layer and head for one group (per prompt first, segments
     weighted by ``n_queries``: :func:`weighted_segment_mean`). A ``group`` or ``segment`` the table
     does not hold is refused (a sweep's A, B or C is accepted: a sweep may leave one out)."""
+    check_frame(attention, "attention")
     check_held(attention, "group", "group", group, SWEEP_GROUPS)
     if segment is not None:
         check_held(attention, "segment", "segment", segment)

@@ -56,7 +56,7 @@ def _refused(exc: Exception, run_dir: Path, code: int = 2) -> TaskExit:
     return TaskExit(code)
 
 
-def _sweep_task(cfg) -> None:
+def _sweep_task(cfg) -> str | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -79,7 +79,9 @@ def _sweep_task(cfg) -> None:
             if not rundir.is_run():  # a new job directory: say why it holds nothing
                 rundir.write_hydra(as_plain(cfg), _command_line(hydra_cfg))
                 rundir.write_status("error", error=str(exc))
-            return  # the other jobs go on; the multirun summary names this one and sets the exit status
+            # the other jobs go on; the multirun summary names this one and sets the exit status (a refused
+            # job in an earlier sweep's finished directory left it as it was: only its return says so)
+            return f"{run_dir}: refused ({exc})"
         raise _refused(exc, run_dir, 2 if isinstance(exc, HarnessError) else 1) from None
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: say so, with its own status
         raise TaskExit(report_bug(exc)) from None
@@ -283,8 +285,8 @@ def resume(args: list[str]) -> int:
         raise HarnessError(f"{run} holds the output of `harness {command}`, not a sweep: resume the runs it was made "
                            f"from, then run `harness {command}` again")
     if other_output(run.path) == "a locate search":  # it resumes by running its own command again
-        raise HarnessError(f"{run} is a locate search, not a sweep: run its `harness locate` command again with "
-                           f"hydra.run.dir={run}, or in a new directory")
+        raise HarnessError(f"{run} is a locate search, not a sweep: run its `harness locate` command again in a new "
+                           f"directory, or with hydra.run.dir={run} on_existing=fresh to replace it")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "

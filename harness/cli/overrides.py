@@ -41,12 +41,22 @@ def check_hydra_flags(args: list[str], command: str) -> None:
         if flag == "--experimental-rerun":
             raise HarnessError("--experimental-rerun loads a pickled config, and the harness never unpickles a file: "
                                "`harness resume RUN` reruns a run from its own command")
+        if flag in ("--config-name", "-cn", "--config-path", "-cp"):
+            raise HarnessError(f"{flag}: the harness's config is its own (harness/conf/config.yaml); add configs of "
+                               f"yours with --config-dir DIR (e.g. DIR/model/mine.yaml, then model=mine)")
+        if flag in ("--shell-completion", "-sc"):
+            raise HarnessError(f"{flag}: {command} does not install shell completion; leave it out")
         if flag not in HYDRA_FLAGS:
             near = [f for f in sorted(HYDRA_FLAGS) if f.startswith(flag)] or \
                 difflib.get_close_matches(flag, sorted(HYDRA_FLAGS), n=1, cutoff=0.6)
             hint = f"; did you mean {' or '.join(near[:2])}?" if near else ""
             raise HarnessError(f"{flag} is not an option of {command}{hint} (options are spelled in full; --help lists "
                                f"them)")
+    modes = sorted({f for f in flags if f in ("--run", "-r", "--multirun", "-m", "--cfg", "-c", "--info", "-i")},
+                   key=flags.index)
+    if len({m.lstrip("-")[0] for m in modes}) > 1:  # -r, -m, -c, -i: one of them
+        raise HarnessError(f"{' and '.join(modes)}: give one of --run, --multirun (-m), --cfg and --info (each is "
+                           f"another way to run {command})")
     if not {"--cfg", "-c"} & set(flags):
         alone = next((f for f in flags if f in ("--resolve", "--package", "-p")), None)
         if alone:

@@ -35,7 +35,9 @@ def figures(args: list[str]) -> int:
     ns = parser.parse_args(args)
     for run in ns.runs:
         if not run.is_dir():
-            raise HarnessError(f"{run} is not a directory: give run directories (a sweep's, or collected ones)")
+            glob = " (a glob over a multirun: DIR/*/ takes its jobs, not its multirun.yaml)" \
+                if run.name == "multirun.yaml" else ""
+            raise HarnessError(f"{run} is not a directory: give run directories (a sweep's, or collected ones){glob}")
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.analysis.claims import plain_concatenation

@@ -97,6 +97,8 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
     if unreadable:
         key, value = unreadable.split("=", 1)
         bare = value.strip().strip("()").strip()
+        if value.count("[") != value.count("]") or value.count("{") != value.count("}"):
+            raise HarnessError(f"{unreadable}: a bracket is not closed: write the whole list, as {key}=[8,16]")
         if re.fullmatch(r"[-+]?[0-9.eE+-]+|\[.*\]", bare):  # a number or a list dressed in parentheses
             raise HarnessError(f"{unreadable}: the override grammar cannot read this value: write it as {key}={bare}")
         raise HarnessError(f"{unreadable}: the override grammar cannot read this value unquoted (a character such as "
@@ -120,6 +122,9 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
             continue
         if key in GROUPS and added:  # Hydra's answer is config-file syntax ("override experiment: quick")
             raise HarnessError(f"{key} is a config group the config already has: write {key}={value} (no +)")
+        if key in GROUPS and not unquoted(value).strip():
+            raise HarnessError(f"{key}= needs one of its configs (the configs: "
+                               f"{', '.join(sorted(group_options(key, config_dir)))})")
         if key in GROUPS and unquoted(value).strip().startswith("["):
             raise HarnessError(f"{key}= takes one config name, not a list; one run per config: "
                                f"harness sweep -m {key}={unquoted(value).strip()[1:-1]}")
@@ -203,6 +208,10 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
                                    f"+claims.delta.norm_edit_distance=0.1)") from None
             if key and not any(key.startswith(d + ".") for d in mappings):
                 raise HarnessError(f"{key} is not a config key (`harness sweep --cfg job` prints every key)") from None
+            within = next((d for d in mappings if key.startswith(d + ".")), None)
+            if within and "To append to your config use +" in said:  # a new entry of a mapping
+                raise HarnessError(f"{key} is a new entry of {within}, which holds entries of your own: add it with "
+                                   f"+{key}=VALUE") from None
             from hydra.errors import HydraException
 
             if isinstance(exc, HydraException):  # a group's unknown option (with the known ones), a free key without +

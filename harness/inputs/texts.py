@@ -201,6 +201,11 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{where}: prefix {r['id']!r}: {exc}") from None
         if forms and not r.get("target"):
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
+        empty = next((k for k in ("target", "target_regex") if k in r and isinstance(r[k], str) and not r[k].strip()),
+                     None)
+        if empty:  # it would drop the check without a word: no target_hit, no obeyed
+            raise HarnessError(f"{where}: prefix {r['id']!r} has an empty {empty}: give the word to check for, or "
+                               f"leave the field out")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,
                           r.get("pair"), r.get("check") or None, tuple(forms)))
     texts: dict[str, tuple[str, str]] = {}  # one text under two ids: counted twice, or B and C at once

@@ -147,9 +147,11 @@ def examples_section(conds: pd.DataFrame, cell: tuple[str, ...]) -> list[str]:
 
 
 def _quoted(text) -> str:
-    """A continuation as one line of inline code, cut to :data:`EXAMPLE_CHARS`."""
+    """A continuation as one line of inline code, cut to :data:`EXAMPLE_CHARS`; a control character
+    (a random model writes NUL and the like) shown as its escape, so that the page stays text."""
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return "(none)"
     flat = " ".join(str(text).split())
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
     flat = flat if len(flat) <= EXAMPLE_CHARS else flat[:EXAMPLE_CHARS] + "..."
     return "`" + flat.replace("`", "'") + "`" if flat else "(empty)"

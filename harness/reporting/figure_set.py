@@ -8,6 +8,8 @@ rest is spread differently), always aggregated by :func:`harness.analysis.descri
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
@@ -106,6 +108,11 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
 
         att = baseline(attention) if attention is not None else None
         att_combos = held(att, combos) if att is not None and not att.empty else []
+        strangers = sorted(set(panels(att)) - set(combos)) if att is not None and not att.empty else []
+        if strangers:  # another run's attention table, most often: its figures would be of no condition here
+            warnings.warn(f"attention holds rows of {', '.join(title(*s) for s in strangers)}, which the conditions "
+                          f"do not: those are left out of the figures (give each run's own attention table)",
+                          stacklevel=2)
         if att_combos:
             fig, axes = _grid(len(att_combos), 4, width=3.6, sharey="col")
             for row, (model, placement) in zip(axes, att_combos):

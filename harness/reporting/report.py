@@ -254,9 +254,10 @@ def _attention(conds: pd.DataFrame, att: pd.DataFrame, deltas: dict[str, float] 
 def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
     if noise is None or noise.empty:
         return [] if (conditions.group == "A").all() else [
-            "", "## Numerical noise floor", "", "Not measured for these runs (`analysis.noise_floor=false`; the vLLM "
-            "backend cannot measure it): no drift on this page is checked against the run's own numerical noise, and "
-            "no condition is flagged `near_tie`, so a difference near zero may be rounding."]
+            "", "## Numerical noise floor", "", "No noise table was read for this page (a run made with "
+            "`analysis.noise_floor=false`, or on the vLLM backend, has none; in Python, pass "
+            "`noise=H.load_noise([...])`): no drift on this page is checked against the run's own numerical noise, so "
+            "a difference near zero may be rounding."]
     floor = margin_floor(noise)
     n = len(noise)
     detectable = 1 - 0.05 ** (1 / n)  # a share of conditions that n draws miss with probability 5%

@@ -18,9 +18,16 @@ class JobsIncomplete(BaseException):
 class SweepSummary(Callback):
     def __init__(self) -> None:
         self.job_dirs: list[str] = []  # each launched job's directory, in launch order
+        self.refused: list[str] = []  # jobs the task refused (their directory may hold an earlier sweep's run)
 
     def on_job_start(self, config, **kwargs) -> None:
         self.job_dirs.append(str(config.hydra.runtime.output_dir))
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        from hydra.core.utils import JobStatus
+
+        if job_return.status == JobStatus.COMPLETED and isinstance(job_return.return_value, str):
+            self.refused.append(job_return.return_value)
 
     def on_multirun_end(self, config, **kwargs) -> None:
         from harness.runs.rundir import job_dirs  # here, not at the top: Hydra imports this module before it
@@ -28,7 +35,11 @@ class SweepSummary(Callback):
 
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = job_dirs(sweep_dir)
-        problems = [p for p in (job.problem() for job in jobs) if p]
+        problems = list(self.refused)
+        for job in jobs:  # a refused job's directory may hold an earlier sweep's run: said once, as refused
+            problem = job.problem()
+            if problem and not any(r.startswith(f"{job.path}:") for r in self.refused):
+                problems.append(problem)
         shared = sorted({d for d in self.job_dirs if self.job_dirs.count(d) > 1})
         if shared:  # hydra.sweep.subdir gave several jobs one directory: only the first could run there
             problems.append(f"{len(self.job_dirs)} jobs were launched into {len(set(self.job_dirs))} directories "

@@ -117,14 +117,15 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     if disagree and not allow_disagreement:
         key, col, i, j = disagree[0]
         mixed = mixed_settings(settings)
-        differ = _config_difference(manifests[i].get("config", {}), manifests[j].get("config", {}))
+        configs = [manifests[k].get("config") for k in (i, j)]  # a collected set has none of its own to compare
+        differ = _config_difference(*configs) if all(configs) else mixed[:4]
         raise HarnessError(
             f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(ROW_KEYS, key))}, "
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
             + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy"
-            + (" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed[:2]) + ")"
-               if mixed and not allow_mixed_settings else ""))
+            + ((" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed[:2]) + ")" if all(configs)
+                else " (and --allow-mixed-settings, for those settings)") if mixed and not allow_mixed_settings else ""))
     mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
     deltas = recorded_deltas([manifests[i] for i in read])  # refused where the runs' differ
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}

@@ -204,7 +204,8 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
     if not run.path.exists():
         return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
     if not run.path.is_dir():
-        return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one)"
+        glob = " (a glob over a multirun: DIR/*/ takes its jobs)" if run.path.name == "multirun.yaml" else ""
+        return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one){glob}"
     if is_cache_timing(run):
         if not run.has(RunDir.MANIFEST):
             return (f"{run} is a harness cache-timing run without its {RunDir.MANIFEST} (deleted?): `harness resume "
@@ -219,12 +220,12 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
                 f"results/ with `harness resume {run}`")
     if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
         jobs = [job for job in job_dirs(run.path) if job.has(RunDir.CONDITIONS)]
-        shown = " ".join(str(job.path) for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
+        shown = " ".join(str(job.path) for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "") or "none has tables yet"
         if takes == "one":
             return (f"{run} is a multirun (-m), whose jobs are the runs, and this command reads one run: give one of "
-                    f"its jobs ({shown or 'none has tables yet'})")
+                    f"its jobs ({shown})")
         collect = f", or merge them first with `harness collect {run} --out DIR`" if takes == "runs" else ""
-        return f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown or 'none has tables yet'}){collect}"
+        return f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown}){collect}"
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
 
 
@@ -326,8 +327,7 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
 
 
 def run_paths(run_dirs, caller: str) -> list:
-    """The run directories a notebook reader was given, as a list: one path given bare is one run
-    (not read letter by letter), and a generator is taken once (the readers go over it twice)."""
+    """The run directories a notebook reader was given, as a list (a bare path is one run; a generator, taken once)."""
     if isinstance(run_dirs, (str, os.PathLike)):
         run_dirs = [run_dirs]
     try:

@@ -58,6 +58,10 @@ def _refuse_other_outputs(rundir: RunDir) -> None:
     held = other_output(rundir.path)
     if held:
         raise HarnessError(f"{rundir.path} holds {held}; a sweep writes a directory of its own: choose another")
+    if rundir.path.is_dir() and any(rundir.path.iterdir()) and not rundir.made_by_a_sweep():
+        shown = ", ".join(sorted(p.name for p in rundir.path.iterdir())[:4])
+        raise HarnessError(f"{rundir.path} holds files that are not a run's ({shown}, ...): a sweep would write over "
+                           f"them; choose a new or empty directory")
 
 
 def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True) -> Path:

@@ -125,7 +125,7 @@ def test_status_turns_complete_only_after_the_report(tmp_path, monkeypatch):
 
 def test_unwritable_output_is_one_line(tmp_path):
     run = tmp_path / "run"
-    run.mkdir()
+    (run / ".hydra").mkdir(parents=True)  # a run's folder (Hydra made it), not a folder of the user's
     (run / "conditions.parquet").mkdir()  # a directory where the table must go: the write fails
     with pytest.raises(HarnessError, match=r"cannot write .*conditions.parquet"):
         sweep(run, *SMALL)
