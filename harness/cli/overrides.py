@@ -23,18 +23,13 @@ def option(args: list[str], *names: str) -> str | None:
     return value
 
 
-# every option of a Hydra application's command line (`harness sweep --hydra-help`), spelled in full:
-# Hydra's parser takes an abbreviation (`--res` for `--resolve`) and then blames the next argument
-HYDRA_FLAGS = frozenset({"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p",
-                         "--run", "-r", "--multirun", "-m", "--shell-completion", "-sc", "--config-path", "-cp",
-                         "--config-name", "-cn", "--config-dir", "-cd", "--info", "-i"})
-
-
 def check_hydra_flags(args: list[str], command: str) -> None:
     """Refuse an option Hydra's parser would misread: an abbreviated or unknown one, one that only
     means something beside ``--cfg`` (``--resolve``, ``--package``: ignored, or Hydra's ValueError
     reported as a bug), and ``--experimental-rerun``, which loads a pickle."""
     import difflib
+
+    from harness.config.composing import HYDRA_FLAGS
 
     flags = [a.split("=", 1)[0] for a in args if a.startswith("-") and a != "-"]
     for flag in flags:

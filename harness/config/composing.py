@@ -19,7 +19,12 @@ from harness.config.schema import GROUPS, config_keys, register_configs
 from harness.errors import HarnessError
 from harness.paths import CONFIG_MODULE
 
-# Hydra's options that take a value (`--cfg job`, `-cd DIR`): the one word after them is not an override
+# every option of a Hydra application's command line (`harness sweep --hydra-help`), spelled in full:
+# Hydra's parser takes an abbreviation (`--res` for `--resolve`) and then blames the next argument
+HYDRA_FLAGS = frozenset({"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p",
+                         "--run", "-r", "--multirun", "-m", "--shell-completion", "-sc", "--config-path", "-cp",
+                         "--config-name", "-cn", "--config-dir", "-cd", "--info", "-i"})
+# those that take a value (`--cfg job`, `-cd DIR`): the one word after them is not an override
 HYDRA_VALUED = frozenset({"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                           "--config-dir", "-cd", "--info", "-i", "--experimental-rerun"})
 
