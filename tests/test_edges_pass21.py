@@ -39,16 +39,20 @@ def test_the_command_line_says_its_own_sentence(capsys, argv, line):
 
 def test_a_multirun_whose_jobs_were_all_refused_says_so(tmp_path, capsys):
     """#351 (misleading): every job refused (the directory held an earlier sweep's runs) and the
-    sweep still said 'all 2 jobs complete' and exited 0."""
+    sweep still said 'all 2 jobs complete' and exited 0; #353 (silent): and its multirun.yaml was
+    rewritten with the refused sweep's config."""
     from harness.cli import main
 
     base = ["sweep", "-m", *[o for o in FAST if not o.startswith("prompts.limit=")], "seed=0,1",
             f"hydra.sweep.dir={tmp_path / 'mr'}"]
     assert main([*base, "prompts.limit=2"]) == 0
     capsys.readouterr()
+    record = (tmp_path / "mr" / "multirun.yaml").read_bytes()
     assert main([*base, "prompts.limit=1"]) == 1
     err = capsys.readouterr().err
     assert f"2 of 2 job(s) in {tmp_path / 'mr'} are incomplete" in err and f"{tmp_path / 'mr' / '0'}: refused (" in err
+    # #353 (silent): the refused multirun wrote its config over the finished sweep's record
+    assert (tmp_path / "mr" / "multirun.yaml").read_bytes() == record
 
 
 def test_the_api_refuses_a_folder_of_the_users_files(tmp_path):

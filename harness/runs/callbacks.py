@@ -19,6 +19,13 @@ class SweepSummary(Callback):
     def __init__(self) -> None:
         self.job_dirs: list[str] = []  # each launched job's directory, in launch order
         self.refused: list[str] = []  # jobs the task refused (their directory may hold an earlier sweep's run)
+        self.earlier_record: bytes | None = None  # the sweep directory's multirun.yaml before Hydra rewrote it
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        # Hydra saves this multirun's config over the directory's multirun.yaml before any job starts;
+        # kept here so that a multirun whose every job is refused leaves the finished sweep's record
+        record = Path(config.hydra.sweep.dir) / "multirun.yaml"
+        self.earlier_record = record.read_bytes() if record.is_file() else None
 
     def on_job_start(self, config, **kwargs) -> None:
         self.job_dirs.append(str(config.hydra.runtime.output_dir))
@@ -36,6 +43,9 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = job_dirs(sweep_dir)
         problems = list(self.refused)
+        if self.earlier_record is not None and self.refused and len(self.refused) >= len(set(self.job_dirs)):
+            # nothing ran: the jobs beside multirun.yaml are still the earlier sweep's, and so is its record
+            (sweep_dir / "multirun.yaml").write_bytes(self.earlier_record)
         for job in jobs:  # a refused job's directory may hold an earlier sweep's run: said once, as refused
             problem = job.problem()
             if problem and not any(r.startswith(f"{job.path}:") for r in self.refused):
