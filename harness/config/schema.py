@@ -153,9 +153,10 @@ class AnalysisConfig:
     attention: bool = True  # per-layer, per-head attention drift (off: behaviour only)
     # The run's own numerical noise: a sample of B/C conditions, as the sweep batched them, against
     # the same conditions computed again alone (harness.measure.noise). The sample is noise_fraction
-    # of the B/C conditions, at least noise_min and at most noise_max, spread over the run.
+    # of the B/C conditions or one per cell of group x length x isolation, whichever is more, at
+    # least noise_min and at most noise_max, spread over the run (docs/isolation.md: why 5%).
     noise_floor: bool = True
-    noise_fraction: float = 0.1
+    noise_fraction: float = 0.05
     noise_min: int = 8
     noise_max: int = 40
 

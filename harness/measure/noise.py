@@ -42,13 +42,21 @@ NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_
                     "attn_prefix_mass_mean"]
 
 
-def noise_size(n_conditions: int, fraction: float, minimum: int, maximum: int) -> int:
+def noise_size(n_conditions: int, fraction: float, minimum: int, maximum: int, cells: int = 1) -> int:
     """How many B/C conditions the noise floor computes again alone: ``fraction`` of the run's
-    ``n_conditions``, at least ``minimum`` and at most ``maximum``, and never more than a quarter of
-    them (each is computed alone, step by step: in a small pilot ``minimum`` alone would otherwise
-    cost as much again as the sweep)."""
-    wanted = max(minimum, min(maximum, round(fraction * n_conditions)))
-    return min(wanted, max(1, -(-n_conditions // 4)))
+    ``n_conditions`` up to ``maximum``, and at least ``minimum`` and one from each of its ``cells``
+    (group, length and isolation setting: the kernel shapes whose rounding differs, which
+    :func:`noise_sample` visits in turn). That floor is itself at most ``maximum`` and at most a
+    quarter of the conditions: each is computed alone, step by step, and in a small pilot it would
+    otherwise cost as much again as the sweep (a ``fraction`` asked for is taken whole)."""
+    quarter = max(1, -(-n_conditions // 4))
+    floor = min(max(minimum, min(cells, maximum)), quarter)
+    return min(n_conditions, max(floor, min(maximum, round(fraction * n_conditions))))
+
+
+def noise_cells(conditions: list[Condition]) -> int:
+    """How many cells of group, length and isolation setting the B/C ``conditions`` fill."""
+    return len({(c.group, c.prefix_len, c.isolation) for c in conditions if c.group != "A"})
 
 
 def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:

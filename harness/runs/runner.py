@@ -22,7 +22,8 @@ from harness.errors import HarnessError
 from harness.io import write_parquet, write_sealed_json
 from harness.measure.driver import DriveOutcome
 from harness.measure.engine import PhaseClock
-from harness.measure.noise import flag_near_ties, margin_floor, measure_noise_floor, noise_sample, noise_size
+from harness.measure.noise import (flag_near_ties, margin_floor, measure_noise_floor, noise_cells, noise_sample,
+                                   noise_size)
 from harness.measure.records import condition_keys, condition_label
 from harness.reporting.edits import keep_edited_table
 from harness.reporting.report import write_outputs
@@ -129,8 +130,13 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
     if not n_others:
         log.warning("groups=[A]: this run holds the task prompts alone (the references); drift, the report and the "
                     "claims compare B and C with A, so no figures or report are drawn (groups=[A,B,C] compares)")
-    sample = (noise_sample(exp.conditions, noise_size(n_others, analysis.noise_fraction, analysis.noise_min,
-                                                      analysis.noise_max)) if analysis.noise_floor else [])
+    size = noise_size(n_others, analysis.noise_fraction, analysis.noise_min, analysis.noise_max,
+                      noise_cells(exp.conditions))
+    if analysis.noise_floor and size < min(analysis.noise_min, n_others):
+        log.info("noise floor: %d of %d B/C conditions, a quarter of this small sweep's (analysis.noise_min=%d: each is "
+                 "computed again alone, step by step; analysis.noise_fraction=1 takes them all)", size, n_others,
+                 analysis.noise_min)
+    sample = noise_sample(exp.conditions, size) if analysis.noise_floor else []
     in_sample, batched = set(sample), {}  # the sweep's batched results of the noise sample, with their step log-probs
     exp.engine.keep_step_logp = frozenset(in_sample)  # no other result needs them
     exp.engine.expected_later = tuple(c for c in sample if c.group != "A")  # the noise floor reads their heads again

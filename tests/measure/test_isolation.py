@@ -123,8 +123,10 @@ def test_sweep_with_isolation_measures_the_noise_floor_and_draws_its_figure(tmp_
     reset = c[c.isolation == "mask_reset"]
     assert (reset.edit_distance == 0).all() and (reset.output_kl < 1e-6).all()
     noise = pd.read_parquet(run / "noise.parquet")
-    # 10% of the 120 B/C conditions (analysis.noise_fraction), spread over both prompts and groups
+    # one from each of the 12 cells (2 groups x 2 lengths x 3 settings; 5% of the 120 B/C conditions
+    # would be 6), spread over both prompts and groups
     assert set(noise.comparison) == {"batch_vs_alone"} and len(noise) == 12 and set(noise.group) == {"B", "C"}
+    assert len(set(zip(noise.group, noise.prefix_len, noise.isolation))) == 12
     assert (noise.edit_distance == 0).all() and noise.logp_max_diff.max() < 1e-4  # rounding, not drift
     conditions, attention = load_runs([run])
     stored_noise = load_noise([run])

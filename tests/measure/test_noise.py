@@ -10,7 +10,7 @@ from harness.inputs.conditions import build_conditions
 from harness.inputs.texts import load_prefixes, load_prompts
 from harness.measure.driver import drive
 from harness.measure.engine import Engine
-from harness.measure.noise import measure_noise_floor, noise_sample, noise_size
+from harness.measure.noise import measure_noise_floor, noise_cells, noise_sample, noise_size
 from harness.model.builtin import build_tiny
 from harness.model.linear_precision import lower_linears
 from harness.model.probe import install_probe
@@ -23,6 +23,26 @@ def test_noise_size_is_a_fraction_with_a_floor_and_a_ceiling():
     assert noise_size(4000, 0.1, 8, 40) == 40  # the ceiling
     assert noise_size(15, 0.1, 8, 40) == 4  # a small pilot: at most a quarter of its conditions, rounded up
     assert noise_size(2, 0.1, 8, 40) == 1  # and never fewer than one
+
+
+def test_noise_size_takes_one_condition_from_every_cell():
+    assert noise_size(160, 0.05, 8, 40, cells=8) == 8  # the default sweep at 4 prompts: the floor
+    assert noise_size(120, 0.05, 8, 40, cells=12) == 12  # 2 groups x 2 lengths x 3 isolation settings
+    assert noise_size(4000, 0.05, 8, 40, cells=100) == 40  # the ceiling still holds
+    assert noise_size(24, 0.05, 8, 40, cells=12) == 6  # and so does a quarter of a small pilot
+
+
+def test_a_fraction_asked_for_is_taken_whole():
+    """Pass 22 #84 (silent): noise_fraction=1 gave a quarter of the conditions, without a word."""
+    assert noise_size(16, 1.0, 16, 16) == 16
+    assert noise_size(16, 0.5, 8, 40) == 8
+    assert noise_size(16, 0.05, 16, 40) == 4  # a minimum alone stays within a quarter (the runner says so)
+
+
+def test_noise_cells_counts_group_length_and_isolation():
+    _, _, conds = conditions()  # groups B and C at lengths 8 and 16, no isolation
+    assert noise_cells(conds) == 4
+    assert noise_cells([c for c in conds if c.group == "A"]) == 0
 
 
 def conditions():
