@@ -17,10 +17,16 @@ from harness.errors import HarnessError
 from harness.model.kv_size import kv_cache_bytes, shape_of
 
 CPU_BATCH = 16  # enough for every prefix of one length at the default lengths
-# A CPU batch's KV buffers at most this (unless one row needs more): once a row is long, a batch buys
-# no time on a CPU (its products are already large) and costs memory. GPT-2-small-sized at a 2,048-token
-# prefix: batch 4 took 35.9 s and peaked at 2,679 MB, batch 1 34.4 s and 1,607 MB (benchmarks/sweep_cost.py --long).
+# A CPU batch's KV buffers at most CPU_BATCH_KV_BYTES, or its rows at most CPU_BATCH_TOKENS tokens,
+# whichever allows more rows (one row at least): once rows are long, a batch buys no time on a CPU
+# (its products are already large) and costs memory. GPT-2-small-sized at a 2,048-token prefix: batch 4
+# took 35.9 s and peaked at 2,679 MB, batch 1 34.4 s and 1,607 MB (benchmarks/sweep_cost.py --long).
+# While they are short, the weights' pass is most of a decoding step, and every row more in a batch
+# shares it: at the default design's longest rows (~380 tokens, 26.7 MiB of KV each) the bytes alone
+# allowed 9 of a length's 10 prefixes, and the 10th decoded alone; as one batch of 10 the 164-condition
+# sweep's decoding took 35 s instead of 55 s (its conditions 75 s instead of 100 s, AMD EPYC, 2 threads).
 CPU_BATCH_KV_BYTES = 256 * 2**20
+CPU_BATCH_TOKENS = 4096
 
 
 def free_bytes(device: str) -> int:
@@ -43,14 +49,16 @@ def prefix_cache_bytes(megabytes: int | None, device: str) -> int:
 def auto_batch_size(model: torch.nn.Module, dtype: str, device: str, longest: int, cap: int = 64) -> int:
     """A batch size that fits: on a GPU, what half of the free memory holds at ``longest`` tokens
     per row (the KV cache twice, for headroom, plus float32 logits and scores of a row); on a CPU,
-    :data:`CPU_BATCH`, or fewer where the rows' KV would pass :data:`CPU_BATCH_KV_BYTES`."""
+    :data:`CPU_BATCH`, or fewer where the rows would pass both :data:`CPU_BATCH_KV_BYTES` of KV and
+    :data:`CPU_BATCH_TOKENS` tokens."""
     config = model.config
     if not device.startswith("cuda"):
         try:
             per_row = kv_cache_bytes(seq_len=longest, batch=1, dtype=dtype, **shape_of(config))
         except (AttributeError, TypeError, HarnessError):  # a config that names its shape otherwise
             return CPU_BATCH
-        return int(max(1, min(CPU_BATCH, CPU_BATCH_KV_BYTES // max(per_row, 1))))
+        rows = max(CPU_BATCH_KV_BYTES // max(per_row, 1), CPU_BATCH_TOKENS // max(longest, 1))
+        return int(max(1, min(CPU_BATCH, rows)))
     per_row = 2 * kv_cache_bytes(seq_len=longest, batch=1, dtype=dtype, **shape_of(config))
     per_row += 4 * longest * (getattr(config, "vocab_size", 0) + 4 * getattr(config, "hidden_size", 1024))
     return int(max(1, min(cap, (free_bytes(device) // 2) // per_row)))

@@ -165,19 +165,22 @@ def test_heads_stacked_one_at_a_time_are_the_heads_stacked_together(name):
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values) and a.capacity == b.capacity == 13
 
 
-def test_a_cpu_batch_holds_at_most_its_kv_budget():
-    """Batch 4 at a 2,048-token prefix peaked 1 GB above batch 1 on a CPU for no time saved."""
+def test_a_cpu_batch_holds_at_most_its_kv_budget_or_its_tokens():
+    """Batch 4 at a 2,048-token prefix peaked 1 GB above batch 1 on a CPU for no time saved; at the
+    default design's 380-token rows the KV budget alone split a length's 10 prefixes 9 + 1."""
     from types import SimpleNamespace
 
     from transformers import GPT2Config
 
-    from harness.model.resources import CPU_BATCH, CPU_BATCH_KV_BYTES, auto_batch_size
+    from harness.model.resources import CPU_BATCH, CPU_BATCH_KV_BYTES, CPU_BATCH_TOKENS, auto_batch_size
 
     gpt2 = SimpleNamespace(config=GPT2Config())  # 12 layers x 768 wide: 73,728 bytes of float32 KV a token
     per_token = 2 * 12 * 768 * 4
-    for longest in (64, 320, 1056, 2112, 8192):
-        expected = max(1, min(CPU_BATCH, CPU_BATCH_KV_BYTES // (per_token * longest)))
+    for longest in (64, 320, 380, 1056, 2112, 8192):
+        expected = max(1, min(CPU_BATCH, max(CPU_BATCH_KV_BYTES // (per_token * longest), CPU_BATCH_TOKENS // longest)))
         assert auto_batch_size(gpt2, "float32", "cpu", longest) == expected
     assert auto_batch_size(gpt2, "float32", "cpu", 64) == CPU_BATCH
+    assert auto_batch_size(gpt2, "float32", "cpu", 380) == 10  # the bytes alone: 9
+    assert auto_batch_size(gpt2, "float32", "cpu", 1056) == 3
     assert auto_batch_size(gpt2, "float32", "cpu", 2112) == 1
     assert auto_batch_size(SimpleNamespace(config=SimpleNamespace()), "float32", "cpu", 2112) == CPU_BATCH
