@@ -102,14 +102,29 @@ def no_effect_words(noun: str) -> str:
 def recorded_deltas(manifests) -> dict[str, float]:
     """The smallest effects of interest the runs were made with (each manifest's ``claims.delta``, or
     a collected set's ``claims_delta``: what its runs recorded); refused (:class:`HarnessError` naming
-    the measure) where two runs read together recorded different ones."""
+    the measure) where two runs read together were made at different ones, a run made at the
+    registry's default included (a manifest that records neither, of an older version, is not compared)."""
     out: dict[str, float] = {}
+    first: tuple[dict[str, float], set[str]] | None = None  # the first recording run's Δs, and which it set
     for manifest in manifests:
         manifest = manifest or {}
-        recorded = ((manifest.get("config") or {}).get("claims") or {}).get("delta") or manifest.get("claims_delta")
-        for measure, value in (recorded or {}).items():
-            if measure in out and out[measure] != value:
-                raise HarnessError(f"the runs were made with different smallest effects of interest for {measure} "
-                                   f"({out[measure]} and {value}): read them apart")
-            out[measure] = value
+        config = manifest.get("config")
+        if isinstance(config, dict):
+            recorded = (config.get("claims") or {}).get("delta") or {}
+        elif "claims_delta" in manifest:
+            recorded = manifest.get("claims_delta") or {}
+        else:
+            continue
+        effective = {**default_deltas(), **recorded}
+        if first is not None:
+            for measure, value in effective.items():
+                if measure in first[0] and first[0][measure] != value:
+                    said = [f"{v}{'' if m_set else ' (the default)'}" for v, m_set in
+                            ((first[0][measure], measure in first[1]), (value, measure in recorded))]
+                    raise HarnessError(f"the runs were made with different smallest effects of interest for {measure}: "
+                                       f"{said[0]} and {said[1]}; read them apart, or make them with the same "
+                                       f"claims.delta.{measure}")
+        else:
+            first = (effective, set(recorded))
+        out.update(recorded)
     return out

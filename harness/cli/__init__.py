@@ -37,7 +37,7 @@ commands:
 
 sweep and locate take Hydra options too: --config-dir DIR adds your own config directory,
 --cfg job prints the composed config, --help lists the config groups.
-Commands that read runs write beside the first one (RUN-claims, RUN-detect, ...) unless --out says where.
+Commands that read runs write beside the first one (RUN-claims, RUN-detect, ...; beside a multirun: SWEEP-claims) unless --out says where.
 Run `harness <command> --help` for a command's options.
 """
 
@@ -82,13 +82,22 @@ REPEATABLE = frozenset({"--delta"})
 
 def main(argv: list[str] | None = None) -> int:
     """``harness COMMAND ARGS``: the command's exit status (2: a mistake in the command, 3: a bug)."""
+    import logging
+
+    # `harness ... | head`: the reader has what it wanted. A log line into the closed pipe is not an
+    # error to print a traceback for (Hydra's --info is some 1,700 of them)
+    raising, logging.raiseExceptions = logging.raiseExceptions, False
     try:
-        return _dispatch(sys.argv[1:] if argv is None else list(argv))
-    except BrokenPipeError:  # `harness ... | head`: the reader has what it wanted
+        status = _dispatch(sys.argv[1:] if argv is None else list(argv))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return status
+    except BrokenPipeError:
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+    finally:
+        logging.raiseExceptions = raising
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -133,7 +142,11 @@ def _dispatch(argv: list[str]) -> int:
     warnings.formatwarning = lambda message, *_args, **_kw: f"warning: {message}\n"
     show, said = warnings.showwarning, set()
 
+    mixed = "--allow-mixed-settings" in rest  # the command's note says the copies count, in its own words
+
     def show_once(message, *args, **kwargs):  # the summaries each warn of the same table: say it once
+        if mixed and "once per run (column 'run')" in str(message):  # the API's advice (by=) is not the CLI's
+            return
         if str(message) not in said:  # (the "once" filter forgets at every catch_warnings block)
             said.add(str(message))
             show(message, *args, **kwargs)

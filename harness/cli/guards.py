@@ -25,12 +25,16 @@ def run_directory(path: Path, what: str = "a run directory") -> Path:
 
 def out_beside(out: Path | None, first: Path, command: str) -> Path:
     """``--out``, or where a command writes without one: ``<first run>-<command>`` beside the first run
-    it reads (commands that read runs never write into one; each says where it wrote when done). The
-    first run must be a directory (:func:`run_directory`)."""
+    it reads, or ``<sweep>-<command>`` beside a multirun whose job it is (commands that read runs never
+    write into one; each says where it wrote when done). The first run must be a directory
+    (:func:`run_directory`)."""
     run_directory(first)
     if out is not None:
         return out
     run = Path(os.path.abspath(first))
+    if (run.parent / "multirun.yaml").is_file():  # a job of a multirun: beside the sweep, not among its jobs (a
+        # glob DIR/*/ would take the output for a run the next time)
+        return run.parent.parent / f"{run.parent.name}-{command}"
     return run.parent / f"{run.name}-{command}"
 
 

@@ -138,6 +138,15 @@ def corpus_report(args: list[str]) -> int:
         raise HarnessError(f"these runs drew from {len(benchmarks)} benchmarks ({', '.join(benchmarks)}): the page "
                            f"reads one benchmark's runs, whose sets and checks are its own; give each its own "
                            f"corpus-report (--out)")
+    if conditions[conditions.group.astype(str) != "A"].span_role.isna().any():
+        # its rows would be read as the benchmark's, and the page would name no benchmark for them
+        from harness.runs.rundir import RunDir
+
+        own = [str(r) for r in ns.runs if "prefix_source" in (RunDir(r).manifest(True) or {})
+               and not (RunDir(r).manifest(True)["prefix_source"] or {}).get("corpus")]
+        raise HarnessError(f"{own[0] if own else 'one of these runs'} drew its prefixes from a hand-written bank "
+                           f"(prefixes=default, or a file), not a benchmark: give it after --bank (claim 3 compares "
+                           f"the two), or leave it out")
     manifests = run_manifests(ns.runs, ns.trust_damaged)
     bank = None
     if ns.bank:

@@ -93,7 +93,13 @@ def bos_ids(tokenizer, policy: str) -> list[int]:
 
 class TooShort(HarnessError):
     """A prefix text (or the document a span is set into) too short for a length, or a span longer
-    than the prefix: refused, or with ``prefix.too_short=skip`` the condition is left out and counted."""
+    than the prefix: refused, or with ``prefix.too_short=skip`` the condition is left out and counted.
+    ``reason`` is what does not fit; the message adds what to do (a skipped condition records the
+    reason alone: its advice is what was done)."""
+
+    def __init__(self, reason: str, advice: str):
+        super().__init__(f"{reason}; {advice}")
+        self.reason = reason
 
 
 INJECTION_AT = ("start", "middle", "end")  # where a span sits in its prefix (prefix.injection_at)
@@ -110,12 +116,12 @@ def _body_length(length: int, separator_ids: list[int]) -> int:
     return body
 
 
-def _head(ids: list[int], n: int, repeat: bool, too_short: str) -> list[int]:
-    """The first ``n`` of ``ids``, cycling them with ``repeat``; else :class:`TooShort` (``too_short``
-    says what is short)."""
+def _head(ids: list[int], n: int, repeat: bool, too_short: tuple[str, str]) -> list[int]:
+    """The first ``n`` of ``ids``, cycling them with ``repeat``; else :class:`TooShort` (``too_short``:
+    what is short, and what to do)."""
     if len(ids) < n:
         if not repeat or not ids:
-            raise TooShort(too_short)
+            raise TooShort(*too_short)
         ids = ids * (n // len(ids) + 1)
     return list(ids[:n])
 
@@ -132,9 +138,10 @@ def cut_prefix(
         raise HarnessError(f"prefix length {length} leaves no prefix text: the separator itself takes "
                            f"{len(separator_ids)} token(s); give prefix.lengths above {len(separator_ids)}")
     return _head(prefix_ids, body, repeat, (
-        f"prefix {name!r} has {len(prefix_ids)} tokens, too short for length {length} "
-        f"({body} + {len(separator_ids)} separator tokens); use a longer text, drop {length} "
-        f"from prefix.lengths, or set prefix.too_short=repeat (or skip)")) + list(separator_ids)
+        (f"prefix {name!r} has {len(prefix_ids)} tokens, too short for length {length} "
+         f"({body} + {len(separator_ids)} separator tokens)"),
+        f"use a longer text, drop {length} from prefix.lengths, or set prefix.too_short=repeat (or skip)"
+    )) + list(separator_ids)
 
 
 def place_span(
@@ -152,14 +159,14 @@ def place_span(
     shorter than the rest, is :class:`TooShort` (the document is cycled with ``repeat``)."""
     body = _body_length(length, separator_ids)
     if len(span_ids) > body:
-        raise TooShort(f"prefix {name!r}: its span of {len(span_ids)} tokens (the whole attack) does not fit in length "
-                       f"{length} ({body} + {len(separator_ids)} separator tokens); drop {length} from "
-                       f"prefix.lengths or set prefix.too_short=skip")
+        raise TooShort(f"prefix {name!r}: its span of {len(span_ids)} tokens does not fit in length {length} "
+                       f"({body} + {len(separator_ids)} separator tokens)",
+                       f"drop {length} from prefix.lengths or set prefix.too_short=skip")
     rest = body - len(span_ids)
     doc = _head(document_ids, rest, repeat, (
-        f"prefix {name!r}: its document has {len(document_ids)} tokens, too few for the {rest} around its "
-        f"{len(span_ids)}-token span at length {length}; drop {length} from prefix.lengths, or set "
-        f"prefix.too_short=repeat (or skip)"))
+        (f"prefix {name!r}: its document has {len(document_ids)} tokens, too few for the {rest} around its "
+         f"{len(span_ids)}-token span at length {length}"),
+        f"drop {length} from prefix.lengths, or set prefix.too_short=repeat (or skip)"))
     k = {"start": 0, "middle": rest // 2, "end": rest}[at]
     return doc[:k] + list(span_ids) + doc[k:] + list(separator_ids), (k, k + len(span_ids))
 

@@ -180,7 +180,7 @@ def build_conditions(
                         raise
                     fits[unit(prefix, n, iso)] = False
                     if skipped is not None:
-                        skipped.append((prefix.id, n, str(exc)))
+                        skipped.append((prefix.id, n, exc.reason))
                     continue
                 fits.setdefault(unit(prefix, n, iso), True)
 

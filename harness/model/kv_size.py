@@ -50,6 +50,11 @@ def cache_nbytes(cache) -> int:
     return total
 
 
+KEYS = ("model", "layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype")  # what kv-size reads
+ALIASES = {"tokens": "seq_len", "seq": "seq_len", "length": "seq_len", "context": "seq_len", "batch_size": "batch",
+           "n_layers": "layers", "num_hidden_layers": "layers", "num_key_value_heads": "kv_heads"}
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, str]:
     """``key=value`` items as a dict, ``model.KEY`` read as ``KEY`` (``model.name_or_path`` as
     ``model``); a key given twice is refused, not last-wins."""
@@ -60,6 +65,12 @@ def parse_overrides(overrides: list[str]) -> dict[str, str]:
             raise HarnessError(f"expected key=value, got {item!r}")
         key, value = item.split("=", 1)
         key = key.removeprefix("model.name_or_path").removeprefix("model.") or "model"
+        if key not in KEYS:  # before "given twice": its remedy would lead to this refusal
+            import difflib
+
+            near = ALIASES.get(key) or next(iter(difflib.get_close_matches(key, KEYS, 1)), None)
+            raise HarnessError(f"kv-size: unknown key {key!r}" + (f"; did you mean {near}=?" if near else "")
+                               + f" (the keys: {', '.join(k + '=' for k in KEYS)})")
         if key in given:
             raise HarnessError(f"kv-size: {key} is given twice ({given[key]} and {item}); give it once")
         values[key], given[key] = value, item

@@ -181,7 +181,7 @@ def write_corpus_report(conditions: pd.DataFrame, noise, manifests: list[dict], 
     drift = corpora.drift_contrasts(conditions)
     by_template = corpora.drift_contrasts(conditions, by=("attack", "injection_at", "prefix_len"),
                                           measures=corpora.DRIFT[:1] + corpora.DRIFT[2:3], power=False)
-    name = ", ".join(sorted({str(m.get("prefix_source", {}).get("corpus")) for m in manifests})) or "corpus"
+    name = ", ".join(sorted({str((m.get("prefix_source") or {}).get("corpus")) for m in manifests})) or "corpus"
     claim3 = pd.concat([_claim3(conditions, noise, name),
                         *([] if bank is None else [_claim3(bank[0], bank[1], "hand-written bank")])],
                        ignore_index=True)

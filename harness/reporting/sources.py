@@ -38,8 +38,11 @@ def source_lines(manifests: list[dict]) -> list[str]:
             skipped.setdefault(per, []).append(m["skipped"])
     if skipped:
         runs = "; ".join(f"{per} in {len(found)} run{'s' if len(found) > 1 else ''}" for per, found in skipped.items())
-        lines.append(f"prefix.too_short=skip left out whole matched sets whose attack does not fit a length: {runs} "
-                     f"(prefixes, each one condition per prompt), e.g. {next(iter(skipped.values()))[0]['example']}")
+        corpus = any((m.get("prefix_source") or {}).get("corpus") for m in manifests)
+        what = "whole matched sets whose span or document does not fit a length" if corpus else \
+            "prefixes too short for a length"
+        lines.append(f"prefix.too_short=skip left out {what}: {runs} (prefixes, each one condition per prompt), e.g. "
+                     f"{next(iter(skipped.values()))[0]['example']}")
     out: list[str] = []
     for line in lines:
         out += ["", line]

@@ -46,9 +46,10 @@ class SweepSummary(Callback):
         if self.earlier_record is not None and self.refused and len(self.refused) >= len(set(self.job_dirs)):
             # nothing ran: the jobs beside multirun.yaml are still the earlier sweep's, and so is its record
             (sweep_dir / "multirun.yaml").write_bytes(self.earlier_record)
+        refused = {Path(r.split(": refused (", 1)[0]).resolve() for r in self.refused}  # the task names them in full
         for job in jobs:  # a refused job's directory may hold an earlier sweep's run: said once, as refused
             problem = job.problem()
-            if problem and not any(r.startswith(f"{job.path}:") for r in self.refused):
+            if problem and job.path.resolve() not in refused:
                 problems.append(problem)
         shared = sorted({d for d in self.job_dirs if self.job_dirs.count(d) > 1})
         if shared:  # hydra.sweep.subdir gave several jobs one directory: only the first could run there

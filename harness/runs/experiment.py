@@ -152,6 +152,11 @@ class Experiment:
             len(prompts), groups or [g.name for g in cfg.groups], list(lengths or cfg.prefix.lengths),
             f" x {settings_n} isolation settings" if settings_n > 1 else "", len(exp.conditions),
             m.name_or_path, loaded.dtype, loaded.device, exp.batch_size, "" if cfg.batch_size else " (automatic)")
+        if describe and exp.skipped:  # the count above is after them: said here, not only in the manifest
+            left = skipped_summary(exp.skipped)
+            log.warning("prefix.too_short=skip left out prefixes (%s), each one condition per prompt; e.g. %s",
+                        ", ".join(f"{n} at {length} tokens" for length, n in left["prefixes_by_length"].items()),
+                        left["example"])
         return exp
 
     @property
@@ -195,8 +200,7 @@ class Experiment:
         self.skipped = skipped
         asked = set(groups or [g.value for g in cfg.groups]) - {"A"}
         if asked and skipped and not any(c.group != "A" for c in conditions):  # every prefix left out
-            prefix_id, length, why = skipped[0]
-            why = why.split("; drop ")[0]  # its own advice (drop the length, or skip) is what was done here
+            prefix_id, length, why = skipped[0]  # why: what does not fit (its advice, skip, is what was done)
             raise HarnessError(f"every B and C condition was left out at lengths {lengths} ({len(skipped)} skipped; "
                                f"first: {prefix_id} at {length} tokens: {why}); give longer prefix.lengths (for "
                                f"locate, locate.coarse)")
@@ -248,3 +252,15 @@ def _version(name: str) -> str:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def skipped_summary(skipped: list[tuple[str, int, str]]) -> dict | None:
+    """What ``prefix.too_short=skip`` left out: per length, how many prefixes (each one condition per
+    prompt and isolation setting), and the first reason given; None when nothing was."""
+    if not skipped:
+        return None
+    by_length: dict[int, set] = {}
+    for prefix_id, length, _ in skipped:
+        by_length.setdefault(int(length), set()).add(prefix_id)
+    return {"prefixes_by_length": {str(n): len(ids) for n, ids in sorted(by_length.items())},
+            "example": skipped[0][2]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from harness.measure.driver import DriveOutcome
 from harness.runs.environment import harness_git_commit, now_iso, package_versions
-from harness.runs.experiment import Experiment
+from harness.runs.experiment import Experiment, skipped_summary
 from harness.runs.rundir import RunDir
 
 
@@ -73,15 +73,3 @@ def build_manifest(exp: Experiment, config: dict, started: str, outcome: DriveOu
         "failures": failed,
         "tables": {name: rundir.table_hashes()[name] for name in tables},
     }
-
-
-def skipped_summary(skipped: list[tuple[str, int, str]]) -> dict | None:
-    """What ``prefix.too_short=skip`` left out: per length, how many prefixes (each one condition per
-    prompt and isolation setting), and the first reason given; None when nothing was."""
-    if not skipped:
-        return None
-    by_length: dict[int, set] = {}
-    for prefix_id, length, _ in skipped:
-        by_length.setdefault(int(length), set()).add(prefix_id)
-    return {"prefixes_by_length": {str(n): len(ids) for n, ids in sorted(by_length.items())},
-            "example": skipped[0][2]}

@@ -7,8 +7,7 @@ with an error, or one that never finished is refused in one line naming its stat
 command that finishes it; a run whose status is ``failed`` (some conditions failed, the tables
 hold the others) is refused unless the reader was given ``--allow-failed``, and then every page
 it writes says how many conditions are missing. Runs read together although they differ in a
-setting (``--allow-mixed-settings``) are said on the page too (:mod:`harness.runs.compat`).
-:func:`load_run` is what a notebook reads a run with.
+setting (``--allow-mixed-settings``) are said on the page too. :func:`load_run` is for notebooks.
 """
 
 from __future__ import annotations
@@ -316,8 +315,9 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
                            f"(first: {dict(zip(ROW_KEYS, key))}, column {column!r}): read together they would "
                            f"count twice; `harness collect` them (it names the settings they differ in)")
     if dropped:  # with mixed settings only copies that differ are kept (each its setting's result, as the page says)
-        log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job): each is "
-                    "read once", dropped)
+        log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job) with the same "
+                    "results: each is read once%s", dropped, " (copies whose results differ are kept, one per run)"
+                    if allow_mixed_settings else "")
     frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
     if disagree:  # copies kept (mixed settings): a column says whose each is, so that the analysis API can
         # tell them from one run's table concatenated with another's (harness.analysis.checks)
@@ -389,12 +389,13 @@ def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[S
 
 
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
-    """The noise-floor tables of the runs that measured one, concatenated (None if none did: a run
-    that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
+    """The noise-floor tables of the runs that measured one, each condition once (None if none did: a
+    run that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
     run_dirs = run_paths(run_dirs, "load_noise")
     refuse_given_twice(run_dirs, "its noise floor")
     for run in map(RunDir, run_dirs):
         if not run.has(RunDir.CONDITIONS):
             raise HarnessError(not_a_run(run))
     frames = [r.table(r.NOISE, trust_damaged) for r in map(RunDir, run_dirs) if has_table(r, r.NOISE, trust_damaged)]
-    return concat_tables(frames) if frames else None
+    noise = concat_tables(frames) if frames else None  # runs of the same conditions measured some of them twice
+    return noise if noise is None else noise.drop_duplicates([k for k in (*ROW_KEYS, "comparison") if k in noise])

@@ -22,8 +22,14 @@ from harness.errors import HarnessError
 from harness.io import write_parquet, write_sealed_json
 from harness.measure.driver import DriveOutcome
 from harness.measure.engine import PhaseClock
-from harness.measure.noise import (flag_near_ties, margin_floor, measure_noise_floor, noise_cells, noise_sample,
-                                   noise_size)
+from harness.measure.noise import (
+    flag_near_ties,
+    margin_floor,
+    measure_noise_floor,
+    noise_cells,
+    noise_sample,
+    noise_size,
+)
 from harness.measure.records import condition_keys, condition_label
 from harness.reporting.edits import keep_edited_table
 from harness.reporting.report import write_outputs
@@ -53,12 +59,16 @@ class SweepFailed(Exception):
 
 
 def _refuse_other_outputs(rundir: RunDir) -> None:
-    """A sweep writes a directory of its own: not a locate search's, a cache-timing run's or a
-    command's ``--out`` (:func:`harness.runs.outdir.other_output`; the CLI checks ``hydra.run.dir``
+    """A sweep writes a directory of its own: not a locate search's, a cache-timing run's, a
+    command's ``--out`` or one inside another run (:func:`harness.runs.outdir.other_output`; the CLI checks ``hydra.run.dir``
     the same way; this is the API's check)."""
     held = other_output(rundir.path)
     if held:
         raise HarnessError(f"{rundir.path} holds {held}; a sweep writes a directory of its own: choose another")
+    inside = next((p for p in rundir.path.resolve().parents if RunDir(p).made_by_a_sweep()), None)
+    if inside is not None:
+        raise HarnessError(f"{rundir.path} is inside the run directory {inside}: a run never writes into another; "
+                           f"choose a directory outside it")
     if rundir.path.is_dir() and any(rundir.path.iterdir()) and not rundir.made_by_a_sweep():
         shown = ", ".join(sorted(p.name for p in rundir.path.iterdir())[:4])
         raise HarnessError(f"{rundir.path} holds files that are not a run's ({shown}, ...): a sweep would write over "
