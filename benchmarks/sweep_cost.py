@@ -18,6 +18,7 @@ the same 164 conditions (4 story prompts x (A + 5 neutral + 5 instruction-like p
     python benchmarks/sweep_cost.py --device cuda   # all three on a GPU (default: the harness's "auto")
     python benchmarks/sweep_cost.py --long          # peak memory at 2,048- and 4,096-token prefixes
     python benchmarks/sweep_cost.py --guard         # CI's regression guard: exit 1 on a 2x regression
+    python benchmarks/sweep_cost.py --against DIR   # the harness only: this checkout and the one at DIR, back to back
 
 The targets it prints are those of the fixed-cost issue: the whole sweep at most 0.45x
 ``generate`` and at least 3x faster than the naive pipeline; the conditions alone at most 0.35x.
@@ -221,6 +222,24 @@ def guard(ns: argparse.Namespace, env: dict) -> int:
     return 1 if broken else 0
 
 
+def against(ns: argparse.Namespace, env: dict) -> None:
+    """The harness's whole sweep at the full design for two checkouts, alternately (``--against``):
+    what a change of the harness bought, with generate and naive left out (they do not change)."""
+    other = ns.against.resolve()
+    if not (other / "harness" / "__init__.py").is_file():
+        raise SystemExit(f"--against {other}: not a checkout of the harness (no harness/__init__.py)")
+    checkouts = {"this checkout": HERE.parent, str(other): other}
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "gpt2-small-random"
+        write_model(model_dir)
+        for turn in range(2):
+            for name, root in checkouts.items():
+                r = measure("harness", model_dir, 1 if ns.quick else 4, ns.threads, ns.device,
+                            {**env, "PYTHONPATH": str(root)})
+                print(f"{name:<40} {r['seconds']:>7.1f} s  noise rows {r['noise_rows']:>3}  "
+                      + "  ".join(f"{k} {v:.1f}" for k, v in r["phases"].items()), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 prompt instead of 4")
@@ -230,6 +249,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default 1)")
     parser.add_argument("--device", default="auto", help="model.device for all three methods (default auto: "
                         "a GPU when there is one)")
+    parser.add_argument("--against", type=Path, help="another checkout of the harness (e.g. `git worktree add DIR "
+                        "REV`): its whole sweep and this one's, alternately, twice each (no generate, no naive)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.child:
@@ -246,6 +267,9 @@ def main() -> None:
         return
     if ns.guard:
         sys.exit(guard(ns, env))
+    if ns.against:
+        against(ns, env)
+        return
     prompts = 1 if ns.quick else 4
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "gpt2-small-random"

@@ -107,7 +107,8 @@ def test_mixed_settings_say_what_is_kept_without_the_apis_advice(tiny_run, tmp_p
     assert main(["figures", str(tiny_run), str(other), "--out", str(tmp_path / "f"), "--allow-mixed-settings"]) == 0
     err = capsys.readouterr().err
     assert "add 'run' to by" not in err
-    assert "with the same results: each is read once (copies whose results differ are kept, one per run)" in caplog.text
+    assert "with the same results: each is read once" in caplog.text
+    assert "a condition run in several of them with different results is kept once per run" in err
 
 
 def test_too_short_says_what_does_not_fit_apart_from_what_to_do(tmp_path, caplog):

@@ -78,8 +78,8 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
                              ignore=ignore_settings, option=mixed_option)
     if mixed:
         notes.append(f"These runs differ in {'; '.join(mixed)}, and were read together (--allow-mixed-settings): a "
-                     f"condition run in several of them is kept once per run (column `run`), and the summaries here "
-                     f"count each copy as another observation.")
+                     f"condition run in several of them with different results is kept once per run (column `run`), "
+                     f"and the summaries here count each copy as another observation.")
     return notes
 
 
@@ -316,8 +316,7 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
                            f"count twice; `harness collect` them (it names the settings they differ in)")
     if dropped:  # with mixed settings only copies that differ are kept (each its setting's result, as the page says)
         log.warning("%d condition(s) appear in more than one of these runs (e.g. group A in every job) with the same "
-                    "results: each is read once%s", dropped, " (copies whose results differ are kept, one per run)"
-                    if allow_mixed_settings else "")
+                    "results: each is read once%s", dropped, " (copies that differ are kept, one per run)" * bool(disagree))
     frames = [with_position(a, conditions[i]).assign(_source=i) for i, a in enumerate(attention) if a is not None]
     if disagree:  # copies kept (mixed settings): a column says whose each is, so that the analysis API can
         # tell them from one run's table concatenated with another's (harness.analysis.checks)

@@ -97,7 +97,7 @@ def test_prefix_cache_changes_speed_not_results(tiny_run, tmp_path):
 
 
 def test_prefix_subset_is_reproducible(tmp_path):
-    run = sweep(tmp_path, "model=tiny", "prefix.lengths=[8]", "decode.max_new_tokens=2", "prompts.limit=1",
+    run = sweep(tmp_path / "first", "model=tiny", "prefix.lengths=[8]", "decode.max_new_tokens=2", "prompts.limit=1",
                 "prefixes.per_group=3", "analysis.noise_floor=false", "draw_figures=false")
     df = pd.read_parquet(run / "conditions.parquet")
     assert df.groupby("group", observed=True).prefix_id.nunique().to_dict() == {"A": 0, "B": 3, "C": 3}
