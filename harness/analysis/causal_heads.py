@@ -170,6 +170,8 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
             table = table.join(pd.DataFrame(shares, index=["share", "share_low", "share_high"]).T)
             if NONE in table.index and not np.isfinite(table.loc[NONE, "effect_low"]):  # no interval: its ratio has none
                 table[["share_low", "share_high"]] = np.nan
+            if NONE in table.index and established(table.loc[NONE]) is False:  # a share of an effect that may be
+                table[["share", "share_low", "share_high"]] = np.nan  # nothing, or of the other sign, is no share
         parts.append(table.rename_axis("setting").reset_index().assign(measure=measure))
     if not parts:
         return pd.DataFrame()
@@ -235,6 +237,15 @@ def _nan_mean(y: np.ndarray, axis: int) -> np.ndarray:
     """Mean along ``axis`` of the values that are not NaN (NaN where there are none)."""
     ok = ~np.isnan(y)
     return np.where(ok, y, 0.0).sum(axis) / ok.sum(axis)
+
+
+def established(unmasked: pd.Series) -> bool | None:
+    """Whether the unmasked C - B effect's interval (``effect_low``, ``effect_high``) excludes zero, so
+    that a share of it removed means something; None where it has no interval."""
+    low, high = float(unmasked["effect_low"]), float(unmasked["effect_high"])
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return None
+    return low > 0 or high < 0
 
 
 def share_removed(cells: pd.DataFrame, base: str, setting: str, n_resamples: int = N_RESAMPLES, seed: int = 0

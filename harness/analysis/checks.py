@@ -82,6 +82,25 @@ def check_tables(**tables) -> None:
             raise ValueError(f"{name} must be {kind}; this table has no {column!r} column")
 
 
+def check_same_conditions(conditions: pd.DataFrame, attention: pd.DataFrame | None) -> None:
+    """Refuse an attention table holding conditions the conditions table lacks, within the models and
+    placements both hold (a table filtered and the other not: the figures and the report would draw
+    the attention of conditions they do not show). Fewer attention rows are allowed: a run made
+    without attention analysis beside one made with it has none."""
+    if attention is None or len(attention) == 0 or len(conditions) == 0:
+        return
+    keys = [k for k in ("model", *KEY_FIELDS) if k in attention and k in conditions]
+    a, c = (df[keys].astype(str).drop_duplicates() for df in (attention, conditions))
+    panel = [k for k in ("model", "placement") if k in keys]
+    a = a.merge(c[panel].drop_duplicates(), on=panel) if panel else a  # another model's: said by the figures
+    extra = a.merge(c, on=keys, how="left", indicator=True)
+    extra = extra[extra["_merge"] == "left_only"]
+    if len(extra):
+        first = {k: extra.iloc[0][k] for k in keys if k in ("group", "prompt_id", "prefix_id", "prefix_len")}
+        raise ValueError(f"attention holds {len(extra)} condition(s) the conditions table does not (first: {first}): "
+                         f"was one table filtered and not the other? filter both alike")
+
+
 def check_flags(**flags) -> None:
     """Refuse a switch that is not True or False (None where the function decides): the string "no"
     is true, and would turn on what the caller meant to turn off."""

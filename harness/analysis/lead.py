@@ -6,7 +6,7 @@ design had: what :func:`harness.analysis.crossed.compare_groups` puts in its gen
 * A rate: MOVER from the two groups' crossed Wilson intervals
   (:func:`harness.analysis.rate_intervals.rate_difference`), and the p-value that inverts it.
 * No interval, and a note saying why in words, where the design cannot support one: fewer than 3
-  prompts or 2 prefixes in a group, or nothing varies in a measure (every cell equal). A table with
+  prompts or 3 prefixes in a group, or nothing varies in a measure (every cell equal). A table with
   missing cells is cut to its larger complete crossing first (the note says how much was kept).
 * ``power``: the power of that test at this design against one prefix-level SD (``prefix_sd``),
   from the components estimated here; ``power_low`` and ``power_high`` the range it takes with those

@@ -86,8 +86,8 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
     unused = sorted(set(given) - set(measures))
     if unused:
         raise HarnessError(f"{command} tests {', '.join(measures)}; --delta {unused[0]}=... would change nothing "
-                           f"(the report's C - B table and the obey tables read a sweep's +claims.delta.{unused[0]}=..., "
-                           f"or `harness figures RUN` redraws them)")
+                           f"(the report's C - B table and the obey tables decide at the sweep's Δ: `harness resume RUN "
+                           f"+claims.delta.{unused[0]}=VALUE` redraws them at another, every result reused)")
     recorded = recorded_deltas(run_manifests(runs, ns.trust_damaged))
     notes = [f"--delta {m}={given[m]:g} replaces the Δ of {recorded[m]:g} the runs were made with"
              for m in sorted(given) if m in recorded and recorded[m] != given[m]]

@@ -240,7 +240,11 @@ def select_prefixes(prefixes: list[Prefix], per_group: int | None, seed: int) ->
     if all(p.pair for p in prefixes):
         pairs = sorted({p.pair for p in prefixes})
         chosen = set(rng.sample(pairs, min(per_group, len(pairs))))
-        return [p for p in prefixes if p.pair in chosen]
+        drawn = [p for p in prefixes if p.pair in chosen]
+        counts = ", ".join(f"{sum(p.kind == kind for p in drawn)} {kind}" for kind in GROUP_OF_KIND)
+        log.info("prefixes.per_group=%d draws %d whole matched set(s) (a pair's prefixes together): %d prefixes, %s",
+                 per_group, len(chosen), len(drawn), counts)
+        return drawn
     chosen = set()
     for kind in GROUP_OF_KIND:
         ids = [p.id for p in prefixes if p.kind == kind]

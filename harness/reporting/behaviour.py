@@ -24,7 +24,8 @@ def behaviour_section(conds: pd.DataFrame, ceiling: pd.DataFrame | None = None,
     if rates.empty:
         return []
     lines = ["", "## Behaviour: does the model do what the prefix asks?", "",
-             "`target_hit`: the reply contains the prefix's target word (whole words, in the forms the prefix lists). "
+             "`target_hit`: the reply contains the prefix's target word (whole words, in the forms the prefix lists, "
+             "or matching its `target_regex` where it has one, which stands in for the forms). "
              "Rates by what the prefix said about the word: asked for it (C), forbade it (C, where the set has "
              "prohibitions) or only mentioned it (B); A's base rate looks for the same words in A's replies, each "
              "distinct prompt and word once. Intervals: Wilson at the effective sample size the crossing is worth "

@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from harness.analysis.causal_heads import NONE, established
 from harness.reporting.edits import write_page
 from harness.reporting.markdown import ci, heading, num, table
 from harness.reporting.plots import save_figure, style
@@ -31,6 +32,12 @@ def plot_causal(ax_remove, ax_restore, effects: pd.DataFrame, measure: str):
     Right: share of it left when only k heads see the prefix (1 - share removed)."""
     sub = effects[effects.measure == measure]
     full = sub[sub.setting == "mask"]
+    if "share" not in sub or sub.share.isna().all():  # the unmasked effect is not established: no share to draw
+        for ax in (ax_remove, ax_restore):
+            ax.text(0.5, 0.5, f"{MEASURE_NAMES.get(measure, measure)}:\nC - B not established (its interval holds 0),\n"
+                    "so no share of it is drawn", ha="center", va="center", transform=ax.transAxes, fontsize=9)
+            ax.set_axis_off()
+        return
     for ax, mode, restore in ((ax_remove, "mask_heads", False), (ax_restore, "only_heads", True)):
         for kind, (colour, label) in KIND_STYLE.items():
             per_k = _per_k(sub, mode, kind)
@@ -109,13 +116,22 @@ def causal_page(effects: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> st
                   f"one).", ""]
     for measure in (effects.measure.unique() if not effects.empty else []):
         name = MEASURE_NAMES.get(measure, measure)
-        lines += [f"## {name}", "", "Share of the effect removed, masking the prefix in k heads:", ""]
-        lines += table(["k", "top-k", "random-k draws"], summary_rows(effects, measure, "mask_heads"))
-        restore = summary_rows(effects, measure, "only_heads")
-        if restore:
-            lines += ["", "Share removed when only k heads see the prefix (1 minus it is what those heads restore):",
-                      ""]
-            lines += table(["k", "top-k", "random-k draws"], restore)
+        lines += [f"## {name}", ""]
+        unmasked = effects[(effects.measure == measure) & (effects.setting == NONE)]
+        if not unmasked.empty and established(unmasked.iloc[0]) is False:
+            r = unmasked.iloc[0]
+            lines += [f"The unmasked effect C - B is {ci(r.effect, r.effect_low, r.effect_high)}: its interval holds 0, so "
+                      "there is no established effect here for heads to carry, and a share of it would be a ratio of "
+                      "noise (it can pass 1, or turn negative). The shares are left out; the effects and what each "
+                      "setting removed are below.", ""]
+        else:
+            lines += ["Share of the effect removed, masking the prefix in k heads:", ""]
+            lines += table(["k", "top-k", "random-k draws"], summary_rows(effects, measure, "mask_heads"))
+            restore = summary_rows(effects, measure, "only_heads")
+            if restore:
+                lines += ["", "Share removed when only k heads see the prefix (1 minus it is what those heads "
+                          "restore):", ""]
+                lines += table(["k", "top-k", "random-k draws"], restore)
         lines += ["", "<details><summary>Every setting</summary>", ""]
         lines += table(["setting", "effect C - B", "removed", "share removed"], effect_rows(effects, measure))
         lines += ["", "</details>", ""]

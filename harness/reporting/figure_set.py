@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.analysis import curves, descriptive
-from harness.analysis.checks import check_tables, or_empty
+from harness.analysis.checks import check_same_conditions, check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
@@ -89,6 +89,7 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
         raise ValueError("conditions hold no group B or C row (filtered to A?): every figure draws a prefixed group "
                          "against A; give a run's conditions")
     check_tables(noise=noise, ceiling=ceiling, forest=forest)
+    check_same_conditions(conditions, attention)
     conds = baseline(conditions)
     combos = panels(conds)
     out = {}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
-from harness.analysis.checks import check_tables, or_empty
+from harness.analysis.checks import check_same_conditions, check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
@@ -66,6 +66,7 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     if problem:
         raise ValueError(problem)
     check_tables(noise=noise, ceiling=ceiling, contrasts=contrasts)
+    check_same_conditions(conditions, attention)
     conds = baseline(conditions)
     x = conds[conds.group != "A"]
     lines = [*heading(title, notes), "",
@@ -268,7 +269,8 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
     lines = ["", "## Numerical noise floor", "",
              f"{n} of {int((conditions.group != 'A').sum())} B/C conditions, spread over the run, {how} "
              f"and compared with the sweep's own results of them (batch size {int(noise.batch_size.iloc[0])}); the "
-             "differences are what rounding alone does to each number (mean [95% CI over conditions] and largest). "
+             "differences are what rounding alone does to each number (mean [95% CI over conditions] and the largest "
+             "in size, with its sign). "
              f"A numerical effect that touches at least {detectable:.0%} of conditions shows in {n} of them with "
              "probability 0.95; a rarer one may not."]
     rows = []
@@ -277,7 +279,8 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
         vals = noise[col].dropna().to_numpy(dtype=float)
         if len(vals):
             low, high = descriptive.bootstrap_ci(vals)
-            rows.append([label, _ci(vals.mean(), low, high) if np.ptp(vals) else _num(vals.mean()), _num(vals.max())])
+            largest = vals[np.argmax(np.abs(vals))]  # in size: a rounding-level KL can come out negative
+            rows.append([label, _ci(vals.mean(), low, high) if np.ptp(vals) else _num(vals.mean()), _num(largest)])
     lines += [""] + _table(["measure", "mean", "largest"], rows)
     if floor is not None and "near_tie" in conditions:
         ties = conditions[conditions.group != "A"].near_tie.astype("boolean")

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
+from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.design import variance_components
 from harness.analysis.planning import (
     ATTENTION,
@@ -147,7 +148,8 @@ def _why_no_prefix_sd(conditions) -> str:
                 crossing = str(row.note).partition("(")[2].rstrip(")")  # "complete crossing of 2 of 3 prompts"
                 reasons.append(f"claim 3's prefix-level SD of {value} cannot be estimated from {fewest} prefix(es) per "
                                f"group and {int(row.n_prompts)} prompt(s)" + (f" ({crossing})" if crossing else "")
-                               + ": a pilot needs a complete crossing of at least 3 prompts and 2 prefixes per group")
+                               + f": a pilot needs a complete crossing of at least {MIN_PROMPTS} prompts and "
+                                 f"{MIN_PREFIXES} prefixes per group")
             elif row.prefix_sd <= 0:
                 reasons.append(f"claim 3's {value} does not vary between prefixes here (a prefix-level SD of 0 "
                                f"gives no effect to plan against)")
@@ -263,7 +265,11 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {num(p.chosen.seconds / 60)} minutes still to spend, "
                       f"{num(p.chosen.total_seconds / 60)} in all."]
     lines += ["",
-              "## Power per test", "", "The last column is what the target would take beyond the prompt set: the "
+              "## Power per test", "", "Each power here is a point, from the pilot's variance components as "
+              "estimated: `harness claims` on the pilot prints the same power at the pilot with the range its "
+              "components' intervals allow; the chosen design's power has such a range too, which this page does not "
+              "compute. The last column is "
+              "what the target would take beyond the prompt set: the "
               f"fewest prompts (up to 1,000) at which the test reaches power {p.target:g} with "
               f"{int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
               "| claim | measure | model | placement | pilot | power at the pilot | power at the chosen design | "
