@@ -68,10 +68,12 @@ def test_the_api_never_writes_a_run_inside_another(tiny_run, tmp_path):
     assert not (tiny_run / "inner").exists()
 
 
-def test_a_multirun_counts_a_refused_job_once(tmp_path, capsys):
+def test_a_multirun_counts_a_refused_job_once(tmp_path, capsys, monkeypatch):
     """#22/#23/#208 (misleading): one refused job of two was '2 of 2 job(s) ... incomplete' (its
     directory named once in full, once relative)."""
     from harness.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the sweep directory is relative, as a user gives it
 
     assert main(["sweep", "-m", *[o for o in FAST if not o.startswith("prefix.lengths=")], "prompts.limit=1",
                  "prefix.lengths=[8],[0]", "hydra.sweep.dir=mm"]) == 1
