@@ -1,5 +1,5 @@
 """The twenty-third adversarial pass's cases (issue 67), found on the main of 2026-12-07 (snapshot
-08c581e): a noise table's "largest" that was its signed maximum, a target_regex that did not find
+06437d7): a noise table's "largest" that was its signed maximum, a target_regex that did not find
 its own target, shares of an effect that was not there, tables filtered apart, a remedy that did
 not work, a plan's point powers stated as if they had no range, and matched sets drawn whole
 without a word."""
