@@ -90,7 +90,12 @@ def check_same_conditions(conditions: pd.DataFrame, attention: pd.DataFrame | No
     if attention is None or len(attention) == 0 or len(conditions) == 0:
         return
     keys = [k for k in ("model", *KEY_FIELDS) if k in attention and k in conditions]
-    a, c = (df[keys].astype(str).drop_duplicates() for df in (attention, conditions))
+
+    def spelled(df: pd.DataFrame) -> pd.DataFrame:  # 8 and 8.0 are one length (a column cast to float)
+        return pd.DataFrame({k: (df[k].astype(float) if pd.api.types.is_numeric_dtype(df[k]) else df[k]).astype(str)
+                             for k in keys}).drop_duplicates()
+
+    a, c = spelled(attention), spelled(conditions)
     panel = [k for k in ("model", "placement") if k in keys]
     a = a.merge(c[panel].drop_duplicates(), on=panel) if panel else a  # another model's: said by the figures
     extra = a.merge(c, on=keys, how="left", indicator=True)
@@ -194,6 +199,10 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
                          f"has layer and head columns)")
     check_keys(df)  # a row without a key would read as a repeat of another below
     exact, differing = repeated_conditions(df)
+    absent = [c for c in ("prefix_id", "prefix_len") if c not in df.columns]
+    if (exact or differing) and absent:  # a renamed or dropped key merges conditions, which then read as copies
+        raise ValueError(f"{name} has no {absent[0]!r} column, one of a condition's keys, so conditions that differ "
+                         f"only in it read as copies of one another: put it back under that name")
     if exact:
         raise ValueError(f"{name} holds {exact} row(s) repeating another row exactly (the same condition and the "
                          f"same results), which would count one condition as several: read several runs with "

@@ -131,6 +131,11 @@ def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     and no grouping has to cope with a null beta."""
     if "beta" not in df.columns:
         return df
+    if "isolation" not in df.columns:  # one setting (none): beta is empty; else it is a setting's, named by isolation
+        if df["beta"].isna().all():
+            return df.drop(columns="beta")
+        raise ValueError("the table has beta but no isolation column: a beta belongs to an isolation setting "
+                         "(decay); put the isolation column back")
     labels = [setting_label(str(m), b) if pd.notna(b) else str(m) for m, b in zip(df["isolation"], df["beta"])]
     return df.drop(columns="beta").assign(isolation=pd.Categorical(labels))
 

@@ -77,6 +77,7 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
     nothing and say nothing."""
     from harness.analysis.verdicts import recorded_deltas
     from harness.errors import HarnessError
+    from harness.measure.metrics import default_deltas
 
     given = dict(ns.delta)
     twice = next((m for m in given if sum(k == m for k, _ in ns.delta) > 1), None)
@@ -89,8 +90,10 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
                            f"(the report's C - B table and the obey tables decide at the sweep's Δ: `harness resume RUN "
                            f"+claims.delta.{unused[0]}=VALUE` redraws them at another, every result reused)")
     recorded = recorded_deltas(run_manifests(runs, ns.trust_damaged))
-    notes = [f"--delta {m}={given[m]:g} replaces the Δ of {recorded[m]:g} the runs were made with"
-             for m in sorted(given) if m in recorded and recorded[m] != given[m]]
+    made_at = {**default_deltas(), **recorded}  # a run made without claims.delta decided at the registry's
+    notes = [f"--delta {m}={given[m]:g} replaces the Δ of {made_at[m]:g} the runs were made with"
+             + ("" if m in recorded else " (the default)")
+             for m in sorted(given) if m in made_at and made_at[m] != given[m]]
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return {**recorded, **given}, notes

@@ -90,6 +90,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
         raise HarnessError(f"{run_dir} has groups {sorted(groups)}: heads are named by C minus B, so the run needs "
                            f"both (groups=[A,B,C])")
     length = _length(tables.conditions, prefix_len)
+    _refuse_other_settings(Path(out_dir), {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed,
+                                           "ks": list(ks), "draws": draws, "converse": converse})
     choose, test = ch.split_prefixes(tables.conditions, seed)
     if not choose or not test:
         raise HarnessError(f"{run_dir} has too few prefixes to choose heads on one half and test on the other")
@@ -128,6 +130,21 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     written = write_causal_report(effects, ranking, about, Path(out_dir))
     _drop_earlier(Path(out_dir), [Path(out_dir) / name for name in out] + written)
     return out
+
+
+def _refuse_other_settings(out_dir: Path, settings: dict) -> None:
+    """An ``--out`` holding a causal test of other settings is another analysis: refused, not replaced
+    (a rerun with the same settings resumes it)."""
+    import json
+
+    try:
+        earlier = json.loads((out_dir / "causal_heads.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    differ = [f"{k} {earlier[k]} there, {v} here" for k, v in settings.items() if k in earlier and earlier[k] != v]
+    if differ:
+        raise HarnessError(f"--out {out_dir} holds a causal test of other settings ({'; '.join(differ)}): give another "
+                           f"--out (nothing is overwritten), or the same settings to resume it")
 
 
 CAUSAL_FILES = ("causal_conditions.parquet", "causal_effects.parquet", "figures/causal_heads.png",

@@ -26,7 +26,7 @@ from harness.runs.compat import check_compatible, mixed_settings, refuse_other_s
 from harness.runs.environment import now_iso
 from harness.runs.lock import held_by, writer
 from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
-from harness.runs.reading import compared_settings, has_table, is_cache_timing, refuse_given_twice
+from harness.runs.reading import compared_settings, has_table, is_cache_timing, load_noise, refuse_given_twice
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import CONDITION_COLUMNS, ROW_KEYS
 from harness.runs.tables import (
@@ -131,6 +131,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
     if attention:
         tables[RunDir.ATTENTION] = merged_attention([_aligned(a, list(a.columns)) for a in attention])
+    noise = load_noise([runs[i].path for i in read], trust_damaged)  # the jobs' noise floors, each condition once
+    if noise is not None:
+        tables[RunDir.NOISE] = noise
     out.mkdir(parents=True, exist_ok=True)
     mark_out(out, "collect", paths)  # before the tables: an interrupted collect leaves its own directory
     before = (RunDir(out).manifest(trust_damaged=True) or {}).get("tables") if (out / RunDir.MANIFEST).is_file() \
