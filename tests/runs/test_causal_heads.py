@@ -47,13 +47,17 @@ def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
     causal_heads(tiny_sweep, out, ks=[1, 2], draws=1, progress=False)
     pd.testing.assert_frame_equal(pd.read_parquet(out / "causal_effects.parquet"), before)
 
+    # pass 24, #54: a test of other settings into the same directory replaced this one without a word
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--ranking-only", "--rank-by", "kl_shared"]) == 2
+    assert (out / "causal_effects.parquet").is_file()
     # pass 9, #176: a ranking-only rerun into the same directory left the causal test's tables and
     # figure beside its page, one directory mixing two analyses
-    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--ranking-only", "--rank-by", "kl_shared"]) == 0
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--ranking-only", "--k", "1", "2",
+                 "--draws", "1"]) == 0
     for name in ("causal_conditions.parquet", "causal_effects.parquet", "figures/causal_heads.png",
                  "figures/causal_heads.pdf"):
         assert not (out / name).exists(), name
-    assert pd.read_json(out / "causal_heads.json", typ="series").rank_by == "kl_shared"
+    assert pd.read_json(out / "causal_heads.json", typ="series").n_conditions == 0
 
 
 def test_causal_heads_refuses_bad_input_in_one_line(tiny_sweep, tmp_path, capsys):
