@@ -97,8 +97,8 @@ class TooShort(HarnessError):
     ``reason`` is what does not fit; the message adds what to do (a skipped condition records the
     reason alone: its advice is what was done)."""
 
-    def __init__(self, reason: str, advice: str):
-        super().__init__(f"{reason}; {advice}")
+    def __init__(self, reason: str, advice: str = ""):  # one argument: as an exception is unpickled
+        super().__init__(f"{reason}; {advice}" if advice else reason)
         self.reason = reason
 
 
