@@ -54,9 +54,14 @@ def noise_size(n_conditions: int, fraction: float, minimum: int, maximum: int, c
     return min(n_conditions, max(floor, min(maximum, round(fraction * n_conditions))))
 
 
+def noise_cell(condition: Condition) -> tuple:
+    """The cell a B/C condition's noise is sampled in: its group, length and isolation setting."""
+    return condition.group, condition.prefix_len, condition.isolation
+
+
 def noise_cells(conditions: list[Condition]) -> int:
-    """How many cells of group, length and isolation setting the B/C ``conditions`` fill."""
-    return len({(c.group, c.prefix_len, c.isolation) for c in conditions if c.group != "A"})
+    """How many cells (:func:`noise_cell`) the B/C ``conditions`` fill."""
+    return len({noise_cell(c) for c in conditions if c.group != "A"})
 
 
 def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:
@@ -69,7 +74,7 @@ def noise_sample(conditions: list[Condition], n: int) -> list[Condition]:
         return []
     cells: dict = {}
     for c in others:
-        cells.setdefault((c.group, c.prefix_len, c.isolation), []).append(c)
+        cells.setdefault(noise_cell(c), []).append(c)
     groups, take = list(cells.values()), [0] * len(cells)
     for turn in range(min(n, len(others))):  # one from each cell in turn, skipping cells already used up
         k = next(k for k in ((turn + j) % len(groups) for j in range(len(groups))) if take[k] < len(groups[k]))

@@ -120,9 +120,7 @@ def describe(overrides: list[str]) -> str:
             if not text.isdigit() or int(text) < 1:  # int() would say "invalid literal" of "1e30", and take "-2"
                 raise HarnessError(f"{key} must be a positive whole number (e.g. {key}=32), got {text!r}")
             shape[key] = int(text)
-    dtype = values.pop("dtype", "float16")
-    if values:
-        raise HarnessError(f"unknown kv-size keys: {sorted(values)}")
+    dtype = values.pop("dtype", "float16")  # every key is one of KEYS (parse_overrides): none is left
     missing = [k for k in ("layers", "kv_heads", "head_dim") if k not in shape]
     if missing:
         raise HarnessError(f"kv-size needs model=... or {', '.join(k + '=' for k in missing)}")
