@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, other_output
+from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, enclosing_run, other_output
 
 
 def run_directory(path: Path, what: str = "a run directory") -> Path:
@@ -106,10 +106,10 @@ def check_sweep_dir(sweep_dir: str) -> None:
             raise HarnessError(f"hydra.sweep.dir={sweep_dir} holds files that are not a multirun's "
                                f"({', '.join(sorted(others)[:4])}): its jobs would write over them; choose a new or "
                                f"empty directory")
-    for place in (path, *path.parents):
-        if RunDir(place).made_by_a_sweep():
-            raise HarnessError(f"hydra.sweep.dir={sweep_dir} is {'' if place == path else 'inside '}the run directory "
-                               f"{place}: a multirun's jobs never write into a run; choose a directory outside it")
+    place = path if RunDir(path).made_by_a_sweep() else enclosing_run(path)
+    if place is not None:
+        raise HarnessError(f"hydra.sweep.dir={sweep_dir} is {'' if place == path else 'inside '}the run directory "
+                           f"{place}: a multirun's jobs never write into a run; choose a directory outside it")
 
 
 def check_run_dir(run_dir: str, app: str = "sweep") -> None:
@@ -131,10 +131,10 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
     if command:  # a command's --out (detect's has a status of its own): not a run's
         raise HarnessError(f"hydra.run.dir={run_dir} holds the output of `harness {command}`; a sweep or locate "
                            f"writes a directory of its own: choose another")
-    for parent in path.resolve().parents:
-        if RunDir(parent).made_by_a_sweep():
-            raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
-                               f"another; choose a directory outside it")
+    parent = enclosing_run(path)
+    if parent is not None:
+        raise HarnessError(f"hydra.run.dir={run_dir} is inside the run directory {parent}: a run never writes into "
+                           f"another; choose a directory outside it")
     from harness.runs.reading import is_cache_timing
 
     if path.is_dir() and is_cache_timing(RunDir(path)) and app != "cache-timing":

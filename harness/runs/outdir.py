@@ -106,6 +106,14 @@ def other_output(path: Path) -> str | None:
     return None
 
 
+def enclosing_run(path: Path) -> Path | None:
+    """The run directory ``path`` lies inside (its nearest parent a sweep made), or None: a run, a
+    multirun's jobs and a run of the API never write into another run."""
+    from harness.runs.rundir import RunDir
+
+    return next((p for p in Path(path).resolve().parents if RunDir(p).made_by_a_sweep()), None)
+
+
 def check_out_file(out: Path, force: bool) -> None:
     """``--out FILE``: never inside a run directory, never a directory, and an existing file only
     with ``--force`` (it may be the file a finished run was made from)."""

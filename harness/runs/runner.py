@@ -38,7 +38,7 @@ from harness.runs.environment import now_iso
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config
 from harness.runs.manifest import build_manifest
-from harness.runs.outdir import drop_report, other_output
+from harness.runs.outdir import drop_report, enclosing_run, other_output
 from harness.runs.rundir import RunDir
 from harness.runs.schema import row_key
 from harness.runs.store import ResultStore, fingerprint
@@ -60,12 +60,13 @@ class SweepFailed(Exception):
 
 def _refuse_other_outputs(rundir: RunDir) -> None:
     """A sweep writes a directory of its own: not a locate search's, a cache-timing run's, a
-    command's ``--out`` or one inside another run (:func:`harness.runs.outdir.other_output`; the CLI checks ``hydra.run.dir``
-    the same way; this is the API's check)."""
+    command's ``--out`` or one inside another run (:func:`harness.runs.outdir.other_output`,
+    :func:`~harness.runs.outdir.enclosing_run`; the CLI checks ``hydra.run.dir`` the same way; this is
+    the API's check)."""
     held = other_output(rundir.path)
     if held:
         raise HarnessError(f"{rundir.path} holds {held}; a sweep writes a directory of its own: choose another")
-    inside = next((p for p in rundir.path.resolve().parents if RunDir(p).made_by_a_sweep()), None)
+    inside = enclosing_run(rundir.path)
     if inside is not None:
         raise HarnessError(f"{rundir.path} is inside the run directory {inside}: a run never writes into another; "
                            f"choose a directory outside it")
