@@ -276,6 +276,11 @@ def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
 
 
+class PooledRunsWarning(UserWarning):
+    """A summary counts the copies of one condition from several runs as more observations
+    (:func:`warn_pooled_runs`): a command read with ``--allow-mixed-settings`` says so in its own note."""
+
+
 def warn_pooled_runs(df: pd.DataFrame, by: Sequence[str] | None, stacklevel: int = 4) -> None:
     """Warn where copies of one condition from several runs (a ``run`` column, as ``H.load_runs``
     names runs that differ in their settings) would each count as another observation: a summary
@@ -291,7 +296,7 @@ def warn_pooled_runs(df: pd.DataFrame, by: Sequence[str] | None, stacklevel: int
         remedy = "select one run (table[table.run == ...])" if by is None else \
             "add 'run' to by to compare the runs (or select one run)"
         warnings.warn(f"the table holds {pooled} {what} once per run (column 'run'), and each copy counts as another "
-                      f"observation of it: {remedy}", stacklevel=stacklevel)
+                      f"observation of it: {remedy}", PooledRunsWarning, stacklevel=stacklevel)
 
 
 def check_cells(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:

@@ -144,12 +144,17 @@ def _dispatch(argv: list[str]) -> int:
 
     mixed = "--allow-mixed-settings" in rest  # the command's note says the copies count, in its own words
 
-    def show_once(message, *args, **kwargs):  # the summaries each warn of the same table: say it once
-        if mixed and "once per run (column 'run')" in str(message):  # the API's advice (by=) is not the CLI's
+    def show_once(message, category=UserWarning, *args, **kwargs):
+        """Each distinct warning once (the summaries each warn of the same table, and the "once" filter
+        forgets at every catch_warnings block); none that pooled runs count twice where the note says it
+        (its advice, by=, is the API's)."""
+        from harness.analysis.checks import PooledRunsWarning
+
+        if mixed and issubclass(category, PooledRunsWarning):
             return
-        if str(message) not in said:  # (the "once" filter forgets at every catch_warnings block)
+        if str(message) not in said:
             said.add(str(message))
-            show(message, *args, **kwargs)
+            show(message, category, *args, **kwargs)
 
     warnings.showwarning = show_once
     try:
