@@ -142,8 +142,9 @@ def corpus_report(args: list[str]) -> int:
         # its rows would be read as the benchmark's, and the page would name no benchmark for them
         from harness.runs.rundir import RunDir
 
-        own = [str(r) for r in ns.runs if "prefix_source" in (RunDir(r).manifest(True) or {})
-               and not (RunDir(r).manifest(True)["prefix_source"] or {}).get("corpus")]
+        read = {run: RunDir(run).manifest(True) or {} for run in ns.runs}  # a collection's names no source
+        own = [str(run) for run, m in read.items()
+               if "prefix_source" in m and not (m["prefix_source"] or {}).get("corpus")]
         raise HarnessError(f"{own[0] if own else 'one of these runs'} drew its prefixes from a hand-written bank "
                            f"(prefixes=default, or a file), not a benchmark: give it after --bank (claim 3 compares "
                            f"the two), or leave it out")

@@ -18,7 +18,8 @@ class JobsIncomplete(BaseException):
 class SweepSummary(Callback):
     def __init__(self) -> None:
         self.job_dirs: list[str] = []  # each launched job's directory, in launch order
-        self.refused: list[str] = []  # jobs the task refused (their directory may hold an earlier sweep's run)
+        # jobs the task refused, by directory (which may hold an earlier sweep's run), with the task's line
+        self.refused: dict[Path, str] = {}
         self.earlier_record: bytes | None = None  # the sweep directory's multirun.yaml before Hydra rewrote it
 
     def on_multirun_start(self, config, **kwargs) -> None:
@@ -34,7 +35,7 @@ class SweepSummary(Callback):
         from hydra.core.utils import JobStatus
 
         if job_return.status == JobStatus.COMPLETED and isinstance(job_return.return_value, str):
-            self.refused.append(job_return.return_value)
+            self.refused[Path(str(config.hydra.runtime.output_dir)).resolve()] = job_return.return_value
 
     def on_multirun_end(self, config, **kwargs) -> None:
         from harness.runs.rundir import job_dirs  # here, not at the top: Hydra imports this module before it
@@ -42,14 +43,13 @@ class SweepSummary(Callback):
 
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = job_dirs(sweep_dir)
-        problems = list(self.refused)
+        problems = list(self.refused.values())
         if self.earlier_record is not None and self.refused and len(self.refused) >= len(set(self.job_dirs)):
             # nothing ran: the jobs beside multirun.yaml are still the earlier sweep's, and so is its record
             (sweep_dir / "multirun.yaml").write_bytes(self.earlier_record)
-        refused = {Path(r.split(": refused (", 1)[0]).resolve() for r in self.refused}  # the task names them in full
         for job in jobs:  # a refused job's directory may hold an earlier sweep's run: said once, as refused
             problem = job.problem()
-            if problem and job.path.resolve() not in refused:
+            if problem and job.path.resolve() not in self.refused:
                 problems.append(problem)
         shared = sorted({d for d in self.job_dirs if self.job_dirs.count(d) > 1})
         if shared:  # hydra.sweep.subdir gave several jobs one directory: only the first could run there

@@ -20,6 +20,7 @@ included), so an interrupted command rerun with the same arguments computes only
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,8 +91,9 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
         raise HarnessError(f"{run_dir} has groups {sorted(groups)}: heads are named by C minus B, so the run needs "
                            f"both (groups=[A,B,C])")
     length = _length(tables.conditions, prefix_len)
-    _refuse_other_settings(Path(out_dir), {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed,
-                                           "ks": list(ks), "draws": draws, "converse": converse})
+    settings = {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks),
+                "draws": draws, "converse": converse}  # what makes the test this one (causal_heads.json holds them)
+    _refuse_other_settings(Path(out_dir), settings)
     choose, test = ch.split_prefixes(tables.conditions, seed)
     if not choose or not test:
         raise HarnessError(f"{run_dir} has too few prefixes to choose heads on one half and test on the other")
@@ -112,9 +114,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
                 for name, heads in sets.items()]
     out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows)}
-    about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), "prefix_len": length,
-             "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks), "draws": draws,
-             "converse": converse, "choosing_prefixes": sorted(choose), "testing_prefixes": sorted(test),
+    about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), **settings,
+             "choosing_prefixes": sorted(choose), "testing_prefixes": sorted(test),
              "n_prompts": int(tables.conditions.prompt_id.nunique()), "n_conditions": 0, "notes": list(notes)}
     effects = pd.DataFrame()
     if causal:  # the run's experiment is built again from its config: from the files it was made from
@@ -135,8 +136,6 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
 def _refuse_other_settings(out_dir: Path, settings: dict) -> None:
     """An ``--out`` holding a causal test of other settings is another analysis: refused, not replaced
     (a rerun with the same settings resumes it)."""
-    import json
-
     try:
         earlier = json.loads((out_dir / "causal_heads.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
