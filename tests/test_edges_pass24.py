@@ -65,3 +65,50 @@ def test_a_delta_replacing_the_default_says_so(tiny_run, tmp_path):
     page = (tmp_path / "cl" / "claims.md").read_text()
     assert (f"--delta attn_kl_mean=0.0001 replaces the Δ of {default_deltas()['attn_kl_mean']:g} the runs were made "
             f"with (the default)") in page
+
+
+def test_b_s_interval_stays_within_the_values_a_proportion_can_take():
+    """#2 (silent, minor): claim 3's detail printed "B's mean 0.431 (interval -0.196 to 1.06)" for an
+    edit distance, which lies in 0-1; the interval is clipped there and the page says so."""
+    import numpy as np
+    import pandas as pd
+
+    from harness.analysis import claims
+    from harness.measure.metrics import clipped
+
+    rng = np.random.default_rng(3)
+    rows = [{"model": "m", "placement": "raw", "isolation": "none", "beta": np.nan, "group": g, "prompt_id": f"p{p}",
+             "prefix_id": f"{g}{x}", "prefix_len": 32, "attn_kl_mean": 0.1,
+             "norm_edit_distance": float(x == 0) if g == "B" else rng.uniform(0.2, 0.6)}  # B: one prefix flips all
+            for g in "BC" for x in range(3) for p in range(3)]
+    noise = pd.DataFrame({"model": ["m"], "norm_edit_distance": [0.0]})
+    row = claims.c_versus_b(pd.DataFrame(rows), noise, "norm_edit_distance", n_resamples=50).iloc[0]
+    assert "B's mean 0.333 (interval 0 to 1.00, clipped to the values it can take)" in row.detail
+    assert clipped("norm_edit_distance", 0.1, 0.4) == (0.1, 0.4, False)
+    assert clipped("output_kl", -0.2, 3.0) == (0.0, 3.0, True)
+    assert clipped("kl_shared", -0.2, 3.0) == (-0.2, 3.0, False)  # no bounds stated: left alone
+    low, high, moved = clipped("norm_edit_distance", float("nan"), float("nan"))
+    assert np.isnan(low) and np.isnan(high) and not moved
+
+
+def test_a_share_of_two_equal_effects_is_zero_not_float_residue():
+    """#54b (silent, minor): causal_heads.md printed "-6.66e-16, no interval" for a share that is 0."""
+    import numpy as np
+    import pandas as pd
+
+    from harness.analysis.causal_heads import share_removed
+
+    rng = np.random.default_rng(0)
+    cells = pd.DataFrame([{"prompt_id": f"p{p}", "prefix_id": f"{g}{x}", "group": g} for g in "BC" for x in range(4)
+                          for p in range(3)])
+    cells["none"] = rng.normal(size=len(cells)) + (cells.group == "C") * 0.7
+    residues = []
+    for i in range(len(cells)):  # one value moved by one ulp: the same effect in exact arithmetic, give or take
+        moved = cells.assign(mask=cells["none"])
+        moved.loc[i, "mask"] = np.nextafter(moved.loc[i, "none"], np.inf)
+        share, _, _ = share_removed(moved, "none", "mask", n_resamples=20)
+        residues.append(share)
+    assert all(s == 0.0 for s in residues)
+    real = cells.assign(mask=cells["none"] - (cells.group == "C") * 0.07)  # a tenth of the effect removed
+    assert share_removed(real, "none", "mask", n_resamples=20)[0] == pytest.approx(0.1 * 0.7 / cells.pipe(
+        lambda c: c[c.group == "C"]["none"].mean() - c[c.group == "B"]["none"].mean()))

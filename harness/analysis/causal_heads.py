@@ -29,6 +29,7 @@ from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
 # What the causal sweep measures: the C-minus-B effect on the word the prefix carries, on the output
 # distribution along A's continuation, and on the continuation itself.
 CAUSAL_MEASURES = ("target_hit", "output_kl", "norm_edit_distance")
+SHARE_RESIDUE = 1e-12  # a share this close to 0 is float residue of two equal effects (share_removed)
 DEFAULT_KS = (1, 2, 4, 8, 16)  # head-set sizes tested by default
 NONE, ALL = "none", "mask"  # the two settings every head set is compared with
 
@@ -256,6 +257,9 @@ def share_removed(cells: pd.DataFrame, base: str, setting: str, n_resamples: int
         whole = effect_of(m[base], g)
         with np.errstate(invalid="ignore", divide="ignore"):
             value = np.where(whole != 0, 1 - effect_of(m[setting], g) / np.where(whole != 0, whole, 1.0), np.nan)
+        # two effects equal but summed in another order leave a residue (-6.66e-16): a share is a
+        # ratio near 0 to 1, so anything within 1e-12 of 0 is the 0 it stands for
+        value = np.where(np.abs(value) < SHARE_RESIDUE, 0.0, value)
         return float(value) if np.ndim(value) == 0 else value
 
     mats, groups = matrices(cells, [base, setting])

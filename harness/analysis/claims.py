@@ -54,10 +54,11 @@ from harness.analysis.claim_power import contrast_components, min_contrast_power
 from harness.analysis.crossed import compare_groups, percentile_interval
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
-from harness.analysis.power import fewest_reaching
 from harness.analysis.obeying import without_mentions
+from harness.analysis.power import fewest_reaching
 from harness.analysis.verdicts import decide, deltas_for
 from harness.errors import HarnessError
+from harness.measure.metrics import clipped
 from harness.numbers import num, signed
 
 JUMP_LENGTHS = (32, 64, 128, 256)
@@ -270,8 +271,10 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
                       f"prefix(es); a crossed interval needs at least 2 of each), so it is not separable from the "
                       f"noise floor {num(floor)}")
         else:
+            b_lo, b_hi, moved = clipped(value, b_lo, b_hi)  # a t interval may run past 0 or 1; the truth cannot
             side = "above" if b_lo > floor else "within" if b_hi <= floor else "not separable from"
-            b_says = (f"B's mean {num(b_mean)} (interval {num(b_lo)} to {num(b_hi)}) is {side} the noise floor "
+            b_says = (f"B's mean {num(b_mean)} (interval {num(b_lo)} to {num(b_hi)}"
+                      f"{', clipped to the values it can take' if moved else ''}) is {side} the noise floor "
                       f"{num(floor)}")
         comps = variance_components(sub, value, by=list(by)).iloc[0]
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from harness.measure import output_metrics as out
 
+INF = float("inf")
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -48,6 +50,9 @@ class Metric:
     # the largest difference two groups' means can show (1 for a proportion or a rate); None: unbounded.
     # A smallest effect of interest above it could never be reached, so a study's own is refused there.
     span: float | None = None
+    # the values one condition can take (a KL is at least 0, a proportion lies in 0-1): an interval on
+    # a mean of them is clipped there, as the truth cannot lie outside. None: unbounded.
+    bounds: tuple[float, float] | None = None
 
 
 def _row(name: str, doc: str, **kw) -> Metric:
@@ -80,22 +85,23 @@ METRICS: tuple[Metric, ...] = (
     _row("unseen_mass_a", "A's mass on keys a sliding window hides from X"),
     # behaviour: did the continuation do what the prefix asked (null without a target)?
     _cond("target_hit", "behaviour", "boolean", "X's continuation contains the prefix's target word",
-          contrast="target hit rate", contrast_rank=0, delta=0.05, span=1.0),
+          contrast="target hit rate", contrast_rank=0, delta=0.05, span=1.0, bounds=(0.0, 1.0)),
     _cond("target_hit_a", "behaviour", "boolean", "A's continuation contains the same word: the base rate"),
     _cond("obeyed", "behaviour", "boolean", "X's continuation does what the instruction asks (its check; C only)",
-          delta=0.05, span=1.0),
+          delta=0.05, span=1.0, bounds=(0.0, 1.0)),
     _cond("obeyed_a", "behaviour", "boolean", "A's continuation passes the same check unasked"),
     # output drift against A's continuation (zeros for A itself)
     _cond("edit_distance", "output", "int64", "Levenshtein distance between X's and A's token ids",
           compute=out.edit_distance),
     _cond("norm_edit_distance", "output", "float64", "edit distance / the longer continuation's length",
-          compute=out.norm_edit_distance, contrast="edit distance (norm.)", contrast_rank=1, delta=0.05, span=1.0),
+          compute=out.norm_edit_distance, contrast="edit distance (norm.)", contrast_rank=1, delta=0.05, span=1.0,
+          bounds=(0.0, 1.0)),
     _cond("first_divergence", "output", "Int64", "first index where X's and A's continuations differ",
           compute=out.first_divergence),
     _cond("exact_match", "output", "bool", "X's continuation equals A's", compute=out.exact_match),
     # next-token distributions along A's continuation, and how close greedy decoding came to a tie
     _cond("output_kl", "distribution", "float64", "mean over A's continuation of KL(p_A || p_X) (nats)",
-          contrast="output KL (nats)", contrast_rank=2, delta=0.05),
+          contrast="output KL (nats)", contrast_rank=2, delta=0.05, bounds=(0.0, INF)),
     _cond("output_kl_steps", "distribution", "object", "KL at each step of A's continuation"),
     _cond("tf_divergence", "distribution", "Int64", "first step of A's continuation at which X's own choice (the "
           "teacher-forced argmax) is not A's token; the number of steps if none"),
@@ -103,7 +109,7 @@ METRICS: tuple[Metric, ...] = (
     _cond("min_margin_x", "distribution", "float64", "X's smallest top-1 minus top-2 logit margin"),
     _cond("near_tie", "distribution", "boolean", "A's or X's path came within the noise floor of a tie"),
     # headline attention drift per condition (kl = kl_shared + capture)
-    _headline("attn_kl_mean", "kl", "mean attention KL (nats)", delta=0.05),
+    _headline("attn_kl_mean", "kl", "mean attention KL (nats)", delta=0.05, bounds=(0.0, INF)),
     _headline("attn_kl_shared_mean", "kl_shared", "mean redistribution (nats)",
               contrast="attention redistribution (nats)", contrast_rank=4, delta=0.05),
     _headline("attn_capture_mean", "capture", "mean capture (nats)", contrast="attention capture (nats)",
@@ -126,6 +132,17 @@ def label(name: str) -> str:
     (nats)"), else its description; an unknown column's own name."""
     metric = next((m for m in METRICS if m.name == name), None)
     return name if metric is None else metric.contrast or metric.doc
+
+
+def clipped(name: str, low: float, high: float) -> tuple[float, float, bool]:
+    """An interval on the mean of metric ``name`` clipped to the values it can take (its ``bounds``),
+    and whether an end was moved; unchanged for an unbounded or unknown metric."""
+    metric = next((m for m in METRICS if m.name == name), None)
+    if metric is None or metric.bounds is None:
+        return low, high, False
+    floor, ceiling = metric.bounds
+    moved = low < floor or high > ceiling  # False for a missing (NaN) end, which stays missing
+    return (floor if low < floor else low), (ceiling if high > ceiling else high), moved
 
 
 def default_deltas() -> dict[str, float]:
