@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -96,15 +97,28 @@ class VllmWorker:
                  start_timeout_s: float = START_TIMEOUT_S, request_timeout_s: float | None = REQUEST_TIMEOUT_S):
         self.python = vllm_python(python)
         self.request_timeout_s = request_timeout_s
+        # a log of its own choosing is kept where an error names it, and removed on a clean close
+        self._own_log = not log_path
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
         self._log = open(self.log_path, "w")  # noqa: SIM115 - lives as long as the engine
         # vLLM on a CPU takes most of the free memory for its KV cache unless told: the harness's
         # sweeps need a few GiB (set VLLM_CPU_KVCACHE_SPACE yourself for long contexts)
         env = {"VLLM_CPU_KVCACHE_SPACE": "4", **_cpu_threads(), **os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        # vLLM's processes talk over unix sockets it names in VLLM_RPC_BASE_PATH (the temp directory by
+        # default) and does not always remove: hundreds were left in /tmp. A private directory, removed
+        # with the engine, keeps them (your own VLLM_RPC_BASE_PATH wins and is left alone)
+        self._ipc_dir = None if "VLLM_RPC_BASE_PATH" in os.environ else tempfile.mkdtemp(prefix="vllm-ipc-")
+        if self._ipc_dir:
+            env["VLLM_RPC_BASE_PATH"] = self._ipc_dir
         started = time.perf_counter()
-        self._proc = subprocess.Popen([str(self.python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._log, text=True, env=env,
-                                      start_new_session=True)  # its engine processes go with it
+        try:
+            self._proc = subprocess.Popen([str(self.python), str(WORKER)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+                                          start_new_session=True)  # its engine processes go with it
+        except BaseException:
+            self._remove_sockets()
+            self._log.close()
+            raise
         try:  # whatever ends the start (Ctrl-C, SIGTERM, a refusal), the worker's process group goes with it
             self._send({"model": model, "dtype": dtype, "max_model_len": int(max_model_len), "seed": int(seed),
                         "prefix_caching": prefix_caching, "block_size": block_size, "compile": compile,
@@ -190,20 +204,30 @@ class VllmWorker:
         self._ask({"op": "reset_cache"}, "resetting its cache")
 
     def close(self) -> None:
-        if self._proc.poll() is None:
+        clean = self._proc.poll() is None
+        if clean:
             try:
                 self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
                 self._proc.stdin.flush()
                 self._proc.wait(timeout=60)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 self._kill()
+                clean = False
+        self._remove_sockets()
         self._log.close()
+        if clean and self._own_log:
+            self.log_path.unlink(missing_ok=True)
 
     def _kill(self) -> None:
         """Kill the worker and the engine processes it started (one process group)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
         self._proc.wait()
+        self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        if self._ipc_dir:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
     def __enter__(self) -> VllmWorker:
         return self

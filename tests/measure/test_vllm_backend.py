@@ -303,3 +303,53 @@ def test_cache_timing_end_to_end_writes_a_run_directory(tmp_path, capsys):
     cached = trials[trials.candidate == "cached"].groupby("prefix_len").cached_tokens.min()
     assert cached[16] == 0 and cached[64] >= 64  # shorter than a block: never shared; two blocks: shared
     assert (run / "vllm-1.log").is_file() and (run / "figures" / "fig_leak.pdf").is_file()
+
+
+@pytest.mark.parametrize("ends", ["closed", "refused"])
+def test_the_engine_s_sockets_live_in_a_directory_removed_with_it(tmp_path, ends, monkeypatch):
+    """vLLM names its unix sockets in VLLM_RPC_BASE_PATH (the temp directory by default) and left
+    hundreds in /tmp: each worker gets a private directory, gone when the worker is, however it ends."""
+    monkeypatch.delenv("VLLM_RPC_BASE_PATH", raising=False)
+    seen = tmp_path / "seen"
+    answer = '{"vllm": "0.0", "dtype": "float32"}' if ends == "closed" else "not json"
+    fake = tmp_path / "python"  # a "vLLM Python" that makes a socket-like file where vLLM would
+    fake.write_text(f"#!/bin/sh\nread line\necho $VLLM_RPC_BASE_PATH > {seen}\ntouch $VLLM_RPC_BASE_PATH/sock\n"
+                    f"echo '{answer}'\nread line\n")
+    fake.chmod(0o755)
+    if ends == "closed":
+        VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake), log_path=tmp_path / "vllm.log"
+                   ).close()
+    else:
+        with pytest.raises(HarnessError, match="is not its protocol"):
+            VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake), log_path=tmp_path / "vllm.log")
+    private = Path(seen.read_text().strip())
+    assert private.name.startswith("vllm-ipc-") and not private.exists()
+
+
+def test_a_log_of_the_worker_s_own_choosing_goes_with_a_clean_close_and_stays_after_a_failure(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nread line\necho '{\"vllm\": \"0.0\", \"dtype\": \"float32\"}'\nread line\n")
+    fake.chmod(0o755)
+    worker = VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake))
+    assert worker.log_path.exists()
+    worker.close()
+    assert not worker.log_path.exists()
+    fake.write_text("#!/bin/sh\nread line\necho broken >&2\n")
+    with pytest.raises(HarnessError, match="stopped while starting") as caught:
+        VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake))
+    kept = Path(str(caught.value).split("(", 2)[2].split(")")[0])
+    assert "broken" in kept.read_text()
+    kept.unlink()
+
+
+def test_your_own_socket_directory_is_used_and_left_alone(tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    monkeypatch.setenv("VLLM_RPC_BASE_PATH", str(mine))
+    seen = tmp_path / "seen"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nread line\necho $VLLM_RPC_BASE_PATH > {seen}\n"
+                    "echo '{\"vllm\": \"0.0\", \"dtype\": \"float32\"}'\nread line\n")
+    fake.chmod(0o755)
+    VllmWorker("model", dtype="float32", max_model_len=64, python=str(fake), log_path=tmp_path / "vllm.log").close()
+    assert seen.read_text().strip() == str(mine) and mine.is_dir()
