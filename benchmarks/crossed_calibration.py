@@ -33,6 +33,10 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    its range against the MOVER test's real rejection rate, beside the t formula used before; the
    share of data sets that state no power or no range (no prefix-level variation to size an effect
    by), the median and the range's columns over those that do.
+1e. **A sparse rate's difference at 6 x 24** (B 2%, C 10% or 2%): coverage, each side's miss, the
+   lead test's rejection rate against the oracle's, and against the interval before a sparse group
+   took the other's clustering (each group on its own, the worst case where it has 0-1 hits), in a
+   regime where prefixes carry the clustering and two where prompts do.
 2. **Planning** (``harness.analysis.power.design_power``): components estimated on a pilot's data
    predict the power at another design against one prefix-level SD as the pilot estimates it; median
    prediction against the test's real rejection rate there at one true prefix-level SD.
@@ -221,6 +225,51 @@ def differences(ns) -> None:
                           f"{row['explode']:.3f}"]
                 cells += [f"{row[k]:.3f}" if k in row else "" for k in ("fpr", "fpr_perm", "printed", "real")]
                 print("| " + " | ".join(cells) + " |", flush=True)
+
+
+SPARSE = [Regime("prefixes cluster the hits", prompt=0.0, interaction=0.0, resid=1.0, rate_b=0.02, gap=0.08),
+          Regime("prefixes dominate (the suite's latent)", rate_b=0.02, gap=0.08),
+          Regime("prompts dominate", prefix_c=0.3, prefix_b=0.3, resid=1.0, rate_b=0.02, gap=0.08)]
+
+
+def each_on_its_own(Y, hi, pairs):
+    """The difference's interval before a sparse group borrowed the other's clustering: MOVER of each
+    group's own crossed Wilson interval (the worst case where it has 0-1 hits), the correlation as
+    estimated."""
+    from harness.analysis.rate_intervals import effective_units, quantile
+
+    est = difference(Y, hi, pairs)
+    dof_d = np.where(est.variance > 0, est.dof, np.nan)
+    parts = []
+    for G in (Y[..., hi], Y[..., ~hi]):
+        rate, n_eff, dof, var = effective_units(G, 0.95, dof_d)
+        parts.append((rate, *wilson(rate, n_eff, quantile(dof, 0.95)), var))
+    (rc, lc, uc, vc), (rb, lb, ub, vb) = parts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.nan_to_num(np.clip((vc + vb - est.variance) / (2 * np.sqrt(vc * vb)), 0.0, 0.99))
+    d = rc - rb
+    return (d - np.sqrt(np.maximum((rc - lc) ** 2 + (ub - rb) ** 2 - 2 * rho * (rc - lc) * (ub - rb), 0.0)),
+            d + np.sqrt(np.maximum((uc - rc) ** 2 + (rb - lb) ** 2 - 2 * rho * (uc - rc) * (rb - lb), 0.0)))
+
+
+def sparse_rates(ns) -> None:
+    heading(f"1e. A sparse rate's difference at 6 x 24: B 2%, C 10% (or 2%) ({4 * ns.datasets} data sets per row)",
+            ["regime", "truth", "coverage", "below", "above", "B with 0-1 hits", "rejection", "oracle's rejection",
+             "rejection, each group on its own (before)", "coverage (before)"], 1)
+    rng = np.random.default_rng(ns.seed + 7)
+    d = Design("6 x 24", 6, 24)
+    for r in SPARSE:
+        for different in (True, False):
+            Y, hi, pairs, true = draw(d, r, different, 4 * ns.datasets, rng)
+            o_low, o_high = oracle(d, r, different, rng)(Y, hi)
+            estimate, low, high = rate_difference(Y, hi, pairs)
+            b_low, b_high = each_on_its_own(Y, hi, pairs)
+            cells = [r.name, f"{true:.3g}", *(f"{v:.3f}" for v in (
+                np.mean((low <= true) & (true <= high)), np.mean(high < true), np.mean(low > true),
+                np.mean(Y[..., ~hi].sum((-2, -1)) <= 1), np.mean((low > 0) | (high < 0)),
+                np.mean((estimate + o_low > 0) | (estimate + o_high < 0)), np.mean((b_low > 0) | (b_high < 0)),
+                np.mean((b_low <= true) & (true <= b_high))))]
+            print("| " + " | ".join(cells) + " |", flush=True)
 
 
 PLANS = [(Design("3 x 18", 3, 18), Design("12 x 18", 12, 18)), (Design("3 x 18", 3, 18), Design("24 x 18", 24, 18)),
@@ -505,7 +554,8 @@ def verdicts(ns) -> None:
                   f"{printed:.3f} | {np.mean(low > 0):.3f} |", flush=True)
 
 
-PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "planning": planning, "rates": rates,
+PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "sparse-rates": sparse_rates,
+         "planning": planning, "rates": rates,
          "claims": claims_cells, "claims-power": claims_power, "second": generator_b, "verdicts": verdicts}
 
 

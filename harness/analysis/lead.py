@@ -32,7 +32,7 @@ from harness.analysis.rate_intervals import rate_difference, rate_difference_p
 from harness.analysis.rate_power import rate_power, rate_power_range
 
 CROSSED_T = "crossed t"
-MOVER = "MOVER, crossed Wilson"
+MOVER = "MOVER, crossed Wilson, clustering shared"  # a sparse group takes the other's (rate_intervals)
 NONE = "none"
 
 
@@ -51,7 +51,7 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
          alternative: str = "two-sided", alpha: float = 0.05, power: bool = True, effect: float | None = None) -> dict:
     """The lead interval and test of high-minus-low on ``Y`` [prompts, prefixes] (module docstring).
 
-    Keys: ``ci_low``, ``ci_high``, ``ci_method`` ("crossed t", "MOVER, crossed Wilson" or "none"),
+    Keys: ``ci_low``, ``ci_high``, ``ci_method`` ("crossed t", "MOVER, crossed Wilson, clustering shared" or "none"),
     ``ci_note`` (why there is no interval, or which complete part it was computed on; "" otherwise),
     ``dof``, ``se`` (square root of the estimated variance), ``p_crossed`` (the test the interval
     inverts, ``alternative`` as given), ``prefix_sd``, ``power`` (at ``alpha``, two-sided) and its

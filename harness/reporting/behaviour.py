@@ -62,7 +62,7 @@ def _contrasts(conds: pd.DataFrame, deltas: dict[str, float] | None) -> list[str
                 "(This set has no prohibitions, so it cannot tell obeying from copying a word a directive names: "
                 "add C prefixes with `\"check\": \"absent\"` about the same words.) ")
              + "Prompts and prefixes random (matched sets kept together where the set has them): MOVER from the two "
-               "sides' crossed Wilson intervals, p the test it inverts, and its power at Δ = "
+               "sides' crossed Wilson intervals (a side with few hits taking the other's clustering), p the test it inverts, and its power at Δ = "
                f"{_points('target_hit', deltas)} (the hit rate's smallest effect of interest: docs/statistics.md)."]
     rows = [[where(r), r.contrast, r.prefix_len, f"{r.n_prefixes_high}+{r.n_prefixes_low}",
              ci(r.statistic, r.ci_low, r.ci_high, note=r.ci_note), p_text(r.p_crossed),

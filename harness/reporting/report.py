@@ -188,7 +188,7 @@ def _contrasts(conds: pd.DataFrame, table: pd.DataFrame | None = None) -> list[s
     lines = ["", "## Instruction-like minus neutral (C - B) at each length", "",
              "Lead: prompts x prefixes. For a measure, a t interval from the crossed design's variance components, "
              "each kept at or above zero, with Satterthwaite degrees of freedom; for a rate, MOVER from the two "
-             "groups' crossed Wilson intervals (harness.analysis.lead; simulated coverage and widths: "
+             "groups' crossed Wilson intervals, a group with few hits taking the other's clustering (harness.analysis.lead; simulated coverage and widths: "
              "benchmarks/crossed_calibration.py, docs/statistics.md). Where the design cannot support an interval "
              "(fewer than 3 prompts or 3 prefixes in a group, or nothing varies) the row says so. p: the test the "
              "interval inverts; q: that p corrected by Benjamini-Hochberg over this table's tests of one model "

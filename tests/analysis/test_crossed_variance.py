@@ -159,7 +159,7 @@ def test_a_rate_difference_with_no_hit_anywhere_still_gets_an_interval():
     """The audit's 173 in 1,000 zero-width intervals: every cell 0 gives the worst case's interval."""
     Y = np.zeros((3, 12))
     row = compare_groups(table(Y).assign(v=False), "v", n_resamples=50, n_permutations=50).iloc[0]
-    assert row.ci_method == "MOVER, crossed Wilson"
+    assert row.ci_method == "MOVER, crossed Wilson, clustering shared"
     assert row.ci_low < 0 < row.ci_high and row.ci_high - row.ci_low > 0.5  # 3 prompts: it knows little
     assert row.p_crossed == 1.0
 

@@ -105,7 +105,7 @@ def test_a_rate_row_states_the_simulated_power_of_its_own_test():
                         "prefix_len": 8, "placement": "raw", "isolation": "none", "v": bool(Y[p, x])}
                        for p in range(Y.shape[0]) for x in range(Y.shape[1])])
     row = compare_groups(df, "v", n_resamples=50, n_permutations=50).iloc[0]
-    assert row.ci_method == "MOVER, crossed Wilson"
+    assert row.ci_method == "MOVER, crossed Wilson, clustering shared"
     # compare_groups orders the prefixes its own way: the power is the table's, whatever the order
     sd = float(prefix_level_sd(components_of(Y, hi)))
     assert row.prefix_sd == pytest.approx(sd)

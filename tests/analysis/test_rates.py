@@ -90,18 +90,24 @@ def test_one_hit_is_never_narrower_than_none_and_only_spread_hits_narrow_it():
 
 def test_mover_by_hand_when_one_group_never_hits():
     """B without a hit: its variance is 0, so the correlation drops out and the ends are C's interval
-    and B's upper end combined by squares (Newcombe)."""
+    and B's upper end combined by squares (Newcombe). B's hits cannot show how they cluster, so it
+    takes C's clustering (C's effective units; at z, with no variance to take degrees of freedom
+    from) rather than the worst case; C, shrunk toward B's own (the worst case), is as on its own."""
     rng = np.random.default_rng(5)
     C = (rng.random((6, 8)) < 0.3).astype(float)
     Y = np.concatenate([C, np.zeros((6, 8))], axis=1)
     hi = np.arange(16) < 8
     rc, n_eff, _, _ = ri.effective_units(C)
+    assert n_eff > 6  # C's own estimate, not the worst case's fallback: B's units are then C's
     q = sps.t.ppf(0.975, float(difference(Y, hi).dof))  # the difference's degrees of freedom, not C's own
     lc, uc = ri.wilson(rc, n_eff, q)
-    _, _, ub = ri.crossed_rate_interval(np.zeros((6, 8)))  # no hit: the worst case, at z
+    z = sps.norm.ppf(0.975)
+    ub = z ** 2 / (n_eff + z ** 2)  # Wilson's upper end at a rate of 0
     d, low, high = ri.rate_difference(Y, hi)
     assert d == pytest.approx(rc) and high == pytest.approx(uc)
     assert low == pytest.approx(rc - np.sqrt((rc - lc) ** 2 + ub ** 2))
+    worst = ri.crossed_rate_interval(np.zeros((6, 8)))[2]  # B on its own: the worst case's wider end
+    assert ub < worst
 
 
 def test_rate_difference_p_inverts_the_interval():
@@ -202,3 +208,22 @@ def test_the_printed_method_gives_the_interval_back(hits):
     low, high = ri.wilson(row.rate, units, q)
     assert (row.ci_low, row.ci_high) == (pytest.approx(float(low), rel=2e-3, abs=1e-6), pytest.approx(float(high), rel=2e-3))
     assert bool(found.group(2)) == (units == 6)
+
+
+@pytest.mark.parametrize("regime, different", [
+    (sim.Regime("prefixes cluster hits", prompt=0.0, interaction=0.0, resid=1.0, rate_b=0.02, gap=0.08), True),
+    (sim.Regime("prefixes cluster hits", prompt=0.0, interaction=0.0, resid=1.0, rate_b=0.02, gap=0.08), False),
+    (sim.Regime("prompts dominate", prefix_c=0.3, prefix_b=0.3, resid=1.0, rate_b=0.02, gap=0.08), True)])
+def test_a_sparse_group_borrows_the_others_clustering_and_the_difference_still_covers(regime, different):
+    """6 prompts x 24 prefixes, B at 2% and C at 10%: B has 0-1 hits in about half the tables. Its
+    interval took the worst case there (every hit in one prompt), and the difference's test rejected
+    in 7% of tables where it could in 47% (a normal test at the true SD). With B taking C's
+    clustering the test rejects in about 39%, and the interval still covers where prompts, not
+    prefixes, carry the clustering (a sparse C then shows little of it)."""
+    rng = np.random.default_rng(4)
+    Y, hi, pairs, true = sim.draw(sim.Design("6 x 24", 6, 24), regime, different, 1500, rng)
+    _, low, high = ri.rate_difference(Y, hi, pairs)
+    assert np.mean((low <= true) & (true <= high)) >= 0.94
+    assert max(np.mean(high < true), np.mean(low > true)) <= 0.035
+    if different and regime.prompt == 0:
+        assert np.mean(low > 0) >= 0.33
