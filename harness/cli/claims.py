@@ -44,7 +44,8 @@ def claims(args: list[str]) -> int:
     from harness.errors import HarnessError
 
     deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness claims")
-    claim_out(ns.out, "claims", ns.runs)
+    settings = {"resamples": ns.resamples, "delta": deltas}  # what changes the page: another is another --out
+    claim_out(ns.out, "claims", ns.runs, settings)
     from harness.reporting.claims import write_claims
     from harness.runs.reading import load_noise, read_runs, refuse_reference_only
 
@@ -57,7 +58,7 @@ def claims(args: list[str]) -> int:
         raise HarnessError("no claim can be tested on these runs: " + "; ".join(missing))
     notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
     noise = load_noise(ns.runs, ns.trust_damaged)
-    mark_out(ns.out, "claims", ns.runs)  # before writing: an interrupted page leaves its own directory
+    mark_out(ns.out, "claims", ns.runs, settings)  # before writing: an interrupted page leaves its own directory
     with owned_outputs(ns.out):  # a table or figure the user changed since the last claims is kept
         written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
                                n_resamples=ns.resamples, notes=notes, deltas=deltas)
@@ -115,8 +116,9 @@ def plan(args: list[str]) -> int:
 
     deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness plan")
     notes = [*notes, *replaced]
+    settings = {"target": ns.target, "delta": deltas, "effect_sds": ns.effect_sds, "budget_minutes": ns.budget_minutes}
     if ns.out is not None:
-        claim_out(ns.out, "plan", ns.runs)
+        claim_out(ns.out, "plan", ns.runs, settings)
     from harness.io import write_parquet, write_text
     from harness.reporting.edits import write_page
     from harness.runs.plan import plan as plan_runs
@@ -127,7 +129,7 @@ def plan(args: list[str]) -> int:
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:
-        mark_out(ns.out, "plan", ns.runs)
+        mark_out(ns.out, "plan", ns.runs, settings)
         with owned_outputs(ns.out):  # an edited overrides.txt or grid is kept, as an edited page is
             write_page(page, ns.out / "plan.md")
             write_parquet(found.grid, ns.out / "plan_grid.parquet")

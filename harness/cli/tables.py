@@ -204,8 +204,9 @@ def detect(args: list[str]) -> int:
 
         resolve_device(ns.device)
     refuse_without_groups(ns.runs, ns.trust_damaged)  # before its directory is made
-    claim_out(ns.out, "detect", ns.runs)
-    mark_out(ns.out, "detect", ns.runs)  # first: an interrupted detect resumes into its own directory
+    settings = {"seed": ns.seed}  # splits the inputs into the score's halves: another seed is another page
+    claim_out(ns.out, "detect", ns.runs, settings)
+    mark_out(ns.out, "detect", ns.runs, settings)  # first: an interrupted detect resumes into its own directory
     with owned_outputs(ns.out):
         run_detect(ns.runs, ns.out, ns.seed, ns.device, ns.batch_size, trust_damaged=ns.trust_damaged, notes=notes)
     print(f"wrote {(ns.out / 'detector.md').resolve()}")

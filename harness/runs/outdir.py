@@ -41,11 +41,12 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
                                "directory outside it")
 
 
-def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
+def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None) -> None:
     """Check that ``--out`` may be this command's before it writes anything: refuse a directory that
     holds files no harness command wrote there (a user's own ``report.md`` or ``manifest.json``),
-    another command's output, or this command's output from other runs (a rerun on the same runs
-    resumes or redraws it; other runs' pages are not replaced without a word); refuse an ``--out``
+    another command's output, or this command's output from other runs or of other ``settings`` (the
+    options that change what it writes: a rerun on the same runs with the same settings resumes or
+    redraws it; other runs' or settings' pages are not replaced without a word); refuse an ``--out``
     that is one of the paths read or inside one.
     :func:`mark_out` then marks it, once nothing more is refused and before anything is written (a
     refused command leaves no directory; an interrupted one leaves its own)."""
@@ -75,14 +76,34 @@ def claim_out(out: Path, command: str, runs: list[Path] = ()) -> None:
             raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs (made from {made_from}; "
                                f"this command reads {reads}); give another directory (a rerun on the same runs writes "
                                f"over its own output)")
+        earlier = mark.get("settings")  # None: written by a version that did not record them
+        if settings is not None and isinstance(earlier, dict):
+            now = json.loads(json.dumps(settings))  # as the marker holds them (tuples as lists, keys as text)
+            differ = [f"{key} {_shown(earlier.get(key))} there, {_shown(value)} here" for key, value in now.items()
+                      if earlier.get(key) != value]
+            if differ:
+                raise HarnessError(f"--out {out} holds `harness {command}`'s output made with other settings "
+                                   f"({'; '.join(differ)}); give another directory (nothing is overwritten), or the "
+                                   f"same settings to write over its own output")
 
 
-def mark_out(out: Path, command: str, runs: list[Path] = ()) -> None:
-    """Record which command (and on which runs) writes into ``--out`` (:func:`claim_out` reads it)."""
+def _shown(value) -> str:
+    """A recorded setting in words: ``{}`` (no --delta over the runs' own) as "the runs' own"."""
+    if value == {}:
+        return "the runs' own"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return "none" if value is None else str(value)
+
+
+def mark_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None) -> None:
+    """Record which command (on which runs, with which ``settings``) writes into ``--out``
+    (:func:`claim_out` reads it)."""
     from harness.io import write_json
     from harness.runs.rundir import RunDir
 
-    write_json({"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}, out / RunDir.OUT_MARKER)
+    mark = {"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}
+    write_json(mark if settings is None else {**mark, "settings": settings}, out / RunDir.OUT_MARKER)
 
 
 LOCATE_JSON, LOCATE_PARTIAL = "locate.json", "locate.partial.parquet"  # a locate search's, finished or cut off

@@ -90,3 +90,19 @@ def test_a_design_none_reaches_keeps_its_reason_and_prints_no_nan(pilot, capsys)
     # the attention tests are met by the pilot itself, at nothing to spend (pass 16, #21)
     assert all(row.split("|")[4].strip() == "0" for row in rows if row not in unmet)
     assert "nan" not in page
+
+
+def test_a_plan_of_other_settings_is_not_written_over_its_out(pilot, tmp_path):
+    """Pass 25 #224 (lost): `plan --target 0.5 --out P` over a target-0.8 plan replaced it without a
+    word; the same settings write over their own output as before."""
+    from harness.errors import HarnessError
+    from harness.runs.outdir import claim_out
+
+    out = tmp_path / "plan"
+    assert main(["plan", str(pilot), "--out", str(out)]) == 0
+    page = (out / "plan.md").read_text()
+    assert main(["plan", str(pilot), "--out", str(out), "--target", "0.5"]) == 2
+    assert (out / "plan.md").read_text() == page
+    assert main(["plan", str(pilot), "--out", str(out)]) == 0
+    with pytest.raises(HarnessError, match=r"made with other settings \(target 0.8 there, 0.5 here\)"):
+        claim_out(out, "plan", [pilot], {"target": 0.5, "delta": {}, "effect_sds": None, "budget_minutes": None})
