@@ -69,8 +69,14 @@ def _sweep_task(cfg) -> str | None:
     try:
         run(cfg, run_dir, overrides=_command_line(hydra_cfg))
     except KeyboardInterrupt as exc:
-        print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: finished conditions are kept in "
-              f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        if hydra_cfg.mode == RunMode.MULTIRUN:  # the jobs after this one never start: resuming it is not enough
+            print(f"\n{how}: finished conditions are kept in {run_dir}/results, and the multirun's later jobs did not "
+                  f"start; continue with the same `harness sweep -m` command (it resumes this job and runs the rest "
+                  f"into {run_dir.parent})", file=sys.stderr)
+        else:
+            print(f"\n{how}: finished conditions are kept in {run_dir}/results; continue with: harness resume "
+                  f"{run_dir}", file=sys.stderr)
         raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
     except (HarnessError, SweepFailed) as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:

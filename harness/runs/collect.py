@@ -25,6 +25,7 @@ from harness.reporting.edits import keep_edited_table
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
 from harness.runs.lock import held_by, writer
+from harness.runs.multirun import unstarted
 from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
 from harness.runs.reading import compared_settings, has_table, is_cache_timing, load_noise, refuse_given_twice
 from harness.runs.rundir import RunDir, job_dirs
@@ -87,6 +88,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): collect it once that has "
                                f"finished")
     sources, conditions, attention, problems, manifests, no_attention, damaged = [], [], [], [], [], set(), []
+    problems += [note for note in map(unstarted, paths) if note]  # an interrupted multirun's jobs that never started
     for i, run in enumerate(runs):
         problem = run.problem()
         if problem:

@@ -216,3 +216,27 @@ def test_redrawing_figures_removes_a_killed_draws_temporary_files(tiny_run, tmp_
     stale.write_bytes(b"cut off")
     assert main(["figures", str(run)]) == 0
     assert not stale.exists() and (run / "figures" / "fig1_edit_distance.png").is_file()
+
+
+def test_an_interrupted_multirun_says_its_later_jobs_never_started_and_readers_say_so_too(tmp_path, capsys):
+    """Pass 25 #270-#274 (silent): SIGTERM in job 0 of `seed=0,1,2` advised resuming job 0 only;
+    collect of the sweep directory then reported 1 run as the whole multirun (rc 0), and claims on
+    SWEEP/*/ said nothing of the jobs that never started."""
+    sweep_dir = tmp_path / "sweep"
+    proc = Harness("sweep", "-m", *SWEEP, "seed=0,1,2", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not list((sweep_dir / "0").glob("results/*.npz")):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the first job finished before the signal; make it longer"
+    proc.send_signal(signal.SIGTERM)
+    ended = proc.wait(timeout=60)
+    assert ended.returncode == 143
+    assert "the multirun's later jobs did not start; continue with the same `harness sweep -m` command" in ended.stderr
+    assert not (sweep_dir / "1").exists()
+    sweep(sweep_dir / "0", *SWEEP, "seed=0")  # `harness resume SWEEP/0`: job 0 alone finished
+    capsys.readouterr()
+    assert main(["collect", str(sweep_dir), "--out", str(tmp_path / "collected")]) == 1
+    said = capsys.readouterr().out
+    assert "is a multirun of 3 jobs (multirun.yaml), of which 1 exist: 2 never started" in said
+    assert main(["claims", str(sweep_dir / "0"), "--out", str(tmp_path / "claims"), "--resamples", "50"]) == 0
+    assert "2 never started" in (tmp_path / "claims" / "claims.md").read_text()
