@@ -52,6 +52,7 @@ from harness.analysis.claim_cubes import (
 )
 from harness.analysis.claim_power import contrast_components, min_contrast_power, min_contrast_power_range
 from harness.analysis.crossed import compare_groups, percentile_interval
+from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES, weighted_segment_mean, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.obeying import without_mentions
@@ -232,14 +233,17 @@ def designs_for_power(components, n_prompts: int, n_prefixes: int, effect: float
                       limit: int = 1000) -> tuple[int | None, int | None]:
     """The fewest prompts (at ``n_prefixes`` per group) and the fewest prefixes per group (at
     ``n_prompts``) at which the lead test reaches ``target`` power against ``effect``
-    (:func:`harness.analysis.power.design_power`); None where ``limit`` does not reach it."""
+    (:func:`harness.analysis.power.design_power`), never below the design an interval needs
+    (``MIN_PROMPTS`` x ``MIN_PREFIXES``: the counts held fixed are raised to it too); None where
+    ``limit`` does not reach it."""
     def reaches(p: int, x: int) -> bool:
         return bool(design_power(components, p, x, effect) >= target)
 
     if not (np.isfinite(effect) and effect > 0):
         return None, None
-    return (fewest_reaching(lambda p: reaches(max(p, 3), n_prefixes), 2, limit),
-            fewest_reaching(lambda x: reaches(n_prompts, max(x, 2)), 2, limit))
+    p0, x0 = max(n_prompts, MIN_PROMPTS), max(n_prefixes, MIN_PREFIXES)
+    return (fewest_reaching(lambda p: reaches(p, x0), MIN_PROMPTS, limit),
+            fewest_reaching(lambda x: reaches(p0, x), MIN_PREFIXES, limit))
 
 
 def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str = "norm_edit_distance",
@@ -279,13 +283,17 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         comps = variance_components(sub, value, by=list(by)).iloc[0]
         n_prompts, per_group = int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low))
         need_p, need_x = designs_for_power(comps, n_prompts, per_group, np.nan if delta is None else delta)
+        p0, x0 = max(n_prompts, MIN_PROMPTS), max(per_group, MIN_PREFIXES)
         if delta is None:
             needs = f"no smallest effect of interest is stated for {value}, so no power is (--delta {value}=...)"
+        elif not np.isfinite(design_power(comps, p0, x0, delta)):  # nothing to plan with: say so, not "out of reach"
+            needs = (f"no design can be planned from these data (its variance components cannot be estimated: "
+                     f"{comps.note or 'a complete crossing of at least 3 prompts and 3 prefixes per group is needed'})")
         else:
-            needs = (f"power 0.8 at Δ would need about {need_p} prompts at {per_group} prefixes per group" if need_p
+            needs = (f"power 0.8 at Δ would need about {need_p} prompts at {x0} prefixes per group" if need_p
                      else "power 0.8 at Δ is out of reach by adding prompts alone")
-            needs += (f", or {need_x} prefixes per group at {n_prompts} prompts" if need_x
-                      else f"; at {n_prompts} prompts no number of prefixes reaches it (the prompt part of the error "
+            needs += (f", or {need_x} prefixes per group at {p0} prompts" if need_x
+                      else f"; at {p0} prompts no number of prefixes reaches it (the prompt part of the error "
                            f"alone is too large)")
         interval = "" if np.isfinite(row.ci_low) else f"no interval ({row.ci_note}); "
         b_says = f"{interval}{b_says}; {needs}" + (f"; {lengths_note}" if lengths_note else "")

@@ -293,6 +293,12 @@ def resume(args: list[str]) -> int:
     if other_output(run.path) == "a locate search":  # it resumes by running its own command again
         raise HarnessError(f"{run} is a locate search, not a sweep: run its `harness locate` command again in a new "
                            f"directory, or with hydra.run.dir={run} on_existing=fresh to replace it")
+    from harness.runs.lock import held_by, writer
+
+    holder = held_by(run.path)
+    if holder is not None:  # a sweep writing it (in its first second, before its .hydra/ exists, too)
+        raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): resume it once that has "
+                           f"finished, or stopped")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "

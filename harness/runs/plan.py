@@ -177,7 +177,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
                               "; ".join(missing + [_why_no_prefix_sd(conditions)])))
     p0 = max(c.pilot_prompts for c in costs)
     prompts = range(p0, min(c.prompts_available for c in costs) + 1)
-    prefixes = range(2, min(c.prefixes_available for c in costs) + 1)
+    prefixes = range(MIN_PREFIXES, min(c.prefixes_available for c in costs) + 1)  # fewer: no interval to decide on
     drawn = {n: [c.drawn(n) for c in costs] for n in prefixes}
 
     def still_to_spend(p: int, n: int) -> float:  # a design the pilot ran in full needs no rerun, not even its start
