@@ -72,3 +72,73 @@ def test_resume_of_a_run_a_sweep_has_just_started_names_the_sweep(tmp_path, caps
     err = capsys.readouterr().err
     assert f"{run} is being written by a sweep (pid" in err and "resume it once that has finished" in err
     assert "deleted?" not in err
+
+
+def test_a_share_of_an_effect_without_an_interval_is_left_out_and_the_page_says_why():
+    """#32/#38 (silent): with one prefix in a group on the testing half, the unmasked C - B had no
+    interval, yet causal_heads.md printed shares of it (0.320, -1.67) with no caveat; an interval that
+    holds 0 already withheld them."""
+    import numpy as np
+
+    from harness.analysis import causal_heads as ch
+    from harness.reporting.causal_heads import causal_page
+    from tests.analysis.test_causal_heads import _causal_table
+
+    table = _causal_table(np.random.default_rng(2), n_prefixes=1)  # one prefix per group: no crossed interval
+    effects = ch.causal_effects(table, ["output_kl"])
+    assert effects.share.isna().all() and not np.isfinite(effects.effect_low).any()
+    about = {"model": "m", "run": "r", "prefix_len": 8, "rank_by": "capture", "segment": "task",
+             "choosing_prefixes": ["B1", "C1"], "testing_prefixes": ["B0", "C0"], "n_prompts": 6, "n_conditions": 1,
+             "seed": 0, "notes": []}
+    page = causal_page(effects, pd_empty_ranking(), about)
+    assert "it has no interval (" in page and "The shares are left out" in page
+
+
+def pd_empty_ranking():
+    import pandas as pd
+
+    return pd.DataFrame(columns=["layer", "head", "score", "rank"])
+
+
+def test_step_profile_on_a_table_without_the_column_names_the_missing_column(tiny_run):
+    """a5 (misleading): "value must name a per-step column ... (e.g. 'output_kl_steps'), got
+    'output_kl_steps'": the message contradicted itself; the column was missing."""
+    import harness as H
+
+    conditions, _ = H.load_runs([tiny_run])
+    with pytest.raises(ValueError, match=r"the conditions table has no 'output_kl_steps' column \(the per-step KL a "
+                                         r"sweep writes; was it dropped or renamed\?\); its per-step columns: none"):
+        H.step_profile(conditions.drop(columns=["output_kl_steps"]))
+    with pytest.raises(ValueError, match="value must name a per-step column"):
+        H.step_profile(conditions, value=3)
+
+
+@pytest.mark.parametrize("command", ["claims", "detect"])
+def test_a_stray_file_is_not_answered_with_its_directory_unless_that_is_a_run(tiny_run, tmp_path, capsys, command):
+    """#16 (misleading): `claims runs/afile` advised "give the directory it is in (runs)", which is no run."""
+    stray = tmp_path / "afile"
+    stray.write_text("x")
+    assert main([command, str(stray)]) == 2
+    err = capsys.readouterr().err
+    assert "is a file, not a run directory: give a run directory (one a sweep made" in err and str(tmp_path) + ")" not in err
+    assert main([command, str(tiny_run / "manifest.json")]) == 2  # a run's own file: its directory is the answer
+    assert f"give the directory it is in ({tiny_run})" in capsys.readouterr().err
+
+
+def test_load_noise_on_an_interrupted_run_names_its_state_not_a_deletion(tmp_path):
+    """a42 (misleading): "conditions.parquet is missing (the sweep wrote it; deleted or not copied?)"
+    for a run interrupted before it wrote any table."""
+    import harness as H
+    from harness.errors import HarnessError
+    from harness.runs.rundir import RunDir
+    from tests.support import FAST, sweep
+
+    run = sweep(tmp_path / "run", *FAST)
+    (run / "conditions.parquet").unlink()
+    RunDir(run).write_status("interrupted")
+    with pytest.raises(HarnessError, match=r"stopped \(interrupted\) before its sweep wrote its tables: finish it with "
+                                           r"`harness resume"):
+        H.load_noise([run])
+    RunDir(run).write_status("complete")
+    with pytest.raises(HarnessError, match=r"deleted or not copied\?"):
+        H.load_noise([run])

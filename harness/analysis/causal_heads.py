@@ -169,10 +169,8 @@ def causal_effects(conditions: pd.DataFrame, measures: Sequence[str] = CAUSAL_ME
                 "statistic": "removed", "ci_low": "removed_low", "ci_high": "removed_high"}))
             shares = {s: share_removed(wide[[NONE, s]].reset_index(), NONE, s, seed=seed) for s in others}
             table = table.join(pd.DataFrame(shares, index=["share", "share_low", "share_high"]).T)
-            if NONE in table.index and not np.isfinite(table.loc[NONE, "effect_low"]):  # no interval: its ratio has none
-                table[["share_low", "share_high"]] = np.nan
-            if NONE in table.index and established(table.loc[NONE]) is False:  # a share of an effect that may be
-                table[["share", "share_low", "share_high"]] = np.nan  # nothing, or of the other sign, is no share
+            if NONE in table.index and not established(table.loc[NONE]):  # a share of an effect that may be nothing,
+                table[["share", "share_low", "share_high"]] = np.nan  # or of the other sign (or unknown: no interval)
         parts.append(table.rename_axis("setting").reset_index().assign(measure=measure))
     if not parts:
         return pd.DataFrame()

@@ -19,7 +19,10 @@ def run_directory(path: Path, what: str = "a run directory") -> Path:
     if not path.exists():
         raise HarnessError(f"{path} does not exist: give {what}")
     if not path.is_dir():
-        raise HarnessError(f"{path} is a file, not {what}: give the directory it is in ({path.parent})")
+        parent = path.parent
+        if any((parent / name).exists() for name in ("manifest.json", "conditions.parquet", ".hydra")):
+            raise HarnessError(f"{path} is a file, not {what}: give the directory it is in ({parent})")
+        raise HarnessError(f"{path} is a file, not {what}: give {what} (one a sweep made, with conditions.parquet)")
     return path
 
 

@@ -34,7 +34,7 @@ def plot_causal(ax_remove, ax_restore, effects: pd.DataFrame, measure: str):
     full = sub[sub.setting == "mask"]
     if "share" not in sub or sub.share.isna().all():  # the unmasked effect is not established: no share to draw
         for ax in (ax_remove, ax_restore):
-            ax.text(0.5, 0.5, f"{MEASURE_NAMES.get(measure, measure)}:\nC - B not established (its interval holds 0),\n"
+            ax.text(0.5, 0.5, f"{MEASURE_NAMES.get(measure, measure)}:\nC - B not established (no interval, or it holds 0),\n"
                     "so no share of it is drawn", ha="center", va="center", transform=ax.transAxes, fontsize=9)
             ax.set_axis_off()
         return
@@ -118,9 +118,11 @@ def causal_page(effects: pd.DataFrame, ranking: pd.DataFrame, about: dict) -> st
         name = MEASURE_NAMES.get(measure, measure)
         lines += [f"## {name}", ""]
         unmasked = effects[(effects.measure == measure) & (effects.setting == NONE)]
-        if not unmasked.empty and established(unmasked.iloc[0]) is False:
+        if not unmasked.empty and not established(unmasked.iloc[0]):
             r = unmasked.iloc[0]
-            lines += [f"The unmasked effect C - B is {ci(r.effect, r.effect_low, r.effect_high)}: its interval holds 0, so "
+            why = ("its interval holds 0" if established(r) is False else
+                   f"it has no interval ({getattr(r, 'effect_note', '') or 'too few prompts or prefixes'})")
+            lines += [f"The unmasked effect C - B is {ci(r.effect, r.effect_low, r.effect_high)}: {why}, so "
                       "there is no established effect here for heads to carry, and a share of it would be a ratio of "
                       "noise (it can pass 1, or turn negative). The shares are left out; the effects and what each "
                       "setting removed are below.", ""]

@@ -106,17 +106,19 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
                            f"must leave some out; give sizes below {len(ranking)}")
     if left_out:
         log.warning("--k %s left out: the model has %d heads in all", " ".join(map(str, left_out)), len(ranking))
+    repeats = []  # said on the page too: its table lists every draw, repeats as if they were others
     for k in sorted({ch.parse_set(name)[1] for name in sets if name.startswith("random")}):
         drawn = {sets[f"random{k}.{d}"] for d in range(1, draws + 1)}
         if len(drawn) < draws:  # a small model has few sets of k heads shaped like the top k
-            log.warning("only %d distinct random set(s) of %d heads shaped like the top %d exist here: the %d draws "
-                        "repeat them", len(drawn), k, k, draws)
+            repeats.append(f"only {len(drawn)} distinct random set(s) of {k} heads shaped like the top {k} exist in "
+                           f"this model: its {draws} draws repeat them (rows of the same set are the same draw)")
+            log.warning("%s", repeats[-1])
     set_rows = [{"head_set": name, **dict(zip(("kind", "k"), ch.parse_set(name))), "heads": [list(h) for h in heads]}
                 for name, heads in sets.items()]
     out = {"head_ranking.parquet": ranking, "head_sets.parquet": pd.DataFrame(set_rows)}
     about = {"run": str(run_dir), "model": str(manifest["config"]["model"]["name_or_path"]), **settings,
              "choosing_prefixes": sorted(choose), "testing_prefixes": sorted(test),
-             "n_prompts": int(tables.conditions.prompt_id.nunique()), "n_conditions": 0, "notes": list(notes)}
+             "n_prompts": int(tables.conditions.prompt_id.nunique()), "n_conditions": 0, "notes": [*notes, *repeats]}
     effects = pd.DataFrame()
     if causal:  # the run's experiment is built again from its config: from the files it was made from
         refuse_changed(str(run_dir), manifest.get("inputs"), of_config(manifest["config"]),

@@ -1,13 +1,12 @@
-"""How the commands that read runs read them: which runs they may read as finished, and their
-tables as one (each checked against its manifest's sha256, the runs against each other).
+"""How the commands that read runs read them: which runs they may read as finished, and their tables as one (each
+checked against its manifest's sha256, the runs against each other).
 
-``figures``, ``claims``, ``plan``, ``causal-heads``, ``corpus-report`` and ``detect`` read run
-directories a sweep wrote. A run a sweep is writing now, one that was interrupted or stopped
-with an error, or one that never finished is refused in one line naming its state and the
-command that finishes it; a run whose status is ``failed`` (some conditions failed, the tables
-hold the others) is refused unless the reader was given ``--allow-failed``, and then every page
-it writes says how many conditions are missing. Runs read together although they differ in a
-setting (``--allow-mixed-settings``) are said on the page too. :func:`load_run` is for notebooks.
+``figures``, ``claims``, ``plan``, ``causal-heads``, ``corpus-report`` and ``detect`` read run directories a sweep
+wrote. A run a sweep is writing now, one that was interrupted or stopped with an error, or one that never finished
+is refused in one line naming its state and the command that finishes it; a run whose status is ``failed`` (some
+conditions failed, the tables hold the others) is refused unless the reader was given ``--allow-failed``, and then
+every page it writes says how many conditions are missing. Runs read together although they differ in a setting
+(``--allow-mixed-settings``) are said on the page too. :func:`load_run` is for notebooks.
 """
 
 from __future__ import annotations
@@ -215,6 +214,8 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
     if command:
         return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"
     if (_quiet_manifest(run) or {}).get("tables", {}).get(RunDir.CONDITIONS) or run.made_by_a_sweep():
+        if (state := run.previous_status()) in ("interrupted", "running", "error", "failed"):  # it never wrote them
+            return f"{run} stopped ({state}) before its sweep wrote its tables: finish it with `harness resume {run}`"
         return (f"{run / RunDir.CONDITIONS} is missing (the sweep wrote it; deleted or not copied?): rebuild it from "
                 f"results/ with `harness resume {run}`")
     if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
@@ -380,8 +381,7 @@ def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[S
     recorded none (early versions)."""
     settings, unrecorded = [], []
     for run, manifest in zip(runs, manifests):
-        found = run_settings(str(run.path), manifest)
-        settings += found
+        settings += (found := run_settings(str(run.path), manifest))
         if not found:
             unrecorded.append(str(run.path))
     return settings, unrecorded

@@ -79,3 +79,15 @@ def test_ranking_only_reads_the_run_without_running_the_model(tiny_sweep, tmp_pa
     # the old flag says where the detector went
     error = one_line_error(capsys, ["causal-heads", str(tiny_sweep), "--out", str(out), "--detector-only"])
     assert "harness detect RUN --out DIR" in error
+
+
+def test_random_draws_that_repeat_a_set_are_said_on_the_page(tiny_sweep, tmp_path):
+    """Pass 25 #35/#40 (silent): with fewer distinct random sets than --draws, only the console said
+    the draws repeat; causal_heads.md listed random2.1 and random2.2 as two draws of one set."""
+    out = tmp_path / "ranking"
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "--draws", "12", "--ranking-only"]) == 0
+    sets = pd.read_parquet(out / "head_sets.parquet")
+    distinct = len({str(h) for h in sets[sets.kind == "random"].heads})
+    assert distinct < 12
+    assert (f"only {distinct} distinct random set(s) of 1 heads shaped like the top 1 exist in this model: its 12 "
+            f"draws repeat them") in (out / "causal_heads.md").read_text()
