@@ -92,6 +92,10 @@ def test_a_share_of_an_effect_without_an_interval_is_left_out_and_the_page_says_
              "seed": 0, "notes": []}
     page = causal_page(effects, pd_empty_ranking(), about)
     assert "it has no interval (" in page and "The shares are left out" in page
+    established = ch.causal_effects(_causal_table(np.random.default_rng(2)), ["output_kl"])  # 5 prefixes a group
+    assert established.share.notna().any()
+    page = causal_page(established, pd_empty_ranking(), about)
+    assert "Share of the effect removed, masking the prefix in k heads:" in page and "left out" not in page
 
 
 def pd_empty_ranking():

@@ -39,7 +39,9 @@ def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
     assert [tuple(h) for h in sets.loc["top2", "heads"]] == sorted(
         zip(ranking.layer.head(2).astype(int), ranking["head"].head(2).astype(int)))
     page = (out / "causal_heads.md").read_text()
-    assert "Share of the effect removed" in page and "Heads as a detector" not in page  # harness detect's now
+    # 2 testing prefixes per group give the unmasked effect no interval: no share of it is stated (pass 25, #32)
+    assert "it has no interval (" in page and "The shares are left out" in page
+    assert "Share of the effect removed" not in page and "Heads as a detector" not in page  # harness detect's now
     assert not (out / "detector.parquet").exists()
 
     # a rerun resumes from the stored results and gives the same tables
