@@ -140,10 +140,10 @@ def step_profile(conditions: pd.DataFrame, value: str = "output_kl_steps", by: S
 
     Columns: by..., step, mean, ci_low, ci_high, n_prompts."""
     check_conditions_table(conditions)
-    if not isinstance(value, str):
+    if not isinstance(value, str) or (value not in conditions.columns and not value.endswith("_steps")):
         raise ValueError(f"value must name a per-step column of the conditions table (e.g. 'output_kl_steps'), got "
                          f"{shown(value)}")
-    if value not in conditions.columns:  # the name is right but the table lacks it (dropped, or an older table)
+    if value not in conditions.columns:  # a per-step name the table lacks (dropped, or an older table)
         raise ValueError(f"the conditions table has no {value!r} column (the per-step KL a sweep writes; was it "
                          f"dropped or renamed?); its per-step columns: "
                          f"{', '.join(c for c in conditions.columns if c.endswith('_steps')) or 'none'}")
