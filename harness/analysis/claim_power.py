@@ -86,8 +86,8 @@ def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, 
 
 
 def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: float = 0.95,
-                             components: list[dict] | None = None, effect: float | None = None
-                             ) -> tuple[float, float]:
+                             components: list[dict] | None = None, effect: float | None = None,
+                             design: tuple[int, int] | None = None) -> tuple[float, float]:
     """``(low, high)``: the smallest and largest power :func:`min_contrast_power` states for
     ``Y[prompt, prefix, k]`` at its own design when each contrast's components (prompt, prefix,
     residual variance) are moved to the ends of their two-sided ``confidence`` intervals
@@ -99,10 +99,11 @@ def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: flo
     are limits, not estimates. In simulation the range held the real power in 0.943-1.000 of data
     sets in all 18 cells (``benchmarks/crossed_calibration.py``, table 4b). ``components``:
     :func:`contrast_components` of ``Y`` and ``weights``, where the caller has them already; ``effect``:
-    the truth in the measure's units (:func:`min_contrast_power`), else one prefix-level SD."""
+    the truth in the measure's units (:func:`min_contrast_power`), else one prefix-level SD; ``design``:
+    prompts x prefixes to state it at instead of ``Y``'s own (a planner's chosen design)."""
     components = contrast_components(Y, weights) if components is None else components
     limits = group_component_limits(_contrasts(Y, weights), confidence)
-    P, n = components[0]["n_prompts"], components[0]["n_prefixes"]
+    P, n = design or (components[0]["n_prompts"], components[0]["n_prefixes"])
 
     def power_at(corner: dict) -> float:
         at = [{**c, **{k: float(end[i]) for k, end in corner.items()}} for i, c in enumerate(components)]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.claim_power import contrast_components, min_contrast_power
+from harness.analysis.claim_power import contrast_components, min_contrast_power, min_contrast_power_range
 from harness.analysis.claims import (
     CONDITION_MEASURES,
     JUMP_WEIGHTS,
@@ -34,8 +34,11 @@ from harness.analysis.claims import (
     length_cubes,
     thirds_weights,
 )
+from harness.analysis.crossed import cell_layouts
+from harness.analysis.crossed_variance import complete_crossing
 from harness.analysis.design import design_power, variance_components
-from harness.analysis.power import fewest_reaching
+from harness.analysis.lead import remap_pairs
+from harness.analysis.power import design_power_range, fewest_reaching
 from harness.analysis.verdicts import deltas_for
 from harness.numbers import num
 
@@ -56,6 +59,9 @@ class PlannedTest:
     cell: dict                          # model and placement
     pilot: tuple[int, int]              # prompts x prefixes per group it was estimated on
     power: Callable[[int, int], float]  # (prompts, prefixes per group) -> power
+    # (prompts, prefixes per group) -> the power's range with the components anywhere in their 95%
+    # intervals (what the claims page prints beside it at the pilot); None: not stated (in prefix SDs)
+    power_range: Callable[[int, int], tuple[float, float]] | None = None
 
     @property
     def label(self) -> str:
@@ -73,17 +79,22 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
     tests = []
     if attention is not None and not attention.empty:
         for cell, Y, layers in layer_cubes(attention, "kl", "C", by):
-            comps = contrast_components(Y, thirds_weights(len(layers)))
+            weights = thirds_weights(len(layers))
+            comps = contrast_components(Y, weights)
             tests.append(PlannedTest(1, "attention kl", ATTENTION, cell, Y.shape[:2],
-                                     _min_contrast(comps, effect_sds, delta.get("kl"))))
+                                     _min_contrast(comps, effect_sds, delta.get("kl")),
+                                     _contrast_range(Y, weights, comps, effect_sds, delta.get("kl"))))
     present = [m for m in CLAIM_MEASURES if m in conditions and conditions[m].notna().any()]
     for value in present:
         for cell, Y in length_cubes(conditions, value, "C", by):
+            comps = contrast_components(Y, JUMP_WEIGHTS)
             tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
-                                     _min_contrast(contrast_components(Y, JUMP_WEIGHTS), effect_sds, delta.get(value))))
+                                     _min_contrast(comps, effect_sds, delta.get(value)),
+                                     _contrast_range(Y, JUMP_WEIGHTS, comps, effect_sds, delta.get(value))))
     cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
     claim3 = pd.concat(cells) if cells else None  # the rows the claims page's claim 3 reads
     for value in present if claim3 is not None else ():
+        tables = _lead_tables(claim3, value, by)
         for _, row in variance_components(claim3, value, by=list(by)).iterrows():
             sd = float(row.prefix_sd)
             if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
@@ -91,9 +102,31 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
             comps = row.to_dict()
             pilot = (int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low)))
             effect = delta.get(value, np.nan) if effect_sds is None else effect_sds * sd
+            table = tables.get(tuple(row[k] for k in by)) if effect_sds is None else None
             tests.append(PlannedTest(3, value, CLAIM_MEASURES[value], {k: row[k] for k in by}, pilot,
-                                     lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e))))
+                                     lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e)),
+                                     None if table is None else
+                                     lambda p, n, t=table, e=effect: tuple(map(float, design_power_range(
+                                         *t, effect=e, design=(p, n))))))
     return tests
+
+
+def _lead_tables(df: pd.DataFrame, value: str, by: Sequence[str]) -> dict[tuple, tuple]:
+    """Per ``by`` cell, the complete C/B table ``(Y, is_high, pairs)`` claim 3's lead test and its
+    power range read (as :func:`harness.analysis.design.variance_components` takes it)."""
+    out = {}
+    for key, lay in cell_layouts(df, value, "C", "B", list(by)):
+        prompts, cols, _ = complete_crossing(lay.Y, lay.pairs)
+        out[tuple(key.get(k) for k in by)] = (lay.Y[np.ix_(prompts, cols)], lay.is_high[cols],
+                                          remap_pairs(lay.pairs, cols))
+    return out
+
+
+def _contrast_range(Y: np.ndarray, weights: np.ndarray, components: list[dict], effect_sds: float | None,
+                    delta: float | None) -> Callable[[int, int], tuple[float, float]] | None:
+    if effect_sds is not None or delta is None:
+        return None
+    return lambda p, n: min_contrast_power_range(Y, weights, components=components, effect=delta, design=(p, n))
 
 
 def _min_contrast(components: list[dict], effect_sds: float | None, delta: float | None

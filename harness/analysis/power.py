@@ -164,9 +164,11 @@ PLANNING_UNDERSTATES = 0.02
 
 
 def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: float = 0.95,
-                       alpha: float = 0.05, effect: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       alpha: float = 0.05, effect: float | None = None, design: tuple[int, int] | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)``: the smallest and largest :func:`design_power` of the lead test at the design
-    of complete (..., prompts, prefixes) tables ``Y`` against ``effect`` (in the measure's units: a
+    of complete (..., prompts, prefixes) tables ``Y`` (or at ``design``, prompts x prefixes per group:
+    what a planner states for a design it chooses) against ``effect`` (in the measure's units: a
     smallest effect of interest, Δ) or by default one prefix-level SD, with the variance
     components it is computed from anywhere in their own two-sided ``confidence`` intervals: the
     min and max over the 32 corners of that box (the power is not monotone in the components, which
@@ -213,7 +215,8 @@ def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidenc
                     "resid_low": c["resid_sum"] / 2}
     def power_at(corner: dict) -> np.ndarray:
         components = at({name: np.asarray(end, dtype=float) for name, end in corner.items()})
-        return design_power(components, P, n, prefix_level_sd(components) if effect is None else effect, alpha)
+        return design_power(components, *(design or (P, n)), prefix_level_sd(components) if effect is None else effect,
+                            alpha)
 
     lowest, highest = extremes_over_box(axes, power_at)
     lo_end, hi_end = np.maximum(lowest - PLANNING_OVERSTATES, 0.0), np.minimum(highest + PLANNING_UNDERSTATES, 1.0)

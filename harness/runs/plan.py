@@ -220,6 +220,9 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
         rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
                      "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
                      "power_chosen": np.nan if chosen is None else float(chosen[t.label]),
+                     **dict(zip(("power_chosen_low", "power_chosen_high"),
+                                (np.nan, np.nan) if chosen is None or t.power_range is None else
+                                t.power_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
                      "prompts_needed": prompts_needed(t, per_group, target, p0), "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
                 effect_sds, budget_minutes, deltas_for(deltas))
@@ -265,10 +268,12 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {num(p.chosen.seconds / 60)} minutes still to spend, "
                       f"{num(p.chosen.total_seconds / 60)} in all."]
     lines += ["",
-              "## Power per test", "", "Each power here is a point, from the pilot's variance components as "
-              "estimated: `harness claims` on the pilot prints the same power at the pilot with the range its "
-              "components' intervals allow; the chosen design's power has such a range too, which this page does not "
-              "compute. The last column is "
+              "## Power per test", "", "Each power is a point, from the pilot's variance components as "
+              "estimated (`harness claims` on the pilot prints the same power at the pilot, with its range). At the "
+              "chosen design the range beside it is what the power takes with those components anywhere in their "
+              "own 95% intervals (the corners of that box, as the claims page's range): a pilot's components are "
+              "estimates, and the design that reaches the target at their point may miss it at their ends. The "
+              "last column is "
               "what the target would take beyond the prompt set: the "
               f"fewest prompts (up to 1,000) at which the test reaches power {p.target:g} with "
               f"{int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
@@ -278,7 +283,7 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         needed = NOT_ESTIMABLE if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
                                                               pd.isna(t.prompts_needed) else f"{int(t.prompts_needed)}")
         lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {_power(t.power_pilot)} | "
-                     f"{'' if p.chosen is None else _power(t.power_chosen)} | {needed} |")
+                     f"{'' if p.chosen is None else _ranged(t)} | {needed} |")
     lines += ["", "Power not estimable: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
               "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"
@@ -286,4 +291,12 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
 
 def _power(value: float) -> str:
     return NOT_ESTIMABLE if np.isnan(value) else num(value, 2)
+
+
+def _ranged(test) -> str:
+    """The chosen design's power with its range (none stated for a plan in prefix-level SDs)."""
+    low, high = getattr(test, "power_chosen_low", np.nan), getattr(test, "power_chosen_high", np.nan)
+    text = _power(test.power_chosen)
+    return text if np.isnan(test.power_chosen) or not (np.isfinite(low) and np.isfinite(high)) else \
+        f"{text} (range {num(low, 2)} to {num(high, 2)})"
 

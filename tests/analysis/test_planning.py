@@ -39,6 +39,21 @@ def test_power_at_the_pilot_design_is_the_power_the_claims_page_prints():
         assert t.power(*t.pilot) == pytest.approx(float(row.power.iloc[0]), rel=1e-9), t.label
 
 
+def test_the_range_at_the_pilot_design_is_the_range_the_claims_page_prints_and_it_moves_with_the_design():
+    """Issue 65: the plan printed a chosen design's power as a point; each test's range at a design is
+    the claims page's range where that design is the pilot's, and a larger design's range lies above."""
+    cond, att = pilot_tables()
+    printed = claims.seed_claims(cond, att, None, n_resamples=200)
+    for t in planning.claim_tests(cond, att):
+        measure = "attention kl (C vs A)" if t.claim == 1 else (t.measure if t.claim == 3 else f"{t.measure} (C vs A)")
+        row = printed[(printed.claim == t.claim) & (printed.measure == measure)].iloc[0]
+        low, high = t.power_range(*t.pilot)
+        assert (low, high) == pytest.approx((row.power_low, row.power_high), rel=1e-9), t.label
+        bigger = t.power_range(t.pilot[0] * 4, t.pilot[1] * 2)
+        assert bigger[0] >= low - 1e-12 and bigger[1] >= high - 1e-12 and bigger[0] <= bigger[1], t.label
+    assert all(t.power_range is None for t in planning.claim_tests(cond, att, effect_sds=1.0))
+
+
 def test_power_grows_with_prompts_and_prefixes_and_a_larger_effect():
     cond, att = pilot_tables()
     small, large = planning.claim_tests(cond, att), planning.claim_tests(cond, att, effect_sds=2.0)
