@@ -9,13 +9,15 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, enclosing_run, other_output
+from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, broken_link, enclosing_run, other_output
 
 
 def run_directory(path: Path, what: str = "a run directory") -> Path:
     """``path``, refused in one line where it does not exist or is a file (a run's manifest.json or
     report.md given for the run): every command that reads runs says so before anything else."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():  # a link to nothing, or a loop of links: not "missing"
+        raise HarnessError(f"{path} {broken_link(path)}: give {what}")
     if not path.exists():
         raise HarnessError(f"{path} does not exist: give {what}")
     if not path.is_dir():

@@ -70,7 +70,11 @@ def _sweep_task(cfg) -> str | None:
         run(cfg, run_dir, overrides=_command_line(hydra_cfg))
     except KeyboardInterrupt as exc:
         how = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        if hydra_cfg.mode == RunMode.MULTIRUN:  # the jobs after this one never start: resuming it is not enough
+        from harness.runs.multirun import expected_jobs
+
+        jobs = expected_jobs(Path(hydra_cfg.sweep.dir)) if hydra_cfg.mode == RunMode.MULTIRUN else None
+        if hydra_cfg.mode == RunMode.MULTIRUN and (jobs is None or int(hydra_cfg.job.num) + 1 < jobs):
+            # the jobs after this one never start: resuming this one is not enough
             print(f"\n{how}: finished conditions are kept in {run_dir}/results, and the multirun's later jobs did not "
                   f"start; continue with the same `harness sweep -m` command (it resumes this job and runs the rest "
                   f"into {run_dir.parent})", file=sys.stderr)
@@ -299,6 +303,10 @@ def resume(args: list[str]) -> int:
     if holder is not None:  # a sweep writing it (in its first second, before its .hydra/ exists, too)
         raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): resume it once that has "
                            f"finished, or stopped")
+    if run.path.is_dir() and not [p for p in run.path.iterdir() if p.suffix != ".log"]:  # before a sweep's lock
+        raise HarnessError(f"{run} holds no run yet (nothing but a log, if that): a sweep starting in it takes it "
+                           f"within a second, so resume it once that has finished or stopped; else run the sweep "
+                           f"with hydra.run.dir={run}")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
         raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
                            f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "

@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.analysis import curves, descriptive
-from harness.analysis.checks import check_same_conditions, check_tables, or_empty
+from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
@@ -83,6 +83,9 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     :func:`ceiling_table` of the baseline conditions, computed here when not given). Figure 0, the
     answer first, draws ``forest`` (:func:`harness.analysis.forest.forest_table`; computed here when not
     given)."""
+    check_frame(conditions, "conditions")  # a list or None failed deep inside pandas
+    if attention is not None:
+        check_frame(attention, "attention")
     if len(conditions) == 0:  # matplotlib's "rows must be a positive integer" otherwise
         raise ValueError("conditions: the table is empty; give a run's conditions")
     if "group" in conditions and not {"B", "C"} & set(conditions["group"].astype(str)):

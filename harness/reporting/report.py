@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
-from harness.analysis.checks import check_same_conditions, check_tables, or_empty
+from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
@@ -60,6 +60,9 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
     reader said of the runs (:func:`harness.runs.reading.reading_notes`); ``contrasts``: the
     :func:`contrast_table`, when already computed (else computed at ``deltas``, the smallest effects of
     interest over the registry's). Figure 0 (in ``figure_files``) follows the summary."""
+    check_frame(conditions, "conditions")
+    if attention is not None:
+        check_frame(attention, "attention")
     if len(conditions) == 0:
         raise ValueError("conditions: the table is empty; give a run's conditions")
     problem = page_arguments_problem(title, figure_files, notes, manifests)

@@ -94,6 +94,10 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     settings = {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks),
                 "draws": draws, "converse": converse}  # what makes the test this one (causal_heads.json holds them)
     _refuse_other_settings(Path(out_dir), settings)
+    held = [name for name in CAUSAL_FILES if (Path(out_dir) / name).is_file()]
+    if not causal and held:  # the ranking alone would leave the test's page beside tables of another analysis
+        raise HarnessError(f"--out {out_dir} holds a causal test ({', '.join(held[:2])}, ...); --ranking-only would "
+                           f"replace its page and remove its tables: give another --out (nothing is overwritten)")
     choose, test = ch.split_prefixes(tables.conditions, seed)
     if not choose or not test:
         raise HarnessError(f"{run_dir} has too few prefixes to choose heads on one half and test on the other")

@@ -19,7 +19,7 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
     from harness.runs.rundir import RunDir
 
     if out.is_symlink() and not out.exists():
-        raise HarnessError(f"--out {out} is a link to {os.readlink(out)}, which does not exist: give a directory")
+        raise HarnessError(f"--out {out} {broken_link(out)}: give a directory")
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file: give a directory")
     if str(out) in ("", "."):  # the working directory itself: its files would be written over
@@ -39,6 +39,28 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
             raise HarnessError(f"--out {out} {where} {place}: a command's own output never goes inside a run (only "
                                "`harness figures RUN` without --out redraws the run's own report, in place); give a "
                                "directory outside it")
+
+
+def broken_link(path: Path) -> str:
+    """What a link that leads nowhere is, in words: "is a link to X, which does not exist", or "is a
+    loop of links (a -> b -> a)"."""
+    try:
+        Path(path).resolve(strict=True)
+    except RuntimeError:  # Python < 3.13 raises this for a loop
+        return f"is a loop of links ({_chain(Path(path))})"
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            return f"is a loop of links ({_chain(Path(path))})"
+    return f"is a link to {os.readlink(path)}, which does not exist"
+
+
+def _chain(path: Path, limit: int = 8) -> str:
+    seen, names = set(), [str(path)]
+    while path.is_symlink() and path not in seen and len(names) <= limit:
+        seen.add(path)
+        path = path.parent / os.readlink(path)
+        names.append(str(path))
+    return " -> ".join(names)
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None) -> None:
@@ -73,15 +95,21 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | N
                                f"directory for `harness {command}`")
         if sorted(mark.get("runs") or []) != read:
             made_from, reads = ", ".join(mark.get("runs") or [])[:200], ", ".join(read)[:200]
+            if not made_from:  # H.write_outputs: pages drawn from tables in memory, not from runs
+                raise HarnessError(f"--out {out} holds pages H.write_outputs drew from tables in memory; give another "
+                                   f"directory for `harness {command}` (nothing is overwritten)")
             raise HarnessError(f"--out {out} holds `harness {command}`'s output for other runs (made from {made_from}; "
-                               f"this command reads {reads}); give another directory (a rerun on the same runs writes "
-                               f"over its own output)")
+                               f"this command reads {reads or 'tables in memory'}); give another directory (a rerun on "
+                               f"the same runs writes over its own output)")
         earlier = mark.get("settings")  # None: written by a version that did not record them
         if settings is not None and isinstance(earlier, dict):
             now = json.loads(json.dumps(settings))  # as the marker holds them (tuples as lists, keys as text)
             differ = [f"{key} {_shown(earlier.get(key))} there, {_shown(value)} here" for key, value in now.items()
                       if earlier.get(key) != value]
             if differ:
+                if not read and "tables" in now:  # the API's pages of other tables
+                    raise HarnessError(f"{out} holds pages H.write_outputs drew from other tables; give another "
+                                       f"directory (nothing is overwritten)")
                 raise HarnessError(f"--out {out} holds `harness {command}`'s output made with other settings "
                                    f"({'; '.join(differ)}); give another directory (nothing is overwritten), or the "
                                    f"same settings to write over its own output")
@@ -187,7 +215,7 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     ``out_dir``, for the Python API: checked as every command's ``--out`` is (never a run directory nor
     inside one, never over files no harness command wrote, never over another command's output), then
     :func:`harness.reporting.report.write_outputs`. Returns the paths written."""
-    from harness.analysis.checks import check_tables
+    from harness.analysis.checks import check_frame, check_tables
     from harness.reporting.report import page_arguments_problem
     from harness.reporting.report import write_outputs as write
 
@@ -201,10 +229,36 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     except ValueError as exc:
         raise HarnessError(f"write_outputs: {exc}") from None
     out_dir = Path(out_dir)
+    try:
+        check_frame(conditions, "conditions")
+        if attention is not None:
+            check_frame(attention, "attention")
+    except ValueError as exc:
+        raise HarnessError(f"write_outputs: {exc}") from None
     if len(conditions) == 0:  # nothing to draw: refused before the directory is made
         raise HarnessError("write_outputs: the conditions table is empty; give a run's conditions")
     check_out(out_dir)
-    claim_out(out_dir, "figures")
+    settings = {"tables": table_digest(conditions, attention)}  # other tables' pages are not drawn over its own
+    claim_out(out_dir, "figures", settings=settings)
     out_dir.mkdir(parents=True, exist_ok=True)
-    mark_out(out_dir, "figures")
+    mark_out(out_dir, "figures", settings=settings)
     return write(conditions, attention, out_dir, title, noise, manifests, notes)
+
+
+def table_digest(*tables) -> str:
+    """A short sha256 of tables' columns and values (None for a table not given): what tells the
+    tables :func:`write_outputs` drew a directory's pages from from others."""
+    import hashlib
+
+    import pandas as pd
+
+    digest = hashlib.sha256()
+    for df in tables:
+        if df is None:
+            digest.update(b"none")
+            continue
+        digest.update(repr(list(df.columns)).encode())
+        for column in df.columns:
+            values = df[column].map(repr) if df[column].dtype == object else df[column]  # lists per step, texts
+            digest.update(pd.util.hash_pandas_object(values, index=False).to_numpy().tobytes())
+    return digest.hexdigest()[:16]

@@ -293,7 +293,7 @@ class RunDir:
                 raise HarnessError(f"{self.path} is a multirun (-m): each of its jobs is a run of its own; resume a job "
                                    f"(harness resume {self.path / (jobs[0] if jobs else '0')}), or the whole sweep with "
                                    f"its own command and on_existing=resume")
-            raise HarnessError(f"{self.path}: no {self.HYDRA}/overrides.yaml; is this a harness run directory?")
+            raise HarnessError(f"{self.path}: no {self.HYDRA}/overrides.yaml: no sweep's command to rerun here")
         if not all(isinstance(o, str) for o in overrides):
             raise HarnessError(f"{self / self.HYDRA / 'overrides.yaml'} is damaged (not a list of overrides): "
                                + self._hydra_advice())

@@ -240,3 +240,18 @@ def test_an_interrupted_multirun_says_its_later_jobs_never_started_and_readers_s
     assert "is a multirun of 3 jobs (multirun.yaml), of which 1 exist: 2 never started" in said
     assert main(["claims", str(sweep_dir / "0"), "--out", str(tmp_path / "claims"), "--resamples", "50"]) == 0
     assert "2 never started" in (tmp_path / "claims" / "claims.md").read_text()
+
+
+def test_a_multirun_interrupted_in_its_last_job_advises_resuming_that_job(tmp_path):
+    """Pass 26 #221 (misleading): interrupted in its last job, a multirun still said its later jobs
+    did not start."""
+    sweep_dir = tmp_path / "sweep"
+    proc = Harness("sweep", "-m", *SWEEP, "seed=0,1", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and not list((sweep_dir / "1").glob("results/*.npz")):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the last job finished before the signal; make it longer"
+    proc.send_signal(signal.SIGTERM)
+    ended = proc.wait(timeout=60)
+    assert ended.returncode == 143
+    assert f"continue with: harness resume {sweep_dir / '1'}" in ended.stderr and "later jobs" not in ended.stderr

@@ -1,0 +1,69 @@
+"""The twenty-sixth adversarial pass's cases (issue 67), found on the main of 2026-12-07 (snapshot
+67918e3): a causal test removed by a ranking-only rerun, the API's pages drawn over with other
+tables, a bare exception from make_figures, and messages that named the wrong cause."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pytest
+
+import harness as H
+from harness.cli import main
+from harness.errors import HarnessError
+
+
+def test_write_outputs_does_not_draw_other_tables_over_its_own_pages(tiny_run, tmp_path, capsys):
+    """c14 (lost): H.write_outputs run again on its own directory with another table replaced the
+    report (39 conditions -> 21) without a word; #210 (misleading): a command's --out there was
+    said to hold `harness figures`'s output "made from " nothing."""
+    conditions, attention = H.load_runs([tiny_run])
+    out = tmp_path / "pages"
+    H.write_outputs(conditions, attention, out)
+    page = (out / "report.md").read_text()
+    H.write_outputs(conditions, attention, out)  # the same tables: drawn again over its own pages
+    fewer = conditions[conditions.prefix_len != 24]
+    with pytest.raises(HarnessError, match="holds pages H.write_outputs drew from other tables; give another directory"):
+        H.write_outputs(fewer, attention[attention.prefix_len != 24], out)
+    assert (out / "report.md").read_text() == page
+    assert main(["figures", str(tiny_run), "--out", str(out)]) == 2
+    assert "holds pages H.write_outputs drew from tables in memory; give another directory" in capsys.readouterr().err
+    plt.close("all")
+
+
+def test_resume_of_a_directory_a_sweep_has_not_yet_locked_says_it_holds_no_run_yet(tmp_path, capsys):
+    """#65 (misleading): in a sweep's first instant (Hydra made the directory, no lock yet) resume
+    asked "is this a harness run directory?"."""
+    run = tmp_path / "bg"
+    run.mkdir()
+    (run / "sweep.log").write_text("")
+    assert main(["resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "holds no run yet (nothing but a log, if that): a sweep starting in it takes it within a second" in err
+    assert "is this a harness run directory" not in err
+
+
+@pytest.mark.parametrize("conditions", [[], {"a": 1}, None])
+def test_the_figures_and_pages_refuse_a_conditions_argument_that_is_no_table(tiny_run, tmp_path, conditions):
+    """c17/c45 (traceback): make_figures([]) was an IndexError inside pandas, make_figures(None) a
+    TypeError; the API's style is one line naming the argument."""
+    _, attention = H.load_runs([tiny_run])
+    with pytest.raises(ValueError, match=r"conditions must be a pandas DataFrame \(a run's table"):
+        H.make_figures(conditions, attention)
+    with pytest.raises(ValueError, match=r"conditions must be a pandas DataFrame"):
+        H.report_markdown(conditions, attention, [])
+    with pytest.raises(HarnessError, match=r"write_outputs: conditions must be a pandas DataFrame"):
+        H.write_outputs(conditions, attention, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_loop_of_links_is_named_as_a_loop_not_as_missing(tmp_path, capsys):
+    """#120/#127 (misleading): runs/loop1 -> loop2 -> loop1 was "does not exist" (as a run) and "a link
+    to loop2, which does not exist" (as --out)."""
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    assert main(["claims", str(tmp_path / "loop1")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'loop1'} is a loop of links ({tmp_path / 'loop1'} -> {tmp_path / 'loop2'} -> " in err
+    (tmp_path / "gone").symlink_to("nothing")
+    assert main(["claims", str(tmp_path / "gone")]) == 2
+    assert "is a link to nothing, which does not exist" in capsys.readouterr().err
