@@ -42,7 +42,9 @@ rates share, which one rate's few prompt degrees of freedom carry, cancels from 
 :func:`harness.analysis.crossed_variance.difference`), clipped to [0, 0.99]. Where one group has few
 hits (B with 0-1 hits in about half of 6 x 24 tables at 2%), its own table cannot show how hits
 cluster; rather than the worst case, its design effect is shrunk toward the *other* group's (itself
-shrunk toward the worst case by its own count, so two sparse groups stay near the worst case): the
+shrunk toward the worst case by its own count, so two sparse groups stay near the worst case; taken
+as the share of the way from the worst case to no clustering, on the log scale, so that groups of
+different sizes each keep their own bounds): the
 stated assumption that the two groups' hits cluster alike (``ci_method`` says "clustering shared").
 Its estimated variance says as little, so ``rho`` (which narrows the interval) is scaled by the
 sparser group's shrinkage weight. At 6 x 24, B 2% and C 10% with prefixes clustering the hits, the
@@ -163,9 +165,12 @@ def rate_difference(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: 
             parts.append((rate, *wilson(rate, n_eff, quantile(dof, confidence)), var))
     else:  # each group's clustering shrunk toward the other's own estimate, not the worst case (docstring)
         effects = [_design_effect(G) for G in tables]
-        own = [w * log_deff + (1 - w) * np.log(worst) for _, _, log_deff, w, _, worst in effects]
-        for G, effect, other in zip(tables, effects, own[::-1]):
-            rate, n_eff, dof, var = _units(G.shape[-2:], effect, confidence, dof_d, other)
+        # how far each group's own (shrunk) estimate lies from its worst case toward no clustering, on
+        # the log scale: a design effect depends on the group's own counts, this share does not
+        toward_none = [1 - (w * log_deff + (1 - w) * np.log(worst)) / np.log(worst)
+                       for _, _, log_deff, w, _, worst in effects]
+        for G, effect, other in zip(tables, effects, toward_none[::-1]):
+            rate, n_eff, dof, var = _units(G.shape[-2:], effect, confidence, dof_d, (1 - other) * np.log(effect[5]))
             parts.append((rate, *wilson(rate, n_eff, quantile(dof, confidence)), var))
         weight = np.minimum(effects[0][3], effects[1][3])
     (rc, lc, uc, vc), (rb, lb, ub, vb) = parts

@@ -227,3 +227,14 @@ def test_a_sparse_group_borrows_the_others_clustering_and_the_difference_still_c
     assert max(np.mean(high < true), np.mean(low > true)) <= 0.035
     if different and regime.prompt == 0:
         assert np.mean(low > 0) >= 0.33
+
+
+def test_groups_of_different_sizes_borrow_clustering_within_their_own_bounds():
+    """Pass 27 b38/b41 (silent): C of 6 prefixes and B of 3 over 3 prompts, no hit in either: the
+    design effects were swapped (C's side worth 6 units where its 3 prompts allow 3, B's 1.5). With no
+    hit anywhere each side is its own worst case, as each group's interval alone."""
+    Y = np.zeros((3, 9))
+    hi = np.arange(9) < 6
+    _, low, high = ri.rate_difference(Y, hi)
+    assert high == pytest.approx(ri.crossed_rate_interval(Y[:, hi])[2])
+    assert low == pytest.approx(-ri.crossed_rate_interval(Y[:, ~hi])[2])
