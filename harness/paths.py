@@ -5,6 +5,7 @@ Every stage may use these."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -39,3 +40,34 @@ def installed_file(distribution: str, inside: str, what: str, install: str) -> P
         raise HarnessError(f"the package {distribution} {dist.version} is installed but has no {inside} "
                            f"(looked at {path}); reinstall it: {install}")
     return path
+
+
+def broken_link(path: Path) -> str:
+    """What a link that leads nowhere is, in words: "is a link to X, which does not exist", or "is a
+    loop of links (a -> b -> a)"."""
+    try:
+        Path(path).resolve(strict=True)
+    except RuntimeError:  # Python < 3.13 raises this for a loop
+        return f"is a loop of links ({_chain(Path(path))})"
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            return f"is a loop of links ({_chain(Path(path))})"
+    return f"is a link to {os.readlink(path)}, which does not exist"
+
+
+def _chain(path: Path, limit: int = 8) -> str:
+    seen, names = set(), [str(path)]
+    while path.is_symlink() and path not in seen and len(names) <= limit:
+        seen.add(path)
+        path = path.parent / os.readlink(path)
+        names.append(str(path))
+    return " -> ".join(names)
+
+
+def resolved(path: str | Path) -> Path:
+    """``path`` made absolute with its links followed; a loop of links is refused in one line (it
+    raised a bare RuntimeError, or a traceback, where a user's path was compared or shown)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):
+        raise HarnessError(f"{path} {broken_link(Path(path))}: give a file or directory that exists") from None

@@ -67,3 +67,25 @@ def test_a_loop_of_links_is_named_as_a_loop_not_as_missing(tmp_path, capsys):
     (tmp_path / "gone").symlink_to("nothing")
     assert main(["claims", str(tmp_path / "gone")]) == 2
     assert "is a link to nothing, which does not exist" in capsys.readouterr().err
+
+
+def test_loops_of_links_are_named_wherever_a_path_is_read(tiny_run, tmp_path, capsys):
+    """Pass 27 #67/c13-c15/#73-#76 (traceback, misleading): a loop of links given to check-determinism,
+    H.load_run(s)/H.load_noise or build-prefixes was a traceback or a bare RuntimeError, and as
+    prompts.path "file not found"."""
+    from harness.inputs.texts import load_prompts
+
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    loop = tmp_path / "a"
+    for call in (lambda: H.load_runs([tiny_run, loop]), lambda: H.load_noise([loop]), lambda: load_prompts(loop)):
+        with pytest.raises(HarnessError, match=r"is a loop of links"):
+            call()
+    assert main(["check-determinism", str(loop)]) == 2
+    assert "is a loop of links" in capsys.readouterr().err
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A paragraph of prose.\n\nAnother one.\n")
+    for args in (["--corpus", str(loop), "--out", str(tmp_path / "bank.jsonl")],
+                 ["--corpus", str(corpus), "--out", str(loop)]):
+        assert main(["build-prefixes", "neutral", *args]) == 2
+        assert "is a loop of links" in capsys.readouterr().err

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, broken_link, enclosing_run, other_output
+from harness.paths import broken_link
+from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, enclosing_run, other_output
 
 
 def run_directory(path: Path, what: str = "a run directory") -> Path:

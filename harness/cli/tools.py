@@ -79,6 +79,10 @@ def build_prefixes(args: list[str]) -> int:
     check_out_file(ns.out, ns.force)
     for name in ("corpus", "templates", "fillers", "payloads"):
         given = getattr(ns, name, None)
+        if given is not None and given.is_symlink() and not given.exists():  # a loop of links, or a link to nothing
+            from harness.paths import broken_link
+
+            raise HarnessError(f"--{name} {given} {broken_link(given)}: give a UTF-8 text file")
         if given is not None and given.is_dir():
             raise HarnessError(f"--{name} {given} is a directory: give a UTF-8 text file")
         if given is not None and given.resolve() == ns.out.resolve():  # --force would replace what it reads

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inputs.checks import TargetCheck, target_check
+from harness.paths import broken_link
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str
         raise HarnessError(f"{path} is a directory: give a JSONL file")
     if path.exists() and not path.is_file():  # a pipe, a device: read once, never the same twice
         raise HarnessError(f"{path} is not an ordinary file (a pipe, device or socket): give a JSONL file")
+    if path.is_symlink() and not path.exists():  # a link to nothing or a loop of links: not "not found"
+        raise HarnessError(f"{path} {broken_link(path)}: give a JSONL file")
     if not path.is_file():
         raise HarnessError(f"{path}: file not found")
     rows, seen = [], set()

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.paths import broken_link
 
 
 def check_out(out: Path, allowed: Path | None = None) -> None:
@@ -39,28 +40,6 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
             raise HarnessError(f"--out {out} {where} {place}: a command's own output never goes inside a run (only "
                                "`harness figures RUN` without --out redraws the run's own report, in place); give a "
                                "directory outside it")
-
-
-def broken_link(path: Path) -> str:
-    """What a link that leads nowhere is, in words: "is a link to X, which does not exist", or "is a
-    loop of links (a -> b -> a)"."""
-    try:
-        Path(path).resolve(strict=True)
-    except RuntimeError:  # Python < 3.13 raises this for a loop
-        return f"is a loop of links ({_chain(Path(path))})"
-    except OSError as exc:
-        if exc.errno == 40:  # ELOOP
-            return f"is a loop of links ({_chain(Path(path))})"
-    return f"is a link to {os.readlink(path)}, which does not exist"
-
-
-def _chain(path: Path, limit: int = 8) -> str:
-    seen, names = set(), [str(path)]
-    while path.is_symlink() and path not in seen and len(names) <= limit:
-        seen.add(path)
-        path = path.parent / os.readlink(path)
-        names.append(str(path))
-    return " -> ".join(names)
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None) -> None:
@@ -168,6 +147,8 @@ def check_out_file(out: Path, force: bool) -> None:
     with ``--force`` (it may be the file a finished run was made from)."""
     from harness.runs.rundir import RunDir
 
+    if out.is_symlink() and not out.exists():  # a link to nothing, or a loop: where would it write?
+        raise HarnessError(f"--out {out} {broken_link(out)}: give a file name")
     if out.is_dir():
         raise HarnessError(f"--out {out} is a directory: give a file name")
     if out.exists() and not out.is_file():  # a device, a pipe, a socket: --force replaces files, not those

@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.io import sha256_file
+from harness.paths import resolved
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
 from harness.runs.rundir import RunDir, job_dirs
@@ -83,13 +84,12 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
 
 
 def refuse_given_twice(run_dirs: list[Path], what: str) -> None:
-    """Refuse a run named twice (by two spellings of one path, or a link to it): ``what`` it holds
-    would count twice."""
-    resolved = [Path(d).resolve() for d in run_dirs]
-    for i, path in enumerate(resolved):
-        if path in resolved[:i]:
-            spellings = list(dict.fromkeys(str(d) for d, r in zip(run_dirs, resolved) if r == path))
-            times = resolved.count(path)
+    """Refuse a run named twice (by two spellings of one path, or a link to it): ``what`` it holds would count twice."""
+    real = [resolved(d) for d in run_dirs]  # a loop of links is refused in words, not a RuntimeError
+    for i, path in enumerate(real):
+        if path in real[:i]:
+            spellings = list(dict.fromkeys(str(d) for d, r in zip(run_dirs, real) if r == path))
+            times = real.count(path)
             named = f" (as {' and '.join(spellings)})" if len(spellings) > 1 else ""
             raise HarnessError(f"{spellings[0]} is given {'twice' if times == 2 else f'{times} times'}{named}: {what} "
                                f"would count {'twice' if times == 2 else f'{times} times'}; give each run once")
