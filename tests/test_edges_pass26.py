@@ -89,3 +89,39 @@ def test_loops_of_links_are_named_wherever_a_path_is_read(tiny_run, tmp_path, ca
                  ["--corpus", str(corpus), "--out", str(loop)]):
         assert main(["build-prefixes", "neutral", *args]) == 2
         assert "is a loop of links" in capsys.readouterr().err
+
+
+def test_load_runs_of_a_job_of_an_interrupted_multirun_warns_that_the_rest_never_started(tiny_run, tmp_path):
+    """Pass 27 c19 (silent): the CLI noted the jobs that never started, H.load_runs([job]) did not."""
+    import shutil
+
+    import yaml
+
+    sweep_dir = tmp_path / "mk"
+    shutil.copytree(tiny_run, sweep_dir / "0")
+    (sweep_dir / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["seed=0,1,2"]}}}))
+    with pytest.warns(UserWarning, match=r"is a multirun of 3 jobs \(multirun.yaml\), of which 1 exist: 2 never started"):
+        H.load_runs([sweep_dir / "0"])
+
+
+def test_a_misspelt_or_misplaced_field_in_an_input_file_is_not_dropped_without_a_word(tmp_path, caplog):
+    """Pass 27 #85/#90 (silent): a C prefix's misspelt "taget" ran with no target measured, and a
+    prompt's "target" or "extra" was dropped, each without a word."""
+    import json
+    import logging
+
+    from harness.inputs.texts import load_prefixes, load_prompts
+
+    prefixes = tmp_path / "p.jsonl"
+    prefixes.write_text(json.dumps({"id": "c1", "kind": "instruction", "text": "Say lantern.", "taget": "lantern"}))
+    with pytest.raises(HarnessError, match=r"p.jsonl:1: 'taget' is not a field a prefix has: did you mean 'target'\?"):
+        load_prefixes(prefixes)
+    prompts = tmp_path / "q.jsonl"
+    prompts.write_text(json.dumps({"id": "q1", "text": "Tell a story.", "target": "lantern"}))
+    with pytest.raises(HarnessError, match=r"q.jsonl:1: a prompt has no 'target' \(targets and checks belong to the"):
+        load_prompts(prompts)
+    prompts.write_text(json.dumps({"id": "q1", "text": "Tell a story.", "extra": 1, "source": "mine"}))
+    with caplog.at_level(logging.WARNING, logger="harness.inputs.texts"):
+        assert len(load_prompts(prompts)) == 1
+    assert "'extra' is not a field a prompt has (id, text): read by nothing" in caplog.text
+    assert "source" not in caplog.text  # a note field (where the line came from) is not warned about

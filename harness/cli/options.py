@@ -51,14 +51,12 @@ def reading_notes(ns: argparse.Namespace, runs: list[Path], ignore_settings: tup
                   takes: str = "runs") -> list[str]:
     """Refuse runs that are not finished (:mod:`harness.runs.reading`) and say on stderr what the
     pages will say of the others (``ignore_settings``, ``takes``: :func:`harness.runs.reading.reading_notes`)."""
-    from harness.runs.multirun import unstarted_notes
     from harness.runs.reading import reading_notes as notes_of
 
     has_option = hasattr(ns, "allow_mixed_settings")
     notes = notes_of(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
                      allow_mixed_settings=has_option and ns.allow_mixed_settings, ignore_settings=ignore_settings,
                      takes=takes, mixed_option="--allow-mixed-settings" if has_option else None)
-    notes += unstarted_notes(runs)  # SWEEP/*/ of an interrupted multirun: the jobs that exist are not all of it
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return notes

@@ -121,7 +121,31 @@ def json_line(line: str):
     return json.loads(line, object_pairs_hook=_unique_keys)
 
 
-def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[dict]:
+# fields a line may carry as notes only (where it came from; what build-prefixes records of its making)
+NOTE_FIELDS = (*PREFIX_INFO_FIELDS, "body_from", "span", "template", "payload")
+PREFIX_FIELDS = ("target", "target_regex", "pair", "check", "forms")  # what a prefix's fields mean to a run (forms: a list)
+
+
+def _unknown_fields(obj: dict, where: str, used: tuple[str, ...], what: str) -> list[str]:
+    """The fields of one line that are neither ``used`` nor notes; refused where a field looks like a
+    misspelt one (``taget``: the prefix would run with no target, without a word) or where a prompt
+    carries a prefix's field (targets belong to C prefixes)."""
+    import difflib
+
+    unknown = [key for key in obj if key not in used and key not in NOTE_FIELDS]
+    for key in unknown:
+        if what == "prompt" and key in PREFIX_FIELDS:
+            raise HarnessError(f"{where}: a prompt has no {key!r} (targets and checks belong to the prefixes that ask "
+                               f"for them, in prefixes.path); remove it")
+        close = difflib.get_close_matches(key, used, n=1, cutoff=0.75)
+        if close:
+            raise HarnessError(f"{where}: {key!r} is not a field a {what} has: did you mean {close[0]!r}? (its fields: "
+                               f"{', '.join(used)}; notes: {', '.join(NOTE_FIELDS)})")
+    return unknown
+
+
+def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = (),
+                what: str = "prompt") -> list[dict]:
     if not str(path).strip():
         raise HarnessError("the path is empty: give a JSONL file (prompts.path= or prefixes.path=)")
     path = Path(path).expanduser()  # a quoted ~/file reaches here unexpanded by the shell
@@ -133,7 +157,7 @@ def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str
         raise HarnessError(f"{path} {broken_link(path)}: give a JSONL file")
     if not path.is_file():
         raise HarnessError(f"{path}: file not found")
-    rows, seen = [], set()
+    rows, seen, unknown = [], set(), {}
     for lineno, line in _lines(path):
         if not line.strip():
             continue
@@ -163,12 +187,17 @@ def _read_jsonl(path: str | Path, required: tuple[str, ...], optional: tuple[str
                 except UnicodeEncodeError:
                     raise HarnessError(f"{where}: field {key!r} holds an unpaired surrogate (a \\ud800-\\udfff "
                                        f"escape without its partner); it is not valid text") from None
+        used = (*required, *optional, *(("forms",) if what == "prefix" else ()))
+        unknown.update(dict.fromkeys(_unknown_fields(obj, where, used, what)))
         if obj["id"] in seen:
             raise HarnessError(f"{where}: duplicate id {obj['id']!r}")
         seen.add(obj["id"])
         rows.append({**obj, "_where": where})
     if not rows:
         raise HarnessError(f"{path}: no entries (expected one JSON object per line)")
+    if unknown:  # kept on the line, read by nothing: said, not dropped without a word
+        log.warning("%s: %s %s not a field a %s has (%s): read by nothing", path, ", ".join(map(repr, unknown)),
+                    "is" if len(unknown) == 1 else "are", what, ", ".join((*required, *optional)))
     return rows
 
 
@@ -187,8 +216,7 @@ def load_prompts(path: str | Path, limit: int | None = None) -> list[Prompt]:
 
 def load_prefixes(path: str | Path) -> list[Prefix]:
     """Prefixes from ``path`` (see the module docstring for the fields)."""
-    rows = _read_jsonl(path, ("id", "kind", "text"),
-                       ("target", "target_regex", "pair", "check", *PREFIX_INFO_FIELDS))
+    rows = _read_jsonl(path, ("id", "kind", "text"), (*PREFIX_FIELDS[:-1], *PREFIX_INFO_FIELDS), what="prefix")
     out = []
     for r in rows:
         where = r["_where"]

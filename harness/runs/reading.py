@@ -23,6 +23,7 @@ from harness.io import sha256_file
 from harness.paths import resolved
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, writer
+from harness.runs.multirun import unstarted_notes
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import ROW_KEYS
 from harness.runs.tables import (
@@ -62,10 +63,8 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
                                f"would count twice; give each run once")
         if sha:
             tables[sha] = Path(given)
-    for run, manifest in zip(runs, recorded):
-        note = _state_note(run, manifest, allow_failed)
-        if note:
-            notes.append(note)
+    notes += [note for note in (_state_note(run, m, allow_failed) for run, m in zip(runs, recorded)) if note]
+    notes += unstarted_notes(run_dirs)  # SWEEP/*/ of an interrupted multirun: the jobs that exist are not all of it
     for run in runs:  # what is not a run, or a run whose table is not the one it wrote, before comparing settings
         if not run.has(RunDir.CONDITIONS):
             raise HarnessError(not_a_run(run, takes))
