@@ -108,6 +108,11 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     combos = []  # (template index, payload index or -1)
     if any(not isinstance(p, dict) or not isinstance(p.get("payload"), str) for p in payloads or []):
         raise HarnessError(f"{payloads_source}: every payload needs a string field 'payload'")
+    for where, entry in [*((f"{payloads_source}: payload {i + 1}", p) for i, p in enumerate(payloads or [])),
+                         *((f"{source}: template {i + 1}", t) for i, t in enumerate(templates) if isinstance(t, dict))]:
+        for key in ("target", "target_regex"):  # blamed on the built bank otherwise, a file never written
+            if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
+                raise HarnessError(f"{where} has an empty or non-text {key!r}: give the word, or leave the field out")
     texts = [" ".join(p["payload"].split()) for p in payloads or []]
     repeated = next((i for i, t in enumerate(texts) if t in texts[:i]), None)
     if repeated is not None:
@@ -131,6 +136,10 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
             combos.extend((t_idx, p_idx) for p_idx in range(len(payloads)))
         else:
             raise HarnessError(f"{source}: template {t_idx + 1} has {{payload}} but no payload, and no payloads given")
+    if payloads and not any(p_idx >= 0 for _, p_idx in combos):  # each would be dropped, with its target
+        raise HarnessError(f"{payloads_source}: no template has a {{payload}} slot of its own to fill, so none of these "
+                           f"{len(payloads)} payloads (nor their targets) would be used: leave out --payloads, or give "
+                           f"templates with {{payload}} and no 'payload' field")
     if n < 1 or len(combos) < n:
         raise HarnessError(f"{source}: {len(combos)} distinct template/payload combinations, {n} requested; "
                            "add templates or payloads, or lower --n")

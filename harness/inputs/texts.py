@@ -122,7 +122,7 @@ def json_line(line: str):
 
 
 # fields a line may carry as notes only (where it came from; what build-prefixes records of its making)
-NOTE_FIELDS = (*PREFIX_INFO_FIELDS, "body_from", "span", "template", "payload")
+NOTE_FIELDS = (*PREFIX_INFO_FIELDS, "body_from", "span", "template", "payload", "source_sha256")
 PREFIX_FIELDS = ("target", "target_regex", "pair", "check", "forms")  # what a prefix's fields mean to a run (forms: a list)
 
 

@@ -148,7 +148,9 @@ def _refuse_other_settings(out_dir: Path, settings: dict) -> None:
         return
     differ = [f"{k} {earlier[k]} there, {v} here" for k, v in settings.items() if k in earlier and earlier[k] != v]
     if differ:
-        raise HarnessError(f"--out {out_dir} holds a causal test of other settings ({'; '.join(differ)}): give another "
+        held = ("a causal test" if any((out_dir / name).is_file() for name in CAUSAL_FILES) else
+                "a head ranking (--ranking-only)")  # no causal test was ever run there
+        raise HarnessError(f"--out {out_dir} holds {held} of other settings ({'; '.join(differ)}): give another "
                            f"--out (nothing is overwritten), or the same settings to resume it")
 
 

@@ -35,6 +35,9 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
                                f"outside it")
         if command:  # claim_out says whose it is
             continue
+        if (place / "multirun.yaml").is_file():  # a multirun's sweep directory: its jobs are runs
+            raise HarnessError(f"--out {out} {'is' if place == target else 'is inside'} the sweep directory of a "
+                               f"multirun ({place}), whose jobs are runs; give a directory outside it")
         if any((place / name).exists() for name in (RunDir.HYDRA, RunDir.STATUS, RunDir.FINGERPRINT)):
             where = "is the run directory" if place == target else "is inside the run directory"
             raise HarnessError(f"--out {out} {where} {place}: a command's own output never goes inside a run (only "
@@ -42,13 +45,15 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
                                "directory outside it")
 
 
-def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None) -> None:
+def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None, by: str | None = None
+              ) -> None:
     """Check that ``--out`` may be this command's before it writes anything: refuse a directory that
     holds files no harness command wrote there (a user's own ``report.md`` or ``manifest.json``),
     another command's output, or this command's output from other runs or of other ``settings`` (the
     options that change what it writes: a rerun on the same runs with the same settings resumes or
     redraws it; other runs' or settings' pages are not replaced without a word); refuse an ``--out``
-    that is one of the paths read or inside one.
+    that is one of the paths read or inside one. ``by``: who writes, in the messages (``H.write_outputs``;
+    default the command).
     :func:`mark_out` then marks it, once nothing more is refused and before anything is written (a
     refused command leaves no directory; an interrupted one leaves its own)."""
     import json
@@ -70,8 +75,10 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | N
             raise HarnessError(f"--out {out} holds files no harness command wrote there ({shown}); nothing is "
                                f"overwritten: give a new or empty directory") from None
         if mark.get("command") != command:
-            raise HarnessError(f"--out {out} holds the output of `harness {mark.get('command')}`; give another "
-                               f"directory for `harness {command}`")
+            api = mark.get("command") == "figures" and not mark.get("runs") and "tables" in (mark.get("settings") or {})
+            held = "pages H.write_outputs drew from tables in memory" if api else \
+                f"the output of `harness {mark.get('command')}`"
+            raise HarnessError(f"--out {out} holds {held}; give another directory for {by or f'`harness {command}`'}")
         if sorted(mark.get("runs") or []) != read:
             made_from, reads = ", ".join(mark.get("runs") or [])[:200], ", ".join(read)[:200]
             if not made_from:  # H.write_outputs: pages drawn from tables in memory, not from runs
@@ -220,7 +227,7 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
         raise HarnessError("write_outputs: the conditions table is empty; give a run's conditions")
     check_out(out_dir)
     settings = {"tables": table_digest(conditions, attention)}  # other tables' pages are not drawn over its own
-    claim_out(out_dir, "figures", settings=settings)
+    claim_out(out_dir, "figures", settings=settings, by="H.write_outputs")
     out_dir.mkdir(parents=True, exist_ok=True)
     mark_out(out_dir, "figures", settings=settings)
     return write(conditions, attention, out_dir, title, noise, manifests, notes)

@@ -95,3 +95,13 @@ def test_random_draws_that_repeat_a_set_are_said_on_the_page(tiny_sweep, tmp_pat
     assert distinct < 12
     assert (f"only {distinct} distinct random set(s) of 1 heads shaped like the top 1 exist in this model: its 12 "
             f"draws repeat them") in (out / "causal_heads.md").read_text()
+
+
+def test_a_ranking_of_other_settings_is_named_as_a_ranking(tiny_sweep, tmp_path, capsys):
+    """Pass 27 #31 (misleading): an --out holding only a --ranking-only ranking was refused as
+    holding "a causal test of other settings"."""
+    out = tmp_path / "ranking"
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "--ranking-only"]) == 0
+    capsys.readouterr()
+    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--k", "2", "--ranking-only"]) == 2
+    assert "holds a head ranking (--ranking-only) of other settings (ks [1] there, [2] here)" in capsys.readouterr().err
