@@ -23,6 +23,7 @@ def test_a_causal_test_of_other_settings_is_not_replaced(tmp_path):
     settings = {"prefix_len": 24, "rank_by": "capture", "segment": "task", "seed": 0, "ks": [1], "draws": 1,
                 "converse": True}
     (out / "causal_heads.json").write_text(json.dumps(settings))
+    (out / "causal_effects.parquet").write_bytes(b"")  # a causal test's table (a ranking alone has none)
     _refuse_other_settings(out, settings)  # the same settings: a resume
     with pytest.raises(HarnessError, match=r"holds a causal test of other settings \(ks \[1\] there, \[2\] here\): "
                                            r"give another --out \(nothing is overwritten\)"):
