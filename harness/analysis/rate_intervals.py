@@ -39,21 +39,23 @@ interval with the far half of the other's, ``L = D - sqrt(dC^2 + dB^2 - 2 rho dC
 groups' Wilson intervals at the t quantile of D's own degrees of freedom: the prompt effect the two
 rates share, which one rate's few prompt degrees of freedom carry, cancels from D), and
 ``rho`` is the rates' correlation from the crossed variances (``V_D = V_C + V_B - 2 cov``,
-:func:`harness.analysis.crossed_variance.difference`), clipped to [0, 0.99]. Where one group has few
-hits (B with 0-1 hits in about half of 6 x 24 tables at 2%), its own table cannot show how hits
-cluster; rather than the worst case, its design effect is shrunk toward the *other* group's (itself
-shrunk toward the worst case by its own count, so two sparse groups stay near the worst case; taken
-as the share of the way from the worst case to no clustering, on the log scale, so that groups of
-different sizes each keep their own bounds): the
-stated assumption that the two groups' hits cluster alike (``ci_method`` says "clustering shared").
-Its estimated variance says as little, so ``rho`` (which narrows the interval) is scaled by the
-sparser group's shrinkage weight. At 6 x 24, B 2% and C 10% with prefixes clustering the hits, the
-test then rejects in 0.38 of tables (0.10 with each group on its own; an oracle at the true
-effective sizes 0.52), covering 0.97 (``benchmarks/crossed_calibration.py``, table 1e). So a sparse rate's
+:func:`harness.analysis.crossed_variance.difference`), clipped to [0, 0.99]. So a sparse rate's
 skew carries into the difference (the symmetric t interval missed on the low side 18 times in 19
 where it missed), and a table with no hit in either group still gets an interval: the worst-case
 one, never a zero-width one. :func:`rate_difference_p` inverts it into a p-value.
 Simulated coverage and widths: ``benchmarks/crossed_calibration.py``.
+
+**A sparse group borrows the other's clustering.** Where one group has few hits (B with 0-1 hits in
+about half of 6 x 24 tables at 2%), its own table cannot show how hits cluster; rather than the
+worst case, its design effect is shrunk toward the *other* group's (itself shrunk toward the worst
+case by its own count, so two sparse groups stay near the worst case; taken as the share of the way
+from the worst case to no clustering, on the log scale, so that groups of different sizes each keep
+their own bounds): the stated assumption that the two groups' hits cluster alike (``ci_method`` says
+"clustering shared"). Its estimated variance says as little, so ``rho`` (which narrows the interval)
+is scaled by the sparser group's shrinkage weight. At 6 x 24, B 2% and C 10% with prefixes
+clustering the hits, the test then rejects in 0.38 of tables (0.10 with each group on its own; an
+oracle at the true effective sizes 0.52), covering 0.97 (``benchmarks/crossed_calibration.py``,
+table 1e).
 """
 
 from __future__ import annotations
