@@ -144,7 +144,7 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     from harness.config import register_configs
     from harness.config.composing import check_overrides, unquoted
     from harness.paths import CONFIG_MODULE
-    from harness.runs.callbacks import JobsIncomplete
+    from harness.runs.callbacks import JobsIncomplete, OtherMultirun
 
     check_hydra_flags(args, f"harness {name}")
     config_dir = option(args, "--config-dir", "-cd")
@@ -193,6 +193,9 @@ def _run_hydra_app(name: str, task, args: list[str]) -> int:
     except JobsIncomplete as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OtherMultirun as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except SystemExit as exc:
         return 2 if exc.code == 1 else (exc.code or 0)
     except KeyboardInterrupt as exc:  # before the task started: nothing was written

@@ -9,6 +9,7 @@ line is ``harness build-prefixes neutral|instruction ...`` (``main``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import random
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inputs.checks import CHECKS, target_check
-from harness.inputs.texts import GROUP_OF_KIND, DuplicateKey, json_line
+from harness.inputs.texts import GROUP_OF_KIND, PREFIX_INFO_FIELDS, DuplicateKey, json_line
 from harness.io import write_text
 
 KINDS = tuple(GROUP_OF_KIND)
@@ -91,6 +92,9 @@ def _sentences(fillers: list[str]) -> list[str]:
     return [s for block in flat for s in re.split(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]\u201d\u2019])\s+", block) if s]
 
 
+CARRIED = ("target", "target_regex", "pair", "check", "forms")  # a template's or payload's fields its prefixes keep
+
+
 def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *, n: int, min_chars: int,
                                     seed: int, id_prefix: str = "inj", source: str = "templates",
                                     licence: str = "unspecified", payloads: list[dict] | None = None,
@@ -110,6 +114,15 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
         raise HarnessError(f"{payloads_source}: every payload needs a string field 'payload'")
     for where, entry in [*((f"{payloads_source}: payload {i + 1}", p) for i, p in enumerate(payloads or [])),
                          *((f"{source}: template {i + 1}", t) for i, t in enumerate(templates) if isinstance(t, dict))]:
+        known = (*CARRIED, "payload", *(("style", "text", *PREFIX_INFO_FIELDS) if "template" in where else ()))
+        for key in entry:  # a misspelt "taget" or an unknown "weight" was dropped without a word
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+                raise HarnessError(f"{where} has a field {key!r} build-prefixes does not use"
+                                   + (f": did you mean {close[0]!r}?" if close else "")
+                                   + f" (its fields: {', '.join(known)})")
+        if "payload" in entry and (not isinstance(entry["payload"], str) or not entry["payload"].strip()):
+            raise HarnessError(f"{where} has an empty or non-text 'payload': give the text for {{payload}}")
         for key in ("target", "target_regex"):  # blamed on the built bank otherwise, a file never written
             if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
                 raise HarnessError(f"{where} has an empty or non-text {key!r}: give the word, or leave the field out")
@@ -148,7 +161,7 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     records = []
     for t_idx, p_idx in sorted(rng.sample(combos, n)):
         tpl, extra = templates[t_idx], (payloads[p_idx] if p_idx >= 0 else {})
-        fields = {k: v for k, v in {**tpl, **extra}.items() if k in ("target", "target_regex", "pair")}
+        fields = {k: v for k, v in {**tpl, **extra}.items() if k in CARRIED}
         payload = str(extra.get("payload", tpl.get("payload", "")))
         text = tpl["text"].replace("{payload}", payload).replace("{target}", str(fields.get("target", ""))).strip()
         order = rng.sample(pool, len(pool))

@@ -15,6 +15,19 @@ class JobsIncomplete(BaseException):
     BaseException, so that Hydra's own error handling lets it through.)"""
 
 
+class OtherMultirun(BaseException):
+    """Raised before any job starts where ``hydra.sweep.dir`` holds another multirun's jobs (its
+    ``multirun.yaml`` records other overrides); the CLI prints it and exits 2, nothing written."""
+
+
+def _task_overrides(overrides) -> list[str]:
+    """A multirun's command line, without the settings that change no result (a resume of it adds
+    ``on_existing=resume``)."""
+    from harness.config.schema import NOT_RESULT_KEYS
+
+    return sorted(str(o) for o in overrides or [] if str(o).split("=", 1)[0].lstrip("+~") not in NOT_RESULT_KEYS)
+
+
 class SweepSummary(Callback):
     def __init__(self) -> None:
         self.job_dirs: list[str] = []  # each launched job's directory, in launch order
@@ -27,6 +40,20 @@ class SweepSummary(Callback):
         # kept here so that a multirun whose every job is refused leaves the finished sweep's record
         record = Path(config.hydra.sweep.dir) / "multirun.yaml"
         self.earlier_record = record.read_bytes() if record.is_file() else None
+        if self.earlier_record is not None and any(p.is_dir() for p in record.parent.iterdir()):
+            import yaml
+
+            try:
+                earlier = (yaml.safe_load(self.earlier_record) or {})["hydra"]["overrides"]["task"]
+            except (yaml.YAMLError, KeyError, TypeError):
+                earlier = None
+            new = list(config.hydra.overrides.task)
+            if earlier is not None and _task_overrides(earlier) != _task_overrides(new):
+                # its jobs would be refused one by one and the others run into the old sweep, over its record
+                raise OtherMultirun(f"hydra.sweep.dir={record.parent} holds another multirun's jobs (its "
+                                    f"{record.name}: {' '.join(_task_overrides(earlier))[:200]}; this one: "
+                                    f"{' '.join(_task_overrides(new))[:200]}); give another hydra.sweep.dir (nothing "
+                                    f"was written), or its own command to resume it")
 
     def on_job_start(self, config, **kwargs) -> None:
         self.job_dirs.append(str(config.hydra.runtime.output_dir))
