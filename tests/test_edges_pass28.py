@@ -49,3 +49,14 @@ def test_build_prefixes_checks_its_templates_and_payloads_fields(tmp_path, capsy
     assert main(base) == 0
     record = json.loads(out.read_text())
     assert record["check"] == "absent" and record["forms"] == ["knife", "knives"]
+
+
+@pytest.mark.parametrize("command", ["detect", "claims"])
+def test_a_quoted_tilde_in_out_is_refused_rather_than_split(tiny_run, tmp_path, capsys, monkeypatch, command):
+    """#114/#239/#240 (misleading): `detect --out "~/X"` wrote its page to $HOME/X and its marker to
+    ./~/X, and said it wrote ./~/X/detector.md."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert main([command, str(tiny_run), "--out", "~/X"]) == 2
+    assert "--out ~/X starts with ~, which the shell did not expand (it was quoted)" in capsys.readouterr().err
+    assert not (tmp_path / "~").exists() and not (tmp_path / "home").exists()

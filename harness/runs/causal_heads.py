@@ -93,11 +93,11 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     length = _length(tables.conditions, prefix_len)
     settings = {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks),
                 "draws": draws, "converse": converse}  # what makes the test this one (causal_heads.json holds them)
-    _refuse_other_settings(Path(out_dir), settings)
     held = [name for name in CAUSAL_FILES if (Path(out_dir) / name).is_file()]
-    if not causal and held:  # the ranking alone would leave the test's page beside tables of another analysis
+    if not causal and held:  # first: whatever its settings, the ranking alone would replace the test's page
         raise HarnessError(f"--out {out_dir} holds a causal test ({', '.join(held[:2])}, ...); --ranking-only would "
                            f"replace its page and remove its tables: give another --out (nothing is overwritten)")
+    _refuse_other_settings(Path(out_dir), settings)
     choose, test = ch.split_prefixes(tables.conditions, seed)
     if not choose or not test:
         raise HarnessError(f"{run_dir} has too few prefixes to choose heads on one half and test on the other")

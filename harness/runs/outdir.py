@@ -19,6 +19,7 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
     into by design (``harness figures RUN`` redraws into RUN)."""
     from harness.runs.rundir import RunDir
 
+    refuse_unexpanded(out)
     if out.is_symlink() and not out.exists():
         raise HarnessError(f"--out {out} {broken_link(out)}: give a directory")
     if out.exists() and not out.is_dir():
@@ -43,6 +44,14 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
             raise HarnessError(f"--out {out} {where} {place}: a command's own output never goes inside a run (only "
                                "`harness figures RUN` without --out redraws the run's own report, in place); give a "
                                "directory outside it")
+
+
+def refuse_unexpanded(out: Path) -> None:
+    """A quoted ``~/X`` reaches a command unexpanded: one part of it went to ``$HOME/X`` and another to
+    ``./~/X``. Refused, so that every command writes where it says."""
+    if str(out).startswith("~"):
+        raise HarnessError(f"--out {out} starts with ~, which the shell did not expand (it was quoted): give the path "
+                           f"without quotes, or in full ({Path(out).expanduser()})")
 
 
 def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None, by: str | None = None
@@ -154,6 +163,7 @@ def check_out_file(out: Path, force: bool) -> None:
     with ``--force`` (it may be the file a finished run was made from)."""
     from harness.runs.rundir import RunDir
 
+    refuse_unexpanded(out)
     if out.is_symlink() and not out.exists():  # a link to nothing, or a loop: where would it write?
         raise HarnessError(f"--out {out} {broken_link(out)}: give a file name")
     if out.is_dir():

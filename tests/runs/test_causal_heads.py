@@ -16,7 +16,7 @@ def tiny_sweep(tmp_path_factory):
     return run_dir
 
 
-def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
+def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path, capsys):
     out = tmp_path / "causal"
     assert main([ "causal-heads", str(tiny_sweep), "--out", str(out), "--k", "1", "2", "--draws", "1"]) == 0
     for name in ("causal_conditions.parquet", "causal_effects.parquet", "head_sets.parquet",
@@ -50,8 +50,11 @@ def test_causal_heads_writes_its_tables_figure_and_page(tiny_sweep, tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(out / "causal_effects.parquet"), before)
 
     # pass 24, #54: a test of other settings into the same directory replaced this one without a word
-    assert main(["causal-heads", str(tiny_sweep), "--out", str(out), "--ranking-only", "--rank-by", "kl_shared"]) == 2
+    error = one_line_error(capsys, ["causal-heads", str(tiny_sweep), "--out", str(out), "--ranking-only", "--rank-by",
+                                    "kl_shared"])
     assert (out / "causal_effects.parquet").is_file()
+    # pass 28, #84: its advice was "the same settings to resume it", which --ranking-only could never follow
+    assert "--ranking-only would replace its page and remove its tables" in error and "resume" not in error
     # pass 9, #176: a ranking-only rerun into the same directory left the causal test's tables and
     # figure beside its page, one directory mixing two analyses; pass 26, #238: removing them lost the
     # test, so it is refused and the test stays whole
