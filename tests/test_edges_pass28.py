@@ -60,3 +60,21 @@ def test_a_quoted_tilde_in_out_is_refused_rather_than_split(tiny_run, tmp_path, 
     assert main([command, str(tiny_run), "--out", "~/X"]) == 2
     assert "--out ~/X starts with ~, which the shell did not expand (it was quoted)" in capsys.readouterr().err
     assert not (tmp_path / "~").exists() and not (tmp_path / "home").exists()
+
+
+def test_a_hit_column_names_the_value_that_is_not_a_hit(tiny_run):
+    """b8/b13 (misleading): a target_hit column of False and "yes" was refused as holding False."""
+    import harness as H
+
+    conditions, _ = H.load_runs([tiny_run])
+    bad = conditions.assign(target_hit=[False] * (len(conditions) - 1) + ["yes"])
+    with pytest.raises(ValueError, match=r"which holds 'yes'"):
+        H.rate_summary(bad)
+
+
+def test_kv_size_names_a_loop_of_links(tmp_path, capsys):
+    """#148 (misleading): kv-size model=<a loop of links> said it does not exist."""
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    assert main(["kv-size", f"model={tmp_path / 'a'}"]) == 2
+    assert "is a loop of links" in capsys.readouterr().err

@@ -101,7 +101,11 @@ def describe(overrides: list[str]) -> str:
         except (OSError, ValueError):
             from harness.model.loading import hub_reachable
 
-            if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().exists():  # a path, not an id
+            if Path(name).expanduser().is_symlink() and not Path(name).expanduser().exists():
+                from harness.paths import broken_link
+
+                why = broken_link(Path(name).expanduser())  # a loop of links, or a link to nothing
+            elif name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().exists():  # a path, not an id
                 why = "does not exist (no such directory)"
             elif Path(str(SHIPPED_MODELS.get(name, name))).expanduser().exists() or hub_reachable():
                 why = "is neither a model config (conf/model: tiny, demo, ...), a local model directory with a " \
