@@ -78,3 +78,19 @@ def test_kv_size_names_a_loop_of_links(tmp_path, capsys):
     (tmp_path / "b").symlink_to("a")
     assert main(["kv-size", f"model={tmp_path / 'a'}"]) == 2
     assert "is a loop of links" in capsys.readouterr().err
+
+
+def test_an_out_of_runs_and_outputs_is_not_said_to_hold_files_no_harness_command_wrote(tiny_run, tmp_path, capsys):
+    """#110 (misleading): --out runs was refused as holding "files no harness command wrote there
+    (afile, c100, c108, ...)", c100 and c108 being harness collect's outputs."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    shutil.copytree(tiny_run, runs / "r1")
+    assert main(["collect", str(runs / "r1"), "--out", str(runs / "c100")]) == 0
+    capsys.readouterr()
+    assert main(["claims", str(runs / "r1"), "--out", str(runs)]) == 2
+    assert "holds other runs and command outputs (c100, r1)" in capsys.readouterr().err
+    (runs / "afile").write_text("mine")
+    assert main(["claims", str(runs / "r1"), "--out", str(runs)]) == 2
+    assert "holds files no harness command wrote there (afile)" in capsys.readouterr().err

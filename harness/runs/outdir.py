@@ -80,9 +80,13 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | N
         try:
             mark = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            shown = ", ".join(sorted(p.name for p in out.iterdir())[:4])
-            raise HarnessError(f"--out {out} holds files no harness command wrote there ({shown}); nothing is "
-                               f"overwritten: give a new or empty directory") from None
+            entries = sorted(out.iterdir())
+            made = [p for p in entries if RunDir(p).output_of() or RunDir(p).is_run() or (p / "multirun.yaml").is_file()]
+            others = [p.name for p in entries if p not in made]
+            what = (f"files no harness command wrote there ({', '.join(others[:4])})" if others else
+                    f"other runs and command outputs ({', '.join(p.name for p in made[:4])})")
+            raise HarnessError(f"--out {out} holds {what}; nothing is overwritten: give a new or empty directory "
+                               f"of its own") from None
         if mark.get("command") != command:
             api = mark.get("command") == "figures" and not mark.get("runs") and "tables" in (mark.get("settings") or {})
             held = "pages H.write_outputs drew from tables in memory" if api else \
