@@ -48,9 +48,11 @@ def test_a_multirun_whose_jobs_were_all_refused_says_so(tmp_path, capsys):
     assert main([*base, "prompts.limit=2"]) == 0
     capsys.readouterr()
     record = (tmp_path / "mr" / "multirun.yaml").read_bytes()
-    assert main([*base, "prompts.limit=1"]) == 1
+    # pass 28, #227: a multirun of other settings is now refused before any job (its jobs were refused
+    # one by one, and one of more jobs than the first multirun had ran into its directory)
+    assert main([*base, "prompts.limit=1"]) == 2
     err = capsys.readouterr().err
-    assert f"2 of 2 job(s) in {tmp_path / 'mr'} are incomplete" in err and f"{tmp_path / 'mr' / '0'}: refused (" in err
+    assert f"hydra.sweep.dir={tmp_path / 'mr'} holds another multirun's jobs" in err
     # #353 (silent): the refused multirun wrote its config over the finished sweep's record
     assert (tmp_path / "mr" / "multirun.yaml").read_bytes() == record
 

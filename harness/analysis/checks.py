@@ -391,13 +391,8 @@ def check_hits(df: pd.DataFrame, hit: str) -> None:
         flags = ", ".join(repr(c) for c in df.columns if pd.api.types.is_bool_dtype(df[c].dtype)) or "none"
         raise ValueError(f"hit must name a column of the table (its boolean columns: {flags}), got {shown(hit)}")
     values = df[hit].dropna()
-    def not_a_hit(v) -> bool:
-        try:
-            return isinstance(v, str) or float(v) not in (0.0, 1.0)
-        except (TypeError, ValueError):  # other objects: not hits either
-            return True
-
-    bad = values[[not_a_hit(v) for v in values]]  # one by one: the value named must be the offending one
+    number = (bool, np.bool_, int, float, np.number)  # one by one: the value named is the offending one
+    bad = values[[isinstance(v, str) or not isinstance(v, number) or float(v) not in (0.0, 1.0) for v in values]]
     if len(bad):
         raise ValueError(f"hit must name a column of booleans or 0/1 (nulls are left out), got {shown(hit)}, "
                          f"which holds {shown(bad.iloc[0])}")
