@@ -94,3 +94,24 @@ def test_an_out_of_runs_and_outputs_is_not_said_to_hold_files_no_harness_command
     (runs / "afile").write_text("mine")
     assert main(["claims", str(runs / "r1"), "--out", str(runs)]) == 2
     assert "holds files no harness command wrote there (afile)" in capsys.readouterr().err
+
+
+def test_resume_of_a_run_without_a_manifest_names_an_input_file_changed_since(tmp_path, capsys):
+    """#192 (misleading): a run interrupted before its manifest, whose prefix file was then replaced,
+    was resumed with "group C is requested but the prefix set has no 'instruction' prefixes"."""
+    import shutil
+
+    from harness.runs.rundir import RunDir
+    from tests.support import SMALL_PREFIXES, sweep
+
+    bank = tmp_path / "bank.jsonl"
+    shutil.copy(SMALL_PREFIXES, bank)
+    run = sweep(tmp_path / "run", *FAST, f"prefixes.path={bank}")
+    (run / "manifest.json").unlink()  # as a run interrupted after the model loaded, before its tables
+    RunDir(run).write_status("interrupted")
+    bank.write_text("".join(line for line in SMALL_PREFIXES.read_text().splitlines(keepends=True)
+                            if '"neutral"' in line))
+    capsys.readouterr()
+    assert main(["resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "bank.jsonl" in err and "instruction' prefixes" not in err, err
