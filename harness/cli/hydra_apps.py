@@ -319,13 +319,14 @@ def resume(args: list[str]) -> int:
                                    ns.overrides)
     if elsewhere:
         raise HarnessError(elsewhere)
-    if run.is_run() and (run / RunDir.HYDRA / "overrides.yaml").is_file() and not run.has(RunDir.MANIFEST) \
-            and not any(o.split("=", 1)[0].endswith(".path") for o in ns.overrides):
-        # interrupted before its manifest: its fingerprint has recorded the inputs since the model loaded, and
-        # a file changed since would otherwise surface as whatever building the conditions makes of it
+    if run.is_run() and not run.has(RunDir.MANIFEST) and not any(o.split("=", 1)[0].endswith(".path")
+                                                                  for o in ns.overrides):
+        # interrupted before its manifest (a run has its overrides.yaml here: refused above): its fingerprint has
+        # recorded the inputs since the model loaded, and a file changed since would otherwise surface as
+        # whatever building the conditions makes of it
         from harness.runs.inputs import of_config, refuse_changed
 
-        recorded = (run._json(RunDir.FINGERPRINT, "harness resume rewrites it")[0] or {}).get("inputs")
+        recorded = (run.fingerprint() or {}).get("inputs")
         refuse_changed(str(run), recorded, of_config(run.saved_config()), "resuming it would mix two files' results",
                        "or pass on_existing=fresh with its own sweep command to recompute it from the files named now")
     # results are keyed by content and the inputs are checked by content, so keeping what still

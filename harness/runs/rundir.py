@@ -106,6 +106,10 @@ class RunDir:
     def status(self) -> dict | None:
         return self._json(self.STATUS, f"`harness resume {self}` rewrites it")[0]
 
+    def fingerprint(self) -> dict | None:  # the configuration and the input files the results belong to
+        return self._json(self.FINGERPRINT, "restore it, or pass on_existing=resume to keep the results that still "
+                          "apply (they are keyed by content, so nothing stale is reused)")[0]
+
     def previous_status(self) -> str | None:
         """The status an earlier sweep left, for the sweep that now owns the directory: a damaged
         ``status.json`` is said in a warning (the sweep rewrites it) and reads as ``damaged``."""
@@ -175,12 +179,11 @@ class RunDir:
         return table
 
     def check_table(self, name: str, trust_damaged: bool = False) -> str | None:
-        """Refuse a table that is not the one the run wrote: the run has no manifest, its manifest is
-        damaged or does not list the table, or the table's sha256 differs from the manifest's (a
-        flipped bit changes a value silently otherwise). ``trust_damaged`` turns the refusal into a
-        warning, and the problem is returned (for the page to say; None where the table is the run's).
-        Tables that a manifest of an earlier version (without a checksum of its own) does not list are
-        read unchecked, as that version read them."""
+        """Refuse a table that is not the one the run wrote: the run has no manifest, its manifest is damaged or
+        does not list the table, or the table's sha256 differs from the manifest's (a flipped bit changes a value
+        silently otherwise). ``trust_damaged`` turns the refusal into a warning, and the problem is returned (for
+        the page to say; None where the table is the run's). Tables that a manifest of an earlier version
+        (without a checksum of its own) does not list are read unchecked, as that version read them."""
         if not self.has(name):
             return None
         try:
@@ -251,10 +254,9 @@ class RunDir:
         return any((self / name).exists() for name in (self.HYDRA, self.CONDITIONS, self.STATUS, "results"))
 
     def made_by_a_sweep(self) -> bool:
-        """Whether a sweep claimed this directory, as against a folder of the user's that merely holds
-        a ``status.json`` or ``report.md``: it holds what only a sweep writes (its fingerprint,
-        ``.hydra/``, a sealed status, or a lock naming its holder; a bare ``.lock`` is not one:
-        pytest's numbered folders have one)."""
+        """Whether a sweep claimed this directory, as against a folder of the user's that merely holds a
+        ``status.json`` or ``report.md``: it holds what only a sweep writes (its fingerprint, ``.hydra/``, a
+        sealed status, or a lock naming its holder; a bare ``.lock`` is not one: pytest's folders have one)."""
         if any((self / name).exists() for name in (self.FINGERPRINT, self.HYDRA)):
             return True
         try:
@@ -333,11 +335,10 @@ class RunDir:
 
     @contextlib.contextmanager
     def claim(self, config_fingerprint: str, on_existing: str, inputs: dict | None = None) -> Iterator[ResultStore]:
-        """Own the run directory for one sweep: refuse it (before writing anything) when it holds
-        results of another configuration (unless ``on_existing`` says resume or fresh), results made
-        from other input files than ``inputs`` (:mod:`harness.runs.inputs`; unless fresh), or when
-        another sweep holds its lock; then hold the lock and yield its result store. Nothing else
-        is written until :meth:`take_over`."""
+        """Own the run directory for one sweep: refuse it (before writing anything) when it holds results of another
+        configuration (unless ``on_existing`` says resume or fresh), results made from other input files than
+        ``inputs`` (:mod:`harness.runs.inputs`; unless fresh), or when another sweep holds its lock; then hold
+        the lock and yield its result store. Nothing else is written until :meth:`take_over`."""
         self._refuse_other_config(config_fingerprint, on_existing, inputs)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -367,8 +368,7 @@ class RunDir:
     def _refuse_other_config(self, config_fingerprint: str, on_existing: str, inputs: dict | None) -> None:
         if on_existing == "fresh" or not self.path.is_dir():
             return
-        marker, _ = self._json(self.FINGERPRINT, "restore it, or pass on_existing=resume to keep the results that still "
-                               "apply (they are keyed by content, so nothing stale is reused)")
+        marker = self.fingerprint()
         has_results = any((self / "results").glob("*.npz")) or any((self / "failures").glob("*.json")) \
             or any((self / "results").glob("phase-*.parquet"))  # harness cache-timing's
         recorded = (self.manifest(trust_damaged=True, rebuilding=True) or {}).get("inputs") if self.has(self.MANIFEST) \
