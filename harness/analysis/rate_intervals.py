@@ -60,10 +60,12 @@ table 1e).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy import stats
 
-from harness.analysis.crossed_variance import difference, group_mean
+from harness.analysis.crossed_variance import Estimate, difference, group_mean
 
 CONFIDENCE = 0.95
 
@@ -81,11 +83,44 @@ def wilson(rate, n, q) -> tuple[np.ndarray, np.ndarray]:
     return np.where(rate <= 0, 0.0, low), np.where(rate >= 1, 1.0, high)  # exact ends, not rounding residue
 
 
-def _design_effect(G: np.ndarray) -> tuple:
-    """``(estimate, rate, log design effect, weight, spread, worst)`` of complete (..., prompts,
-    prefixes) tables with two or more prefix columns: the table's own design effect (clipped to 1 to
-    the worst case's; the worst case where nothing varies) and the weight it gets against the
-    worst case, or another group's (module docstring)."""
+class DesignEffect(NamedTuple):
+    """One group's clustering, from its complete (..., prompts, prefixes) table of two or more prefix
+    columns: its own design effect (``log_own``: clipped to 1 to the worst case's; the worst case
+    where nothing varies) and the ``weight`` it gets against the worst case, or another group's
+    (module docstring)."""
+
+    estimate: Estimate
+    rate: np.ndarray
+    log_own: np.ndarray
+    weight: np.ndarray
+    spread: np.ndarray  # some hits and some misses
+    worst: float  # cells / min(prompts, prefixes)
+    shape: tuple[int, int]
+
+    @property
+    def share(self) -> np.ndarray:
+        """How far its shrunk design effect lies from the worst case toward no clustering, on the log
+        scale (0: the worst case, 1: none): a design effect depends on the group's own counts, this
+        share does not, so another group may borrow it."""
+        return 1 - (self.weight * self.log_own + (1 - self.weight) * np.log(self.worst)) / np.log(self.worst)
+
+    def units(self, confidence: float, dof: np.ndarray | None, borrowed: np.ndarray | float = 0.0
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`effective_units`, its own estimate shrunk toward the design effect at another group's
+        ``borrowed`` :attr:`share` (0: the worst case)."""
+        P, n = self.shape
+        target = (1 - np.asarray(borrowed, dtype=float)) * np.log(self.worst)
+        deff = np.exp(self.weight * self.log_own + (1 - self.weight) * target)
+        dof = np.where(self.spread, self.estimate.dof if dof is None else dof, np.nan)
+        # the worst case with its own quantile: all the variance in the scarcer factor's m units, whose
+        # mean square has m - 1 degrees of freedom (with 3 units, z would be too narrow)
+        m, n_eff = min(P, n), P * n / deff
+        worse = self.spread & (n_eff / quantile(dof, confidence) ** 2 < m / quantile(m - 1.0, confidence) ** 2)
+        return self.rate, np.where(worse, m, n_eff), np.where(worse, m - 1.0, dof), self.estimate.variance
+
+
+def design_effect(G: np.ndarray) -> DesignEffect:
+    """The :class:`DesignEffect` of complete (..., prompts, prefixes) tables with two or more prefix columns."""
     P, n = G.shape[-2:]
     est = group_mean(G, heavy_tails=True)
     rate, cells, worst = est.statistic, P * n, P * n / min(P, n)
@@ -95,11 +130,11 @@ def _design_effect(G: np.ndarray) -> tuple:
     deff = np.where(spread & np.isfinite(deff), deff, worst)
     # one hit (or one miss) cannot show how hits cluster: the information starts with the second
     rarer = np.maximum(cells * np.minimum(rate, 1 - rate) - 1, 0.0)
-    return est, rate, np.log(deff), rarer / (rarer + SHRINK), spread, worst
+    return DesignEffect(est, rate, np.log(deff), rarer / (rarer + SHRINK), spread, worst, (P, n))
 
 
-def effective_units(G: np.ndarray, confidence: float = CONFIDENCE, dof: np.ndarray | None = None,
-                    toward: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def effective_units(G: np.ndarray, confidence: float = CONFIDENCE, dof: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(rate, n_eff, dof, variance)`` of complete (..., prompts, prefixes) tables of 0/1 cells (or
     shares): the effective sample size of the module docstring, shrunk toward the worst case
     ``min(prompts, prefixes)`` with few hits, and the degrees of freedom of the interval's t
@@ -108,29 +143,13 @@ def effective_units(G: np.ndarray, confidence: float = CONFIDENCE, dof: np.ndarr
     wherever the estimate at its t quantile would claim less than it (``n_eff / t**2 < m / t_m**2``
     at ``confidence``, ``m`` the worst case's units and ``t_m`` its quantile on ``m - 1`` degrees of
     freedom, which ``dof`` then is): the worst case holds whatever the clustering, so no estimate of
-    it needs a wider interval. One prefix column: prompts are the units (``n_eff`` = prompts).
-    ``toward``: the log design effect a table with few hits is shrunk toward instead of the worst
-    case's (:func:`rate_difference`: the other group's, where it borrows that group's clustering)."""
+    it needs a wider interval. One prefix column: prompts are the units (``n_eff`` = prompts)."""
     G = np.asarray(G, dtype=float)
     P, n = G.shape[-2:]
     if n == 1:
         rate = G[..., 0].mean(-1)
         return rate, np.full(rate.shape, float(P)), np.full(rate.shape, np.nan), rate * (1 - rate) / P
-    return _units(G.shape[-2:], _design_effect(G), confidence, dof, toward)
-
-
-def _units(shape: tuple[int, int], effect: tuple, confidence: float, dof: np.ndarray | None,
-           toward: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`effective_units` from a table's :func:`_design_effect`."""
-    (P, n), (est, rate, log_deff, weight, spread, worst) = shape, effect
-    target = np.log(worst) if toward is None else np.asarray(toward, dtype=float)
-    deff = np.exp(weight * log_deff + (1 - weight) * target)
-    dof = np.where(spread, est.dof if dof is None else dof, np.nan)
-    # the worst case with its own quantile: all the variance in the scarcer factor's m units, whose
-    # mean square has m - 1 degrees of freedom (with 3 units, z would be too narrow)
-    m, n_eff = min(P, n), P * n / deff
-    worse = spread & (n_eff / quantile(dof, confidence) ** 2 < m / quantile(m - 1.0, confidence) ** 2)
-    return rate, np.where(worse, m, n_eff), np.where(worse, m - 1.0, dof), est.variance
+    return design_effect(G).units(confidence, dof)
 
 
 def quantile(dof, confidence: float) -> np.ndarray:
@@ -166,15 +185,11 @@ def rate_difference(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: 
             rate, n_eff, dof, var = effective_units(G, confidence, dof_d)
             parts.append((rate, *wilson(rate, n_eff, quantile(dof, confidence)), var))
     else:  # each group's clustering shrunk toward the other's own estimate, not the worst case (docstring)
-        effects = [_design_effect(G) for G in tables]
-        # how far each group's own (shrunk) estimate lies from its worst case toward no clustering, on
-        # the log scale: a design effect depends on the group's own counts, this share does not
-        toward_none = [1 - (w * log_deff + (1 - w) * np.log(worst)) / np.log(worst)
-                       for _, _, log_deff, w, _, worst in effects]
-        for G, effect, other in zip(tables, effects, toward_none[::-1]):
-            rate, n_eff, dof, var = _units(G.shape[-2:], effect, confidence, dof_d, (1 - other) * np.log(effect[5]))
+        effects = [design_effect(G) for G in tables]
+        for effect, other in zip(effects, effects[::-1]):
+            rate, n_eff, dof, var = effect.units(confidence, dof_d, other.share)
             parts.append((rate, *wilson(rate, n_eff, quantile(dof, confidence)), var))
-        weight = np.minimum(effects[0][3], effects[1][3])
+        weight = np.minimum(effects[0].weight, effects[1].weight)
     (rc, lc, uc, vc), (rb, lb, ub, vb) = parts
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.clip((vc + vb - v_d) / (2 * np.sqrt(vc * vb)), 0.0, 0.99)
