@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inputs.checks import CHECKS, target_check
-from harness.inputs.texts import GROUP_OF_KIND, PREFIX_INFO_FIELDS, DuplicateKey, json_line
+from harness.inputs.texts import GROUP_OF_KIND, PREFIX_FIELDS, PREFIX_INFO_FIELDS, DuplicateKey, json_line
 from harness.io import write_text
 
 KINDS = tuple(GROUP_OF_KIND)
@@ -92,9 +92,6 @@ def _sentences(fillers: list[str]) -> list[str]:
     return [s for block in flat for s in re.split(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]\u201d\u2019])\s+", block) if s]
 
 
-CARRIED = ("target", "target_regex", "pair", "check", "forms")  # a template's or payload's fields its prefixes keep
-
-
 def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *, n: int, min_chars: int,
                                     seed: int, id_prefix: str = "inj", source: str = "templates",
                                     licence: str = "unspecified", payloads: list[dict] | None = None,
@@ -107,14 +104,19 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     own is combined with every entry of ``payloads`` (``{"payload": ..., "target": ...}``). ``n``
     distinct template/payload combinations are drawn with ``random.Random(seed)``; each becomes the
     opening of a text (so the injection survives a cut from the head) padded to ``min_chars`` with
-    whole filler sentences drawn without repeats. target, target_regex and pair are carried over.
+    whole filler sentences drawn without repeats. A prefix's own fields (target, target_regex, pair,
+    check and forms: :data:`harness.inputs.texts.PREFIX_FIELDS`) are carried over; any other field is
+    refused.
     """
     combos = []  # (template index, payload index or -1)
     if any(not isinstance(p, dict) or not isinstance(p.get("payload"), str) for p in payloads or []):
         raise HarnessError(f"{payloads_source}: every payload needs a string field 'payload'")
-    for where, entry in [*((f"{payloads_source}: payload {i + 1}", p) for i, p in enumerate(payloads or [])),
-                         *((f"{source}: template {i + 1}", t) for i, t in enumerate(templates) if isinstance(t, dict))]:
-        known = (*CARRIED, "payload", *(("style", "text", *PREFIX_INFO_FIELDS) if "template" in where else ()))
+    payload_fields = (*PREFIX_FIELDS, "payload")
+    template_fields = (*payload_fields, "style", "text", *PREFIX_INFO_FIELDS)
+    checked = [*((f"{payloads_source}: payload {i + 1}", p, payload_fields) for i, p in enumerate(payloads or [])),
+               *((f"{source}: template {i + 1}", t, template_fields) for i, t in enumerate(templates)
+                 if isinstance(t, dict))]
+    for where, entry, known in checked:
         for key in entry:  # a misspelt "taget" or an unknown "weight" was dropped without a word
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
@@ -150,9 +152,9 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
         else:
             raise HarnessError(f"{source}: template {t_idx + 1} has {{payload}} but no payload, and no payloads given")
     if payloads and not any(p_idx >= 0 for _, p_idx in combos):  # each would be dropped, with its target
-        raise HarnessError(f"{payloads_source}: no template has a {{payload}} slot of its own to fill, so none of these "
-                           f"{len(payloads)} payloads (nor their targets) would be used: leave out --payloads, or give "
-                           f"templates with {{payload}} and no 'payload' field")
+        raise HarnessError(f"{payloads_source}: no template has a {{payload}} slot of its own to fill, so none of "
+                           f"these {len(payloads)} payloads (nor their targets) would be used: leave out "
+                           f"--payloads, or give templates with {{payload}} and no 'payload' field")
     if n < 1 or len(combos) < n:
         raise HarnessError(f"{source}: {len(combos)} distinct template/payload combinations, {n} requested; "
                            "add templates or payloads, or lower --n")
@@ -161,7 +163,7 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     records = []
     for t_idx, p_idx in sorted(rng.sample(combos, n)):
         tpl, extra = templates[t_idx], (payloads[p_idx] if p_idx >= 0 else {})
-        fields = {k: v for k, v in {**tpl, **extra}.items() if k in CARRIED}
+        fields = {k: v for k, v in {**tpl, **extra}.items() if k in PREFIX_FIELDS}
         payload = str(extra.get("payload", tpl.get("payload", "")))
         text = tpl["text"].replace("{payload}", payload).replace("{target}", str(fields.get("target", ""))).strip()
         order = rng.sample(pool, len(pool))
