@@ -218,19 +218,26 @@ def test_redrawing_figures_removes_a_killed_draws_temporary_files(tiny_run, tmp_
     assert not stale.exists() and (run / "figures" / "fig1_edit_distance.png").is_file()
 
 
+def terminated_in_job(sweep_dir: Path, seeds: str, job: int):
+    """``harness sweep -m`` over ``seeds`` into ``sweep_dir``, sent SIGTERM once job ``job`` has stored a
+    result; the finished process (handled like Ctrl-C: exit 143)."""
+    proc = Harness("sweep", "-m", *SWEEP, seeds, f"hydra.sweep.dir={sweep_dir}", cwd=sweep_dir.parent)
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and not list((sweep_dir / str(job)).glob("results/*.npz")):
+        time.sleep(0.01)
+    assert proc.poll() is None, f"job {job} finished before the signal; make it longer"
+    proc.send_signal(signal.SIGTERM)
+    ended = proc.wait(timeout=60)
+    assert ended.returncode == 143, ended.stderr
+    return ended
+
+
 def test_an_interrupted_multirun_says_its_later_jobs_never_started_and_readers_say_so_too(tmp_path, capsys):
     """Pass 25 #270-#274 (silent): SIGTERM in job 0 of `seed=0,1,2` advised resuming job 0 only;
     collect of the sweep directory then reported 1 run as the whole multirun (rc 0), and claims on
     SWEEP/*/ said nothing of the jobs that never started."""
     sweep_dir = tmp_path / "sweep"
-    proc = Harness("sweep", "-m", *SWEEP, "seed=0,1,2", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None and not list((sweep_dir / "0").glob("results/*.npz")):
-        time.sleep(0.01)
-    assert proc.poll() is None, "the first job finished before the signal; make it longer"
-    proc.send_signal(signal.SIGTERM)
-    ended = proc.wait(timeout=60)
-    assert ended.returncode == 143
+    ended = terminated_in_job(sweep_dir, "seed=0,1,2", job=0)
     assert "the multirun's later jobs did not start; continue with the same `harness sweep -m` command" in ended.stderr
     assert not (sweep_dir / "1").exists()
     sweep(sweep_dir / "0", *SWEEP, "seed=0")  # `harness resume SWEEP/0`: job 0 alone finished
@@ -246,12 +253,5 @@ def test_a_multirun_interrupted_in_its_last_job_advises_resuming_that_job(tmp_pa
     """Pass 26 #221 (misleading): interrupted in its last job, a multirun still said its later jobs
     did not start."""
     sweep_dir = tmp_path / "sweep"
-    proc = Harness("sweep", "-m", *SWEEP, "seed=0,1", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None and not list((sweep_dir / "1").glob("results/*.npz")):
-        time.sleep(0.01)
-    assert proc.poll() is None, "the last job finished before the signal; make it longer"
-    proc.send_signal(signal.SIGTERM)
-    ended = proc.wait(timeout=60)
-    assert ended.returncode == 143
+    ended = terminated_in_job(sweep_dir, "seed=0,1", job=1)
     assert f"continue with: harness resume {sweep_dir / '1'}" in ended.stderr and "later jobs" not in ended.stderr
