@@ -12,7 +12,8 @@ prefix-level SD) and median-corrected for the pilot's few prompts. How well the
 printed power matches the real one, pilot by pilot, is in ``benchmarks/crossed_calibration.py``
 (parts ``power`` and ``claims-power``).
 
-:func:`claim_tests` turns a pilot's tables into :class:`PlannedTest` s; :func:`power_grid` scores
+:func:`claim_tests` turns a pilot's tables into :class:`PlannedTest` s (:func:`lead_tests`: the
+report's C - B on measures a user names instead); :func:`power_grid` scores
 every design of a search range at a cost the caller supplies (the orchestrator measures seconds
 per condition on the pilot: :mod:`harness.runs.plan`); :func:`cheapest` picks from the grid.
 """
@@ -36,10 +37,11 @@ from harness.analysis.claims import (
 )
 from harness.analysis.crossed import cell_layouts
 from harness.analysis.crossed_variance import complete_crossing
+from harness.analysis.descriptive import CONTRAST_BY, present_columns, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.lead import remap_pairs
 from harness.analysis.power import design_power_range, fewest_reaching
-from harness.analysis.verdicts import deltas_for
+from harness.analysis.verdicts import METRICS_BY_NAME, deltas_for
 from harness.numbers import num
 
 ATTENTION, OUTPUT = "attention", "output"
@@ -53,7 +55,7 @@ _TESTS = {"attention": "attention test", "all": "test"}
 class PlannedTest:
     """One test of the claims page whose power a design is chosen for."""
 
-    claim: int
+    claim: int | None                   # the claims page's claim; None: the report's C - B on a measure
     measure: str
     kind: str                           # ATTENTION or OUTPUT
     cell: dict                          # model and placement
@@ -65,7 +67,8 @@ class PlannedTest:
 
     @property
     def label(self) -> str:
-        return f"claim {self.claim}, {self.measure}, " + ", ".join(str(v) for v in self.cell.values())
+        return (f"claim {self.claim}" if self.claim is not None else "C - B") + f", {self.measure}, " + ", ".join(
+            str(v) for v in self.cell.values())
 
 
 def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect_sds: float | None = None,
@@ -94,20 +97,46 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
     cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
     claim3 = pd.concat(cells) if cells else None  # the rows the claims page's claim 3 reads
     for value in present if claim3 is not None else ():
-        tables = _lead_tables(claim3, value, by)
-        for _, row in variance_components(claim3, value, by=list(by)).iterrows():
-            sd = float(row.prefix_sd)
-            if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
-                continue  # components not estimable (too few prompts or prefixes); in SDs, no spread to plan against
-            comps = row.to_dict()
-            pilot = (int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low)))
-            effect = delta.get(value, np.nan) if effect_sds is None else effect_sds * sd
-            table = tables.get(tuple(row[k] for k in by)) if effect_sds is None else None
-            tests.append(PlannedTest(3, value, CLAIM_MEASURES[value], {k: row[k] for k in by}, pilot,
-                                     lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e)),
-                                     None if table is None else
-                                     lambda p, n, t=table, e=effect: tuple(map(float, design_power_range(
-                                         *t, effect=e, design=(p, n))))))
+        tests += _difference_tests(claim3, value, by, 3, CLAIM_MEASURES[value], effect_sds, delta.get(value, np.nan))
+    return tests
+
+
+def lead_tests(conditions: pd.DataFrame, measures: Sequence[str], effect_sds: float | None = None,
+               deltas: dict[str, float] | None = None, by: Sequence[str] = CONTRAST_BY) -> list[PlannedTest]:
+    """The report's C - B test on each of ``measures`` (conditions columns), one per row of its C - B
+    table (a ``by`` cell: model, placement, isolation setting, prefix length), each with its power as
+    a function of the design against the measure's Δ (the registry's, with ``deltas`` on top) or, with
+    ``effect_sds``, that many of its own prefix-level SDs: what ``harness plan --measure`` plans for.
+    A test's ``claim`` is None."""
+    delta = deltas_for(deltas)
+    by = present_columns(with_settings(conditions), by)
+    tests = []
+    for value in measures:
+        kind = ATTENTION if METRICS_BY_NAME.get(value) is not None and METRICS_BY_NAME[value].section == "attention" \
+            else OUTPUT
+        tests += _difference_tests(conditions, value, by, None, kind, effect_sds, delta.get(value, np.nan))
+    return tests
+
+
+def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: int | None, kind: str,
+                      effect_sds: float | None, delta: float) -> list[PlannedTest]:
+    """The lead C - B test of ``value`` per ``by`` cell of ``rows``, planned at ``delta`` (or
+    ``effect_sds`` prefix-level SDs): claim 3's tests, and ``--measure`` 's."""
+    tables = _lead_tables(rows, value, by)
+    tests = []
+    for _, row in variance_components(rows, value, by=list(by)).iterrows():
+        sd = float(row.prefix_sd)
+        if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
+            continue  # components not estimable (too few prompts or prefixes); in SDs, no spread to plan against
+        comps = row.to_dict()
+        pilot = (int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low)))
+        effect = delta if effect_sds is None else effect_sds * sd
+        table = tables.get(tuple(row[k] for k in by)) if effect_sds is None else None
+        tests.append(PlannedTest(claim, value, kind, {k: row[k] for k in by}, pilot,
+                                 lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e)),
+                                 None if table is None else
+                                 lambda p, n, t=table, e=effect: tuple(map(float, design_power_range(
+                                     *t, effect=e, design=(p, n))))))
     return tests
 
 
@@ -180,17 +209,18 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
 
 
 def most_reached(grid: pd.DataFrame, tests: Sequence[PlannedTest], target: float,
-                 budget_seconds: float | None = None) -> pd.Series | None:
+                 budget_seconds: float | None = None, attention_first: bool = True) -> pd.Series | None:
     """Where no design reaches every test within the budget: the design within it at which the most
-    attention tests reach ``target``, then the most tests of any kind, then the highest power summed
-    over the tests that miss it, then the least cost. None when no design fits the budget."""
+    attention tests reach ``target`` (unless not ``attention_first``: a user's own measures weigh
+    alike), then the most tests of any kind, then the highest power summed over the tests that miss
+    it, then the least cost. None when no design fits the budget."""
     fits = grid if budget_seconds is None else grid[grid.seconds <= budget_seconds]
     if fits.empty:
         return None
     cols = {kind: [t.label for t in tests if t.kind == kind] for kind in (ATTENTION, OUTPUT)}
     powers = fits[[t.label for t in tests]].fillna(0.0)
     score = pd.DataFrame({
-        "attention": (powers[cols[ATTENTION]] >= target).sum(axis=1),
+        "attention": (powers[cols[ATTENTION]] >= target).sum(axis=1) if attention_first else 0,
         "all": (powers >= target).sum(axis=1),
         "short": powers.where(powers < target, 0.0).sum(axis=1),
         "cost": -fits.seconds})

@@ -77,7 +77,7 @@ def report_bug(exc: BaseException) -> int:
 
 
 # options a command takes once per value (each checked where it is parsed)
-REPEATABLE = frozenset({"--delta"})
+REPEATABLE = frozenset({"--delta", "--measure"})
 
 
 def main(argv: list[str] | None = None) -> int:

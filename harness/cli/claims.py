@@ -75,6 +75,29 @@ def _delta(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _measure(text: str) -> str:
+    """A measure ``harness plan --measure`` can plan the report's C - B test on: a registered
+    conditions measure with numeric values (a rate's power is simulated per design, too slow to
+    search a grid of designs with)."""
+    from harness.measure.metrics import METRICS
+
+    numeric = {m.name: m for m in METRICS if m.level == "condition" and str(m.dtype) in ("float64", "int64", "Int64")}
+    rates = {m.name for m in METRICS if m.level == "condition" and str(m.dtype) in ("bool", "boolean")}
+    if text in rates:
+        raise argparse.ArgumentTypeError(
+            f"{text} is a rate, whose C - B power is simulated per design (about 0.3 s each), too slow to search a "
+            f"grid of designs with; plan on a measure (e.g. norm_edit_distance), and read {text}'s power at the "
+            f"pilot in its report's C - B table")
+    if text not in numeric:
+        import difflib
+
+        close = difflib.get_close_matches(text, numeric, n=1)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a conditions measure"
+                                         + (f"; did you mean {close[0]!r}?" if close else "")
+                                         + f" (the measures: {', '.join(sorted(numeric))})")
+    return text
+
+
 def _target_power(text: str) -> float:
     try:
         value = float(text)
@@ -99,6 +122,10 @@ def plan(args: list[str]) -> int:
                              "(repeat for several; the defaults: docs/statistics.md)")
     parser.add_argument("--effect-sds", type=positive, default=None,
                         help="plan for this many prefix-level SDs of each test instead of its Δ")
+    parser.add_argument("--measure", type=_measure, action="append", default=[], metavar="MEASURE",
+                        help="plan for the report's C - B test on this measure (a conditions column, e.g. output_kl; "
+                             "repeat for several) instead of the claims page's tests: one test per model, placement, "
+                             "isolation setting and prefix length, each at its --delta")
     parser.add_argument("--budget-minutes", type=positive, default=None,
                         help="most minutes still to spend on all runs together (default: no limit)")
     parser.add_argument("--out", type=Path, default=None,
@@ -113,10 +140,17 @@ def plan(args: list[str]) -> int:
         check_out(ns.out)
     notes = reading_notes(ns, ns.runs, takes="sweeps")  # a collection has no timing of its own to price by
     from harness.analysis.claims import DELTA_MEASURES
+    from harness.analysis.verdicts import deltas_for
 
-    deltas, replaced = decided_deltas(ns, ns.runs, DELTA_MEASURES, "harness plan")
+    measures = list(dict.fromkeys(ns.measure))
+    deltas, replaced = decided_deltas(ns, ns.runs, measures or DELTA_MEASURES, "harness plan")
+    unstated = [m for m in measures if m not in deltas_for(deltas)]
+    if unstated and ns.effect_sds is None:
+        parser.error(f"--measure {unstated[0]} has no default smallest effect of interest: give --delta "
+                     f"{unstated[0]}=VALUE in its units (or --effect-sds to plan in prefix-level SDs)")
     notes = [*notes, *replaced]
-    settings = {"target": ns.target, "delta": deltas, "effect_sds": ns.effect_sds, "budget_minutes": ns.budget_minutes}
+    settings = {"target": ns.target, "delta": deltas, "effect_sds": ns.effect_sds, "budget_minutes": ns.budget_minutes,
+                "measure": measures or None}  # None as a marker of a version before --measure reads it
     if ns.out is not None:
         claim_out(ns.out, "plan", ns.runs, settings)
     from harness.io import write_parquet, write_text
@@ -125,7 +159,7 @@ def plan(args: list[str]) -> int:
     from harness.runs.plan import plan_markdown
 
     found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings,
-                      deltas=deltas)
+                      deltas=deltas, measures=measures)
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:

@@ -15,6 +15,7 @@ recomputes most of the pilot's C conditions; the plan counts that).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from harness.analysis.planning import (
     OUTPUT,
     cheapest,
     claim_tests,
+    lead_tests,
     most_reached,
     power_grid,
     prompts_needed,
@@ -42,6 +44,7 @@ from harness.reporting.markdown import heading
 from harness.runs.reading import merge_runs, refuse_collected, run_tables
 from harness.runs.rundir import RunDir
 
+CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
 
@@ -130,6 +133,7 @@ class Plan:
     effect_sds: float | None      # None: each test planned at its measure's Δ (deltas)
     budget_minutes: float | None
     deltas: dict | None = None
+    measures: tuple[str, ...] = ()  # planned for the report's C - B on these; empty: the claims page's tests
 
 
 def _why_no_prefix_sd(conditions) -> str:
@@ -156,12 +160,33 @@ def _why_no_prefix_sd(conditions) -> str:
     return "; ".join(dict.fromkeys(reasons)) or "claim 3 has no measure to plan on"
 
 
+def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
+    """Why no C - B test of ``measures`` has a power to plan with, per measure and cell."""
+    reasons = []
+    for value in measures:
+        if value not in conditions or not conditions[value].notna().any():
+            reasons.append(f"{value} was not measured in these runs")
+            continue
+        for _, row in variance_components(conditions, value).iterrows():
+            if not np.isfinite(row.prefix_sd):
+                reasons.append(f"{value}'s prefix-level SD cannot be estimated from {int(row.n_prompts)} prompt(s) and "
+                               f"{int(min(row.n_prefixes_high, row.n_prefixes_low))} prefix(es) per group: a pilot "
+                               f"needs a complete crossing of at least {MIN_PROMPTS} prompts and {MIN_PREFIXES} "
+                               f"prefixes per group")
+            else:
+                reasons.append(f"{value} does not vary between prefixes here (a prefix-level SD of 0 gives no effect "
+                               f"to plan against)")
+    return "no C - B test could be planned from these runs: " + "; ".join(dict.fromkeys(reasons))
+
+
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = None,
          budget_minutes: float | None = None, trust_damaged: bool = False, allow_mixed_settings: bool = False,
-         deltas: dict[str, float] | None = None) -> Plan:
+         deltas: dict[str, float] | None = None, measures: Sequence[str] = ()) -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all): each test
     at its measure's smallest effect of interest (the registry's Δ, with ``deltas`` on top), or at
-    ``effect_sds`` of its own prefix-level SD when given."""
+    ``effect_sds`` of its own prefix-level SD when given. The tests are the claims page's, or with
+    ``measures`` the report's C - B on each of them (a row per model, placement, isolation setting and
+    prefix length)."""
     if not TESTS_LEVEL < target <= MAX_TARGET:
         raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
                            f"tests' level of {TESTS_LEVEL:g} and at most {MAX_TARGET:g}, e.g. 0.8")
@@ -169,7 +194,12 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
     conditions, attention, _ = without_mention_controls(conditions, attention)  # the tests the claims page reads
-    tests = claim_tests(conditions, attention, effect_sds, deltas=deltas)
+    if measures:
+        tests = lead_tests(conditions, measures, effect_sds, deltas)
+        if not tests:
+            raise HarnessError(_why_no_lead(conditions, measures))
+    else:
+        tests = claim_tests(conditions, attention, effect_sds, deltas=deltas)
     if not tests:
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
         raise HarnessError("no claim test could be planned from these runs: "
@@ -190,15 +220,22 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     grid = grid.sort_values(["seconds", "total_seconds"], kind="stable")
     budget = None if budget_minutes is None else 60.0 * budget_minutes
     designs, chosen, why_chosen = [], None, ""
-    for scope in ("all", "attention"):
+    for scope in ("all",) if measures else ("all", "attention"):  # a user's measures: every one is planned for
         best, why = cheapest(grid, scope, target, budget)
         designs.append({"scope": scope, "n_prompts": None if best is None else int(best.n_prompts),
                         "n_prefixes": None if best is None else int(best.n_prefixes),
                         "minutes": None if best is None else best.seconds / 60,
                         "total_minutes": None if best is None else best.total_seconds / 60, "note": why})
         if chosen is None and best is not None:
-            chosen, why_chosen = best, f"the cheapest design that reaches the target on {SCOPE_TEXT[scope]}"
-    if chosen is None:
+            chosen, why_chosen = best, f"the cheapest design that reaches the target on {_scope_text(scope, measures)}"
+    if chosen is None and measures:
+        chosen = most_reached(grid, tests, target, budget, attention_first=False)
+        if chosen is not None:
+            within = "within the budget" if budget is not None else "of those the runs' prompts and prefixes allow"
+            why_chosen = (f"no design {within} reaches the target on every test; this one reaches it on "
+                          f"{sum(chosen[t.label] >= target for t in tests)} of {len(tests)} (the most {within}), "
+                          f"and the report's C - B table states the power of the others")
+    if chosen is None and not measures:
         chosen = most_reached(grid, tests, target, budget)
         if chosen is not None:
             reached = {kind: sum(chosen[t.label] >= target for t in tests if t.kind in kinds)
@@ -225,7 +262,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
                                 t.power_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
                      "prompts_needed": prompts_needed(t, per_group, target, p0), "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
-                effect_sds, budget_minutes, deltas_for(deltas))
+                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures))
 
 
 def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
@@ -237,10 +274,16 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
             f"{m} {num((p.deltas or {}).get(m))}" for m in used) + "; docs/statistics.md)"
     else:
         effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
+    # the cells a test is one of: a claim's model and placement, a C - B row's isolation and length too
+    cells = [c for c in ("model", "placement", "isolation", "prefix_len") if c in p.tests]
+    page, printer = (("report's C - B table", "the pilot's report.md prints") if p.measures else
+                     ("claims page", "`harness claims` on the pilot prints"))
     lines = [
         *heading("Design plan", notes), "",
         f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: power {p.target:g} against {effect} for "
-        f"each claim test of the claims page (the power it prints), at the pilot's prefix lengths"
+        + (f"the report's C - B test on {', '.join(p.measures)}, one per row of its C - B table (model, placement, "
+           f"isolation setting and prefix length; the power it prints)" if p.measures else
+           "each claim test of the claims page (the power it prints), at the pilot's prefix lengths")
         + (f"; budget {p.budget_minutes:g} min still to spend." if p.budget_minutes is not None else "."), "",
         "## Cost, measured on the pilot", "",
         "| run | s per A condition | s per B/C condition | fixed s per sweep | prompts in the set | prefixes per group "
@@ -255,38 +298,44 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
               "spend | minutes in all | note |", "| --- | --- | --- | --- | --- | --- |"]
     for d in p.designs.itertuples():
         if pd.isna(d.n_prompts):  # None in a column of numbers reads back as NaN
-            lines.append(f"| {SCOPE_TEXT[d.scope]} | | | | | {d.note} |")
+            lines.append(f"| {_scope_text(d.scope, p.measures)} | | | | | {d.note} |")
         else:
-            lines.append(f"| {SCOPE_TEXT[d.scope]} | {int(d.n_prompts)} | {int(d.n_prefixes)} | {num(d.minutes)} | "
+            lines.append(f"| {_scope_text(d.scope, p.measures)} | {int(d.n_prompts)} | {int(d.n_prefixes)} | {num(d.minutes)} | "
                          f"{num(d.total_minutes)} | |")
     lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
               f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "
               f"per group (the bank's)."]
     if p.chosen is None:
-        lines += ["", "Chosen: none; the pilot's design stays, and the claims page states the power it has."]
+        lines += ["", f"Chosen: none; the pilot's design stays, and the {page} states the power it has."]
     else:
         lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {num(p.chosen.seconds / 60)} minutes still to spend, "
                       f"{num(p.chosen.total_seconds / 60)} in all."]
     lines += ["",
               "## Power per test", "", "Each power is a point, from the pilot's variance components as "
-              "estimated (`harness claims` on the pilot prints the same power at the pilot, with its range). At the "
+              f"estimated ({printer} the same power at the pilot, with its range). At the "
               "chosen design the range beside it is what the power takes with those components anywhere in their "
-              "own 95% intervals (the corners of that box, as the claims page's range): a pilot's components are "
+              f"own 95% intervals (the corners of that box, as the {page}'s range): a pilot's components are "
               "estimates, and the design that reaches the target at their point may miss it at their ends. The "
               "last column is "
               "what the target would take beyond the prompt set: the "
               f"fewest prompts (up to 1,000) at which the test reaches power {p.target:g} with "
               f"{int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
-              "| claim | measure | model | placement | pilot | power at the pilot | power at the chosen design | "
-              "prompts for the target |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              f"| {'test' if p.measures else 'claim'} | measure | {' | '.join(CELL_NAMES.get(c, c) for c in cells)} | pilot | "
+              "power at the pilot | power at the chosen design | prompts for the target |",
+              "| --- " * (len(cells) + 6) + "|"]
     for t in p.tests.itertuples():
         needed = NOT_ESTIMABLE if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
                                                               pd.isna(t.prompts_needed) else f"{int(t.prompts_needed)}")
-        lines.append(f"| {t.claim} | {t.measure} | {t.model} | {t.placement} | {t.pilot} | {_power(t.power_pilot)} | "
+        lines.append(f"| {'C - B' if p.measures else t.claim} | {t.measure} | "
+                     + "".join(f"{getattr(t, c)} | " for c in cells) + f"{t.pilot} | {_power(t.power_pilot)} | "
                      f"{'' if p.chosen is None else _ranged(t)} | {needed} |")
     lines += ["", "Power not estimable: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
               "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"
+
+
+def _scope_text(scope: str, measures: Sequence[str]) -> str:
+    return f"every C - B test ({', '.join(measures)})" if measures else SCOPE_TEXT[scope]
 
 
 def _power(value: float) -> str:

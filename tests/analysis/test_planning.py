@@ -121,3 +121,31 @@ def test_prompts_needed_is_the_fewest_that_reach_the_target():
     assert planning.prompts_needed(att, 4, 0.8, start=4) == 8
     assert planning.prompts_needed(out, 4, 0.8, start=4) == 16
     assert planning.prompts_needed(out, 4, 0.8, start=4, limit=10) is None
+
+
+def test_a_measures_c_minus_b_tests_are_the_reports_rows_with_the_power_it_prints():
+    """Issue 65, item 3: ``harness plan --measure M`` plans the report's C - B on M: one test per row of
+    its C - B table (here one per prefix length), whose power and range at the pilot's own design are
+    what that row prints at Δ, and which grow with the design."""
+    from harness.analysis.crossed import compare_groups
+
+    cond, _ = pilot_tables()
+    delta = 0.02
+    tests = planning.lead_tests(cond, ["norm_edit_distance", "attn_kl_mean"], deltas={"norm_edit_distance": delta})
+    printed = {m: compare_groups(cond, m, effect=d, n_resamples=50, n_permutations=50).set_index("prefix_len")
+               for m, d in (("norm_edit_distance", delta), ("attn_kl_mean", 0.05))}
+    assert sorted((t.measure, t.cell["prefix_len"]) for t in tests) == sorted(
+        (m, n) for m in printed for n in printed[m].index)
+    for t in tests:
+        row = printed[t.measure].loc[t.cell["prefix_len"]]
+        assert t.claim is None and t.label.startswith("C - B, " + t.measure)
+        assert t.kind == (planning.ATTENTION if t.measure == "attn_kl_mean" else planning.OUTPUT)
+        assert t.power(*t.pilot) == pytest.approx(float(row.power), rel=1e-9), t.label
+        assert t.power_range(*t.pilot) == pytest.approx((row.power_low, row.power_high), rel=1e-9), t.label
+        assert t.power(*t.pilot) <= t.power(t.pilot[0] * 3, t.pilot[1]) + 1e-12
+    # in prefix-level SDs: one SD of each row's own, and no range
+    in_sds = planning.lead_tests(cond, ["norm_edit_distance"], effect_sds=1.0)
+    for t in in_sds:
+        row = compare_groups(cond, "norm_edit_distance", n_resamples=50, n_permutations=50).set_index(
+            "prefix_len").loc[t.cell["prefix_len"]]
+        assert t.power(*t.pilot) == pytest.approx(float(row.power), rel=1e-9) and t.power_range is None

@@ -106,3 +106,43 @@ def test_a_plan_of_other_settings_is_not_written_over_its_out(pilot, tmp_path):
     assert main(["plan", str(pilot), "--out", str(out)]) == 0
     with pytest.raises(HarnessError, match=r"made with other settings \(target 0.8 there, 0.5 here\)"):
         claim_out(out, "plan", [pilot], {"target": 0.5, "delta": {}, "effect_sds": None, "budget_minutes": None})
+
+
+def test_plan_measure_plans_the_reports_c_minus_b_rows_and_refuses_what_it_cannot(pilot, tmp_path, capsys):
+    """Issue 65, item 3: `harness plan --measure M --delta M=D` plans the report's C - B on M (one test
+    per prefix length here), not the claims; a rate, an unknown measure or a measure without a Δ is
+    refused in one line; a plan of other measures is not written over another's --out."""
+    out = tmp_path / "plan"
+    assert main(["plan", str(pilot), "--measure", "output_kl", "--delta", "output_kl=0.2", "--target", "0.5",
+                 "--out", str(out)]) == 0
+    page = capsys.readouterr().out
+    found = plan([pilot], target=0.5, deltas={"output_kl": 0.2}, measures=["output_kl"])
+    lengths = sorted(RunDir(pilot).conditions().query("group != 'A'").prefix_len.unique())
+    assert sorted(found.tests.prefix_len) == lengths and set(found.tests.measure) == {"output_kl"}
+    assert "report's C - B test on output_kl" in page and "| test | measure | model | placement |" in page
+    assert "prefix length" in page and "claim 1" not in page
+    assert page.count("| C - B | output_kl |") == len(lengths)
+    assert list(found.designs.scope) == ["all"]
+    # the same page, another measure: refused over this --out, nothing written
+    assert main(["plan", str(pilot), "--measure", "norm_edit_distance", "--target", "0.5", "--out", str(out)]) == 2
+    assert "made with other settings" in capsys.readouterr().err
+    assert main(["plan", str(pilot), "--target", "0.5", "--out", str(out)]) == 2
+    for args, said in ((["--measure", "target_hit"], "is a rate"), (["--measure", "output_k"], "did you mean 'output_kl'"),
+                       (["--measure", "edit_distance"], "--delta edit_distance=VALUE")):
+        with pytest.raises(SystemExit) as exc:
+            main(["plan", str(pilot), *args])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
+    # a measure without a default Δ plans at the one given
+    assert main(["plan", str(pilot), "--measure", "edit_distance", "--delta", "edit_distance=3"]) == 0
+    assert "edit_distance 3" in capsys.readouterr().out
+
+
+def test_plan_measure_on_too_small_a_pilot_says_what_it_needs(tiny_run, capsys):
+    """Two prompts give no prefix-level SD to plan a C - B test with: one line naming the measure and
+    the crossing a pilot needs, not a page of empty rows."""
+    assert main(["plan", str(tiny_run), "--measure", "output_kl"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no C - B test could be planned from these runs: output_kl's prefix-level SD")
+    assert "at least 3 prompts" in err and err.count("\n") == 1, err
