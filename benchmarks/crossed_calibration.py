@@ -41,7 +41,8 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    predict the power at another design against one prefix-level SD as the pilot estimates it; median
    prediction against the test's real rejection rate there at one true prefix-level SD.
 2b. **A plan's promise**: pilots of 4 x 24 plan the cheapest design at power 0.8 (on the point power,
-   or on its range's low end); the lead test's real power at the design each chose.
+   or at an assurance of 0.75 or 0.9, ``harness plan``'s default); the lead test's real power at the
+   design each chose.
 3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, the oracle's coverage,
    misses, mean width against the oracle's (a Wilson interval at the true effective sample size) and
    the old Clopper-Pearson
@@ -70,7 +71,7 @@ from scipy.stats import beta, norm
 
 from harness.analysis.crossed import permutation_pvalues, relabelings
 from harness.analysis.crossed_variance import difference
-from harness.analysis.power import components_of, design_power, design_power_range, prefix_level_sd
+from harness.analysis.power import ASSURANCE, components_of, design_power, design_power_range, prefix_level_sd
 from harness.analysis.rate_intervals import crossed_rate_interval, rate_difference, wilson
 from harness.analysis.rate_power import rate_power, rate_power_range
 
@@ -376,16 +377,19 @@ def planning(ns) -> None:
                   f"{real:.3f} |", flush=True)
 
 
-PROMISE_PROMPTS = [4, 6, 8, 12, 16, 24, 32, 48, 64]
+# up to 512 prompts: a search range that cuts off the plans a pilot's large estimates ask for keeps
+# only the pilots that underestimated, and their real power, biased low
+PROMISE_PROMPTS = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
 PROMISE_PREFIXES = [3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96]
 
 
 def promise(ns) -> None:
     """Table 2b: does a plan keep its promise? Each pilot (4 prompts x 24 prefixes per group) plans the
     cheapest design (prompts x prefixes, the conditions' count as its cost) at which the lead test
-    reaches power 0.8 against one true prefix-level SD, planning on the point power (``harness plan``'s)
-    or on the low end of the power's range at a confidence of 50% (``design_power_range``); the power
-    it then has is the lead test's real rejection rate there (300 fresh data sets)."""
+    reaches power 0.8 against one true prefix-level SD, planning on the point power (assurance 0.5) or
+    at an assurance of 0.75 or 0.9 (``harness plan``'s default: the prompt mean square at that upper
+    bound, :func:`harness.analysis.power.median_unbiased`); the power it then has is the lead test's
+    real rejection rate there (300 fresh data sets)."""
     heading(f"2b. Planning: the power a plan promises against the power it gets ({ns.datasets // 10} pilots, "
             "4 x 24, target 0.8)", ["regime", "planned on", "designs found", "promised (mean)", "real (mean)",
                                      "real (10th percentile)", "real below 0.70", "cost (median conditions)"], 2)
@@ -395,13 +399,12 @@ def promise(ns) -> None:
     for r in REGIMES[:3]:
         delta, real = prefix_sd(pilot, r), {}
         Ys, hi, _, _ = draw(pilot, r, False, pilots, rng)
-        for planned_on in ("point", "range"):
+        for assurance in (0.5, 0.75, ASSURANCE):
             rows = []
             for Y in Ys + delta * hi:
                 comps = {**{k: float(v) for k, v in components_of(Y, hi).items()}, **counts(pilot)}
                 for p, n in designs:
-                    power = (design_power(comps, p, n, delta) if planned_on == "point" else
-                             design_power_range(Y, hi, effect=delta, design=(p, n), confidence=0.5)[0])
+                    power = design_power(comps, p, n, delta, assurance=assurance)
                     if power >= 0.8:
                         if (p, n) not in real:
                             Z, zhi, _, _ = draw(Design("", p, n), r, False, 300, rng)
@@ -410,7 +413,7 @@ def promise(ns) -> None:
                         rows.append((power, real[(p, n)], p * n))
                         break
             a = np.array(rows).reshape(-1, 3)
-            cells = [r.name, "point power" if planned_on == "point" else "range's low end (50%)", f"{len(a)}/{pilots}"]
+            cells = [r.name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", f"{len(a)}/{pilots}"]
             cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
                        f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
             print("| " + " | ".join(cells) + " |", flush=True)

@@ -49,7 +49,7 @@ def _contrasts(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def _both_clear(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float, median_corrected: bool,
-                effect: float | None = None) -> float:
+                effect: float | None = None, assurance: float = 0.5) -> float:
     """The chance both contrasts' one-sided 2.5% tests reject, each contrast's truth ``effect`` (in
     the measure's units; else ``effect_sds`` of its own ``prefix`` SD): each test's power
     (:func:`harness.analysis.power.group_design_power`, the prompt variance made median-unbiased for
@@ -57,7 +57,8 @@ def _both_clear(components: list[dict], n_prompts: int, n_prefixes: int, effect_
     contrasts' planned covariance implies (they share terms)."""
     powers = [group_design_power(c, n_prompts, n_prefixes,
                                  effect if effect is not None else effect_sds * np.sqrt(c["prefix"]),
-                                 pilot=(c["n_prompts"], c["n_prefixes"]) if median_corrected else None)
+                                 pilot=(c["n_prompts"], c["n_prefixes"]) if median_corrected else None,
+                                 assurance=assurance)
               for c in components]
     if not all(np.isfinite(powers)):
         return np.nan
@@ -71,7 +72,7 @@ def _both_clear(components: list[dict], n_prompts: int, n_prefixes: int, effect_
 
 
 def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, effect_sds: float = 1.0,
-                       effect: float | None = None) -> float:
+                       effect: float | None = None, assurance: float = 0.5) -> float:
     """Power of a min-of-contrasts claim (1 or 2) at ``n_prompts`` x ``n_prefixes``: the chance
     that both contrasts' 95% intervals clear zero when each contrast's true value is ``effect`` (in
     the measure's units: a claim's smallest effect of interest, Δ) or, without one, ``effect_sds``
@@ -79,10 +80,12 @@ def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, 
     :func:`contrast_components` (the prompt variance median-unbiased for the prompts it came from).
     Both contrasts at the effect is the least favourable truth whose smaller contrast is that
     effect. NaN where the effect is in SDs and a contrast's prefix variance is estimated at 0: there
-    is no effect to plan on. Calibrated in ``benchmarks/crossed_calibration.py`` (part claims-power)."""
+    is no effect to plan on. Calibrated in ``benchmarks/crossed_calibration.py`` (part claims-power).
+    ``assurance``: the prompt mean square at that upper bound instead of its median (a plan's)."""
     if effect is None and not all(c["prefix"] > 0 for c in components):
         return np.nan
-    return _both_clear(components, n_prompts, n_prefixes, effect_sds, median_corrected=True, effect=effect)
+    return _both_clear(components, n_prompts, n_prefixes, effect_sds, median_corrected=True, effect=effect,
+                       assurance=assurance)
 
 
 def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: float = 0.95,

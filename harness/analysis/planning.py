@@ -64,6 +64,13 @@ class PlannedTest:
     # (prompts, prefixes per group) -> the power's range with the components anywhere in their 95%
     # intervals (what the claims page prints beside it at the pilot); None: not stated (in prefix SDs)
     power_range: Callable[[int, int], tuple[float, float]] | None = None
+    # (prompts, prefixes per group) -> the power with the pilot's prompt mean square at its upper
+    # bound of a plan's assurance (harness.analysis.power.ASSURANCE): what a design is chosen by
+    assured: Callable[[int, int], float] | None = None
+
+    def planned(self, n_prompts: int, n_prefixes: int) -> float:
+        """The power a design is chosen by: :attr:`assured` where the test has one, else :attr:`power`."""
+        return (self.assured or self.power)(n_prompts, n_prefixes)
 
     @property
     def label(self) -> str:
@@ -72,12 +79,13 @@ class PlannedTest:
 
 
 def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect_sds: float | None = None,
-                by: Sequence[str] = ("model", "placement"), deltas: dict[str, float] | None = None
-                ) -> list[PlannedTest]:
+                by: Sequence[str] = ("model", "placement"), deltas: dict[str, float] | None = None,
+                assurance: float | None = None) -> list[PlannedTest]:
     """The claims page's tests on these tables (claims 1 and 2 on group C, claim 3 on C minus B),
     each with its power as a function of the design against its measure's smallest effect of
     interest Δ (the registry's, with ``deltas`` on top: the power the claims page prints) or, with
-    ``effect_sds``, against that many of the test's own prefix-level SDs."""
+    ``effect_sds``, against that many of the test's own prefix-level SDs; with ``assurance``, each
+    test's :attr:`PlannedTest.assured` power too (the pilot's prompt mean square at that upper bound)."""
     delta = deltas_for(deltas)
     tests = []
     if attention is not None and not attention.empty:
@@ -86,40 +94,44 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
             comps = contrast_components(Y, weights)
             tests.append(PlannedTest(1, "attention kl", ATTENTION, cell, Y.shape[:2],
                                      _min_contrast(comps, effect_sds, delta.get("kl")),
-                                     _contrast_range(Y, weights, comps, effect_sds, delta.get("kl"))))
+                                     _contrast_range(Y, weights, comps, effect_sds, delta.get("kl")),
+                                     _min_contrast(comps, effect_sds, delta.get("kl"), assurance)))
     present = [m for m in CLAIM_MEASURES if m in conditions and conditions[m].notna().any()]
     for value in present:
         for cell, Y in length_cubes(conditions, value, "C", by):
             comps = contrast_components(Y, JUMP_WEIGHTS)
             tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
                                      _min_contrast(comps, effect_sds, delta.get(value)),
-                                     _contrast_range(Y, JUMP_WEIGHTS, comps, effect_sds, delta.get(value))))
+                                     _contrast_range(Y, JUMP_WEIGHTS, comps, effect_sds, delta.get(value)),
+                                     _min_contrast(comps, effect_sds, delta.get(value), assurance)))
     cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
     claim3 = pd.concat(cells) if cells else None  # the rows the claims page's claim 3 reads
     for value in present if claim3 is not None else ():
-        tests += _difference_tests(claim3, value, by, 3, CLAIM_MEASURES[value], effect_sds, delta.get(value, np.nan))
+        tests += _difference_tests(claim3, value, by, 3, CLAIM_MEASURES[value], effect_sds, delta.get(value, np.nan),
+                                   assurance)
     return tests
 
 
 def lead_tests(conditions: pd.DataFrame, measures: Sequence[str], effect_sds: float | None = None,
-               deltas: dict[str, float] | None = None, by: Sequence[str] = CONTRAST_BY) -> list[PlannedTest]:
+               deltas: dict[str, float] | None = None, by: Sequence[str] = CONTRAST_BY,
+               assurance: float | None = None) -> list[PlannedTest]:
     """The report's C - B test on each of ``measures`` (conditions columns), one per row of its C - B
     table (a ``by`` cell: model, placement, isolation setting, prefix length), each with its power as
     a function of the design against the measure's Δ (the registry's, with ``deltas`` on top) or, with
     ``effect_sds``, that many of its own prefix-level SDs: what ``harness plan --measure`` plans for.
-    A test's ``claim`` is None."""
+    A test's ``claim`` is None; ``assurance`` as :func:`claim_tests`."""
     delta = deltas_for(deltas)
     by = present_columns(with_settings(conditions), by)
     tests = []
     for value in measures:
         kind = ATTENTION if METRICS_BY_NAME.get(value) is not None and METRICS_BY_NAME[value].section == "attention" \
             else OUTPUT
-        tests += _difference_tests(conditions, value, by, None, kind, effect_sds, delta.get(value, np.nan))
+        tests += _difference_tests(conditions, value, by, None, kind, effect_sds, delta.get(value, np.nan), assurance)
     return tests
 
 
 def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: int | None, kind: str,
-                      effect_sds: float | None, delta: float) -> list[PlannedTest]:
+                      effect_sds: float | None, delta: float, assurance: float | None) -> list[PlannedTest]:
     """The lead C - B test of ``value`` per ``by`` cell of ``rows``, planned at ``delta`` (or
     ``effect_sds`` prefix-level SDs): claim 3's tests, and ``--measure`` 's."""
     tables = _lead_tables(rows, value, by)
@@ -136,7 +148,10 @@ def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: 
                                  lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e)),
                                  None if table is None else
                                  lambda p, n, t=table, e=effect: tuple(map(float, design_power_range(
-                                     *t, effect=e, design=(p, n))))))
+                                     *t, effect=e, design=(p, n)))),
+                                 None if assurance is None else
+                                 lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e,
+                                                                                        assurance=assurance))))
     return tests
 
 
@@ -158,23 +173,27 @@ def _contrast_range(Y: np.ndarray, weights: np.ndarray, components: list[dict], 
     return lambda p, n: min_contrast_power_range(Y, weights, components=components, effect=delta, design=(p, n))
 
 
-def _min_contrast(components: list[dict], effect_sds: float | None, delta: float | None
-                  ) -> Callable[[int, int], float]:
+def _min_contrast(components: list[dict], effect_sds: float | None, delta: float | None,
+                  assurance: float | None = 0.5) -> Callable[[int, int], float] | None:
+    if assurance is None:
+        return None
     if effect_sds is None:
-        return lambda p, n: min_contrast_power(components, p, n, effect=np.nan if delta is None else delta)
-    return lambda p, n: min_contrast_power(components, p, n, effect_sds)
+        return lambda p, n: min_contrast_power(components, p, n, effect=np.nan if delta is None else delta,
+                                               assurance=assurance)
+    return lambda p, n: min_contrast_power(components, p, n, effect_sds, assurance=assurance)
 
 
 def power_grid(tests: Sequence[PlannedTest], prompts: Sequence[int], prefixes: Sequence[int],
                cost: Callable[[int, int], float]) -> pd.DataFrame:
     """One row per design ``(n_prompts, n_prefixes)`` of the two ranges: ``seconds`` (``cost``), each
-    test's power (a column per test, named by :attr:`PlannedTest.label`), and the smallest power
+    test's power it is planned by (:meth:`PlannedTest.planned`; a column per test, named by
+    :attr:`PlannedTest.label`), and the smallest power
     over the attention tests (``min_power_attention``) and over all tests (``min_power_all``)."""
     rows = []
     for p in prompts:
         for n in prefixes:
             row = {"n_prompts": int(p), "n_prefixes": int(n), "seconds": float(cost(p, n))}
-            row.update({t.label: t.power(p, n) for t in tests})
+            row.update({t.label: t.planned(p, n) for t in tests})
             rows.append(row)
     grid = pd.DataFrame(rows)
     for scope, kinds in SCOPES.items():
@@ -233,7 +252,7 @@ def prompts_needed(test: PlannedTest, n_prefixes: int, target: float, start: int
     with ``n_prefixes`` per group: what a design beyond the prompt set would need (power grows with
     the prompts, so bisect). None where ``limit`` does not reach it or the test has no power."""
     def reaches(p: int) -> bool:
-        power = test.power(p, n_prefixes)
+        power = test.planned(p, n_prefixes)
         return bool(np.isfinite(power) and power >= target)
 
     return fewest_reaching(reaches, start, limit)

@@ -60,14 +60,24 @@ def prefix_level_sd(components) -> np.ndarray:
     return np.sqrt((_get(components, "prefix_high") + _get(components, "prefix_low")) / 2)
 
 
-def _median_factor(df) -> np.ndarray:
-    """``df / median(chi2(df))``: what scales a mean square on ``df`` degrees of freedom to be median-unbiased."""
+# A plan's assurance: the chance, over what a pilot could have drawn, that each of its mean squares
+# (the prompts', each group's prefixes') is no larger than the one the plan takes. Pilots of 4 x 24
+# planning the lead test at power 0.8 (benchmarks/crossed_calibration.py, table 2b): on the median
+# (0.5) the real power's 10th percentile fell to 0.35-0.71; taking the prompt mean square alone at
+# 0.9 left 0.43 where the residual dominates (a prefix variance estimated near 0 plans too few
+# prefixes); every mean square at 0.85 kept it at 0.78 or more in each regime.
+ASSURANCE = 0.85
+
+
+def _quantile_factor(df, assurance: float = 0.5) -> np.ndarray:
+    """``df / chi2(df).ppf(1 - assurance)``: what scales a mean square on ``df`` degrees of freedom to
+    the upper bound it stays under with probability ``assurance`` (0.5: median-unbiased)."""
     df = np.asarray(df, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(df > 0, df / stats.chi2.ppf(0.5, np.where(df > 0, df, 1.0)), 1.0)
+        return np.where(df > 0, df / stats.chi2.ppf(1.0 - assurance, np.where(df > 0, df, 1.0)), 1.0)
 
 
-def median_unbiased(components) -> dict:
+def median_unbiased(components, assurance: float = 0.5) -> dict:
     """``components`` with the interaction re-estimated from the prompt mean square scaled to be
     median-unbiased, where the pilot's counts (``n_prompts``, ``n_prefixes_high``, ``n_prefixes_low``,
     as :func:`harness.analysis.design.variance_components` gives them) say how many degrees of
@@ -77,22 +87,44 @@ def median_unbiased(components) -> dict:
     0.69 of it), so power planned on a pilot's plain estimates was optimistic in median: at the
     study's 3 x 18 design by 0.10 where prefixes dominate (printed 0.60, real 0.50). Scaling the
     prompt mean square by ``df / median(chi2(df))`` brings every simulated cell within 0.025 of the
-    real power in median; scaling the prefix mean squares too overcorrected (down to -0.045)."""
+    real power in median; scaling the prefix mean squares too overcorrected (down to -0.045).
+
+    ``assurance`` above 0.5 takes the prompt mean square, and each group's prefix mean square
+    (``P0 s2_b + s2_e`` on its ``n - 1`` degrees of freedom; paired: the pairs'), at the upper bound
+    it stays under with that probability instead (a plan's: :data:`ASSURANCE`), so that the power
+    planned on them is reached in about that share of pilots."""
     counts = [_get(components, k) for k in ("n_prompts", "n_prefixes_high", "n_prefixes_low")]
     if not all(np.all(np.isfinite(c)) for c in counts):
         return dict(components)
     P0, n_c, n_b = counts
     resid_part = _get(components, "resid_high") / n_c + _get(components, "resid_low") / n_b
-    tau = (2 * _get(components, "interaction") + resid_part) * _median_factor(P0 - 1)
-    return {**components, "interaction": np.maximum(tau - resid_part, 0.0) / 2}
+    tau = (2 * _get(components, "interaction") + resid_part) * _quantile_factor(P0 - 1, assurance)
+    out = {**components, "interaction": np.maximum(tau - resid_part, 0.0) / 2}
+    if assurance <= 0.5:
+        return out
+    s_c, s_b = _get(components, "resid_high"), _get(components, "resid_low")
+    for name, s, n in (("prefix_high", s_c, n_c), ("prefix_low", s_b, n_b)):
+        out[name] = _prefix_at(_get(components, name), s, P0, n, assurance)
+    pair = _get(components, "prefix_pair_sum")
+    if np.any(np.isfinite(pair)):  # the pairs' mean square, P0 pair_sum + s_c + s_b on n - 1 degrees of freedom
+        out["prefix_pair_sum"] = _prefix_at(pair, s_c + s_b, P0, np.minimum(n_c, n_b), assurance)
+    return out
 
 
-def planned_variance(components, n_prompts: int, n_prefixes_per_group: int) -> tuple[np.ndarray, np.ndarray]:
+def _prefix_at(b, s, P0, n, assurance: float) -> np.ndarray:
+    """A prefix variance ``b`` whose mean square ``P0 b + s`` (``n - 1`` degrees of freedom) is taken at
+    the upper bound of ``assurance``."""
+    f = _quantile_factor(np.asarray(n, dtype=float) - 1, assurance)
+    return np.maximum(b * f + s * (f - 1) / P0, 0.0)
+
+
+def planned_variance(components, n_prompts: int, n_prefixes_per_group: int, assurance: float = 0.5
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """``(variance, degrees of freedom)`` of C minus B at ``n_prompts`` x ``n_prefixes_per_group``
-    (module docstring), from :func:`median_unbiased` components; paired when
+    (module docstring), from :func:`median_unbiased` components (at ``assurance``); paired when
     ``components["prefix_pair_sum"]`` is finite."""
     P, n = int(n_prompts), int(n_prefixes_per_group)
-    components = median_unbiased(components)
+    components = median_unbiased(components, assurance)
     s_c, s_b = _get(components, "resid_high"), _get(components, "resid_low")
     tau = 2 * _get(components, "interaction") + s_c / n + s_b / n
     df_resid = (P - 1) * (n - 1)
@@ -122,7 +154,7 @@ def planned_variance(components, n_prompts: int, n_prefixes_per_group: int) -> t
 
 
 def design_power(components, n_prompts: int, n_prefixes_per_group: int, effect, alpha: float = 0.05,
-                 alternative: str = "two-sided") -> np.ndarray:
+                 alternative: str = "two-sided", assurance: float = 0.5) -> np.ndarray:
     """Power of the lead C-minus-B test at ``n_prompts`` prompts and ``n_prefixes_per_group``
     prefixes per group against a true difference ``effect``, from variance ``components`` (a row of
     :func:`harness.analysis.design.variance_components`, or a dict of arrays): noncentral t on the
@@ -130,9 +162,9 @@ def design_power(components, n_prompts: int, n_prefixes_per_group: int, effect, 
 
     Example: components with a residual of 1 and everything else 0, 8 prompts x 12 prefixes per
     group: V = (1/12 + 1/12) / 8, so an effect of 0.5 sits 3.46 standard errors out on 7 degrees of
-    freedom: power 0.84.
+    freedom: power 0.84. ``assurance``: the prompt mean square's (:func:`median_unbiased`).
     """
-    variance, dof = planned_variance(components, n_prompts, n_prefixes_per_group)
+    variance, dof = planned_variance(components, n_prompts, n_prefixes_per_group, assurance)
     effect = np.asarray(effect, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a shift past float's range is infinite
         shift = np.where(variance > 0, effect / np.sqrt(np.where(variance > 0, variance, 1.0)), np.inf)
@@ -271,21 +303,24 @@ def minimum_detectable_effect(components, n_prompts: int, n_prefixes_per_group: 
     return float(optimize.brentq(gap, 0.0, 100 * scale, xtol=1e-10 * scale))
 
 
-def group_planned_variance(components, n_prompts: int, n_prefixes: int, pilot: tuple[int, int] | None = None
-                           ) -> tuple[np.ndarray, np.ndarray]:
+def group_planned_variance(components, n_prompts: int, n_prefixes: int, pilot: tuple[int, int] | None = None,
+                           assurance: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """``(variance, degrees of freedom)`` of one group's crossed mean (a contrast within C, as claims
     1 and 2 test) at ``n_prompts`` x ``n_prefixes``, from that mean's components (``prompt``,
     ``prefix``, ``resid``, as :func:`harness.analysis.crossed_variance.group_mean` estimates them):
     ``prompt / P + prefix / n + resid / (P n)``, Satterthwaite over the expected mean squares with the
     estimate's caps. With ``pilot`` (the prompts and prefixes the components came from), the prompt
-    mean square ``n0 a + e`` is made median-unbiased on its ``P0 - 1`` degrees of freedom, as
-    :func:`median_unbiased` does for C minus B."""
+    mean square ``n0 a + e`` is made median-unbiased on its ``P0 - 1`` degrees of freedom (or taken at
+    the upper bound of ``assurance``, with the prefix mean square), as :func:`median_unbiased` does
+    for C minus B."""
     P, n = int(n_prompts), int(n_prefixes)
     a, b, e = (_get(components, k) for k in ("prompt", "prefix", "resid"))
     if pilot is not None:
         P0, n0 = pilot
-        f = _median_factor(P0 - 1)
+        f = _quantile_factor(P0 - 1, assurance)
         a = np.maximum(a * f + e * (f - 1) / n0, 0.0)
+        if assurance > 0.5:  # the prefix mean square too, as median_unbiased does for a plan
+            b = _prefix_at(b, e, P0, n0, assurance)
     ms_rows, ms_cols = n * a + e, P * b + e
     variance = a / P + b / n + e / (P * n)
     scale = P * n
@@ -301,11 +336,11 @@ def group_planned_variance(components, n_prompts: int, n_prefixes: int, pilot: t
 
 
 def group_design_power(components, n_prompts: int, n_prefixes: int, effect, alpha: float = 0.025,
-                       pilot: tuple[int, int] | None = None) -> np.ndarray:
+                       pilot: tuple[int, int] | None = None, assurance: float = 0.5) -> np.ndarray:
     """One-sided power at level ``alpha`` of the t test of one group's crossed mean against a true
     mean ``effect`` (> 0) at ``n_prompts`` x ``n_prefixes`` (:func:`group_planned_variance`). Claims 1
     and 2 put both of their contrasts' 95% intervals clear of zero: each a one-sided test at 0.025."""
-    variance, dof = group_planned_variance(components, n_prompts, n_prefixes, pilot)
+    variance, dof = group_planned_variance(components, n_prompts, n_prefixes, pilot, assurance)
     effect = np.asarray(effect, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a shift past float's range is infinite
         shift = np.where(variance > 0, effect / np.sqrt(np.where(variance > 0, variance, 1.0)), np.inf)

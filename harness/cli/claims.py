@@ -98,6 +98,17 @@ def _measure(text: str) -> str:
     return text
 
 
+def _assurance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.5 <= value < 1:
+        raise argparse.ArgumentTypeError(f"is the chance a plan's power is reached: give one from 0.5 (the point power) "
+                                         f"to below 1, e.g. 0.85; got {text}")
+    return value
+
+
 def _target_power(text: str) -> float:
     try:
         value = float(text)
@@ -126,6 +137,9 @@ def plan(args: list[str]) -> int:
                         help="plan for the report's C - B test on this measure (a conditions column, e.g. output_kl; "
                              "repeat for several) instead of the claims page's tests: one test per model, placement, "
                              "isolation setting and prefix length, each at its --delta")
+    parser.add_argument("--assurance", type=_assurance, default=None,
+                        help="plan each test's power with the pilot's prompt mean square at the upper bound it stays "
+                             "under with this probability (default 0.85; 0.5: the point power the claims page prints)")
     parser.add_argument("--budget-minutes", type=positive, default=None,
                         help="most minutes still to spend on all runs together (default: no limit)")
     parser.add_argument("--out", type=Path, default=None,
@@ -149,7 +163,11 @@ def plan(args: list[str]) -> int:
         parser.error(f"--measure {unstated[0]} has no default smallest effect of interest: give --delta "
                      f"{unstated[0]}=VALUE in its units (or --effect-sds to plan in prefix-level SDs)")
     notes = [*notes, *replaced]
+    from harness.analysis.power import ASSURANCE
+
+    assurance = ASSURANCE if ns.assurance is None else ns.assurance
     settings = {"target": ns.target, "delta": deltas, "effect_sds": ns.effect_sds, "budget_minutes": ns.budget_minutes,
+                "assurance": assurance,
                 "measure": measures or None}  # None as a marker of a version before --measure reads it
     if ns.out is not None:
         claim_out(ns.out, "plan", ns.runs, settings)
@@ -159,7 +177,7 @@ def plan(args: list[str]) -> int:
     from harness.runs.plan import plan_markdown
 
     found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings,
-                      deltas=deltas, measures=measures)
+                      deltas=deltas, measures=measures, assurance=assurance)
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:

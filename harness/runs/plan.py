@@ -36,6 +36,7 @@ from harness.analysis.planning import (
     power_grid,
     prompts_needed,
 )
+from harness.analysis.power import ASSURANCE
 from harness.analysis.verdicts import deltas_for
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
@@ -44,6 +45,11 @@ from harness.reporting.markdown import heading
 from harness.runs.reading import merge_runs, refuse_collected, run_tables
 from harness.runs.rundir import RunDir
 
+# what table 2b of results/calibration.md measured (benchmarks/crossed_calibration.py --part promise)
+PROMISE = ("In simulation, 300 pilots of 4 x 24 per regime planning C - B at power 0.8 at an assurance of 0.85 got "
+           "a real power of 0.94-0.99 on average and at least 0.78-0.96 in nine plans of ten, at 3.6 to 8 times "
+           "the point plan's conditions; on the point power, 0.70-0.81 and 0.36-0.71 (results/calibration.md, "
+           "table 2b).")
 CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
@@ -134,6 +140,7 @@ class Plan:
     budget_minutes: float | None
     deltas: dict | None = None
     measures: tuple[str, ...] = ()  # planned for the report's C - B on these; empty: the claims page's tests
+    assurance: float = ASSURANCE    # each test planned with its prompt mean square at this upper bound
 
 
 def _why_no_prefix_sd(conditions) -> str:
@@ -181,12 +188,17 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
 
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = None,
          budget_minutes: float | None = None, trust_damaged: bool = False, allow_mixed_settings: bool = False,
-         deltas: dict[str, float] | None = None, measures: Sequence[str] = ()) -> Plan:
+         deltas: dict[str, float] | None = None, measures: Sequence[str] = (), assurance: float = ASSURANCE) -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all): each test
     at its measure's smallest effect of interest (the registry's Δ, with ``deltas`` on top), or at
     ``effect_sds`` of its own prefix-level SD when given. The tests are the claims page's, or with
     ``measures`` the report's C - B on each of them (a row per model, placement, isolation setting and
-    prefix length)."""
+    prefix length). Each test's power is planned at ``assurance``: with the pilot's prompt mean square
+    at the upper bound it stays under with that probability (0.5: its median, the point power the
+    claims page prints)."""
+    if not 0.5 <= assurance < 1:
+        raise HarnessError(f"--assurance {assurance} is the chance the plan's power is reached: give one from 0.5 (the "
+                           f"point power) to below 1, e.g. {ASSURANCE:g}")
     if not TESTS_LEVEL < target <= MAX_TARGET:
         raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
                            f"tests' level of {TESTS_LEVEL:g} and at most {MAX_TARGET:g}, e.g. 0.8")
@@ -195,11 +207,11 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
     conditions, attention, _ = without_mention_controls(conditions, attention)  # the tests the claims page reads
     if measures:
-        tests = lead_tests(conditions, measures, effect_sds, deltas)
+        tests = lead_tests(conditions, measures, effect_sds, deltas, assurance=assurance)
         if not tests:
             raise HarnessError(_why_no_lead(conditions, measures))
     else:
-        tests = claim_tests(conditions, attention, effect_sds, deltas=deltas)
+        tests = claim_tests(conditions, attention, effect_sds, deltas=deltas, assurance=assurance)
     if not tests:
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
         raise HarnessError("no claim test could be planned from these runs: "
@@ -256,13 +268,15 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     for t in tests:
         rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
                      "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
-                     "power_chosen": np.nan if chosen is None else float(chosen[t.label]),
+                     "assured_chosen": np.nan if chosen is None else float(chosen[t.label]),
+                     "power_chosen": np.nan if chosen is None else t.power(int(chosen.n_prompts),
+                                                                            int(chosen.n_prefixes)),
                      **dict(zip(("power_chosen_low", "power_chosen_high"),
                                 (np.nan, np.nan) if chosen is None or t.power_range is None else
                                 t.power_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
                      "prompts_needed": prompts_needed(t, per_group, target, p0), "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
-                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures))
+                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures), assurance)
 
 
 def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
@@ -311,17 +325,15 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
         lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {num(p.chosen.seconds / 60)} minutes still to spend, "
                       f"{num(p.chosen.total_seconds / 60)} in all."]
     lines += ["",
-              "## Power per test", "", "Each power is a point, from the pilot's variance components as "
-              f"estimated ({printer} the same power at the pilot, with its range). At the "
-              "chosen design the range beside it is what the power takes with those components anywhere in their "
-              f"own 95% intervals (the corners of that box, as the {page}'s range): a pilot's components are "
-              "estimates, and the design that reaches the target at their point may miss it at their ends. The "
-              "last column is "
-              "what the target would take beyond the prompt set: the "
-              f"fewest prompts (up to 1,000) at which the test reaches power {p.target:g} with "
-              f"{int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
+              "## Power per test", "", _assured_text(p.assurance, p.effect_sds) + " The power at the pilot is "
+              f"the point power, from the pilot's variance components as estimated ({printer} the same power at "
+              "the pilot, with its range). At the chosen design, beside the planned power, its point power and "
+              "the range that point takes with those components anywhere in their own 95% intervals (the corners "
+              f"of that box, as the {page}'s range). The last column is what the target would take beyond the "
+              f"prompt set: the fewest prompts (up to 1,000) at which the test's planned power reaches "
+              f"{p.target:g} with {int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
               f"| {'test' if p.measures else 'claim'} | measure | {' | '.join(CELL_NAMES.get(c, c) for c in cells)} | pilot | "
-              "power at the pilot | power at the chosen design | prompts for the target |",
+              "power at the pilot | planned power at the chosen design (point, range) | prompts for the target |",
               "| --- " * (len(cells) + 6) + "|"]
     for t in p.tests.itertuples():
         needed = NOT_ESTIMABLE if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
@@ -334,6 +346,16 @@ def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _assured_text(assurance: float, effect_sds: float | None) -> str:
+    """What the planned power is, in words."""
+    if assurance == 0.5:
+        return ("A design is chosen by each test's point power (`--assurance 0.5`), from components that are the "
+                "pilot's estimates. " + PROMISE)
+    return (f"A design is chosen by each test's planned power at an assurance of {assurance:g}: its power with each "
+            f"of the pilot's mean squares (the prompts', each group's prefixes') at the upper bound it stays under "
+            f"with probability {assurance:g}, so that about that share of pilots reach it. " + PROMISE)
+
+
 def _scope_text(scope: str, measures: Sequence[str]) -> str:
     return f"every C - B test ({', '.join(measures)})" if measures else SCOPE_TEXT[scope]
 
@@ -343,9 +365,11 @@ def _power(value: float) -> str:
 
 
 def _ranged(test) -> str:
-    """The chosen design's power with its range (none stated for a plan in prefix-level SDs)."""
+    """The chosen design's planned power, with its point power and that point's range (none stated
+    for a plan in prefix-level SDs)."""
     low, high = getattr(test, "power_chosen_low", np.nan), getattr(test, "power_chosen_high", np.nan)
-    text = _power(test.power_chosen)
-    return text if np.isnan(test.power_chosen) or not (np.isfinite(low) and np.isfinite(high)) else \
-        f"{text} (range {num(low, 2)} to {num(high, 2)})"
+    point = _power(test.power_chosen)
+    inner = point if np.isnan(test.power_chosen) or not (np.isfinite(low) and np.isfinite(high)) else \
+        f"{point}, range {num(low, 2)} to {num(high, 2)}"
+    return f"{_power(test.assured_chosen)} ({inner})"
 

@@ -149,3 +149,25 @@ def test_a_measures_c_minus_b_tests_are_the_reports_rows_with_the_power_it_print
         row = compare_groups(cond, "norm_edit_distance", n_resamples=50, n_permutations=50).set_index(
             "prefix_len").loc[t.cell["prefix_len"]]
         assert t.power(*t.pilot) == pytest.approx(float(row.power), rel=1e-9) and t.power_range is None
+
+
+def test_a_design_is_chosen_by_the_power_at_the_plans_assurance():
+    """Issue 65, item 3: with an assurance each test's planned power takes the pilot's prompt mean
+    square at its upper bound: at most its point power, equal at 0.5, and the grid holds it."""
+    cond, att = pilot_tables()
+    point = planning.claim_tests(cond, att)
+    assert all(t.assured is None and t.planned(6, 8) == t.power(6, 8) for t in point)
+    for a in (0.5, 0.9):
+        tests = planning.claim_tests(cond, att, assurance=a)
+        assert [t.label for t in tests] == [t.label for t in point]
+        for t in tests:
+            for design in ((4, 8), (12, 8), (24, 16)):
+                if a == 0.5:
+                    assert t.assured(*design) == pytest.approx(t.power(*design), rel=1e-12), t.label
+                else:
+                    assert t.assured(*design) <= t.power(*design) + 1e-12, t.label
+        grid = planning.power_grid(tests, [4, 12], [8], cost=lambda p, n: float(p * n))
+        for t in tests:
+            assert grid[t.label].tolist() == pytest.approx([t.planned(4, 8), t.planned(12, 8)], rel=1e-12)
+    strict = planning.claim_tests(cond, att, assurance=0.9)
+    assert any(t.assured(4, 8) < t.power(4, 8) - 0.01 for t in strict)

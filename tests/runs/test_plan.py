@@ -146,3 +146,21 @@ def test_plan_measure_on_too_small_a_pilot_says_what_it_needs(tiny_run, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: no C - B test could be planned from these runs: output_kl's prefix-level SD")
     assert "at least 3 prompts" in err and err.count("\n") == 1, err
+
+
+def test_plan_states_its_assurance_and_refuses_one_outside_its_range(pilot, capsys):
+    """Issue 65, item 3: the plan chooses by the power at an assurance (default 0.85, said on the page);
+    at 0.5 it is the point power; a value below 0.5 or at 1 is refused in one line."""
+    assert main(["plan", str(pilot), "--target", "0.5"]) == 0
+    assert "at an assurance of 0.85" in capsys.readouterr().out  # harness.analysis.power.ASSURANCE
+    assert main(["plan", str(pilot), "--target", "0.5", "--assurance", "0.5"]) == 0
+    assert "point power (`--assurance 0.5`)" in capsys.readouterr().out
+    assured, point = (plan([pilot], target=0.5, assurance=a) for a in (0.9, 0.5))
+    labels = [c for c in point.grid.columns if c.startswith("claim ")]
+    assert labels and (assured.grid[labels].values <= point.grid[labels].values + 1e-12).all()
+    for bad in ("0.4", "1", "nan"):
+        with pytest.raises(SystemExit) as exc:
+            main(["plan", str(pilot), "--assurance", bad])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--assurance" in err and "Traceback" not in err
