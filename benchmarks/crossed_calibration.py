@@ -43,6 +43,7 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
 2b. **A plan's promise**: pilots of 4 x 24 plan the cheapest design at power 0.8 (on the point power,
    or at an assurance of 0.75 or 0.9, ``harness plan``'s default); the lead test's real power at the
    design each chose.
+2c. **Claims 1 and 2's promise**: table 2b for the min-of-two-contrasts test.
 3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, the oracle's coverage,
    misses, mean width against the oracle's (a Wilson interval at the true effective sample size) and
    the old Clopper-Pearson
@@ -419,6 +420,55 @@ def promise(ns) -> None:
             print("| " + " | ".join(cells) + " |", flush=True)
 
 
+def claims_promise(ns) -> None:
+    """Table 2c: table 2b for claims 1 and 2 (the smaller of two contrasts of group C clears zero).
+    Pilots of 4 prompts x 24 prefixes (table 4b's generator, each contrast's truth two of its
+    prefix-level SDs) plan the cheapest design at which
+    :func:`harness.analysis.claim_power.min_contrast_power` reaches 0.8 at the true contrast, at each
+    assurance; the real power there is the rate at which both contrasts' intervals clear zero (200
+    fresh data sets)."""
+    from harness.analysis.claim_cubes import min_contrast_interval
+    from harness.analysis.claim_power import contrast_components, min_contrast_power
+
+    pilots = ns.datasets // 10
+    heading(f"2c. Planning claims 1 and 2: the power a plan promises against the power it gets ({pilots} pilots, "
+            "4 x 24, target 0.8)", ["regime", "planned on", "designs found", "promised (mean)", "real (mean)",
+                                     "real (10th percentile)", "real below 0.70", "cost (median cells)"], 2)
+    rng = np.random.default_rng(ns.seed + 9)
+    weights = np.array([[1.0, -2.0, 1.0, 0.0], [0.0, -1.0, 2.0, -1.0]])
+    designs = sorted(((p, n) for p in PROMISE_PROMPTS for n in PROMISE_PREFIXES), key=lambda d: (d[0] * d[1], d[0]))
+
+    def draw_claims(P, n, sets, sd_b, sd_a, sd_e, m):
+        a = rng.normal(0, 1, (sets, P, 1, 1)) + rng.normal(0, sd_a, (sets, P, 1, 4))
+        b = rng.normal(0, sd_b, (sets, 1, n, 1)) + rng.normal(0, 0.3 * sd_b, (sets, 1, n, 4))
+        return m + a + b + rng.normal(0, sd_e, (sets, P, n, 4))
+
+    for name, sd_b, sd_a, sd_e in (("prefixes dominate", 1.0, 0.3, 0.22), ("residual dominates", 0.5, 0.3, 1.0),
+                                   ("prompts interact", 0.6, 0.8, 0.5)):
+        # both contrasts' truth: two of their prefix-level SDs (equal norms), so that the designs it asks
+        # for lie within the search range
+        delta = float(2 * 0.3 * sd_b * np.linalg.norm(weights[0]))
+        m = np.array([0.0, 0.0, delta, delta])  # weights @ m == (delta, delta)
+        real = {}
+        components = [contrast_components(y, weights) for y in draw_claims(4, 24, pilots, sd_b, sd_a, sd_e, m)]
+        for assurance in (0.5, ASSURANCE):
+            rows = []
+            for comps in components:
+                for p, n in designs:
+                    power = min_contrast_power(comps, p, n, effect=delta, assurance=assurance)
+                    if power >= 0.8:
+                        if (p, n) not in real:
+                            low, _, _ = min_contrast_interval(draw_claims(p, n, 200, sd_b, sd_a, sd_e, m), weights)
+                            real[(p, n)] = float(np.mean(low > 0))
+                        rows.append((power, real[(p, n)], p * n))
+                        break
+            a = np.array(rows).reshape(-1, 3)
+            cells = [name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", f"{len(a)}/{pilots}"]
+            cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
+                       f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
+            print("| " + " | ".join(cells) + " |", flush=True)
+
+
 @dataclass(frozen=True)
 class RateCell:
     name: str
@@ -600,7 +650,7 @@ def verdicts(ns) -> None:
 
 
 PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "sparse-rates": sparse_rates,
-         "planning": planning, "promise": promise, "rates": rates,
+         "planning": planning, "promise": promise, "claims-promise": claims_promise, "rates": rates,
          "claims": claims_cells, "claims-power": claims_power, "second": generator_b, "verdicts": verdicts}
 
 
