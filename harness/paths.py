@@ -71,3 +71,11 @@ def resolved(path: str | Path) -> Path:
         return Path(path).resolve()
     except (RuntimeError, OSError):
         raise HarnessError(f"{path} {broken_link(Path(path))}: give a file or directory that exists") from None
+
+
+def shell_path(path: str | Path) -> str:
+    """``path`` as it goes into a command the harness prints as advice: quoted for a POSIX shell
+    where it needs it (a space, a quote), so that the command works when copied as printed."""
+    import shlex
+
+    return shlex.quote(str(path))

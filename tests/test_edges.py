@@ -455,7 +455,7 @@ def test_collect_names_the_sweep_still_writing_a_run(runs, tmp_path, capsys):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": 1, "host": "here", "since": "now"}).encode())
-        assert "is being written by a sweep (pid 1 on here" in answer(capsys, ["collect", str(run), "--out",
+        assert "is being written by a sweep or resume (pid 1 on here" in answer(capsys, ["collect", str(run), "--out",
                                                                               str(tmp_path / "c")])
     finally:
         os.close(fd)

@@ -70,7 +70,7 @@ def test_resume_of_a_run_a_sweep_has_just_started_names_the_sweep(tmp_path, caps
     with hold(run, "sweep", "wait"):
         assert main(["resume", str(run)]) == 2
     err = capsys.readouterr().err
-    assert f"{run} is being written by a sweep (pid" in err and "resume it once that has finished" in err
+    assert f"{run} is being written by a sweep or resume (pid" in err and "resume it once that has finished" in err
     assert "deleted?" not in err
 
 

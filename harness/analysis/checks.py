@@ -107,8 +107,7 @@ def check_same_conditions(conditions: pd.DataFrame, attention: pd.DataFrame | No
 
 
 def check_flags(**flags) -> None:
-    """Refuse a switch that is not True or False (None where the function decides): the string "no"
-    is true, and would turn on what the caller meant to turn off."""
+    """Refuse a switch that is not True or False (None where the function decides): "no" is true."""
     for name, value in flags.items():
         if value is not None and not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {shown(value)}")
@@ -263,13 +262,16 @@ def _labels(column: pd.Series) -> bool:
     return all(isinstance(v, str) for v in held.iloc[:20])
 
 
-def check_groups(df: pd.DataFrame, high: str, low: str) -> None:
-    """Refuse a ``high``/``low`` pair a C-minus-B style comparison cannot mean: either group neither
-    held by ``df`` nor one of :data:`SWEEP_GROUPS`, or the same group twice."""
+def check_groups(df: pd.DataFrame, high: str, low: str, attention: bool = False) -> None:
+    """Refuse a ``high``/``low`` pair a C-minus-B comparison cannot mean (a group neither held by ``df``
+    nor in :data:`SWEEP_GROUPS`, one group twice) and, unless ``attention``, an attention table."""
     missing = [c for c in ("group", "prompt_id", "prefix_id") if c not in df.columns]
     if missing:
         raise ValueError(f"the table must have the key columns group, prompt_id and prefix_id; it has no "
                          f"{', '.join(missing)}")
+    heads = [c for c in ("layer", "head", "segment") if c in df.columns]  # one head's slice is one cell: it may stay
+    if not attention and {"layer", "head"} <= set(heads) and len(df[heads].drop_duplicates()) > 1:
+        check_conditions_table(df, "the table")  # refuses it in the words every conditions analysis uses
     check_held(df, "group", "high", high, SWEEP_GROUPS)
     check_held(df, "group", "low", low, SWEEP_GROUPS)
     if high == low:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import NothingToShow, check_columns
+from harness.analysis.checks import NothingToShow, check_columns, check_flags
 from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
@@ -57,6 +57,7 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
         if max_k > max(longest, 1):  # a curve past the last token is flat, and a huge one fills the memory
             raise ValueError(f"max_k must be at most the longest continuation ({longest} tokens), got {max_k}")
     check_resampling(confidence, n_resamples)
+    check_flags(two_way=two_way)  # the string "no" is true
     check_conditions_table(conditions)
     check_columns(conditions, ["first_divergence"], "conditions")
     df = with_settings(conditions)

@@ -47,6 +47,7 @@ from harness.analysis.checks import (  # noqa: F401 (the names the analysis modu
     check_cells,
     check_conditions_table,
     check_count,
+    check_flags,
     check_fraction,
     check_frame,
     check_groups,
@@ -109,6 +110,7 @@ def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RE
     Percentile by default (what existing callers get); ``method="BCa"`` uses BCa where it applies
     and falls back to percentile (see :func:`bootstrap_interval`, which also says which was used).
     """
+    check_flags(empty_ok=empty_ok)
     try:
         given = np.asarray(values, dtype=float)
     except (TypeError, ValueError):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_attention_table, check_effect, check_keys, warn_pooled_runs
+from harness.analysis.checks import check_attention_table, check_effect, check_flags, check_keys, warn_pooled_runs
 from harness.analysis.crossed import cell_means, matched_pairs, permutation_pvalues, relabelings
 from harness.analysis.crossed_variance import difference, supported
 from harness.analysis.descriptive import (
@@ -158,11 +158,12 @@ def head_contrasts(attention: pd.DataFrame, value: str = "kl", segment: str | Se
     """
     check_fraction("alpha", alpha, 0.05)
     check_attention_table(attention)
+    check_flags(permutation=permutation)
     check_keys(attention)
     warn_pooled_runs(attention, None, stacklevel=3)
     if attention.empty:
         raise ValueError("attention is an empty table (filtered to nothing?): there are no heads to compare")
-    check_groups(attention, high, low)
+    check_groups(attention, high, low, attention=True)
     if "A" in (high, low):  # every attention row is a B or C condition measured against A's
         raise ValueError("high and low must be B or C: an attention table's rows are B and C conditions, each "
                          "measured against A's attention (A is in every row already)")

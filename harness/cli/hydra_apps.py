@@ -1,8 +1,7 @@
 """The Hydra applications: ``sweep``, ``locate``, ``cache-timing`` and ``resume`` (config overrides, ``-m`` for
-multirun, ``--config-dir DIR`` for a directory of your own ``model/``, ``prompts/``, ``prefixes/`` and
-``experiment/`` configs). Each task is a thin wrapper over a plain function
-(:func:`harness.runs.runner.run`, :func:`harness.runs.locate.locate`) that turns its errors into
-exit statuses; what Hydra itself refuses (a misspelt key) exits 2 like every user error."""
+multirun, ``--config-dir DIR`` for your own ``model/``, ``prompts/``, ``prefixes/`` and ``experiment/`` configs).
+Each task is a thin wrapper over a plain function (:func:`harness.runs.runner.run`, :func:`harness.runs.locate.locate`)
+turning its errors into exit statuses; what Hydra refuses (a misspelt key) exits 2 like every user error."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from harness.cli import report_bug
 from harness.cli.guards import check_run_dir, check_sweep_dir, run_directory
 from harness.cli.overrides import check_config_dir, check_hydra_flags, hydra_quoted, option
 from harness.errors import HarnessError, Terminated, on_sigterm
+from harness.paths import shell_path
 
 log = logging.getLogger("harness")
 STARTED = time.time()  # when this command started: a run directory made after it is this command's own
@@ -80,7 +80,7 @@ def _sweep_task(cfg) -> str | None:
                   f"into {run_dir.parent})", file=sys.stderr)
         else:
             print(f"\n{how}: finished conditions are kept in {run_dir}/results; continue with: harness resume "
-                  f"{run_dir}", file=sys.stderr)
+                  f"{shell_path(run_dir)}", file=sys.stderr)
         raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
     except (HarnessError, SweepFailed) as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:
@@ -127,7 +127,7 @@ def _timing_task(cfg) -> None:
         run(cfg, run_dir, overrides=_command_line(HydraConfig.get()))
     except KeyboardInterrupt as exc:
         print(f"\n{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: finished phases are kept in "
-              f"{run_dir}/results; continue with: harness resume {run_dir}", file=sys.stderr)
+              f"{run_dir}/results; continue with: harness resume {shell_path(run_dir)}", file=sys.stderr)
         raise TaskExit(143 if isinstance(exc, Terminated) else 130) from None
     except HarnessError as exc:
         raise _refused(exc, run_dir) from None
@@ -299,7 +299,7 @@ def resume(args: list[str]) -> int:
                            f"from, then run `harness {command}` again")
     if other_output(run.path) == "a locate search":  # it resumes by running its own command again
         raise HarnessError(f"{run} is a locate search, not a sweep: run its `harness locate` command again in a new "
-                           f"directory, or with hydra.run.dir={run} on_existing=fresh to replace it")
+                           f"directory, or with hydra.run.dir={shell_path(run)} on_existing=fresh to replace it")
     from harness.runs.lock import held_by, writer
 
     holder = held_by(run.path)
@@ -308,12 +308,13 @@ def resume(args: list[str]) -> int:
                            f"finished, or stopped")
     if run.path.is_dir() and not [p for p in run.path.iterdir() if p.suffix != ".log"]:  # before a sweep's lock
         raise HarnessError(f"{run} holds no run yet (nothing but a log, if that): a sweep starting in it takes it "
-                           f"within a second, so resume it once that has finished or stopped; else run the sweep "
-                           f"with hydra.run.dir={run}")
+                           f"within a second, so resume it once that has finished or stopped; else run the sweep with "
+                           f"hydra.run.dir={shell_path(run)}")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
-        raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml (the command resume reruns; deleted?): run "
-                           f"the sweep's own command again with hydra.run.dir={run} on_existing=resume (the stored "
-                           f"results that still apply are reused)")
+        raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml, the command resume reruns (a run made from "
+                           f"Python by H.run without overrides= has none; else it was deleted): run again what made it, "
+                           f"H.run(cfg, {str(run)!r}) or the sweep's own command with hydra.run.dir={shell_path(run)} "
+                           f"on_existing=resume (the stored results that still apply are reused)")
     elsewhere = relative_elsewhere(str(run), run.saved_config(),
                                    (run.manifest(trust_damaged=True, rebuilding=True) or {}).get("inputs"),
                                    ns.overrides)

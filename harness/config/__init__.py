@@ -10,14 +10,15 @@ before any model is loaded. Call :func:`register_configs` once before Hydra comp
 
 Public here:
 
-- composing and recording: ``compose``, ``register_configs``, ``recorded_config``, ``as_plain``,
-  ``config_keys``, ``GROUPS`` (the config groups), ``NOT_RESULT_KEYS`` (settings that change no result)
+- composing and recording: ``compose``, ``override_list`` (a command line's overrides, checked),
+  ``register_configs``, ``recorded_config``, ``as_plain``, ``config_keys``, ``GROUPS`` (the config
+  groups), ``NOT_RESULT_KEYS`` (settings that change no result)
 - checking: ``validate``, ``is_validated``
 - the schema: ``RunConfig``, ``ModelConfig``, ``ClaimsConfig`` and the choices ``Dtype``, ``Group``,
   ``IsolationMode``, ``OnExisting``, ``Placement``, ``CacheSetting``
 """
 
-from harness.config.composing import compose
+from harness.config.composing import compose, override_list
 from harness.config.schema import (
     GROUPS,
     NOT_RESULT_KEYS,
@@ -39,4 +40,5 @@ from harness.config.validation import is_validated, validate
 
 __all__ = ["GROUPS", "NOT_RESULT_KEYS", "CacheSetting", "ClaimsConfig", "Dtype", "Group", "IsolationMode",
            "ModelConfig", "OnExisting", "Placement", "RunConfig", "as_plain", "compose", "config_keys", "is_validated",
+           "override_list",
            "recorded_config", "register_configs", "validate"]

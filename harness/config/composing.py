@@ -172,12 +172,10 @@ def _not_an_option(group: str, choice: str, options: set[str]) -> str:
             + f" (the configs: {', '.join(sorted(options))})")
 
 
-def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> DictConfig:
-    """The run config that ``harness sweep OVERRIDES`` would run, composed in-process (tests,
-    notebooks). ``config_dir`` adds a user config directory, like ``--config-dir``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
+def override_list(overrides) -> list[str]:
+    """``overrides`` as a list of KEY=VALUE strings, refused in one line (:class:`HarnessError`) where it
+    is not one: a string (read letter by letter, it would be recorded as the run's command one
+    character per override), another type, or an item that is not a non-empty string."""
     if isinstance(overrides, str):  # would be read letter by letter
         raise HarnessError(f"overrides must be a list of strings, e.g. [{overrides!r}], got the string {overrides!r}")
     if not isinstance(overrides, (list, tuple)):
@@ -187,6 +185,16 @@ def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> 
     if odd is not None or None in overrides:
         what = "an empty string (an unset variable?)" if isinstance(odd, str) else f"{odd!r}, not a string"
         raise HarnessError(f"overrides must be KEY=VALUE strings; item {overrides.index(odd) + 1} is {what}")
+    return overrides
+
+
+def compose(overrides: list[str] = (), config_dir: str | Path | None = None) -> DictConfig:
+    """The run config that ``harness sweep OVERRIDES`` would run, composed in-process (tests,
+    notebooks). ``config_dir`` adds a user config directory, like ``--config-dir``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    overrides = override_list(overrides)
     check_overrides(overrides, str(config_dir) if config_dir is not None else None, command=None)
     register_configs()
     said: dict[str, list[str]] = {}

@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.leak import leak_table
-from harness.config import CacheSetting, recorded_config, validate
+from harness.config import CacheSetting, override_list, recorded_config, validate
 from harness.errors import HarnessError
 from harness.io import read_table, sha256_file, write_json, write_parquet, write_sealed_json
 from harness.model.vllm_backend import VllmWorker
@@ -202,6 +202,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     describes, into the run directory ``run_dir`` (module docstring); ``overrides``: the command
     line, kept for ``harness resume``. ``open_worker(location, max_model_len, log_path)``: a
     stand-in for the engine (tests); by default a :class:`VllmWorker`."""
+    overrides = None if overrides is None else override_list(overrides)  # a string would be recorded letter by letter
     cfg = validate(cfg)
     problems = timing_problems(cfg)
     if problems:

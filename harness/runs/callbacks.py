@@ -7,6 +7,8 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from harness.paths import shell_path
+
 log = logging.getLogger("harness")
 
 
@@ -88,4 +90,4 @@ class SweepSummary(Callback):
                                  f"incomplete:\n  "
                                  + "\n  ".join(problems))
         log.info("all %d jobs complete in %s; combine them with: harness collect %s --out DIR", len(jobs),
-                 sweep_dir, sweep_dir)
+                 sweep_dir, shell_path(sweep_dir))

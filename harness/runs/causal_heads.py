@@ -126,7 +126,8 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     effects = pd.DataFrame()
     if causal:  # the run's experiment is built again from its config: from the files it was made from
         refuse_changed(str(run_dir), manifest.get("inputs"), of_config(manifest["config"]),
-                       "its heads would be tested on other prompts or prefixes than the run named them on")
+                       "its heads would be tested on other prompts or prefixes than the run named them on",
+                       config=manifest["config"])
         records = _causal_sweep(manifest["config"], sets, test, length, converse, Path(out_dir), device, progress)
         effects = ch.causal_effects(records[records.group != "A"], seed=seed)
         out.update({"causal_conditions.parquet": records, "causal_effects.parquet": effects})

@@ -16,9 +16,10 @@ from omegaconf import OmegaConf
 
 from harness.config import RunConfig, register_configs
 from harness.errors import HarnessError
-from harness.numbers import num
 from harness.inputs.conditions import KEY_FIELDS
 from harness.measure.metrics import METRICS
+from harness.numbers import num
+from harness.paths import shell_path
 from harness.runs.compute import compute
 from harness.runs.experiment import Experiment
 from harness.runs.inputs import of_config, refuse_changed
@@ -26,7 +27,6 @@ from harness.runs.reading import has_table, reading_notes, refuse_collected
 from harness.runs.rundir import RunDir
 from harness.runs.schema import ATTENTION_METRICS, row_key
 from harness.runs.store import RESULT_SCHEMA_VERSION
-
 
 # the condition table's measures a rerun recomputes (numbers and flags; lists and texts are compared as
 # tokens). Not the logit margins and the near-tie flag made of them: in logit units, and at another batch
@@ -58,7 +58,7 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     if schema != RESULT_SCHEMA_VERSION:
         raise HarnessError(f"{run_dir} was written by an earlier version of the harness (result schema {schema}, "
                            f"this version writes {RESULT_SCHEMA_VERSION}): recompute it under this version with "
-                           f"`harness resume {run_dir} on_existing=resume`, then check it")
+                           f"`harness resume {shell_path(run_dir)} on_existing=resume`, then check it")
     register_configs()
     try:
         cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), manifest["config"])
@@ -66,7 +66,8 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         raise HarnessError(f"{run_dir}/manifest.json holds a configuration this version cannot read "
                            f"({str(exc).strip().splitlines()[0]})") from None
     refuse_changed(str(run_dir), manifest.get("inputs"), of_config(cfg),
-                   "a recheck would compare other prompts' or prefixes' results with the stored ones")
+                   "a recheck would compare other prompts' or prefixes' results with the stored ones",
+                   config=manifest["config"])
     has_attention = bool(cfg.analysis.attention) and has_table(run, run.ATTENTION, trust_damaged)
     exp = Experiment.build(cfg, device=manifest["model"]["device"], attention=has_attention)
     if exp.loaded.resolved_revision != manifest["model"]["resolved_revision"]:

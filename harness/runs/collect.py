@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.checks import check_flags
 from harness.analysis.verdicts import recorded_deltas
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
+from harness.paths import shell_path
 from harness.reporting.edits import keep_edited_table
 from harness.runs.compat import check_compatible, mixed_settings, refuse_other_schemas, run_settings
 from harness.runs.environment import now_iso
@@ -72,7 +74,10 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # the API takes str paths too
     if not all(isinstance(p, (str, os.PathLike)) for p in [*paths, out]):
         raise HarnessError(f"collect takes run directories' paths and an output directory's, got {paths!r} and {out!r}")
-    paths, out = [Path(p) for p in paths], Path(out)
+    # ~ as H.load_runs reads it: the command refuses a quoted ~ before it calls this
+    paths, out = [Path(p).expanduser() for p in paths], Path(out).expanduser()
+    check_flags(allow_partial=allow_partial, allow_disagreement=allow_disagreement, trust_damaged=trust_damaged,
+                allow_mixed_settings=allow_mixed_settings)  # the string "no" is true
     check_out(out)  # the command's checks, for the API too: a user's own files there are never written over
     if not paths:
         raise HarnessError("collect: give at least one run or sweep directory")
@@ -82,7 +87,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     for run in runs:  # a sweep still writing: its tables are not final (and may not exist yet)
         if is_cache_timing(run):
             raise HarnessError(f"{run} is a harness cache-timing run: collect merges sweeps' condition tables, which "
-                               f"it has none of (`harness figures {run}` redraws its own page)")
+                               f"it has none of (`harness figures {shell_path(run)}` redraws its own page)")
         holder = held_by(run.path)
         if holder is not None:
             raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): collect it once that has "
@@ -146,7 +151,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     if before and before != {name: sha256_file(out / name) for name in tables}:  # a page of the earlier tables
         stale = drop_report(out)
         if stale:
-            print(f"removed {', '.join(stale)}, drawn from the tables collected before: `harness figures {out}` "
+            print(f"removed {', '.join(stale)}, drawn from the tables collected before: `harness figures {shell_path(out)}` "
                   f"draws them anew")
     write_sealed_json({
         "collected": now_iso(),

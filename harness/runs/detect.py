@@ -86,7 +86,7 @@ def measure_runs(run_dirs: list[Path], store: ResultStore, device: str | None = 
                                f"directory")
         config = manifest["config"]
         refuse_changed(str(run_dir), manifest.get("inputs"), of_config(config),
-                       "its inputs would be scored from other prompts or prefixes than the run's")
+                       "its inputs would be scored from other prompts or prefixes than the run's", config=config)
         # a detector reads the input as it arrives: plain concatenation, whatever isolation the run swept
         exp = Experiment.build(OmegaConf.create(config), device=device, attention=True, settings=[Isolation()])
         try:

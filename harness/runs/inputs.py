@@ -66,28 +66,36 @@ def _changed(recorded: dict | None, now: dict[str, dict]) -> list[tuple[str, dic
     return [(role, was, is_) for role, was, is_ in pairs if was.get("sha256") != is_.get("sha256")]
 
 
-def changed_inputs(recorded: dict | None, now: dict[str, dict]) -> list[str]:
+def changed_inputs(recorded: dict | None, now: dict[str, dict], config: dict | None = None) -> list[str]:
     """One phrase per recorded input whose content differs from what the config names now
-    (:func:`_changed`)."""
+    (:func:`_changed`); with the run's ``config``, a path it names that holds no file from this
+    working directory is said as such (a relative path read elsewhere), not as "none"."""
     out = []
     for role, was, is_ in _changed(recorded, now):
         then = f"{was.get('path')} (sha256 {str(was.get('sha256'))[:12]}...)" if was else "none"
         here = f"{is_.get('path')} (sha256 {str(is_.get('sha256'))[:12]}...)" if is_ else "none"
-        out.append(f"its {ROLES.get(role, role)} was {then}, the config now reads {here}")
+        named = ((config or {}).get(role) or {}).get("path") if role in ("prompts", "prefixes") else None
+        if not is_ and named:
+            out.append(f"its {ROLES.get(role, role)} was {then}, and the config's {role}.path {named} names no file "
+                       f"from {Path.cwd()}")
+        else:
+            out.append(f"its {ROLES.get(role, role)} was {then}, the config now reads {here}")
     return out
 
 
-def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: str, otherwise: str = "") -> None:
+def refuse_changed(run: str, recorded: dict | None, now: dict[str, dict], what: str, otherwise: str = "",
+                   config: dict | None = None) -> None:
     """Raise a one-line :class:`HarnessError` where :func:`changed_inputs` finds any: ``what`` the
     command would do with them, and what to do instead: run from the directory the run was made in
     (a relative path read elsewhere) or restore the files, only the latter where each changed file is
-    the one recorded, edited in place; ``otherwise``: the command's own further way out."""
+    the one recorded, edited in place; ``otherwise``: the command's own further way out; ``config``:
+    the run's, to name a path it gives that holds nothing here (:func:`changed_inputs`)."""
     gone = [f"the {ROLES.get(role, role)} {entry['path']}" for role, entry in (recorded or {}).items()
             if isinstance(entry, dict) and entry.get("path") and not Path(entry["path"]).exists()]
     if gone:  # moved or deleted: what to restore, not which directory to run from
         raise HarnessError(f"{run} was made from {', '.join(gone)}, which no longer exists: {what}; restore it (the "
                            f"manifest records its sha256) or give its new path")
-    changed = changed_inputs(recorded, now)
+    changed = changed_inputs(recorded, now, config)
     if changed:
         in_place = all(_same_file(was.get("path"), is_.get("path")) for _, was, is_ in _changed(recorded, now))
         remedy = ("restore the files (the manifest records their sha256: they were edited in place)" if in_place else

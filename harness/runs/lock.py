@@ -86,7 +86,14 @@ def holder(run: Path) -> str:
         return "holder unknown"
 
 
+def lock_command(run: Path) -> str:
+    """The command whose lock ``run`` holds, as it wrote it: "sweep" (a resume too), or a command's name."""
+    return str(_about(run).get("command", "sweep"))
+
+
 def writer(run: Path, another: bool = False) -> str:
-    """Who writes, in words: a sweep (``another`` sweep, to one), or the command redrawing the report."""
-    command = _about(run).get("command", "sweep")
-    return f"`harness {command}`" if command != "sweep" else "another sweep" if another else "a sweep"
+    """Who writes, in words: a sweep or a resume of one (``another``, to one), or the command redrawing
+    the report. (``harness resume`` runs the sweep again: its lock says "sweep" too.)"""
+    command = lock_command(run)
+    return f"`harness {command}`" if command != "sweep" else \
+        "another sweep or resume" if another else "a sweep or resume"

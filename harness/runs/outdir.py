@@ -81,7 +81,7 @@ def claim_out(out: Path, command: str, runs: list[Path] = (), settings: dict | N
             mark = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             entries = sorted(out.iterdir())
-            made = [p for p in entries if RunDir(p).output_of() or RunDir(p).is_run() or (p / "multirun.yaml").is_file()]
+            made = [p for p in entries if other_output(p) or RunDir(p).is_run() or (p / "multirun.yaml").is_file()]
             others = [p.name for p in entries if p not in made]
             what = (f"files no harness command wrote there ({', '.join(others[:4])})" if others else
                     f"other runs and command outputs ({', '.join(p.name for p in made[:4])})")
@@ -230,7 +230,7 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
         check_tables(noise=noise)
     except ValueError as exc:
         raise HarnessError(f"write_outputs: {exc}") from None
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).expanduser()  # a Python call: no shell expanded ~, as H.run and H.load_run read it
     try:
         check_frame(conditions, "conditions")
         if attention is not None:

@@ -20,9 +20,9 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.io import sha256_file
-from harness.paths import resolved
+from harness.paths import resolved, shell_path
 from harness.runs.compat import Settings, check_compatible, run_settings
-from harness.runs.lock import held_by, writer
+from harness.runs.lock import held_by, lock_command, writer
 from harness.runs.multirun import unstarted_notes
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import ROW_KEYS
@@ -120,10 +120,10 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
     """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
     :func:`_quiet_manifest` read it."""
     holder = held_by(run.path)
-    if holder is not None and writer(run.path) != "a sweep":  # its tables are final: only its report is redrawn
+    if holder is not None and lock_command(run.path) != "sweep":  # its tables are final: only its report is redrawn
         raise HarnessError(f"{run}'s report is being redrawn by {writer(run.path)} ({holder}): wait for it to finish")
     if holder is not None:
-        raise HarnessError(f"{run} is being written by a sweep ({holder}): its tables are not final and nothing may be "
+        raise HarnessError(f"{run} is being written by {writer(run.path)} ({holder}): its tables are not final and nothing may be "
                            f"written into it; read it once the sweep has finished")
     info = run.status()
     if info is None:
@@ -142,14 +142,14 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
                              f"--allow-failed): {'; '.join(str(p) for p in incomplete[:3])}.", *said])
         if not run.is_run() or run.output_of():  # not a run (another command's output): the reader says so
             return None
-        raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {run}`")
+        raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {shell_path(run)}`")
     state = info.get("status")
     if state == "complete":
         recorded = (manifest or {}).get("failures") or []
         if recorded:  # a status.json copied from another run, or edited: the two files disagree
             raise HarnessError(f"{run}: status.json says complete but manifest.json records {len(recorded)} failed "
                                f"condition(s) (first: {recorded[0]}): the files disagree; rebuild them with "
-                               f"`harness resume {run}`")
+                               f"`harness resume {shell_path(run)}`")
         return None
     if state == "failed":
         failed, total = len(info.get("failed") or []), info.get("conditions")
@@ -158,24 +158,24 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
             why = (f"{run} failed after its conditions ({info['error']}): every condition has a result but what "
                    f"followed did not finish")
             if not allow_failed:
-                raise HarnessError(f"{why}; `harness resume {run}` finishes it, or pass --allow-failed to read "
+                raise HarnessError(f"{why}; `harness resume {shell_path(run)}` finishes it, or pass --allow-failed to read "
                                    f"the conditions")
-            return f"{why} (read with --allow-failed); `harness resume {run}` finishes it."
+            return f"{why} (read with --allow-failed); `harness resume {shell_path(run)}` finishes it."
         if not allow_failed:
             raise HarnessError(f"{run} is a failed run: {failed}{of} conditions failed and its tables hold only the "
-                               f"others; `harness resume {run}` retries them, or pass --allow-failed to read what "
+                               f"others; `harness resume {shell_path(run)}` retries them, or pass --allow-failed to read what "
                                f"finished (the pages then say what is missing)")
         return (f"{run}: {failed}{of} conditions failed and are missing from these tables (status failed, read with "
-                f"--allow-failed); `harness resume {run}` retries them.")
+                f"--allow-failed); `harness resume {shell_path(run)}` retries them.")
     if state == "running":  # nobody holds the lock: the sweep was killed without a word
         raise HarnessError(f"{run} did not finish: its status says running but no sweep holds it (the process was "
-                           f"killed); finish it with `harness resume {run}`")
+                           f"killed); finish it with `harness resume {shell_path(run)}`")
     why = f" ({info.get('error')})" if info.get("error") else ""
     if state == "error":  # stopped by its configuration or its input: a resume as it is stops the same way
         raise HarnessError(f"{run} did not finish: its status is error{why}; what stopped it must change first: fix "
-                           f"the input, or resume with the setting changed (`harness resume {run} KEY=VALUE "
+                           f"the input, or resume with the setting changed (`harness resume {shell_path(run)} KEY=VALUE "
                            f"--accept-changes`), or sweep anew")
-    raise HarnessError(f"{run} did not finish: its status is {state}{why}; finish it with `harness resume {run}`")
+    raise HarnessError(f"{run} did not finish: its status is {state}{why}; finish it with `harness resume {shell_path(run)}`")
 
 
 def _quiet_manifest(run: RunDir) -> dict | None:
@@ -208,22 +208,22 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
             return (f"{run} is a harness cache-timing run without its {RunDir.MANIFEST} (deleted?): `harness resume "
                     f"{run}` writes it again from the phases stored under results/")
         return (f"{run} is a harness cache-timing run (its tables: trials.parquet, leak.parquet), not a sweep's: "
-                f"`harness figures {run}` redraws its page; this command reads sweeps")
+                f"`harness figures {shell_path(run)}` redraws its page; this command reads sweeps")
     command = run.output_of()  # first: detect's output has a status.json of its own, as a sweep's has
     if command:
         return f"{run} holds the output of `harness {command}`, not a run: give the run directories it was made from"
     if (_quiet_manifest(run) or {}).get("tables", {}).get(RunDir.CONDITIONS) or run.made_by_a_sweep():
         if (state := run.previous_status()) in ("interrupted", "running", "error", "failed"):  # it never wrote them
-            return f"{run} stopped ({state}) before its sweep wrote its tables: finish it with `harness resume {run}`"
+            return f"{run} stopped ({state}) before its sweep wrote its tables: finish it with `harness resume {shell_path(run)}`"
         return (f"{run / RunDir.CONDITIONS} is missing (the sweep wrote it; deleted or not copied?): rebuild it from "
-                f"results/ with `harness resume {run}`")
+                f"results/ with `harness resume {shell_path(run)}`")
     if (run.path / "multirun.yaml").is_file():  # a sweep over settings (-m): its jobs are the runs
         jobs = [job for job in job_dirs(run.path) if job.has(RunDir.CONDITIONS)]
         shown = " ".join(str(job.path) for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "") or "none has tables yet"
         if takes == "one":
             return (f"{run} is a multirun (-m), whose jobs are the runs, and this command reads one run: give one of "
                     f"its jobs ({shown})")
-        collect = f", or merge them first with `harness collect {run} --out DIR`" if takes == "runs" else ""
+        collect = f", or merge them first with `harness collect {shell_path(run)} --out DIR`" if takes == "runs" else ""
         return f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown}){collect}"
     return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
 
@@ -253,7 +253,7 @@ def has_table(run: RunDir, name: str, trust_damaged: bool = False) -> bool:
     if name not in (manifest.get("tables") or {}):
         return False
     message = (f"{run / name} is missing, though {RunDir.MANIFEST} lists it (the sweep wrote it; the file was "
-               f"deleted or not copied): rebuild it from results/ with `harness resume {run}`")
+               f"deleted or not copied): rebuild it from results/ with `harness resume {shell_path(run)}`")
     if not trust_damaged:
         raise HarnessError(message + ", or pass --trust-damaged to read the run without it")
     log.warning("%s; read without it (--trust-damaged)", message)
@@ -325,8 +325,12 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
                                              else None)
 
 
-def run_paths(run_dirs, caller: str) -> list:
-    """The run directories a notebook reader was given, as a list (a bare path is one run; a generator, taken once)."""
+def run_paths(run_dirs, caller: str, **flags) -> list:
+    """The run directories a notebook reader was given, as a list (a bare path is one run; a generator, taken
+    once), its switches (``flags``) each True or False: the string "no" is true, and would read what it refuses."""
+    bad = next((name for name, flag in flags.items() if not isinstance(flag, bool)), None)
+    if bad is not None:
+        raise HarnessError(f"{caller}: {bad} must be True or False, got {flags[bad]!r}")
     if isinstance(run_dirs, (str, os.PathLike)):
         run_dirs = [run_dirs]
     try:
@@ -349,11 +353,8 @@ def load_runs(run_dirs: list[Path], trust_damaged: bool = False, allow_mixed_set
     Attention is None where no run has one (behaviour-only sweeps)."""
     import warnings
 
-    run_dirs = run_paths(run_dirs, "load_runs")
-    for name, flag in (("trust_damaged", trust_damaged), ("allow_mixed_settings", allow_mixed_settings),
-                       ("allow_failed", allow_failed)):
-        if not isinstance(flag, bool):  # the string "no" is true: a damaged table would be read
-            raise HarnessError(f"load_runs: {name} must be True or False, got {flag!r}")
+    run_dirs = run_paths(run_dirs, "load_runs", trust_damaged=trust_damaged,
+                         allow_mixed_settings=allow_mixed_settings, allow_failed=allow_failed)
     for note in reading_notes(list(map(Path, run_dirs)), allow_failed=allow_failed, trust_damaged=trust_damaged,
                               allow_mixed_settings=allow_mixed_settings, mixed_option="allow_mixed_settings=True"):
         warnings.warn(note, stacklevel=2)
@@ -389,7 +390,7 @@ def compared_settings(runs: list[RunDir], manifests: list[dict]) -> tuple[list[S
 def load_noise(run_dirs: list[Path], trust_damaged: bool = False) -> pd.DataFrame | None:
     """The noise-floor tables of the runs that measured one, each condition once (None if none did: a
     run that is not one, or a run given twice, is refused, not read as one without a noise floor)."""
-    run_dirs = run_paths(run_dirs, "load_noise")
+    run_dirs = run_paths(run_dirs, "load_noise", trust_damaged=trust_damaged)
     refuse_given_twice(run_dirs, "its noise floor")
     for run in map(RunDir, run_dirs):
         if not run.has(RunDir.CONDITIONS):

@@ -11,9 +11,8 @@ is written down once:
     .hydra/           config.yaml and overrides.yaml of the command that owns the run
     sweep.log, .lock, vllm.log (backend=vllm: the engine's own output, a failed start's included)
 
-A sweep *claims* the directory (:meth:`RunDir.claim`): it refuses a directory that holds another
-configuration's results or that another sweep holds the lock of, and it does so before writing
-anything, so a refused command leaves the run byte for byte as it was.
+A sweep *claims* the directory (:meth:`RunDir.claim`), refusing another configuration's results or
+another sweep's lock before it writes anything: a refused command leaves the run byte for byte as it was.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from harness.io import (
     write_sealed_json,
     write_sealed_text,
 )
+from harness.paths import shell_path
 from harness.reporting.edits import keep_edited_files
 from harness.reporting.figure_names import FIGURE_NAMES
 from harness.runs.environment import now_iso
@@ -104,7 +104,7 @@ class RunDir:
                                f"{advice}") from None
 
     def status(self) -> dict | None:
-        return self._json(self.STATUS, f"`harness resume {self}` rewrites it")[0]
+        return self._json(self.STATUS, f"`harness resume {shell_path(self)}` rewrites it")[0]
 
     def fingerprint(self) -> dict | None:  # the configuration and the input files the results belong to
         return self._json(self.FINGERPRINT, "restore it, or pass on_existing=resume to keep the results that still "
@@ -138,7 +138,7 @@ class RunDir:
                 else None
 
     def _manifest_advice(self) -> str:
-        return (f"rebuild it with `harness resume {self}` (collected tables: run `harness collect` again), or pass "
+        return (f"rebuild it with `harness resume {shell_path(self)}` (collected tables: run `harness collect` again), or pass "
                 f"--trust-damaged to read the tables unchecked")
 
     def problem(self) -> str | None:
@@ -155,14 +155,14 @@ class RunDir:
             if "collected" in manifest:  # a collected table set has no status of its own
                 incomplete = manifest.get("incomplete") or []
                 return f"{self.path}: collected from {len(incomplete)} unfinished run(s)" if incomplete else None
-            return f"{self.path}: did not finish (no {self.STATUS}); finish it with `harness resume {self.path}`"
+            return f"{self.path}: did not finish (no {self.STATUS}); finish it with `harness resume {shell_path(self.path)}`"
         if info.get("status") == "running":  # killed without a word, or still being written
             return (f"{self.path}: its status says running (a sweep still writing it, or one that was killed): wait "
-                    f"for it, or finish it with `harness resume {self.path}`")
+                    f"for it, or finish it with `harness resume {shell_path(self.path)}`")
         if info.get("status") != "complete":
             detail = info.get("error") or ", ".join(map(str, info.get("failed", [])))
-            remedy = (f"what stopped it must change first (`harness resume {self.path} KEY=VALUE --accept-changes`)"
-                      if info.get("status") == "error" else f"`harness resume {self.path}` finishes it")
+            remedy = (f"what stopped it must change first (`harness resume {shell_path(self.path)} KEY=VALUE --accept-changes`)"
+                      if info.get("status") == "error" else f"`harness resume {shell_path(self.path)}` finishes it")
             return f"{self.path}: {info.get('status')}" + (f" ({detail})" if detail else "") + f"; {remedy}"
         return None
 
@@ -175,7 +175,7 @@ class RunDir:
         if missing:
             raise HarnessError(f"{self / name} was written by an earlier version of the harness (it has no "
                                f"{', '.join(missing[:4])}): recompute the run under this version with "
-                               f"`harness resume {self} on_existing=resume`")
+                               f"`harness resume {shell_path(self)} on_existing=resume`")
         return table
 
     def check_table(self, name: str, trust_damaged: bool = False) -> str | None:
@@ -221,12 +221,12 @@ class RunDir:
             if not sealed:  # an earlier version's manifest: its tables are read unchecked, as it read them
                 return
             raise HarnessError(f"{self / name} is not a table this run wrote ({self.MANIFEST} does not list it); "
-                               f"rebuild the tables with `harness resume {self}`, or pass --trust-damaged to read it")
+                               f"rebuild the tables with `harness resume {shell_path(self)}`, or pass --trust-damaged to read it")
         actual = sha256_file(self / name)
         if actual != recorded:
             raise HarnessError(f"{self / name} is not the table this run wrote (sha256 {actual[:12]}..., manifest.json "
                                f"recorded {str(recorded)[:12]}...): it was changed or damaged since; rebuild the "
-                               f"tables from results/ with `harness resume {self}`, or pass --trust-damaged to read it "
+                               f"tables from results/ with `harness resume {shell_path(self)}`, or pass --trust-damaged to read it "
                                f"as it is")
 
     def output_of(self) -> str | None:
@@ -244,7 +244,7 @@ class RunDir:
         table = self.table(self.CONDITIONS, trust_damaged)
         if table.empty:
             raise HarnessError(f"{self / self.CONDITIONS} holds no conditions; rerun its sweep with "
-                               f"`harness resume {self}`, or leave it out")
+                               f"`harness resume {shell_path(self)}`, or leave it out")
         return table
 
     def has(self, name: str) -> bool:
@@ -293,7 +293,7 @@ class RunDir:
             if (self / "multirun.yaml").is_file():  # a sweep over settings: its jobs are the runs
                 jobs = sorted(p.name for p in self.path.iterdir() if (p / self.HYDRA / "overrides.yaml").is_file())
                 raise HarnessError(f"{self.path} is a multirun (-m): each of its jobs is a run of its own; resume a job "
-                                   f"(harness resume {self.path / (jobs[0] if jobs else '0')}), or the whole sweep with "
+                                   f"(harness resume {shell_path(self.path / (jobs[0] if jobs else '0'))}), or the whole sweep with "
                                    f"its own command and on_existing=resume")
             raise HarnessError(f"{self.path}: no {self.HYDRA}/overrides.yaml: no sweep's command to rerun here")
         if not all(isinstance(o, str) for o in overrides):
@@ -327,7 +327,7 @@ class RunDir:
         return value
 
     def _hydra_advice(self) -> str:
-        return (f"restore it, or run the sweep's command again with hydra.run.dir={self} on_existing=resume (stored "
+        return (f"restore it, or run the sweep's command again with hydra.run.dir={shell_path(self)} on_existing=resume (stored "
                 f"results that still apply are reused)")
 
     def table_hashes(self) -> dict[str, str]:
@@ -345,7 +345,7 @@ class RunDir:
         except OSError as exc:  # a file in the way, a read-only or full file system, no permission
             raise HarnessError(f"cannot use {self.path} as a run directory: {exc.strerror or exc}; choose another "
                                f"hydra.run.dir") from None
-        with hold(self.path, "sweep", "choose another hydra.run.dir"):
+        with hold(self.path, "sweep", "give a new sweep another hydra.run.dir"):
             self._refuse_other_config(config_fingerprint, on_existing, inputs)  # again, now that nobody else can write
             yield ResultStore(self.path)
 

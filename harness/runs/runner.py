@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.checks import check_flags
 from harness.analysis.verdicts import deltas_for
-from harness.config import NOT_RESULT_KEYS, recorded_config, validate
+from harness.config import NOT_RESULT_KEYS, override_list, recorded_config, validate
 from harness.errors import HarnessError
 from harness.io import write_parquet, write_sealed_json
 from harness.measure.driver import DriveOutcome
@@ -31,6 +32,7 @@ from harness.measure.noise import (
     noise_size,
 )
 from harness.measure.records import condition_keys, condition_label
+from harness.paths import shell_path
 from harness.reporting.edits import keep_edited_table
 from harness.reporting.report import write_outputs
 from harness.runs.compute import Computed, compute
@@ -55,7 +57,7 @@ class SweepFailed(Exception):
         self.run_dir, self.failures = run_dir, failures
         names = ", ".join(failures[:5]) + (" ..." if len(failures) > 5 else "")
         super().__init__(f"{len(failures)} condition(s) failed in {run_dir}: {names}; the tables hold the others. "
-                         f"Rerun the same command with hydra.run.dir={run_dir} to retry only the failed ones")
+                         f"Rerun the same command with hydra.run.dir={shell_path(run_dir)} to retry only the failed ones")
 
 
 def _refuse_other_outputs(rundir: RunDir) -> None:
@@ -78,13 +80,16 @@ def _refuse_other_outputs(rundir: RunDir) -> None:
 
 def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True) -> Path:
     """Run the sweep described by ``cfg`` into ``run_dir`` (``overrides``: the command line that
-    produced ``cfg``, kept for ``harness resume``).
+    produced ``cfg``, a list of KEY=VALUE strings, kept for ``harness resume``; without it the run is
+    resumed by calling ``run`` again, not by ``harness resume``).
 
     Results already stored in ``run_dir`` by an interrupted run of the same configuration are
     verified and reused. Raises :class:`HarnessError` for a refused directory or configuration
     (the directory untouched) or for input that turns out bad once the run is claimed (status
     ``error``), :class:`SweepFailed` after writing the tables of the rest if a condition failed,
     and lets KeyboardInterrupt through after marking the run interrupted."""
+    overrides = None if overrides is None else override_list(overrides)  # a string would be recorded letter by letter
+    check_flags(progress=progress)
     cfg = validate(cfg)
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
     _refuse_other_outputs(rundir)

@@ -86,7 +86,7 @@ def test_two_sweeps_racing_into_one_directory(tmp_path):
                          cwd=tmp_path)
     first = first.wait(timeout=120)
     assert first.returncode == 0, first.stderr
-    assert second.returncode == 2 and ("another sweep is writing" in second.stderr
+    assert second.returncode == 2 and ("another sweep or resume is writing" in second.stderr
                                        or "different configuration" in second.stderr), second.stderr
     c = pd.read_parquet(run / "conditions.parquet")
     assert len(c) == TOTAL and c.n_continuation_tokens.max() == 6  # the first sweep's settings only

@@ -84,7 +84,7 @@ def test_figures_never_write_into_a_run_a_sweep_holds(runs, tmp_path, capsys):
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": 4242, "host": "node-7", "since": "now"}).encode())
         line = one_line_error(capsys, ["figures", str(run)])
-        assert "is being written by a sweep (pid 4242 on node-7" in line
+        assert "is being written by a sweep or resume (pid 4242 on node-7" in line
         assert not (run / "report.md").exists()
     finally:
         os.close(fd)

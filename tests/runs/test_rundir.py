@@ -95,7 +95,7 @@ def test_a_locked_run_directory_is_refused_untouched(reference, tmp_path):
     before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
     with RunDir(run).claim(json.loads((run / "run_fingerprint.json").read_text())["config"], "auto"):
         after_claim = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"}
-        with pytest.raises(HarnessError, match=r"another sweep is writing to .* \(pid \d+ on .*since"):
+        with pytest.raises(HarnessError, match=r"another sweep or resume is writing to .* \(pid \d+ on .*since"):
             sweep(run, *SMALL)
         assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"} == after_claim
     assert {p for p in before} == {p for p in after_claim} | {run / ".lock"}
