@@ -44,6 +44,7 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    or at an assurance of 0.75 or 0.9, ``harness plan``'s default); the lead test's real power at the
    design each chose.
 2c. **Claims 1 and 2's promise**: table 2b for the min-of-two-contrasts test.
+2d. **A plan for decisions**: table 2b for the chance the lead test ends decided at Δ (truth Δ/2).
 3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, the oracle's coverage,
    misses, mean width against the oracle's (a Wilson interval at the true effective sample size) and
    the old Clopper-Pearson
@@ -420,6 +421,49 @@ def promise(ns) -> None:
             print("| " + " | ".join(cells) + " |", flush=True)
 
 
+def decided_promise(ns) -> None:
+    """Table 2d: a plan for decisions keeps its promise? Pilots of 4 x 24 plan the cheapest design at
+    which the lead test (claim 3: one-sided verdicts on the 95% interval) ends decided with a chance of
+    0.8 at Δ = one true prefix-level SD, whatever the truth (``harness plan``'s default target,
+    :mod:`harness.analysis.decided`), at each assurance; the chance it then has is the share of 300
+    fresh data sets at the chosen design, with the truth at Δ/2 (the least favourable), whose verdict
+    is not "not determined"."""
+    from harness.analysis.decided import undecided
+    from harness.analysis.power import planned_variance
+    from harness.analysis.verdicts import NOT_DETERMINED, decide
+
+    pilots = ns.datasets // 10
+    heading(f"2d. Planning for decisions: the chance of a verdict a plan promises against the one it gets ({pilots} "
+            "pilots, 4 x 24, target 0.8, truth Δ/2)", ["regime", "planned at", "designs found", "promised (mean)",
+                                                       "real (mean)", "real (10th percentile)", "real below 0.70",
+                                                       "cost (median conditions)"], 2)
+    rng = np.random.default_rng(ns.seed + 10)
+    pilot = Design("4 x 24", 4, 24)
+    designs = sorted(((p, n) for p in PROMISE_PROMPTS for n in PROMISE_PREFIXES), key=lambda d: (d[0] * d[1], d[0]))
+    for r in REGIMES[:3]:
+        delta, real = prefix_sd(pilot, r), {}
+        Ys, hi, _, _ = draw(pilot, r, False, pilots, rng)
+        for assurance in (0.5, ASSURANCE):
+            rows = []
+            for Y in Ys:
+                comps = {**{k: float(v) for k, v in components_of(Y, hi).items()}, **counts(pilot)}
+                for p, n in designs:
+                    chance = 1.0 - undecided(*map(float, planned_variance(comps, p, n, assurance)), delta)
+                    if chance >= 0.8:
+                        if (p, n) not in real:
+                            Z, zhi, _, _ = draw(Design("", p, n), r, False, 300, rng)
+                            low, high = difference(Z + delta / 2 * zhi, zhi).interval()
+                            real[(p, n)] = float(np.mean([decide(lo, h, delta) != NOT_DETERMINED
+                                                          for lo, h in zip(low, high)]))
+                        rows.append((chance, real[(p, n)], p * n))
+                        break
+            a = np.array(rows).reshape(-1, 3)
+            cells = [r.name, "point (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", f"{len(a)}/{pilots}"]
+            cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
+                       f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
+            print("| " + " | ".join(cells) + " |", flush=True)
+
+
 def claims_promise(ns) -> None:
     """Table 2c: table 2b for claims 1 and 2 (the smaller of two contrasts of group C clears zero).
     Pilots of 4 prompts x 24 prefixes (table 4b's generator, each contrast's truth two of its
@@ -650,7 +694,8 @@ def verdicts(ns) -> None:
 
 
 PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "sparse-rates": sparse_rates,
-         "planning": planning, "promise": promise, "claims-promise": claims_promise, "rates": rates,
+         "planning": planning, "promise": promise, "claims-promise": claims_promise,
+         "decided-promise": decided_promise, "rates": rates,
          "claims": claims_cells, "claims-power": claims_power, "second": generator_b, "verdicts": verdicts}
 
 

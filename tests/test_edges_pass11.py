@@ -71,11 +71,11 @@ def test_copies_that_differ_by_rounding_are_one_result(base, tmp_path):
 def test_plan_refuses_a_power_at_the_tests_level_and_says_what_it_searched(base, capsys):
     """#134 (a 'power' of 0.05 is met by any design), #129 ('within the budget' with none given)."""
 
-    assert "is a power: give one above 0.05 (the tests' level)" in _refusal(capsys, ["plan", str(base), "--target",
+    assert "is a chance (of every test decided, or a power): give one above 0.05 (the tests' level)" in _refusal(capsys, ["plan", str(base), "--target",
                                                                                    "0.05"])
     from harness.runs.plan import plan
 
-    with pytest.raises(HarnessError, match="--target 0.05 is a power"):  # the API's own check, as before
+    with pytest.raises(HarnessError, match="--target 0.05 is a chance"):  # the API's own check, as before
         plan([base], target=0.05)
     assert "budget" not in plan([base], target=0.999).why_chosen
 

@@ -113,7 +113,7 @@ def test_plan_says_when_its_prices_come_from_a_resume(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, first", [
     (["kv-size", "layers=-2", "kv_heads=8", "head_dim=128"], "layers must be a positive whole number"),
-    (["plan", "{run}", "--target", "1.0"], "is a power: give one above 0.05 (the tests' level) and at most 0.999"),
+    (["plan", "{run}", "--target", "1.0"], "is a chance (of every test decided, or a power): give one above 0.05 (the tests' level) and at most 0.999"),
 ])
 def test_numbers_out_of_range_say_the_range(tmp_path, capsys, args, first):
     """#40 ('layers must be a whole number, got -2'), #226 ('must be between 0 and 1, got 1.0')."""

@@ -103,8 +103,8 @@ def test_the_plan_page_says_its_powers_are_points(tmp_path, capsys):
                   "prefixes.per_group=3", "draw_figures=false")
     assert main(["plan", str(pilot), "--out", str(tmp_path / "plan")]) == 0
     page = (tmp_path / "plan" / "plan.md").read_text()
-    assert "Each power is a point, from the pilot's variance components as estimated" in page
-    assert "At the chosen design the range beside it is what the power takes" in page  # issue 65: with its range
+    assert "The power at the pilot is the point power, from the pilot's variance components as estimated" in page
+    assert "its point power and the range that point takes" in page  # issue 65: with its range
     small = sweep(tmp_path / "small", "model=tiny", "prompts.limit=3", "prefix.lengths=[8]", "decode.max_new_tokens=3",
                   "prefixes.per_group=2", "draw_figures=false")
     line = one_line_error(capsys, ["plan", str(small)])

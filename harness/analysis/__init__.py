@@ -1,7 +1,7 @@
 """Statistics: DataFrame in, DataFrame out; no files, no models. Descriptive summaries and
 prompt-level tests (``descriptive``), prompts x prefixes as crossed random factors (``crossed``;
 the lead interval and test in ``lead``, from the variance components of ``crossed_variance``),
-planning (``design``, ``power``), per-head contrasts (``heads``), rates (``rates``,
+planning (``design``, ``power``; the chance a test ends decided at Δ in ``decided``), per-head contrasts (``heads``), rates (``rates``,
 ``rate_intervals``, the rate test's simulated power in ``rate_power``, ``obeying``), curves,
 isolation summaries, the three contamination claims (``claims``; the power of claims 1 and 2 in ``claim_power``,
 their figure data in ``claim_curves``), the verdicts at a stated smallest effect of interest Δ

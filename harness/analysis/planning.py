@@ -8,7 +8,10 @@ pilot's own design (:mod:`harness.analysis.claims`): claims 1 and 2 by
 :func:`~harness.analysis.claim_power.min_contrast_power` on the contrasts' crossed components, claim 3 by
 :func:`~harness.analysis.power.design_power` on the C/B components, each against its measure's
 smallest effect of interest Δ (:mod:`harness.analysis.verdicts`; or ``effect_sds`` of the test's own
-prefix-level SD) and median-corrected for the pilot's few prompts. How well the
+prefix-level SD) and median-corrected for the pilot's few prompts. A plan chooses by each test's
+power at an *assurance* (the pilot's mean squares at an upper bound:
+:func:`harness.analysis.power.median_unbiased`), or by the chance that every test ends decided at
+its Δ whatever the truth (:mod:`harness.analysis.decided`). How well the
 printed power matches the real one, pilot by pilot, is in ``benchmarks/crossed_calibration.py``
 (parts ``power`` and ``claims-power``).
 
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from harness.analysis.claim_power import contrast_components, min_contrast_power, min_contrast_power_range
 from harness.analysis.claims import (
@@ -37,14 +41,19 @@ from harness.analysis.claims import (
 )
 from harness.analysis.crossed import cell_layouts
 from harness.analysis.crossed_variance import complete_crossing
+from harness.analysis.decided import undecided
 from harness.analysis.descriptive import CONTRAST_BY, present_columns, with_settings
 from harness.analysis.design import design_power, variance_components
 from harness.analysis.lead import remap_pairs
-from harness.analysis.power import design_power_range, fewest_reaching
+from harness.analysis.power import design_power_range, fewest_reaching, group_planned_variance, planned_variance
 from harness.analysis.verdicts import METRICS_BY_NAME, deltas_for
 from harness.numbers import num
 
 ATTENTION, OUTPUT = "attention", "output"
+# what a plan targets: each test's power at Δ (the smallest over the tests reaches the target), or
+# the chance every test ends decided (at least 1 - the sum of each one's chance undecided)
+PLAN_FOR = {"power": "min_power", "decided": "decided"}
+_REACHES = {"power": "reaches power {target:g} on", "decided": "decides with a chance of {target:g}"}
 # the measures the claims page tests, and whether each is an attention measure or an output one
 CLAIM_MEASURES = dict(zip(CONDITION_MEASURES, (ATTENTION, OUTPUT)))
 SCOPES = {"attention": (ATTENTION,), "all": (ATTENTION, OUTPUT)}
@@ -67,9 +76,15 @@ class PlannedTest:
     # (prompts, prefixes per group) -> the power with the pilot's prompt mean square at its upper
     # bound of a plan's assurance (harness.analysis.power.ASSURANCE): what a design is chosen by
     assured: Callable[[int, int], float] | None = None
+    # (prompts, prefixes per group) -> the chance the test ends decided at its Δ whatever the truth
+    # (harness.analysis.decided), at the same assurance; None: not stated (no Δ, or no components)
+    decided: Callable[[int, int], float] | None = None
 
-    def planned(self, n_prompts: int, n_prefixes: int) -> float:
-        """The power a design is chosen by: :attr:`assured` where the test has one, else :attr:`power`."""
+    def planned(self, n_prompts: int, n_prefixes: int, plan_for: str = "power") -> float:
+        """What a design is chosen by: the power (:attr:`assured` where the test has one, else
+        :attr:`power`), or with ``plan_for="decided"`` the chance it ends decided (NaN without one)."""
+        if plan_for == "decided":
+            return self.decided(n_prompts, n_prefixes) if self.decided is not None else np.nan
         return (self.assured or self.power)(n_prompts, n_prefixes)
 
     @property
@@ -95,7 +110,8 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
             tests.append(PlannedTest(1, "attention kl", ATTENTION, cell, Y.shape[:2],
                                      _min_contrast(comps, effect_sds, delta.get("kl")),
                                      _contrast_range(Y, weights, comps, effect_sds, delta.get("kl")),
-                                     _min_contrast(comps, effect_sds, delta.get("kl"), assurance)))
+                                     _min_contrast(comps, effect_sds, delta.get("kl"), assurance),
+                                     _contrasts_decided(comps, effect_sds, delta.get("kl"), assurance)))
     present = [m for m in CLAIM_MEASURES if m in conditions and conditions[m].notna().any()]
     for value in present:
         for cell, Y in length_cubes(conditions, value, "C", by):
@@ -103,7 +119,8 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
             tests.append(PlannedTest(2, value, CLAIM_MEASURES[value], cell, Y.shape[:2],
                                      _min_contrast(comps, effect_sds, delta.get(value)),
                                      _contrast_range(Y, JUMP_WEIGHTS, comps, effect_sds, delta.get(value)),
-                                     _min_contrast(comps, effect_sds, delta.get(value), assurance)))
+                                     _min_contrast(comps, effect_sds, delta.get(value), assurance),
+                                     _contrasts_decided(comps, effect_sds, delta.get(value), assurance)))
     cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
     claim3 = pd.concat(cells) if cells else None  # the rows the claims page's claim 3 reads
     for value in present if claim3 is not None else ():
@@ -151,7 +168,10 @@ def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: 
                                      *t, effect=e, design=(p, n)))),
                                  None if assurance is None else
                                  lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e,
-                                                                                        assurance=assurance))))
+                                                                                        assurance=assurance)),
+                                 lambda p, n, comps=comps, e=effect: 1.0 - undecided(
+                                     *map(float, planned_variance(comps, p, n, assurance or 0.5)), e,
+                                     two_sided=claim is None)))
     return tests
 
 
@@ -173,6 +193,24 @@ def _contrast_range(Y: np.ndarray, weights: np.ndarray, components: list[dict], 
     return lambda p, n: min_contrast_power_range(Y, weights, components=components, effect=delta, design=(p, n))
 
 
+def _contrasts_decided(components: list[dict], effect_sds: float | None, delta: float | None,
+                       assurance: float | None) -> Callable[[int, int], float]:
+    """A min-of-two-contrasts claim's chance of ending decided at a design: at least 1 minus the sum of
+    each contrast's chance undecided (it is undecided only where one contrast is), each with its low
+    end at the 95% interval's and its high end at the 97.5%'s, as the claims page decides."""
+    def decided(p: int, n: int) -> float:
+        out = 1.0
+        for c in components:
+            effect = delta if effect_sds is None else effect_sds * np.sqrt(c["prefix"])
+            variance, dof = map(float, group_planned_variance(c, p, n, (c["n_prompts"], c["n_prefixes"]),
+                                                              assurance or 0.5))
+            nu = dof if np.isfinite(dof) and dof > 0 else np.inf
+            out -= undecided(variance, dof, np.nan if effect is None else effect, stats.t.ppf(0.975, nu),
+                             stats.t.ppf(0.9875, nu))
+        return max(out, 0.0)
+    return decided
+
+
 def _min_contrast(components: list[dict], effect_sds: float | None, delta: float | None,
                   assurance: float | None = 0.5) -> Callable[[int, int], float] | None:
     if assurance is None:
@@ -184,34 +222,41 @@ def _min_contrast(components: list[dict], effect_sds: float | None, delta: float
 
 
 def power_grid(tests: Sequence[PlannedTest], prompts: Sequence[int], prefixes: Sequence[int],
-               cost: Callable[[int, int], float]) -> pd.DataFrame:
-    """One row per design ``(n_prompts, n_prefixes)`` of the two ranges: ``seconds`` (``cost``), each
-    test's power it is planned by (:meth:`PlannedTest.planned`; a column per test, named by
-    :attr:`PlannedTest.label`), and the smallest power
-    over the attention tests (``min_power_attention``) and over all tests (``min_power_all``)."""
+               cost: Callable[[int, int], float], plan_for: str = "power") -> pd.DataFrame:
+    """One row per design ``(n_prompts, n_prefixes)`` of the two ranges: ``seconds`` (``cost``), what
+    each test is planned by (:meth:`PlannedTest.planned` for ``plan_for``; a column per test, named
+    by :attr:`PlannedTest.label`), and per scope what every test together reaches: the smallest
+    power (``min_power_attention``, ``min_power_all``), or the chance every test ends decided, at
+    least one minus the sum of their chances undecided (``decided_attention``, ``decided_all``)."""
     rows = []
     for p in prompts:
         for n in prefixes:
             row = {"n_prompts": int(p), "n_prefixes": int(n), "seconds": float(cost(p, n))}
-            row.update({t.label: t.planned(p, n) for t in tests})
+            row.update({t.label: t.planned(p, n, plan_for) for t in tests})
             rows.append(row)
     grid = pd.DataFrame(rows)
     for scope, kinds in SCOPES.items():
         cols = [t.label for t in tests if t.kind in kinds]
         # a test without a power (NaN) cannot be planned for: it does not hold a design back
-        grid[f"min_power_{scope}"] = grid[cols].min(axis=1, skipna=True) if cols else np.nan
+        if not cols:
+            grid[f"{PLAN_FOR[plan_for]}_{scope}"] = np.nan
+        elif plan_for == "decided":
+            grid[f"decided_{scope}"] = np.maximum(1.0 - (1.0 - grid[cols]).sum(axis=1, skipna=True), 0.0)
+        else:
+            grid[f"min_power_{scope}"] = grid[cols].min(axis=1, skipna=True)
     return grid
 
 
-def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: float | None = None
-             ) -> tuple[pd.Series | None, str]:
+def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: float | None = None,
+             plan_for: str = "power") -> tuple[pd.Series | None, str]:
     """The least costly design of ``grid`` whose every ``scope`` test reaches ``target`` (ties: fewer
     prompts), within ``budget_seconds`` when given, and why there is none otherwise."""
-    column = f"min_power_{scope}"
+    column = f"{PLAN_FOR[plan_for]}_{scope}"
+    reaches = _REACHES[plan_for].format(target=target)
     reach = grid[grid[column] >= target]
     if reach.empty:
         best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() else None
-        why = (f"no design searched reaches power {target:g} on every {_TESTS[scope]}" +
+        why = (f"no design searched {reaches} every {_TESTS[scope]}" +
                # rounded down: a power below the target never prints as reaching it (0.9996 as "1.0")
                (f"; the best reaches {np.floor(best[column] * 1000) / 1000:g} at {int(best.n_prompts)} prompts x "
                 f"{int(best.n_prefixes)} prefixes per group" if best is not None else ""))
@@ -221,8 +266,8 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
     reach = reach.assign(_size=size).sort_values(["seconds", "_size", "n_prompts", "n_prefixes"]).drop(columns="_size")
     first = reach.iloc[0]
     if budget_seconds is not None and first.seconds > budget_seconds:
-        return None, (f"none fits the budget of {budget_seconds / 60:g} min: the cheapest design reaching "
-                      f"{target:g} on every {_TESTS[scope]} ({int(first.n_prompts)} prompts x {int(first.n_prefixes)} "
+        return None, (f"none fits the budget of {budget_seconds / 60:g} min: the cheapest design that {reaches} "
+                      f"every {_TESTS[scope]} ({int(first.n_prompts)} prompts x {int(first.n_prefixes)} "
                       f"prefixes per group) costs {num(first.seconds / 60)} min")
     return first, ""
 
@@ -247,12 +292,13 @@ def most_reached(grid: pd.DataFrame, tests: Sequence[PlannedTest], target: float
     return fits.loc[order.index[0]]
 
 
-def prompts_needed(test: PlannedTest, n_prefixes: int, target: float, start: int, limit: int = 1000) -> int | None:
+def prompts_needed(test: PlannedTest, n_prefixes: int, target: float, start: int, limit: int = 1000,
+                   plan_for: str = "power") -> int | None:
     """The fewest prompts (from ``start``, at most ``limit``) at which ``test`` reaches ``target``
     with ``n_prefixes`` per group: what a design beyond the prompt set would need (power grows with
     the prompts, so bisect). None where ``limit`` does not reach it or the test has no power."""
     def reaches(p: int) -> bool:
-        power = test.planned(p, n_prefixes)
+        power = test.planned(p, n_prefixes, plan_for)
         return bool(np.isfinite(power) and power >= target)
 
     return fewest_reaching(reaches, start, limit)

@@ -117,17 +117,20 @@ def _target_power(text: str) -> float:
     from harness.runs.plan import MAX_TARGET, TESTS_LEVEL  # the plan's own bounds, said before the runs are read
 
     if not TESTS_LEVEL < value <= MAX_TARGET:
-        raise argparse.ArgumentTypeError(f"is a power: give one above {TESTS_LEVEL:g} (the tests' level) and at most "
+        raise argparse.ArgumentTypeError(f"is a chance (of every test decided, or a power): give one above "
+                                         f"{TESTS_LEVEL:g} (the tests' level) and at most "
                                          f"{MAX_TARGET:g}, got {value}")
     return value
 
 
 def plan(args: list[str]) -> int:
     parser = CommandParser(prog="harness plan", description="From finished pilot runs, the prompts x "
-                                     "prefixes-per-group design at which every claim test reaches a target power "
-                                     "at least cost (seconds measured on the pilots), or why none does.")
+                                     "prefixes-per-group design at which every claim test ends decided at its Δ "
+                                     "(or reaches a target power) with a target chance, at least cost (seconds "
+                                     "measured on the pilots), or why none does.")
     parser.add_argument("runs", nargs="+", type=Path, help="pilot run directories (each a model and placement)")
-    parser.add_argument("--target", type=_target_power, default=0.8, help="power to reach (default 0.8)")
+    parser.add_argument("--target", type=_target_power, default=0.8,
+                        help="the chance to reach: of every test decided, or each test's power (default 0.8)")
     parser.add_argument("--delta", type=_delta, action="append", default=[], metavar="MEASURE=VALUE",
                         help="a smallest effect of interest to plan for, in the measure's units, over the default "
                              "(repeat for several; the defaults: docs/statistics.md)")
@@ -137,6 +140,9 @@ def plan(args: list[str]) -> int:
                         help="plan for the report's C - B test on this measure (a conditions column, e.g. output_kl; "
                              "repeat for several) instead of the claims page's tests: one test per model, placement, "
                              "isolation setting and prefix length, each at its --delta")
+    parser.add_argument("--plan-for", choices=("decided", "power"), default="decided",
+                        help="the target: the chance that every test ends decided at its Δ, whatever the truth "
+                             "(decided, the default), or each test's power at Δ (power)")
     parser.add_argument("--assurance", type=_assurance, default=None,
                         help="plan each test's power with the pilot's prompt mean square at the upper bound it stays "
                              "under with this probability (default 0.85; 0.5: the point power the claims page prints)")
@@ -167,17 +173,17 @@ def plan(args: list[str]) -> int:
 
     assurance = ASSURANCE if ns.assurance is None else ns.assurance
     settings = {"target": ns.target, "delta": deltas, "effect_sds": ns.effect_sds, "budget_minutes": ns.budget_minutes,
-                "assurance": assurance,
+                "assurance": assurance, "plan_for": ns.plan_for,
                 "measure": measures or None}  # None as a marker of a version before --measure reads it
     if ns.out is not None:
         claim_out(ns.out, "plan", ns.runs, settings)
     from harness.io import write_parquet, write_text
     from harness.reporting.edits import write_page
     from harness.runs.plan import plan as plan_runs
-    from harness.runs.plan import plan_markdown
+    from harness.runs.plan_page import plan_markdown
 
     found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings,
-                      deltas=deltas, measures=measures, assurance=assurance)
+                      deltas=deltas, measures=measures, assurance=assurance, plan_for=ns.plan_for)
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:

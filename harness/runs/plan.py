@@ -29,6 +29,7 @@ from harness.analysis.planning import (
     ATTENTION,
     CLAIM_MEASURES,
     OUTPUT,
+    PLAN_FOR,
     cheapest,
     claim_tests,
     lead_tests,
@@ -40,18 +41,9 @@ from harness.analysis.power import ASSURANCE
 from harness.analysis.verdicts import deltas_for
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
-from harness.numbers import NOT_ESTIMABLE, count, num
-from harness.reporting.markdown import heading
+from harness.runs.plan_page import scope_text
 from harness.runs.reading import merge_runs, refuse_collected, run_tables
 from harness.runs.rundir import RunDir
-
-# what table 2b of results/calibration.md measured (benchmarks/crossed_calibration.py --part promise)
-PROMISE = ("In simulation, 300 pilots of 4 x 24 per regime planning C - B at power 0.8 at an assurance of 0.85 got "
-           "a real power of 0.94-0.99 on average and at least 0.78-0.96 in nine plans of ten, at 3.6 to 8 times "
-           "the point plan's conditions; on the point power, 0.70-0.81 and 0.36-0.71 (results/calibration.md, "
-           "table 2b).")
-CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
-SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
 
 @dataclass
@@ -141,6 +133,7 @@ class Plan:
     deltas: dict | None = None
     measures: tuple[str, ...] = ()  # planned for the report's C - B on these; empty: the claims page's tests
     assurance: float = ASSURANCE    # each test planned with its prompt mean square at this upper bound
+    plan_for: str = "decided"       # the target: every test decided ("decided"), or each one's power ("power")
 
 
 def _why_no_prefix_sd(conditions) -> str:
@@ -188,19 +181,23 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
 
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = None,
          budget_minutes: float | None = None, trust_damaged: bool = False, allow_mixed_settings: bool = False,
-         deltas: dict[str, float] | None = None, measures: Sequence[str] = (), assurance: float = ASSURANCE) -> Plan:
+         deltas: dict[str, float] | None = None, measures: Sequence[str] = (), assurance: float = ASSURANCE,
+         plan_for: str = "decided") -> Plan:
     """Plan a design for these pilot runs (each a model and placement; one design for all): each test
     at its measure's smallest effect of interest (the registry's Δ, with ``deltas`` on top), or at
     ``effect_sds`` of its own prefix-level SD when given. The tests are the claims page's, or with
     ``measures`` the report's C - B on each of them (a row per model, placement, isolation setting and
-    prefix length). Each test's power is planned at ``assurance``: with the pilot's prompt mean square
-    at the upper bound it stays under with that probability (0.5: its median, the point power the
-    claims page prints)."""
+    prefix length). Each test is planned at ``assurance``: with the pilot's mean squares at the upper
+    bound they stay under with that probability (0.5: the point power the claims page prints). The
+    target (``plan_for``): the chance that every test ends decided at its Δ whatever the truth
+    (:mod:`harness.analysis.decided`; the default), or each test's power at Δ ("power")."""
+    if plan_for not in PLAN_FOR:
+        raise HarnessError(f"--plan-for {plan_for!r}: give one of {', '.join(PLAN_FOR)}")
     if not 0.5 <= assurance < 1:
         raise HarnessError(f"--assurance {assurance} is the chance the plan's power is reached: give one from 0.5 (the "
                            f"point power) to below 1, e.g. {ASSURANCE:g}")
     if not TESTS_LEVEL < target <= MAX_TARGET:
-        raise HarnessError(f"--target {target} is a power (the chance a test finds the effect): give one above the "
+        raise HarnessError(f"--target {target} is a chance (of every test decided, or a power): give one above the "
                            f"tests' level of {TESTS_LEVEL:g} and at most {MAX_TARGET:g}, e.g. 0.8")
     per_run, attention = run_tables(run_dirs, trust_damaged, allow_mixed_settings)  # each table read once
     costs = [run_cost(r, conditions) for r, conditions in zip(run_dirs, per_run)]
@@ -226,20 +223,20 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
         return sum(0.0 if p <= c.pilot_prompts and d <= c.pilot_prefixes
                    else c.seconds(p, n, len(d & c.pilot_prefixes))[1] for c, d in zip(costs, drawn[n]))
 
-    grid = power_grid(tests, prompts, prefixes, still_to_spend)
+    grid = power_grid(tests, prompts, prefixes, still_to_spend, plan_for)
     grid["total_seconds"] = [sum(c.seconds(p, n, 0)[0] for c in costs)
                              for p, n in zip(grid.n_prompts, grid.n_prefixes)]
     grid = grid.sort_values(["seconds", "total_seconds"], kind="stable")
     budget = None if budget_minutes is None else 60.0 * budget_minutes
     designs, chosen, why_chosen = [], None, ""
     for scope in ("all",) if measures else ("all", "attention"):  # a user's measures: every one is planned for
-        best, why = cheapest(grid, scope, target, budget)
+        best, why = cheapest(grid, scope, target, budget, plan_for)
         designs.append({"scope": scope, "n_prompts": None if best is None else int(best.n_prompts),
                         "n_prefixes": None if best is None else int(best.n_prefixes),
                         "minutes": None if best is None else best.seconds / 60,
                         "total_minutes": None if best is None else best.total_seconds / 60, "note": why})
         if chosen is None and best is not None:
-            chosen, why_chosen = best, f"the cheapest design that reaches the target on {_scope_text(scope, measures)}"
+            chosen, why_chosen = best, f"the cheapest design that reaches the target on {scope_text(scope, measures)}"
     if chosen is None and measures:
         chosen = most_reached(grid, tests, target, budget, attention_first=False)
         if chosen is not None:
@@ -268,108 +265,16 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     for t in tests:
         rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
                      "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
-                     "assured_chosen": np.nan if chosen is None else float(chosen[t.label]),
+                     "assured_chosen": np.nan if chosen is None else t.planned(int(chosen.n_prompts),
+                                                                                int(chosen.n_prefixes)),
+                     "decided_chosen": np.nan if chosen is None else t.planned(int(chosen.n_prompts),
+                                                                                int(chosen.n_prefixes), "decided"),
                      "power_chosen": np.nan if chosen is None else t.power(int(chosen.n_prompts),
                                                                             int(chosen.n_prefixes)),
                      **dict(zip(("power_chosen_low", "power_chosen_high"),
                                 (np.nan, np.nan) if chosen is None or t.power_range is None else
                                 t.power_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
-                     "prompts_needed": prompts_needed(t, per_group, target, p0), "at_prefixes": per_group})
+                     "prompts_needed": prompts_needed(t, per_group, target, p0, plan_for=plan_for),
+                     "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
-                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures), assurance)
-
-
-def plan_markdown(p: Plan, run_dirs: list[Path], notes: list[str] = ()) -> str:
-    """The plan as a page: the cost model, the designs, and every test's power (``notes``: what
-    the reader said of the runs, under the title)."""
-    if p.effect_sds is None:
-        used = sorted({"kl" if t.claim == 1 else t.measure for t in p.tests.itertuples()})
-        effect = "its measure's smallest effect of interest Δ (" + ", ".join(
-            f"{m} {num((p.deltas or {}).get(m))}" for m in used) + "; docs/statistics.md)"
-    else:
-        effect = "one prefix-level SD" if p.effect_sds == 1 else f"{p.effect_sds:g} prefix-level SDs"
-    # the cells a test is one of: a claim's model and placement, a C - B row's isolation and length too
-    cells = [c for c in ("model", "placement", "isolation", "prefix_len") if c in p.tests]
-    page, printer = (("report's C - B table", "the pilot's report.md prints") if p.measures else
-                     ("claims page", "`harness claims` on the pilot prints"))
-    lines = [
-        *heading("Design plan", notes), "",
-        f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: power {p.target:g} against {effect} for "
-        + (f"the report's C - B test on {', '.join(p.measures)}, one per row of its C - B table (model, placement, "
-           f"isolation setting and prefix length; the power it prints)" if p.measures else
-           "each claim test of the claims page (the power it prints), at the pilot's prefix lengths")
-        + (f"; budget {p.budget_minutes:g} min still to spend." if p.budget_minutes is not None else "."), "",
-        "## Cost, measured on the pilot", "",
-        "| run | s per A condition | s per B/C condition | fixed s per sweep | prompts in the set | prefixes per group "
-        "in the bank |", "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {c.run} | {num(c.seconds_a)} | {num(c.seconds_bc)} | {num(c.seconds_fixed)} | {count(c.prompts_available)} | "
-              f"{count(c.prefixes_available)} |" for c in p.costs]
-    lines += [line for c in p.costs if c.note for line in ("", f"> **Note:** {c.note}.")]
-    lines += ["", "Minutes still to spend count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
-              "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C); a design the "
-              "pilot ran in full costs nothing more.", "",
-              "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "
-              "spend | minutes in all | note |", "| --- | --- | --- | --- | --- | --- |"]
-    for d in p.designs.itertuples():
-        if pd.isna(d.n_prompts):  # None in a column of numbers reads back as NaN
-            lines.append(f"| {_scope_text(d.scope, p.measures)} | | | | | {d.note} |")
-        else:
-            lines.append(f"| {_scope_text(d.scope, p.measures)} | {int(d.n_prompts)} | {int(d.n_prefixes)} | {num(d.minutes)} | "
-                         f"{num(d.total_minutes)} | |")
-    lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
-              f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "
-              f"per group (the bank's)."]
-    if p.chosen is None:
-        lines += ["", f"Chosen: none; the pilot's design stays, and the {page} states the power it has."]
-    else:
-        lines += ["", f"Chosen: `{p.overrides}`, {p.why_chosen}: {num(p.chosen.seconds / 60)} minutes still to spend, "
-                      f"{num(p.chosen.total_seconds / 60)} in all."]
-    lines += ["",
-              "## Power per test", "", _assured_text(p.assurance, p.effect_sds) + " The power at the pilot is "
-              f"the point power, from the pilot's variance components as estimated ({printer} the same power at "
-              "the pilot, with its range). At the chosen design, beside the planned power, its point power and "
-              "the range that point takes with those components anywhere in their own 95% intervals (the corners "
-              f"of that box, as the {page}'s range). The last column is what the target would take beyond the "
-              f"prompt set: the fewest prompts (up to 1,000) at which the test's planned power reaches "
-              f"{p.target:g} with {int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
-              f"| {'test' if p.measures else 'claim'} | measure | {' | '.join(CELL_NAMES.get(c, c) for c in cells)} | pilot | "
-              "power at the pilot | planned power at the chosen design (point, range) | prompts for the target |",
-              "| --- " * (len(cells) + 6) + "|"]
-    for t in p.tests.itertuples():
-        needed = NOT_ESTIMABLE if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
-                                                              pd.isna(t.prompts_needed) else f"{int(t.prompts_needed)}")
-        lines.append(f"| {'C - B' if p.measures else t.claim} | {t.measure} | "
-                     + "".join(f"{getattr(t, c)} | " for c in cells) + f"{t.pilot} | {_power(t.power_pilot)} | "
-                     f"{'' if p.chosen is None else _ranged(t)} | {needed} |")
-    lines += ["", "Power not estimable: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
-              "SD to state power against."] if p.tests.power_pilot.isna().any() else []
-    return "\n".join(lines) + "\n"
-
-
-def _assured_text(assurance: float, effect_sds: float | None) -> str:
-    """What the planned power is, in words."""
-    if assurance == 0.5:
-        return ("A design is chosen by each test's point power (`--assurance 0.5`), from components that are the "
-                "pilot's estimates. " + PROMISE)
-    return (f"A design is chosen by each test's planned power at an assurance of {assurance:g}: its power with each "
-            f"of the pilot's mean squares (the prompts', each group's prefixes') at the upper bound it stays under "
-            f"with probability {assurance:g}, so that about that share of pilots reach it. " + PROMISE)
-
-
-def _scope_text(scope: str, measures: Sequence[str]) -> str:
-    return f"every C - B test ({', '.join(measures)})" if measures else SCOPE_TEXT[scope]
-
-
-def _power(value: float) -> str:
-    return NOT_ESTIMABLE if np.isnan(value) else num(value, 2)
-
-
-def _ranged(test) -> str:
-    """The chosen design's planned power, with its point power and that point's range (none stated
-    for a plan in prefix-level SDs)."""
-    low, high = getattr(test, "power_chosen_low", np.nan), getattr(test, "power_chosen_high", np.nan)
-    point = _power(test.power_chosen)
-    inner = point if np.isnan(test.power_chosen) or not (np.isfinite(low) and np.isfinite(high)) else \
-        f"{point}, range {num(low, 2)} to {num(high, 2)}"
-    return f"{_power(test.assured_chosen)} ({inner})"
-
+                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures), assurance, plan_for)

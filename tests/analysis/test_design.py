@@ -139,3 +139,19 @@ def test_a_power_planned_at_assurance_0_9_is_reached_in_nine_pilots_of_ten():
     assured = power.design_power(comps, 16, 24, effect, assurance=0.9)
     assert 0.3 < np.mean(point > real) < 0.7
     assert np.mean(assured > real) < 0.16
+
+
+@pytest.mark.parametrize("P, n", [(6, 12), (16, 8)])
+def test_the_chance_a_lead_test_ends_undecided_is_its_real_rate(P, n):
+    """Issue 65, item 3: at the generator's own components, the chance the lead C - B test ends "not
+    determined" at a truth of Δ/2 (one-sided, as claim 3 decides) against a Monte Carlo of the test
+    itself and the verdict rule."""
+    from harness.analysis.decided import undecided
+    from harness.analysis.verdicts import NOT_DETERMINED, decide
+
+    variance, dof = power.planned_variance(TRUE, P, n)
+    delta = float(3.0 * np.sqrt(variance))
+    Y, hi, pairs, _ = sim.draw(sim.Design("d", P, n), REGIME, False, 4000, np.random.default_rng(6))
+    low, high = difference(Y + np.where(hi, delta / 2, 0.0), hi, pairs).interval()
+    real = np.mean([decide(lo, h, delta) == NOT_DETERMINED for lo, h in zip(low, high)])
+    assert undecided(float(variance), float(dof), delta) == pytest.approx(real, abs=0.04)

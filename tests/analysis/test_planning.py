@@ -171,3 +171,40 @@ def test_a_design_is_chosen_by_the_power_at_the_plans_assurance():
             assert grid[t.label].tolist() == pytest.approx([t.planned(4, 8), t.planned(12, 8)], rel=1e-12)
     strict = planning.claim_tests(cond, att, assurance=0.9)
     assert any(t.assured(4, 8) < t.power(4, 8) - 0.01 for t in strict)
+
+
+def test_a_plan_for_decisions_takes_every_tests_chance_undecided_together():
+    """Issue 65, item 3: planned for "decided", each test's column is its chance of ending decided at
+    the least favourable truth, and every test together at least 1 minus the sum of their chances
+    undecided (by hand on the grid); that chance grows with the design."""
+    cond, att = pilot_tables()
+    tests = planning.claim_tests(cond, att, assurance=0.85)
+    assert all(t.decided is not None for t in tests)
+    grid = planning.power_grid(tests, [4, 12, 48], [8, 32], cost=lambda p, n: float(p * n), plan_for="decided")
+    labels = [t.label for t in tests]
+    by_hand = np.maximum(1 - (1 - grid[labels]).sum(axis=1), 0)
+    assert grid.decided_all.tolist() == pytest.approx(by_hand.tolist())
+    for t in tests:
+        small, large = t.planned(4, 8, "decided"), t.planned(48, 32, "decided")
+        assert 0 <= small <= large + 1e-9 <= 1 + 1e-9, t.label
+    best, why = planning.cheapest(grid, "all", 0.5, plan_for="decided")
+    reach = grid[grid.decided_all >= 0.5]
+    assert (best is None) == reach.empty
+    if best is not None:
+        assert best.seconds == reach.seconds.min()
+    else:
+        assert "decides with a chance of 0.5 every test" in why
+
+
+def test_a_lead_tests_chance_decided_is_its_undecided_complement_at_the_planned_variance():
+    """The C - B row's chance (two-sided, as the report decides) is 1 - undecided at the planned
+    variance and degrees of freedom of its components at the plan's assurance."""
+    from harness.analysis.decided import undecided
+    from harness.analysis.power import planned_variance
+
+    cond, _ = pilot_tables()
+    for t in planning.lead_tests(cond, ["norm_edit_distance"], assurance=0.85):
+        comps = planning.variance_components(cond, "norm_edit_distance").set_index("prefix_len").loc[
+            t.cell["prefix_len"]].to_dict()
+        variance, dof = map(float, planned_variance(comps, 12, 10, 0.85))
+        assert t.decided(12, 10) == pytest.approx(1 - undecided(variance, dof, 0.05, two_sided=True), rel=1e-12)

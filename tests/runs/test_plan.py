@@ -86,7 +86,7 @@ def test_a_design_none_reaches_keeps_its_reason_and_prints_no_nan(pilot, capsys)
     page = capsys.readouterr().out
     rows = [line for line in page.splitlines() if line.startswith("| every ")]
     unmet = [row for row in rows if "| | | | |" in row]
-    assert unmet and all(row.rstrip("| ").strip() and "reaches power" in row for row in unmet), rows
+    assert unmet and all(row.rstrip("| ").strip() and "decides with a chance of" in row for row in unmet), rows
     # the attention tests are met by the pilot itself, at nothing to spend (pass 16, #21)
     assert all(row.split("|")[4].strip() == "0" for row in rows if row not in unmet)
     assert "nan" not in page
@@ -154,7 +154,7 @@ def test_plan_states_its_assurance_and_refuses_one_outside_its_range(pilot, caps
     assert main(["plan", str(pilot), "--target", "0.5"]) == 0
     assert "at an assurance of 0.85" in capsys.readouterr().out  # harness.analysis.power.ASSURANCE
     assert main(["plan", str(pilot), "--target", "0.5", "--assurance", "0.5"]) == 0
-    assert "point power (`--assurance 0.5`)" in capsys.readouterr().out
+    assert "(`--assurance 0.5`, the point power)" in capsys.readouterr().out
     assured, point = (plan([pilot], target=0.5, assurance=a) for a in (0.9, 0.5))
     labels = [c for c in point.grid.columns if c.startswith("claim ")]
     assert labels and (assured.grid[labels].values <= point.grid[labels].values + 1e-12).all()
@@ -164,3 +164,22 @@ def test_plan_states_its_assurance_and_refuses_one_outside_its_range(pilot, caps
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert "--assurance" in err and "Traceback" not in err
+
+
+def test_plan_for_decided_is_the_default_and_power_the_old_target(pilot, capsys):
+    """Issue 65, item 3: by default the plan targets the chance that every test ends decided at its Δ
+    (said on the page, with each test's chance at the chosen design); --plan-for power plans each
+    test's power as before. The decided plan's grid holds the joint chance, by hand."""
+    assert main(["plan", str(pilot), "--target", "0.3"]) == 0
+    page = capsys.readouterr().out
+    assert "a chance of at least 0.3 that every test ends decided" in page and "chance decided at the chosen" in page
+    assert main(["plan", str(pilot), "--target", "0.3", "--plan-for", "power"]) == 0
+    page = capsys.readouterr().out
+    assert "Target: power 0.3 against" in page and "chance decided" not in page
+    found = plan([pilot], target=0.3)
+    labels = [c for c in found.grid.columns if c.startswith("claim ")]
+    by_hand = (1 - (1 - found.grid[labels]).sum(axis=1)).clip(lower=0)
+    assert found.grid.decided_all.tolist() == pytest.approx(by_hand.tolist())
+    if found.chosen is not None:
+        scope = "attention" if found.why_chosen.endswith("every attention test") else "all"
+        assert found.chosen[f"decided_{scope}"] >= 0.3 or "no design" in found.why_chosen
