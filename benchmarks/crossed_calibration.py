@@ -385,6 +385,15 @@ PROMISE_PROMPTS = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
 PROMISE_PREFIXES = [3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96]
 
 
+def promise_row(regime: str, planned_at: str, rows: list, pilots: int) -> None:
+    """One row of tables 2b-2d from ``rows`` of (promised, real, cost), one per pilot that found a design."""
+    a = np.array(rows).reshape(-1, 3)
+    cells = [regime, planned_at, f"{len(a)}/{pilots}"]
+    cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
+               f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
+    print("| " + " | ".join(cells) + " |", flush=True)
+
+
 def promise(ns) -> None:
     """Table 2b: does a plan keep its promise? Each pilot (4 prompts x 24 prefixes per group) plans the
     cheapest design (prompts x prefixes, the conditions' count as its cost) at which the lead test
@@ -414,11 +423,7 @@ def promise(ns) -> None:
                             real[(p, n)] = float(np.mean((low > 0) | (high < 0)))
                         rows.append((power, real[(p, n)], p * n))
                         break
-            a = np.array(rows).reshape(-1, 3)
-            cells = [r.name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", f"{len(a)}/{pilots}"]
-            cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
-                       f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
-            print("| " + " | ".join(cells) + " |", flush=True)
+            promise_row(r.name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", rows, pilots)
 
 
 def decided_promise(ns) -> None:
@@ -457,11 +462,7 @@ def decided_promise(ns) -> None:
                                                           for lo, h in zip(low, high)]))
                         rows.append((chance, real[(p, n)], p * n))
                         break
-            a = np.array(rows).reshape(-1, 3)
-            cells = [r.name, "point (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", f"{len(a)}/{pilots}"]
-            cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
-                       f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
-            print("| " + " | ".join(cells) + " |", flush=True)
+            promise_row(r.name, "point (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", rows, pilots)
 
 
 def claims_promise(ns) -> None:
@@ -506,11 +507,7 @@ def claims_promise(ns) -> None:
                             real[(p, n)] = float(np.mean(low > 0))
                         rows.append((power, real[(p, n)], p * n))
                         break
-            a = np.array(rows).reshape(-1, 3)
-            cells = [name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", f"{len(a)}/{pilots}"]
-            cells += ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}", f"{np.percentile(a[:, 1], 10):.3f}",
-                       f"{np.mean(a[:, 1] < 0.7):.2f}", f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
-            print("| " + " | ".join(cells) + " |", flush=True)
+            promise_row(name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", rows, pilots)
 
 
 @dataclass(frozen=True)

@@ -98,11 +98,15 @@ def _measure(text: str) -> str:
     return text
 
 
-def _assurance(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _assurance(text: str) -> float:
+    value = _number(text)
     if not 0.5 <= value < 1:
         raise argparse.ArgumentTypeError(f"is the chance a plan's power is reached: give one from 0.5 (the point power) "
                                          f"to below 1, e.g. 0.85; got {text}")
@@ -110,10 +114,7 @@ def _assurance(text: str) -> float:
 
 
 def _target_power(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _number(text)
     from harness.runs.plan import MAX_TARGET, TESTS_LEVEL  # the plan's own bounds, said before the runs are read
 
     if not TESTS_LEVEL < value <= MAX_TARGET:
