@@ -133,13 +133,17 @@ docs-detector:
 # The seed's study on the two real models (README, "Real models"): SmolLM2-135M-Instruct with the
 # prefix in the system message and as a retrieved document, Gemma 3 270M raw. A pilot (the study
 # experiment's own design), then `harness plan` picks the cheapest design at which every claim test
-# reaches power 0.8 (all tests if the minutes left of STUDY_MINUTES allow, else the attention tests,
-# else the most tests), the three runs are extended to it (on_existing=resume reuses every pilot
-# result the design keeps), and the claims test runs on them. Resumable: rerunning reuses every
-# stored result. STUDY_OVERRIDES must leave prompts.limit and prefixes.per_group to the plan.
+# ends decided with a chance of 0.8 (all tests if the minutes left of STUDY_MINUTES allow, else the
+# attention tests, else the most tests), the three runs are extended to it (on_existing=resume reuses
+# every pilot result the design keeps), and `harness plan` runs again on all the data so far (the
+# extended runs are a better pilot) and extends again, up to STUDY_REPLANS times while minutes are
+# left and the plan asks for more (plan-2/, plan-3/). Then the claims test runs on them. Resumable:
+# rerunning reuses every stored result (the plans are made again). STUDY_OVERRIDES must leave
+# prompts.limit and prefixes.per_group to the plan.
 STUDY_OUT ?= outputs/study
 STUDY_OVERRIDES ?=
 STUDY_MINUTES ?= 56
+STUDY_REPLANS ?= 2
 STUDY_RUNS = smollm2-system:model=smollm2-135m-instruct-q4_1,prefix.placement=system \
 	smollm2-document:model=smollm2-135m-instruct-q4_1,prefix.placement=document \
 	gemma3-raw:model=gemma-3-270m-q4_k_m,prefix.placement=raw
@@ -149,13 +153,19 @@ study: real-models
 	@for run in $(STUDY_RUNS); do \
 	  $(BIN)/harness sweep experiment=study $$(echo $${run#*:} | tr , ' ') $(STUDY_OVERRIDES) \
 	    on_existing=resume hydra.run.dir=$(STUDY_OUT)/$${run%%:*} || exit $$?; done
-	@left=$$(( $(STUDY_MINUTES) - ($$(date +%s) - $$(cat $(STUDY_OUT)/.started)) / 60 )); [ $$left -gt 0 ] || left=1; \
-	  echo "harness plan: $$left of $(STUDY_MINUTES) minutes left"; \
-	  $(BIN)/harness plan $(STUDY_DIRS) --budget-minutes $$left --out $(STUDY_OUT)/plan
-	@for run in $(STUDY_RUNS); do \
-	  $(BIN)/harness sweep experiment=study $$(echo $${run#*:} | tr , ' ') $(STUDY_OVERRIDES) \
-	    $$(cat $(STUDY_OUT)/plan/overrides.txt) on_existing=resume hydra.run.dir=$(STUDY_OUT)/$${run%%:*} \
-	    || exit $$?; done
+	@prev=""; for round in $$(seq 1 $$(( $(STUDY_REPLANS) + 1 ))); do \
+	  left=$$(( $(STUDY_MINUTES) - ($$(date +%s) - $$(cat $(STUDY_OUT)/.started)) / 60 )); \
+	  if [ $$round -gt 1 ] && [ $$left -lt 2 ]; then echo "study: $$left minutes left, no more re-planning"; break; fi; \
+	  [ $$left -gt 0 ] || left=1; \
+	  out=$(STUDY_OUT)/plan; [ $$round = 1 ] || out=$(STUDY_OUT)/plan-$$round; rm -rf $$out; \
+	  echo "harness plan (round $$round, from all the data so far): $$left of $(STUDY_MINUTES) minutes left"; \
+	  $(BIN)/harness plan $(STUDY_DIRS) --budget-minutes $$left --out $$out || exit $$?; \
+	  design=$$(cat $$out/overrides.txt); \
+	  if [ -z "$$design" ] || [ "$$design" = "$$prev" ]; then echo "study: the plan keeps the design"; break; fi; \
+	  for run in $(STUDY_RUNS); do \
+	    $(BIN)/harness sweep experiment=study $$(echo $${run#*:} | tr , ' ') $(STUDY_OVERRIDES) $$design \
+	      on_existing=resume hydra.run.dir=$(STUDY_OUT)/$${run%%:*} || exit $$?; done; \
+	  prev=$$design; done
 	$(BIN)/harness claims $(STUDY_DIRS) --out $(STUDY_OUT)/claims
 	@echo "study: $(STUDY_OUT)/claims/claims.md, the plan $(STUDY_OUT)/plan/plan.md, and each run's report.md;" \
 	  "$$(( ($$(date +%s) - $$(cat $(STUDY_OUT)/.started)) / 60 )) minutes"
@@ -165,6 +175,7 @@ docs-study:
 	mkdir -p results/study/figures
 	cp $(STUDY_OUT)/claims/claims.md results/study/claims.md
 	cp $(STUDY_OUT)/plan/plan.md results/study/plan.md
+	for d in $(STUDY_OUT)/plan-*; do [ ! -f $$d/plan.md ] || cp $$d/plan.md results/study/$$(basename $$d).md; done
 	cp $(STUDY_OUT)/claims/figures/claim*.png results/study/figures/
 
 # Obeying on a real chat model (README, "Obeying: a real chat model"): SmolLM2-135M-Instruct on the

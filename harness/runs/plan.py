@@ -57,6 +57,7 @@ class RunCost:
     per_prefix: float       # B/C conditions per prompt and prefix (lengths x isolation settings)
     pilot_prompts: int
     pilot_prefixes: frozenset[str]
+    pilot_per_group: int    # the fewest prefixes either group has in the pilot
     prompts_available: int
     prefixes_available: int  # per group
     bank: tuple[Prefix, ...]  # the run's prefix bank, read once
@@ -103,6 +104,7 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         seconds_fixed=float(sum(v for k, v in phases.items() if k != "conditions")),
         per_prefix=len(bc) / (a.prompt_id.nunique() * len(pilot_prefixes)),
         pilot_prompts=int(a.prompt_id.nunique()), pilot_prefixes=pilot_prefixes,
+        pilot_per_group=int(bc.groupby("group", observed=True).prefix_id.nunique().min()),
         prompts_available=len(load_prompts(config["prompts"]["path"])),
         prefixes_available=int(per_kind.min()), bank=tuple(prefixes), seed=int(config["seed"]),
         note="" if computed_all else (
@@ -216,7 +218,10 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
                               "; ".join(missing + [_why_no_prefix_sd(conditions)])))
     p0 = max(c.pilot_prompts for c in costs)
     prompts = range(p0, min(c.prompts_available for c in costs) + 1)
-    prefixes = range(MIN_PREFIXES, min(c.prefixes_available for c in costs) + 1)  # fewer: no interval to decide on
+    # fewer than MIN_PREFIXES: no interval to decide on; fewer than the pilot's: a design would drop data the
+    # pilot has (a resume to it keeps its results, its tables only the design's), at no saving in what it computed
+    least = max(MIN_PREFIXES, min(min(c.pilot_per_group for c in costs), min(c.prefixes_available for c in costs)))
+    prefixes = range(least, min(c.prefixes_available for c in costs) + 1)
     drawn = {n: [c.drawn(n) for c in costs] for n in prefixes}
 
     def still_to_spend(p: int, n: int) -> float:  # a design the pilot ran in full needs no rerun, not even its start

@@ -68,7 +68,7 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
                          f"{num(d.total_minutes)} | |")
     lines += ["", f"Searched: {p.grid.n_prompts.min()} to {p.grid.n_prompts.max()} prompts (the prompt set's first; more "
               f"need more prompts written to the set) x {p.grid.n_prefixes.min()} to {p.grid.n_prefixes.max()} prefixes "
-              f"per group (the bank's)."]
+              f"per group (from the pilot's, whose data a design keeps, to the bank's)."]
     if p.chosen is None:
         lines += ["", f"Chosen: none; the pilot's design stays, and the {page} states the power it has."]
     else:

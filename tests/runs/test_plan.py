@@ -38,7 +38,7 @@ def test_the_cost_of_a_design_is_the_runs_own_seconds(tiny_run):
 
 
 def test_a_design_reuses_the_first_prompts_and_the_prefixes_drawn_again():
-    cost = RunCost(run=None, seconds_a=1.0, seconds_bc=0.5, seconds_fixed=10.0, per_prefix=4, pilot_prompts=3,
+    cost = RunCost(run=None, seconds_a=1.0, seconds_bc=0.5, seconds_fixed=10.0, per_prefix=4, pilot_prompts=3, pilot_per_group=3,
                    pilot_prefixes=frozenset(), prompts_available=24, prefixes_available=42, bank=(), seed=0)
     total, still = cost.seconds(8, 6, kept=9)
     assert total == 10 + 8 * (1 + 2 * 6 * 4 * 0.5)
@@ -183,3 +183,14 @@ def test_plan_for_decided_is_the_default_and_power_the_old_target(pilot, capsys)
     if found.chosen is not None:
         scope = "attention" if found.why_chosen.endswith("every attention test") else "all"
         assert found.chosen[f"decided_{scope}"] >= 0.3 or "no design" in found.why_chosen
+
+
+def test_a_plan_never_drops_data_the_pilot_has(pilot):
+    """Found running `make study`'s re-planning on the tiny model: the cheapest design to still spend on
+    was 5 prompts x 3 prefixes per group after a pilot of 24, and extending to it dropped 21 prefixes'
+    results from the tables. Designs start at the pilot's own prefixes per group."""
+    conditions = RunDir(pilot).conditions()
+    per_group = int(conditions[conditions.group != "A"].groupby("group").prefix_id.nunique().min())
+    found = plan([pilot], target=0.5)
+    assert per_group > 3 and found.grid.n_prefixes.min() == per_group  # not the 3 a decision needs at least
+    assert found.grid.n_prompts.min() == conditions.prompt_id.nunique()
