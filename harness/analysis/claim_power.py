@@ -90,7 +90,7 @@ def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, 
 
 def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: float = 0.95,
                              components: list[dict] | None = None, effect: float | None = None,
-                             design: tuple[int, int] | None = None) -> tuple[float, float]:
+                             design: tuple[int, int] | None = None, statistic=None) -> tuple[float, float]:
     """``(low, high)``: the smallest and largest power :func:`min_contrast_power` states for
     ``Y[prompt, prefix, k]`` at its own design when each contrast's components (prompt, prefix,
     residual variance) are moved to the ends of their two-sided ``confidence`` intervals
@@ -103,13 +103,17 @@ def min_contrast_power_range(Y: np.ndarray, weights: np.ndarray, confidence: flo
     sets in all 18 cells (``benchmarks/crossed_calibration.py``, table 4b). ``components``:
     :func:`contrast_components` of ``Y`` and ``weights``, where the caller has them already; ``effect``:
     the truth in the measure's units (:func:`min_contrast_power`), else one prefix-level SD; ``design``:
-    prompts x prefixes to state it at instead of ``Y``'s own (a planner's chosen design)."""
+    prompts x prefixes to state it at instead of ``Y``'s own (a planner's chosen design);
+    ``statistic(components, n_prompts, n_prefixes, effect)``: another function of both contrasts'
+    components to range over the same box instead of the power (a plan's chance of a verdict)."""
     components = contrast_components(Y, weights) if components is None else components
     limits = group_component_limits(_contrasts(Y, weights), confidence)
     P, n = design or (components[0]["n_prompts"], components[0]["n_prefixes"])
 
     def power_at(corner: dict) -> float:
         at = [{**c, **{k: float(end[i]) for k, end in corner.items()}} for i, c in enumerate(components)]
+        if statistic is not None:
+            return statistic(at, P, n, effect)
         return _both_clear(at, P, n, 1.0, median_corrected=False, effect=effect)
 
     low, high = extremes_over_box(limits, power_at)

@@ -79,6 +79,9 @@ class PlannedTest:
     # (prompts, prefixes per group) -> the chance the test ends decided at its Δ whatever the truth
     # (harness.analysis.decided), at the same assurance; None: not stated (no Δ, or no components)
     decided: Callable[[int, int], float] | None = None
+    # (prompts, prefixes per group) -> that chance's range with the pilot's components anywhere in their
+    # 95% intervals (as power_range); None: not stated
+    decided_range: Callable[[int, int], tuple[float, float]] | None = None
 
     def planned(self, n_prompts: int, n_prefixes: int, plan_for: str = "power") -> float:
         """What a design is chosen by: the power (:attr:`assured` where the test has one, else
@@ -111,7 +114,8 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
                                      _min_contrast(comps, effect_sds, delta.get("kl")),
                                      _contrast_range(Y, weights, comps, effect_sds, delta.get("kl")),
                                      _min_contrast(comps, effect_sds, delta.get("kl"), assurance),
-                                     _contrasts_decided(comps, effect_sds, delta.get("kl"), assurance)))
+                                     _contrasts_decided(comps, effect_sds, delta.get("kl"), assurance),
+                                     _contrast_range(Y, weights, comps, effect_sds, delta.get("kl"), decided=True)))
     present = [m for m in CLAIM_MEASURES if m in conditions and conditions[m].notna().any()]
     for value in present:
         for cell, Y in length_cubes(conditions, value, "C", by):
@@ -120,7 +124,9 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
                                      _min_contrast(comps, effect_sds, delta.get(value)),
                                      _contrast_range(Y, JUMP_WEIGHTS, comps, effect_sds, delta.get(value)),
                                      _min_contrast(comps, effect_sds, delta.get(value), assurance),
-                                     _contrasts_decided(comps, effect_sds, delta.get(value), assurance)))
+                                     _contrasts_decided(comps, effect_sds, delta.get(value), assurance),
+                                     _contrast_range(Y, JUMP_WEIGHTS, comps, effect_sds, delta.get(value),
+                                                     decided=True)))
     cells = [sub for _, sub, _ in claim3_cells(conditions, by) if not sub.empty]
     claim3 = pd.concat(cells) if cells else None  # the rows the claims page's claim 3 reads
     for value in present if claim3 is not None else ():
@@ -169,10 +175,19 @@ def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: 
                                  None if assurance is None else
                                  lambda p, n, comps=comps, e=effect: float(design_power(comps, p, n, e,
                                                                                         assurance=assurance)),
-                                 lambda p, n, comps=comps, e=effect: 1.0 - undecided(
-                                     *map(float, planned_variance(comps, p, n, assurance or 0.5)), e,
-                                     two_sided=claim is None)))
+                                 lambda p, n, comps=comps, e=effect: _lead_decided(comps, p, n, e, claim is None,
+                                                                                   assurance or 0.5),
+                                 None if table is None else
+                                 lambda p, n, t=table, e=effect: tuple(map(float, design_power_range(
+                                     *t, effect=e, design=(p, n), statistic=lambda c, P, N, size: _lead_decided(
+                                         c, P, N, size, claim is None))))))
     return tests
+
+
+def _lead_decided(components: dict, p: int, n: int, effect: float, two_sided: bool, assurance: float = 0.5) -> float:
+    """The lead test's chance of ending decided at ``effect`` (two-sided: the report's C - B rows;
+    one-sided: claim 3) at ``p`` x ``n``."""
+    return 1.0 - undecided(*map(float, planned_variance(components, p, n, assurance)), effect, two_sided=two_sided)
 
 
 def _lead_tables(df: pd.DataFrame, value: str, by: Sequence[str]) -> dict[tuple, tuple]:
@@ -187,10 +202,14 @@ def _lead_tables(df: pd.DataFrame, value: str, by: Sequence[str]) -> dict[tuple,
 
 
 def _contrast_range(Y: np.ndarray, weights: np.ndarray, components: list[dict], effect_sds: float | None,
-                    delta: float | None) -> Callable[[int, int], tuple[float, float]] | None:
+                    delta: float | None, decided: bool = False) -> Callable[[int, int], tuple[float, float]] | None:
+    """The range of a min-of-two-contrasts claim's power (or, ``decided``, its chance of a verdict) at a
+    design, over its components' 95% intervals; None in prefix-level SDs or without a Δ."""
     if effect_sds is not None or delta is None:
         return None
-    return lambda p, n: min_contrast_power_range(Y, weights, components=components, effect=delta, design=(p, n))
+    statistic = (lambda comps, P, n, effect: _both_decided(comps, P, n, None, effect)) if decided else None
+    return lambda p, n: min_contrast_power_range(Y, weights, components=components, effect=delta, design=(p, n),
+                                                 statistic=statistic)
 
 
 def _contrasts_decided(components: list[dict], effect_sds: float | None, delta: float | None,
@@ -198,17 +217,22 @@ def _contrasts_decided(components: list[dict], effect_sds: float | None, delta: 
     """A min-of-two-contrasts claim's chance of ending decided at a design: at least 1 minus the sum of
     each contrast's chance undecided (it is undecided only where one contrast is), each with its low
     end at the 95% interval's and its high end at the 97.5%'s, as the claims page decides."""
-    def decided(p: int, n: int) -> float:
-        out = 1.0
-        for c in components:
-            effect = delta if effect_sds is None else effect_sds * np.sqrt(c["prefix"])
-            variance, dof = map(float, group_planned_variance(c, p, n, (c["n_prompts"], c["n_prefixes"]),
-                                                              assurance or 0.5))
-            nu = dof if np.isfinite(dof) and dof > 0 else np.inf
-            out -= undecided(variance, dof, np.nan if effect is None else effect, stats.t.ppf(0.975, nu),
-                             stats.t.ppf(0.9875, nu))
-        return max(out, 0.0)
-    return decided
+    return lambda p, n: _both_decided(components, p, n, effect_sds, delta, assurance or 0.5, pilot=True)
+
+
+def _both_decided(components: list[dict], p: int, n: int, effect_sds: float | None, delta: float | None,
+                  assurance: float = 0.5, pilot: bool = False) -> float:
+    """:func:`_contrasts_decided` at one design (``pilot``: the prompt and prefix mean squares taken for
+    the prompts and prefixes the components came from, at ``assurance``; else as given: a range's corner)."""
+    out = 1.0
+    for c in components:
+        effect = delta if effect_sds is None else effect_sds * np.sqrt(c["prefix"])
+        variance, dof = map(float, group_planned_variance(c, p, n, (c["n_prompts"], c["n_prefixes"]) if pilot else None,
+                                                          assurance))
+        nu = dof if np.isfinite(dof) and dof > 0 else np.inf
+        out -= undecided(variance, dof, np.nan if effect is None else effect, stats.t.ppf(0.975, nu),
+                         stats.t.ppf(0.9875, nu))
+    return max(out, 0.0)
 
 
 def _min_contrast(components: list[dict], effect_sds: float | None, delta: float | None,

@@ -196,8 +196,8 @@ PLANNING_UNDERSTATES = 0.02
 
 
 def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidence: float = 0.95,
-                       alpha: float = 0.05, effect: float | None = None, design: tuple[int, int] | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       alpha: float = 0.05, effect: float | None = None, design: tuple[int, int] | None = None,
+                       statistic=None) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)``: the smallest and largest :func:`design_power` of the lead test at the design
     of complete (..., prompts, prefixes) tables ``Y`` (or at ``design``, prompts x prefixes per group:
     what a planner states for a design it chooses) against ``effect`` (in the measure's units: a
@@ -218,7 +218,11 @@ def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidenc
     prompts' differences (P - 1 degrees of freedom; the interaction at a corner is what is left of
     tau after the residuals, clipped at 0). Paired (``pairs``): the pair differences' own table gives
     twice the interaction, the pair sum of prefix variances and the sum of residuals (split evenly
-    between the groups), and each group's table its prefix variance (for the effect)."""
+    between the groups), and each group's table its prefix variance (for the effect).
+
+    ``statistic(components, n_prompts, n_prefixes, effect)``: another function of the design's
+    components to range over the same box instead of the power (a plan's chance of a verdict,
+    :mod:`harness.analysis.decided`); its extremes are returned as they are, not widened."""
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     P = Y.shape[-2]
@@ -247,10 +251,14 @@ def design_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, confidenc
                     "resid_low": c["resid_sum"] / 2}
     def power_at(corner: dict) -> np.ndarray:
         components = at({name: np.asarray(end, dtype=float) for name, end in corner.items()})
-        return design_power(components, *(design or (P, n)), prefix_level_sd(components) if effect is None else effect,
-                            alpha)
+        size = prefix_level_sd(components) if effect is None else effect
+        if statistic is not None:
+            return statistic(components, *(design or (P, n)), size)
+        return design_power(components, *(design or (P, n)), size, alpha)
 
     lowest, highest = extremes_over_box(axes, power_at)
+    if statistic is not None:
+        return lowest, highest
     lo_end, hi_end = np.maximum(lowest - PLANNING_OVERSTATES, 0.0), np.minimum(highest + PLANNING_UNDERSTATES, 1.0)
     return (float(lo_end), float(hi_end)) if np.ndim(lo_end) == 0 else (lo_end, hi_end)
 

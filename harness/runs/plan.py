@@ -279,6 +279,9 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
                      **dict(zip(("power_chosen_low", "power_chosen_high"),
                                 (np.nan, np.nan) if chosen is None or t.power_range is None else
                                 t.power_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
+                     **dict(zip(("decided_chosen_low", "decided_chosen_high"),
+                                (np.nan, np.nan) if chosen is None or t.decided_range is None or plan_for != "decided"
+                                else t.decided_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
                      "prompts_needed": prompts_needed(t, per_group, target, p0, plan_for=plan_for),
                      "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,

@@ -20,7 +20,8 @@ PROMISE = ("In simulation, 300 pilots of 4 x 24 per regime planning C - B at pow
 DECIDED = ("Each test's chance of ending decided is at its least favourable truth, an effect between 0 and Δ "
            "(harness.analysis.decided): at Δ itself a test is decided as often as it has power, at 0 as often as "
            "its interval stays below Δ, and in between less often than either; \"every test\" is at least 1 minus "
-           "the sum of their chances undecided, whatever their dependence. ")
+           "the sum of their chances undecided, whatever their dependence. Its range is the chance with the pilot's "
+           "components anywhere in their own 95% intervals (the corners of that box). ")
 CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
@@ -86,7 +87,7 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
               f"{p.target:g} with {int(p.tests.at_prefixes.iloc[0]) if len(p.tests) else 0} prefixes per group.", "",
               f"| {'test' if p.measures else 'claim'} | measure | {' | '.join(CELL_NAMES.get(c, c) for c in cells)} | pilot | "
               "power at the pilot | planned power at the chosen design (point, range) | "
-              + ("chance decided at the chosen design | " if decided else "") + "prompts for the target |",
+              + ("chance decided at the chosen design (range) | " if decided else "") + "prompts for the target |",
               "| --- " * (len(cells) + 6 + decided) + "|"]
     for t in p.tests.itertuples():
         needed = NOT_ESTIMABLE if np.isnan(t.power_pilot) else ("over 1,000" if t.prompts_needed is None or
@@ -94,7 +95,7 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
         lines.append(f"| {'C - B' if p.measures else t.claim} | {t.measure} | "
                      + "".join(f"{getattr(t, c)} | " for c in cells) + f"{t.pilot} | {_power(t.power_pilot)} | "
                      f"{'' if p.chosen is None else _ranged(t)} | "
-                     + (f"{'' if p.chosen is None else _power(t.decided_chosen)} | " if decided else "") + f"{needed} |")
+                     + (f"{'' if p.chosen is None else _decided(t)} | " if decided else "") + f"{needed} |")
     lines += ["", "Power not estimable: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
               "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"
@@ -112,6 +113,14 @@ def _assured_text(assurance: float) -> str:
 
 def scope_text(scope: str, measures: Sequence[str]) -> str:
     return f"every C - B test ({', '.join(measures)})" if measures else SCOPE_TEXT[scope]
+
+
+def _decided(test) -> str:
+    """The chosen design's chance of a verdict at the plan's assurance, with the range it takes with
+    the pilot's components anywhere in their 95% intervals (none stated in prefix-level SDs)."""
+    low, high = getattr(test, "decided_chosen_low", np.nan), getattr(test, "decided_chosen_high", np.nan)
+    text = _power(test.decided_chosen)
+    return text if not (np.isfinite(low) and np.isfinite(high)) else f"{text} (range {num(low, 2)} to {num(high, 2)})"
 
 
 def _power(value: float) -> str:

@@ -208,3 +208,19 @@ def test_a_lead_tests_chance_decided_is_its_undecided_complement_at_the_planned_
             t.cell["prefix_len"]].to_dict()
         variance, dof = map(float, planned_variance(comps, 12, 10, 0.85))
         assert t.decided(12, 10) == pytest.approx(1 - undecided(variance, dof, 0.05, two_sided=True), rel=1e-12)
+
+
+def test_a_tests_chance_of_a_verdict_has_a_range_that_holds_its_point():
+    """Issue 65 ("every prediction with its range"): each test's chance of ending decided at a design
+    comes with the range it takes over the corners of its components' 95% intervals, which holds the
+    chance at the components' point; more units move the whole range up."""
+    cond, att = pilot_tables()
+    tests = planning.claim_tests(cond, att, assurance=0.5) + planning.lead_tests(cond, ["norm_edit_distance"],
+                                                                                 assurance=0.5)
+    assert tests and all(t.decided_range is not None for t in tests)
+    for t in tests:
+        for design in ((6, 8), (24, 16)):
+            low, high = t.decided_range(*design)
+            assert 0 <= low <= t.decided(*design) + 1e-9 and t.decided(*design) <= high + 1e-9 <= 1 + 1e-9, t.label
+        assert t.decided_range(96, 32)[0] >= t.decided_range(6, 8)[0] - 1e-9, t.label
+    assert all(t.decided_range is None for t in planning.claim_tests(cond, att, effect_sds=1.0, assurance=0.5))

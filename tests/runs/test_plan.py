@@ -172,7 +172,7 @@ def test_plan_for_decided_is_the_default_and_power_the_old_target(pilot, capsys)
     test's power as before. The decided plan's grid holds the joint chance, by hand."""
     assert main(["plan", str(pilot), "--target", "0.3"]) == 0
     page = capsys.readouterr().out
-    assert "a chance of at least 0.3 that every test ends decided" in page and "chance decided at the chosen" in page
+    assert "a chance of at least 0.3 that every test ends decided" in page and "chance decided at the chosen design (range)" in page
     assert main(["plan", str(pilot), "--target", "0.3", "--plan-for", "power"]) == 0
     page = capsys.readouterr().out
     assert "Target: power 0.3 against" in page and "chance decided" not in page
