@@ -108,7 +108,7 @@ def _number(text: str) -> float:
 def _assurance(text: str) -> float:
     value = _number(text)
     if not 0.5 <= value < 1:
-        raise argparse.ArgumentTypeError(f"is the chance a plan's power is reached: give one from 0.5 (the point power) "
+        raise argparse.ArgumentTypeError(f"is the chance a plan's promise is kept: give one from 0.5 (the point power) "
                                          f"to below 1, e.g. 0.85; got {text}")
     return value
 
@@ -145,8 +145,9 @@ def plan(args: list[str]) -> int:
                         help="the target: the chance that every test ends decided at its Δ, whatever the truth "
                              "(decided, the default), or each test's power at Δ (power)")
     parser.add_argument("--assurance", type=_assurance, default=None,
-                        help="plan each test's power with the pilot's prompt mean square at the upper bound it stays "
-                             "under with this probability (default 0.85; 0.5: the point power the claims page prints)")
+                        help="plan each test with the pilot's mean squares (the prompts', each group's prefixes') at "
+                             "the upper bound they stay under with this probability (default 0.85; 0.5: the point "
+                             "estimates, whose power the claims page prints)")
     parser.add_argument("--budget-minutes", type=positive, default=None,
                         help="most minutes still to spend on all runs together (default: no limit)")
     parser.add_argument("--out", type=Path, default=None,

@@ -196,7 +196,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     if plan_for not in PLAN_FOR:
         raise HarnessError(f"--plan-for {plan_for!r}: give one of {', '.join(PLAN_FOR)}")
     if not 0.5 <= assurance < 1:
-        raise HarnessError(f"--assurance {assurance} is the chance the plan's power is reached: give one from 0.5 (the "
+        raise HarnessError(f"--assurance {assurance} is the chance a plan's promise is kept: give one from 0.5 (the "
                            f"point power) to below 1, e.g. {ASSURANCE:g}")
     if not TESTS_LEVEL < target <= MAX_TARGET:
         raise HarnessError(f"--target {target} is a chance (of every test decided, or a power): give one above the "
