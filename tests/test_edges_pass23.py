@@ -88,10 +88,13 @@ def test_tables_filtered_apart_are_refused(tiny_run):
 
 def test_a_delta_for_a_measure_plan_does_not_test_names_a_remedy_that_works(tiny_run, capsys):
     """#9/#173/#176/#177/#182 (misleading): '`harness figures RUN` redraws them' at another Δ; it
-    cannot (a resume with +claims.delta can, every result reused)."""
-    line = one_line_error(capsys, ["plan", str(tiny_run), "--delta", "output_kl=0.5"])
+    cannot (a resume with +claims.delta can, every result reused). Pass 30 #143: for plan, what plans
+    a measure's C - B at its Δ is --measure."""
+    line = one_line_error(capsys, ["claims", str(tiny_run), "--delta", "output_kl=0.5"])
     assert "`harness resume RUN +claims.delta.output_kl=VALUE` redraws them at another, every result reused" in line
     assert "harness figures" not in line
+    line = one_line_error(capsys, ["plan", str(tiny_run), "--delta", "output_kl=0.5"])
+    assert "(--measure M plans the report's C - B on a measure, at its --delta)" in line
 
 
 def test_the_plan_page_says_its_powers_are_points(tmp_path, capsys):

@@ -129,9 +129,42 @@ def test_a_second_writer_of_a_run_is_not_told_to_change_hydra_run_dir(tmp_path):
 
     run = tmp_path / "r"
     run.mkdir()
-    with hold(run, "sweep", "give a new sweep another hydra.run.dir"):
+    with hold(run, "sweep", "give a new sweep another run directory (hydra.run.dir)"):
         with pytest.raises(HarnessError, match=r"another sweep or resume is writing to .*; wait for it to finish, "
-                                               r"or give a new sweep another hydra.run.dir"):
-            with hold(run, "sweep", "give a new sweep another hydra.run.dir"):
+                                               r"or give a new sweep another run directory \(hydra.run.dir\)"):
+            with hold(run, "sweep", "give a new sweep another run directory (hydra.run.dir)"):
                 pass
 
+
+
+def test_h_run_refuses_overrides_that_do_not_compose_its_config(tmp_path):
+    """Pass 30 a15 (silent): H.run(cfg, RUN, overrides=[...]) recorded a command that composes another
+    config, and `harness resume` then blamed the user's changes."""
+    run_dir = tmp_path / "api"
+    with pytest.raises(HarnessError, match=r"H.compose\(\['model=tiny'\]\) gives another config \(it differs in "
+                                           r"decode.max_new_tokens"):
+        H.run(H.compose(FAST), run_dir, overrides=["model=tiny"])
+    assert not run_dir.exists()
+    H.run(H.compose(FAST), run_dir, overrides=FAST, progress=False)  # the list that composed it: runs
+    assert (run_dir / ".hydra" / "overrides.yaml").is_file()
+
+
+def test_pass_30_refusals_name_the_right_cause(tiny_run, tmp_path, capsys, monkeypatch):
+    """Pass 30 (misleading): `harness figures .` inside a run said "--out is empty or '.'"; build-prefixes
+    --n 0 said "lower --n"; an API seed "0" failed inside numpy; a measure whose NaN means something
+    (first_divergence) was planned on."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    monkeypatch.chdir(run)
+    assert main(["figures", "."]) == 0
+    assert (run / "report.md").is_file()
+    with pytest.raises(SystemExit):
+        main(["build-prefixes", "neutral", "--corpus", "c.txt", "--n", "0", "--out", str(tmp_path / "b.jsonl")])
+    assert "argument --n: must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"seed must be a whole number of at least 0, got '0'"):
+        H.compare_groups(H.load_run(tiny_run).conditions, "output_kl", seed="0")
+    with pytest.raises(SystemExit):
+        main(["plan", str(tiny_run), "--measure", "first_divergence"])
+    assert "first_divergence is empty where its event did not happen" in capsys.readouterr().err

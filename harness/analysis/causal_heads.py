@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from harness.analysis.checks import generator
 from harness.analysis.crossed import cell_means, compare_groups
 from harness.analysis.descriptive import CONFIDENCE, N_RESAMPLES
 
@@ -46,7 +47,7 @@ def split_prefixes(conditions: pd.DataFrame, seed: int) -> tuple[set, set]:
     unit = rows["pair"].astype(object) if "pair" in rows and rows["pair"].notna().all() else rows["prefix_id"]
     keyed = rows.assign(_unit=unit.astype(str), _prefix=rows.prefix_id.astype(str), _group=rows.group.astype(str))
     members = keyed.drop_duplicates(["_unit", "_prefix"]).groupby("_unit")["_group"].agg(lambda g: "".join(sorted(g)))
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     choose_units: set = set()
     sizes = [0, 0]  # prefixes on each side so far
     for _, units in sorted(members.groupby(members).groups.items()):
@@ -203,7 +204,7 @@ def crossed_bootstrap(mats: dict[str, np.ndarray], groups: np.ndarray,
     factors. ``batched``: ``statistic`` takes every resample at once (matrices stacked on a leading
     axis; the groups of the columns are the same in every resample) and returns their values, which
     are those of one call per resample."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     n_prompts = next(iter(mats.values())).shape[0]
     members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
     draws = [(rng.integers(n_prompts, size=n_prompts),

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis.repeats import CONDITION_KEYS, repeated_conditions
 from harness.inputs.conditions import KEY_FIELDS
 
 CONFIDENCE = 0.95
@@ -28,8 +29,6 @@ MIN_RESAMPLES = 10
 # a sweep may leave a group out (groups=[A,B]) and the report still asks for C - B on every run:
 # those rows say n_prompts 0, so these are accepted whether or not the table holds them
 SWEEP_GROUPS = ("A", "B", "C")
-# the columns naming one condition of one model (as harness.runs.schema.ROW_KEYS, a stage above this one)
-CONDITION_KEYS = ("model", *KEY_FIELDS, "injection_at")
 # numeric columns that place a row in the design (a layer, a length, an isolation beta), never a measure
 DESIGN_COLUMNS = frozenset({"layer", "head", "prefix_len", "n_queries", "beta", "batch_size", "seed"})
 # the columns a summary writes itself: a by column of the same name would be shadowed
@@ -51,6 +50,13 @@ def check_count(name: str, value, minimum: int) -> None:
     """Refuse ``value`` unless it is a whole number of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be a whole number of at least {minimum}, got {shown(value)}")
+
+
+def generator(seed) -> np.random.Generator:
+    """numpy's generator for ``seed``, refused unless a whole number of at least 0 (the string "0"
+    fails deep inside numpy, and a float is truncated elsewhere)."""
+    check_count("seed", seed, 0)
+    return np.random.default_rng(seed)
 
 
 def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -232,34 +238,6 @@ def check_attention_table(df: pd.DataFrame, needs: tuple[str, ...] = ("layer", "
             if "group" in df.columns and not {"layer", "head"} & set(df.columns) else ""
         raise ValueError(f"{name} must be an attention table (a row per condition, layer, head and segment); this one "
                          f"has no {', '.join(missing)}{hint}")
-
-
-def repeated_conditions(df: pd.DataFrame) -> tuple[int, int]:
-    """``(exact, differing)``: how many rows repeat an earlier row's identity (:data:`CONDITION_KEYS`,
-    ``run`` and every other label column where the table has them: a target, a check, an attack; not
-    the continuation's text, which is a result) with every result the same, and how many with some
-    result different."""
-    keys = [c for c in (*CONDITION_KEYS, "run") if c in df.columns]
-    if not {"group", "prompt_id", "prefix_id"} <= set(keys) or len(df) < 2:
-        return 0, 0
-    labels = [c for c in df.columns if c not in keys and not c.startswith("continuation") and _labels(df[c])]
-    repeats = df.duplicated(subset=keys + labels)
-    if not repeats.any():
-        return 0, 0
-    results = [c for c in df.columns if c not in keys + labels and (df[c].dtype != object or _labels(df[c]))]
-    exact = int(df.duplicated(subset=keys + labels + results).sum())
-    return exact, int(repeats.sum()) - exact
-
-
-def _labels(column: pd.Series) -> bool:
-    """Whether a column holds labels (categories or text), not numbers or lists."""
-    if isinstance(column.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(column.dtype) \
-            and column.dtype != object:
-        return True
-    if column.dtype != object:
-        return False
-    held = column.dropna()
-    return all(isinstance(v, str) for v in held.iloc[:20])
 
 
 def check_groups(df: pd.DataFrame, high: str, low: str, attention: bool = False) -> None:

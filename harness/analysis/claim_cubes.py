@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import generator
 from harness.analysis.crossed_variance import complete_crossing, group_mean
 from harness.analysis.descriptive import CONFIDENCE
 
@@ -63,7 +64,7 @@ def crossed_means(Y: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarra
     ``n_resamples`` crossed resamples (prompts with replacement and, independently, prefixes with
     replacement; missing cells drop out of the weighted means). Returns ``(observed [K],
     resampled [n_resamples, K])``."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     n_p, n_x = Y.shape[:2]
     W = rng.multinomial(n_p, np.full(n_p, 1 / n_p), size=n_resamples).astype(float)
     V = rng.multinomial(n_x, np.full(n_x, 1 / n_x), size=n_resamples).astype(float)

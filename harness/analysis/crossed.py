@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.checks import (check_by, check_conditions_table, check_effect, check_flags, check_hits,
-                                     warn_absent_groups)
+                                     generator, warn_absent_groups)
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -220,7 +220,7 @@ def _observed_weights(lay: CellLayout) -> np.ndarray:
 def _permutation(lay: CellLayout, n_permutations: int, seed: int, alternative: str) -> tuple[float, bool]:
     if lay.n_high == 0 or lay.n_low == 0 or lay.Y.shape[0] == 0:
         return np.nan, False
-    W, exact = relabelings(lay.is_high, lay.pairs, n_permutations, np.random.default_rng(seed))
+    W, exact = relabelings(lay.is_high, lay.pairs, n_permutations, generator(seed))
     p = permutation_pvalues(lay.prefix_means()[None, :], _observed_weights(lay), W, exact, alternative)
     return float(p[0]), exact
 
@@ -308,7 +308,7 @@ def _two_way(lay: CellLayout, n_resamples: int, seed: int, confidence: float) ->
     if lay.n_high == 0 or lay.n_low == 0 or lay.Y.shape[0] == 0:
         return (np.nan, np.nan)
     blocks = [(np.flatnonzero(lay.is_high), 1.0), (np.flatnonzero(~lay.is_high), -1.0)]
-    samples = _crossed_resamples(lay.Y, blocks, n_resamples, np.random.default_rng(seed), lay.pairs)
+    samples = _crossed_resamples(lay.Y, blocks, n_resamples, generator(seed), lay.pairs)
     return percentile_interval(samples, confidence)
 
 

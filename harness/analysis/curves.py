@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import NothingToShow, check_columns, check_flags
+from harness.analysis.checks import NothingToShow, check_columns, check_flags, generator
 from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
@@ -78,7 +78,7 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
         fd = fd_all[idx]
         alive = np.isnan(fd)[:, None] | (fd[:, None] >= ks[None, :])          # (conditions, k)
         p_codes, prompts = pd.factorize(cell["prompt_id"].astype(object), sort=True)
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         n_p = len(prompts)
         Wp = rng.multinomial(n_p, np.full(n_p, 1.0 / n_p), size=n_resamples).astype(float)
         w = Wp[:, p_codes]

@@ -301,7 +301,7 @@ def most_reached(grid: pd.DataFrame, tests: Sequence[PlannedTest], target: float
     """Where no design reaches every test within the budget: the design within it at which the most
     attention tests reach ``target`` (unless not ``attention_first``: a user's own measures weigh
     alike), then the most tests of any kind, then the highest power summed over the tests that miss
-    it, then the least cost. None when no design fits the budget."""
+    it (to two places), then the least cost. None when no design fits the budget."""
     fits = grid if budget_seconds is None else grid[grid.seconds <= budget_seconds]
     if fits.empty:
         return None
@@ -310,7 +310,8 @@ def most_reached(grid: pd.DataFrame, tests: Sequence[PlannedTest], target: float
     score = pd.DataFrame({
         "attention": (powers[cols[ATTENTION]] >= target).sum(axis=1) if attention_first else 0,
         "all": (powers >= target).sum(axis=1),
-        "short": powers.where(powers < target, 0.0).sum(axis=1),
+        # to two places: a design that adds 0.0004 to a missed test's power is not worth its minutes
+        "short": powers.where(powers < target, 0.0).sum(axis=1).round(2),
         "cost": -fits.seconds})
     order = score.sort_values(["attention", "all", "short", "cost"], ascending=False, kind="stable")
     return fits.loc[order.index[0]]

@@ -81,13 +81,19 @@ def _measure(text: str) -> str:
     search a grid of designs with)."""
     from harness.measure.metrics import METRICS
 
-    numeric = {m.name: m for m in METRICS if m.level == "condition" and str(m.dtype) in ("float64", "int64", "Int64")}
+    # a nullable measure's NaN means something (first_divergence: never diverged), and a C - B of it would drop
+    # those conditions: plain numbers only
+    numeric = {m.name: m for m in METRICS if m.level == "condition" and str(m.dtype) in ("float64", "int64")}
     rates = {m.name for m in METRICS if m.level == "condition" and str(m.dtype) in ("bool", "boolean")}
     if text in rates:
         raise argparse.ArgumentTypeError(
             f"{text} is a rate, whose C - B power is simulated per design (about 0.3 s each), too slow to search a "
             f"grid of designs with; plan on a measure (e.g. norm_edit_distance), and read {text}'s power at the "
             f"pilot in its report's C - B table")
+    if any(m.name == text and str(m.dtype) == "Int64" for m in METRICS):
+        raise argparse.ArgumentTypeError(f"{text} is empty where its event did not happen (a continuation that never "
+                                         f"diverged, say), so a C - B of it would leave those conditions out; plan on "
+                                         f"a measure every condition has, e.g. norm_edit_distance")
     if text not in numeric:
         import difflib
 
@@ -176,7 +182,7 @@ def plan(args: list[str]) -> int:
     assurance = ASSURANCE if ns.assurance is None else ns.assurance
     settings = {"target": ns.target, "delta": deltas, "effect_sds": ns.effect_sds, "budget_minutes": ns.budget_minutes,
                 "assurance": assurance, "plan_for": ns.plan_for,
-                "measure": measures or None}  # None as a marker of a version before --measure reads it
+                "measure": sorted(measures) or None}  # None as a marker of a version before --measure reads it
     if ns.out is not None:
         claim_out(ns.out, "plan", ns.runs, settings)
     from harness.io import write_parquet, write_text

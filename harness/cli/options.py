@@ -86,11 +86,15 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
         raise HarnessError(f"--delta {twice}= is given more than once ({values}): give each measure's Δ once")
     unused = sorted(set(given) - set(measures))
     if unused:
-        raise HarnessError(f"{command} tests {', '.join(measures)}; --delta {unused[0]}=... would change nothing "
-                           f"(the report's C - B table and the obey tables decide at the sweep's Δ: `harness resume RUN "
-                           f"+claims.delta.{unused[0]}=VALUE` redraws them at another, every result reused)")
+        planning = command == "harness plan"
+        raise HarnessError(f"{command} {'plans for' if planning else 'tests'} {', '.join(measures)}; --delta "
+                           f"{unused[0]}=... would change nothing "
+                           + ("(--measure M plans the report's C - B on a measure, at its --delta)" if planning else
+                              f"(the report's C - B table and the obey tables decide at the sweep's Δ: `harness resume "
+                              f"RUN +claims.delta.{unused[0]}=VALUE` redraws them at another, every result reused)"))
     recorded = recorded_deltas(run_manifests(runs, ns.trust_damaged))
     made_at = {**default_deltas(), **recorded}  # a run made without claims.delta decided at the registry's
+    given = {m: v for m, v in given.items() if made_at.get(m) != v}  # the Δ the runs were made at changes nothing
     notes = [f"--delta {m}={given[m]:g} replaces the Δ of {made_at[m]:g} the runs were made with"
              + ("" if m in recorded else " (the default)")
              for m in sorted(given) if m in made_at and made_at[m] != given[m]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.cli.guards import whole
 from harness.cli.options import CommandParser
 from harness.errors import HarnessError
 
@@ -66,8 +67,8 @@ def build_prefixes(args: list[str]) -> int:
     instr.add_argument("--fillers", type=Path, required=True, help="UTF-8 prose used as padding (whole sentences)")
     instr.add_argument("--payloads", type=Path, default=None, help="JSONL: {payload, target?} for {payload}")
     for p in (neutral, instr):
-        p.add_argument("--n", type=int, default=40)
-        p.add_argument("--min-chars", type=int, default=1500)
+        p.add_argument("--n", type=lambda text: whole(text, 1), default=40, help="prefixes to build (at least 1)")
+        p.add_argument("--min-chars", type=lambda text: whole(text, 1), default=1500)
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--id-prefix", default=None, help="default: the corpus or templates file name")
         p.add_argument("--licence", default="unspecified", help="licence of the source text (e.g. CC0-1.0)")

@@ -137,6 +137,8 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
     for t_idx, tpl in enumerate(templates):
         if not isinstance(tpl, dict) or not isinstance(tpl.get("text"), str) or not isinstance(tpl.get("style"), str):
             raise HarnessError(f"{source}: template {t_idx + 1} needs string fields 'style' and 'text'")
+        if not tpl["text"].strip():  # nothing but filler would be called an instruction
+            raise HarnessError(f"{source}: template {t_idx + 1} has an empty 'text': give the instruction it carries")
         unknown = sorted(set(re.findall(r"\{(\w+)\}", tpl["text"])) - {"payload", "target"})
         if unknown:  # it would stay in the prefix's text, braces and all
             raise HarnessError(f"{source}: template {t_idx + 1} has {{{unknown[0]}}}; a template fills {{payload}} "

@@ -24,11 +24,11 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
         raise HarnessError(f"--out {out} {broken_link(out)}: give a directory")
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file: give a directory")
+    target = out.resolve()
+    if allowed is not None and target == allowed.resolve():  # `harness figures .` in a run redraws it in place
+        return
     if str(out) in ("", "."):  # the working directory itself: its files would be written over
         raise HarnessError("--out is empty or '.': give a directory of its own (a new or empty one)")
-    target = out.resolve()
-    if allowed is not None and target == allowed.resolve():
-        return
     for place in (target, *target.parents):
         command = RunDir(place).output_of()
         if command and place != target:  # another command's output (detect's has a status.json of its own)

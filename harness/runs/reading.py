@@ -225,7 +225,7 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
                     f"its jobs ({shown})")
         collect = f", or merge them first with `harness collect {shell_path(run)} --out DIR`" if takes == "runs" else ""
         return f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown}){collect}"
-    return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's (or a collected) one"
+    return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's{'' if takes == 'sweeps' else ' (or a collected)'} one"
 
 
 def refuse_collected(run: RunDir, manifest: dict, why: str, one_run: bool = False) -> None:

@@ -344,8 +344,8 @@ class RunDir:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a read-only or full file system, no permission
             raise HarnessError(f"cannot use {self.path} as a run directory: {exc.strerror or exc}; choose another "
-                               f"hydra.run.dir") from None
-        with hold(self.path, "sweep", "give a new sweep another hydra.run.dir"):
+                               f"run directory (hydra.run.dir)") from None
+        with hold(self.path, "sweep", "give a new sweep another run directory (hydra.run.dir)"):
             self._refuse_other_config(config_fingerprint, on_existing, inputs)  # again, now that nobody else can write
             yield ResultStore(self.path)
 
@@ -388,7 +388,7 @@ class RunDir:
             raise HarnessError(
                 f"{self.path} holds results of a different configuration; pass on_existing=resume to keep the "
                 f"results that still apply (they are keyed by content, so nothing stale is reused), "
-                f"on_existing=fresh to delete them, or choose another hydra.run.dir"
+                f"on_existing=fresh to delete them, or choose another run directory (hydra.run.dir)"
             )
 
 

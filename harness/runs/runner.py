@@ -60,6 +60,36 @@ class SweepFailed(Exception):
                          f"Rerun the same command with hydra.run.dir={shell_path(run_dir)} to retry only the failed ones")
 
 
+def _refuse_other_command(config: dict, overrides: list[str] | None) -> None:
+    """From Python (not inside the CLI's Hydra app, which composed ``cfg`` from them), ``overrides``
+    must compose the config being run: `harness resume` reruns them, and another config would be
+    refused there as "changed" without a word here about why."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if overrides is None or HydraConfig.initialized():
+        return
+    from harness.config import compose
+
+    composed = recorded_config(validate(compose(overrides)), overrides)
+    differ = sorted(_differences(config, composed))
+    if differ:
+        raise HarnessError(f"overrides= must be the command line cfg was composed from (harness resume reruns it): "
+                           f"H.compose({overrides!r}) gives another config (it differs in {', '.join(differ[:3])}); "
+                           f"pass the list you gave H.compose")
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two plain configs."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differences(x, y, f"{prefix}{key}.")
+        elif x != y:
+            out.append(f"{prefix}{key}")
+    return out
+
+
 def _refuse_other_outputs(rundir: RunDir) -> None:
     """A sweep writes a directory of its own: not a locate search's, a cache-timing run's, a
     command's ``--out`` or one inside another run (:func:`harness.runs.outdir.other_output`,
@@ -92,6 +122,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     check_flags(progress=progress)
     cfg = validate(cfg)
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
+    _refuse_other_command(config, overrides)
     _refuse_other_outputs(rundir)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     inputs = of_config(cfg)

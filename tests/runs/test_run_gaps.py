@@ -278,7 +278,7 @@ def test_a_run_directory_the_file_system_refuses_is_one_line(tmp_path, monkeypat
         with RunDir(tmp_path / "run").claim("x", "auto"):
             pass
     monkeypatch.setattr(lock_module.os, "open", lambda *a, **k: refuse())
-    with pytest.raises(HarnessError, match="cannot write to .*run2: No space left on device; give a new sweep another hydra"):
+    with pytest.raises(HarnessError, match="cannot write to .*run2: No space left on device; give a new sweep another run directory"):
         with RunDir(tmp_path / "run2").claim("x", "auto"):
             pass
 
