@@ -89,7 +89,7 @@ def test_advice_commands_quote_a_path_with_a_space(tmp_path, capsys):
     H.run(H.compose(FAST), run_dir, progress=False)
     assert main(["resume", str(run_dir)]) == 2
     err = capsys.readouterr().err
-    assert "a run made from Python by H.run without overrides= has none" in err
+    assert "stopped before it recorded it, or made by H.run without overrides=, or deleted" in err
     assert f"H.run(cfg, {str(run_dir)!r})" in err and f"hydra.run.dir={shell_path(run_dir)} on_existing=resume" in err
     assert shlex.split(f"hydra.run.dir={shell_path(run_dir)}") == [f"hydra.run.dir={run_dir}"]
     (run_dir / "status.json").unlink()  # as a run stopped before it wrote its status: readers advise a resume
@@ -168,3 +168,69 @@ def test_pass_30_refusals_name_the_right_cause(tiny_run, tmp_path, capsys, monke
     with pytest.raises(SystemExit):
         main(["plan", str(tiny_run), "--measure", "first_divergence"])
     assert "first_divergence is empty where its event did not happen" in capsys.readouterr().err
+
+
+def test_two_commands_writing_one_out_at_once_cannot_both_write(tiny_run, tmp_path, capsys):
+    """Pass 30 #212-#217 (lost): two commands given the same --out at about the same moment both passed
+    the check before either had marked it, and the second wrote over the first's pages. The --out is
+    held while a command writes; a holder in another process (here another descriptor) refuses it."""
+    import fcntl
+    import os
+
+    out = tmp_path / "p"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(["claims", str(tiny_run), "--out", str(out), "--resamples", "50"]) == 2
+        assert "is being written by another harness command now" in capsys.readouterr().err
+        assert not (out / "claims.md").exists()
+    finally:
+        os.close(fd)
+    assert main(["claims", str(tiny_run), "--out", str(out), "--resamples", "50"]) == 0
+    # the API lets its --out go once written: a later command of the same notebook may write there
+    H.write_outputs(H.load_run(tiny_run).conditions, H.load_run(tiny_run).attention, tmp_path / "pages")
+    from harness.runs.outdir import _HELD
+
+    assert str((tmp_path / "pages").resolve()) not in _HELD
+
+
+def test_plan_of_a_pilot_read_from_elsewhere_names_its_prompts_file(relative_run, tmp_path, capsys, monkeypatch):
+    """Pass 30 #246/#241 (silent): from another directory, plan read another prompts file at the pilot's
+    relative path as the prompt set it searches (or said only "file not found")."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "my prompts.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "text": f"Question {i}?"})
+                                                              + "\n" for i in range(10)))
+    assert main(["plan", str(relative_run), "--measure", "output_kl"]) == 2
+    err = capsys.readouterr().err
+    assert "was made from other input files than its config names here" in err and "sha256" in err, err
+
+
+def test_a_c_minus_b_of_a_table_without_b_says_so_and_a_rate_effect_past_1_is_refused(tiny_run):
+    """Pass 30 c32/e12-e17 (silent): contrast, two_way_bootstrap and prefix_permutation_test of a
+    table without B returned empty or all-NaN rows without a word; f13 (silent): a rate's power
+    against an effect of 1.5 was 0."""
+    conditions = H.load_run(tiny_run).conditions
+    only_c = conditions[conditions.group == "C"]
+    for analysis in ("contrast", "two_way_bootstrap", "prefix_permutation_test", "compare_groups"):
+        with pytest.warns(UserWarning, match=r"the table holds no rows of group 'B'"):
+            getattr(H, analysis)(only_c, "output_kl")
+    hits = conditions.assign(target_hit=conditions.group == "C")
+    with pytest.raises(ValueError, match=r"effect must be below 1 for a rate"):
+        H.compare_groups(hits, "target_hit", effect=1.5)
+
+
+def test_the_quoting_advice_for_an_unreadable_value_works_when_pasted(tmp_path, capsys):
+    """Pass 30 #40/#41 (misleading): for a run directory with an apostrophe the advice was
+    'hydra.run.dir="runs/bob's"', which a shell cannot read. The advice, split as a shell splits it,
+    is the one override the grammar reads."""
+    run_dir = tmp_path / "bob's run"
+    assert main(["sweep", *FAST, f"hydra.run.dir={run_dir}"]) == 2
+    err = capsys.readouterr().err
+    advice = err.split("quote the value, as ", 1)[1].strip()
+    (override,) = shlex.split(advice)
+    assert override == f'hydra.run.dir="{run_dir}"'
+    assert main(["sweep", *FAST, override]) == 0 and (run_dir / "conditions.parquet").is_file()

@@ -254,6 +254,7 @@ def check_groups(df: pd.DataFrame, high: str, low: str, attention: bool = False)
     check_held(df, "group", "low", low, SWEEP_GROUPS)
     if high == low:
         raise ValueError(f"high and low must be two different groups, got {shown(high)} for both")
+    warn_absent_groups(df, high, low)
 
 
 class PooledRunsWarning(UserWarning):
@@ -295,14 +296,15 @@ def check_cells(df: pd.DataFrame, high: str, low: str, by: list[str]) -> None:
                          f"for a measure A has too, leave prefix_len out of by")
 
 
-def warn_absent_groups(df: pd.DataFrame, high: str, low: str, caller: str) -> None:
+def warn_absent_groups(df: pd.DataFrame, high: str, low: str) -> None:
     """Warn where :func:`check_groups` let through a sweep's group the table lacks (filtered out, or
-    spelled otherwise): every row would compare nothing, with n_prompts 0."""
+    spelled otherwise): every row would compare nothing, with n_prompts 0 (a report of a sweep of
+    groups [A, B] asks for C - B all the same, so it is not refused)."""
     held = set(map(str, df["group"].dropna().unique()))
     absent = [g for g in (high, low) if g not in held]
     if absent:
-        warnings.warn(f"{caller}: the table holds no rows of group {absent[0]!r} (its groups: {sorted(held)}), so "
-                      f"every row compares nothing (n_prompts 0)", stacklevel=3)
+        warnings.warn(f"the table holds no rows of group {absent[0]!r} (its groups: {sorted(held)}), so {high} - {low} "
+                      f"compares nothing (n_prompts 0, or no rows)", stacklevel=4)
 
 
 def check_by(df: pd.DataFrame, by, value: str | None = None, contrast: bool = False) -> list[str]:

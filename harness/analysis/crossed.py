@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.checks import (check_by, check_conditions_table, check_effect, check_flags, check_hits,
-                                     generator, warn_absent_groups)
+                                     generator)
 from harness.analysis.descriptive import (
     CLAIM_GENERAL,
     CLAIM_PROMPTS,
@@ -372,7 +372,6 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
     check_count("n_permutations", n_permutations, 1)
     check_effect("effect", effect)
     check_flags(power=power, rate=rate)
-    warn_absent_groups(df, high, low, "compare_groups")
     by = check_by(df, by, value, contrast=True)
     if rate and value in df:  # a rate's interval is bounded to [-1, 1]: its values must be hits
         check_hits(df, value)

@@ -58,6 +58,9 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     range ``power_low`` to ``power_high`` (NaN with ``power=False``: a caller that prints no power need
     not pay for a rate's simulated one). ``effect``: the difference the power is stated against, in
     the measure's units (a smallest effect of interest, Δ); by default one prefix-level SD."""
+    if rate and effect is not None and not effect < 1:  # a power against it would be 0, or 1, and mean nothing
+        raise ValueError(f"effect must be below 1 for a rate (a difference of two rates lies within -1 to 1), got "
+                         f"{effect!r}")
     Y = np.asarray(Y, dtype=float)
     is_high = np.asarray(is_high, dtype=bool)
     rows, cols, note = complete_crossing(Y, pairs)

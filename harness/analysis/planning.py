@@ -279,11 +279,12 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
     reaches = _REACHES[plan_for].format(target=target)
     reach = grid[grid[column] >= target]
     if reach.empty:
-        best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() else None
+        best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() and grid[column].max() > 0 else None
         why = (f"no design searched {reaches} every {_TESTS[scope]}" +
                # rounded down: a power below the target never prints as reaching it (0.9996 as "1.0")
                (f"; the best reaches {np.floor(best[column] * 1000) / 1000:g} at {int(best.n_prompts)} prompts x "
-                f"{int(best.n_prefixes)} prefixes per group" if best is not None else ""))
+                f"{int(best.n_prefixes)} prefixes per group" if best is not None else
+                "; none gets above 0" if grid[column].notna().any() else ""))
         return None, why
     # at no cost (designs the pilot ran in full) the largest, the pilot's own: no reason to drop data it has
     size = np.where(reach.seconds <= 0, -(reach.n_prompts * reach.n_prefixes), 0)

@@ -311,8 +311,8 @@ def resume(args: list[str]) -> int:
                            f"within a second, so resume it once that has finished or stopped; else run the sweep with "
                            f"hydra.run.dir={shell_path(run)}")
     if run.is_run() and not (run / RunDir.HYDRA / "overrides.yaml").is_file():
-        raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml, the command resume reruns (a run made from "
-                           f"Python by H.run without overrides= has none; else it was deleted): run again what made it, "
+        raise HarnessError(f"{run} has no {RunDir.HYDRA}/overrides.yaml, the command resume reruns (stopped before it "
+                           f"recorded it, or made by H.run without overrides=, or deleted): run again what made it, "
                            f"H.run(cfg, {str(run)!r}) or the sweep's own command with hydra.run.dir={shell_path(run)} "
                            f"on_existing=resume (the stored results that still apply are reused)")
     elsewhere = relative_elsewhere(str(run), run.saved_config(),

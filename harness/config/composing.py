@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from harness.config.schema import GROUPS, config_keys, register_configs
 from harness.errors import HarnessError
-from harness.paths import CONFIG_MODULE
+from harness.paths import CONFIG_MODULE, shell_path
 
 # every option of a Hydra application's command line (`harness sweep --hydra-help`), spelled in full:
 # Hydra's parser takes an abbreviation (`--res` for `--resolve`) and then blames the next argument
@@ -107,7 +107,8 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
         if re.fullmatch(r"[-+]?[0-9.eE+-]+|\[.*\]", bare):  # a number or a list dressed in parentheses
             raise HarnessError(f"{unreadable}: the override grammar cannot read this value: write it as {key}={bare}")
         raise HarnessError(f"{unreadable}: the override grammar cannot read this value unquoted (a character such as "
-                           f"a non-ASCII letter, a parenthesis or # in it): quote the value, as '{key}=\"{value}\"'")
+                           f"a non-ASCII letter, a parenthesis or # in it): quote the value, as "
+                           + shell_path(f'{key}="{value}"'))  # as the shell must pass it, an apostrophe too
     multirun = "-m" in args or "--multirun" in args
     dir_keys = {a.split("=", 1)[0].lstrip("+") for a in args if "=" in a}
     for arg in args:

@@ -28,7 +28,7 @@ from harness.runs.compat import check_compatible, mixed_settings, refuse_other_s
 from harness.runs.environment import now_iso
 from harness.runs.lock import held_by, writer
 from harness.runs.multirun import unstarted
-from harness.runs.outdir import check_out, claim_out, drop_report, mark_out
+from harness.runs.outdir import check_out, claim_out, drop_report, mark_out, release_out
 from harness.runs.reading import compared_settings, has_table, is_cache_timing, load_noise, refuse_given_twice
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import CONDITION_COLUMNS, ROW_KEYS
@@ -165,6 +165,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         "claims_delta": deltas,  # the Δs the runs were made with: figures, claims and plan read them
         "tables": {name: sha256_file(out / name) for name in tables},
     }, out / RunDir.MANIFEST)
+    release_out(out)  # the tables are written: a notebook's later command may write here
     print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
           + (f" ({dropped} repeated rows, e.g. group A in every job, kept once)" if dropped else ""))
     if not {"B", "C"} & set(tables[RunDir.CONDITIONS].group.astype(str)):

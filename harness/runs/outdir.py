@@ -123,14 +123,52 @@ def _shown(value) -> str:
     return "none" if value is None else str(value)
 
 
-def mark_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None) -> None:
+def mark_out(out: Path, command: str, runs: list[Path] = (), settings: dict | None = None, by: str | None = None
+             ) -> None:
     """Record which command (on which runs, with which ``settings``) writes into ``--out``
-    (:func:`claim_out` reads it)."""
+    (:func:`claim_out` reads it), holding ``--out`` for the rest of this process (:func:`hold_out`) and
+    checking it again under that hold: two commands started together both passed :func:`claim_out`
+    before either had marked it, and the second wrote over the first's pages."""
     from harness.io import write_json
     from harness.runs.rundir import RunDir
 
+    out.mkdir(parents=True, exist_ok=True)
+    hold_out(out)
+    claim_out(out, command, runs, settings, by)  # again: another command may have marked it since
     mark = {"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}
     write_json(mark if settings is None else {**mark, "settings": settings}, out / RunDir.OUT_MARKER)
+
+
+_HELD: dict[str, int] = {}  # the --out directories this process holds: resolved path -> the open descriptor
+
+
+def hold_out(out: Path) -> None:
+    """Hold ``out`` (an ``flock`` on the directory itself: no file of its own, released by the kernel
+    when the process ends, killed or not) until :func:`release_out` or the process ends; refused in
+    one line where another process holds it. Held again by the same process: nothing to do."""
+    import errno
+    import fcntl
+
+    key = str(out.resolve())
+    if key in _HELD:
+        return
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        raise HarnessError(f"--out {out} is being written by another harness command now: wait for it to finish, "
+                           f"or give another --out (nothing is overwritten)") from None
+    _HELD[key] = fd
+
+
+def release_out(out: Path) -> None:
+    """Let ``out`` go (:func:`hold_out`): the Python API's writers, whose process lives on."""
+    fd = _HELD.pop(str(out.resolve()), None)
+    if fd is not None:
+        os.close(fd)
 
 
 LOCATE_JSON, LOCATE_PARTIAL = "locate.json", "locate.partial.parquet"  # a locate search's, finished or cut off
@@ -242,9 +280,11 @@ def write_outputs(conditions, attention, out_dir: Path, title: str = "Prefix con
     check_out(out_dir)
     settings = {"tables": table_digest(conditions, attention)}  # other tables' pages are not drawn over its own
     claim_out(out_dir, "figures", settings=settings, by="H.write_outputs")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    mark_out(out_dir, "figures", settings=settings)
-    return write(conditions, attention, out_dir, title, noise, manifests, notes)
+    mark_out(out_dir, "figures", settings=settings, by="H.write_outputs")
+    try:
+        return write(conditions, attention, out_dir, title, noise, manifests, notes)
+    finally:
+        release_out(out_dir)  # a notebook's process lives on: another may write here once this is done
 
 
 def table_digest(*tables) -> str:

@@ -41,6 +41,7 @@ from harness.analysis.power import ASSURANCE
 from harness.analysis.verdicts import deltas_for
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
+from harness.runs.inputs import of_config, refuse_changed
 from harness.runs.plan_page import scope_text
 from harness.runs.reading import merge_runs, refuse_collected, run_tables
 from harness.runs.rundir import RunDir
@@ -96,6 +97,9 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         raise HarnessError(f"{path}: harness plan plans runs of a prefix file, and this run draws matched sets from the "
                            f"corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): size it "
                            f"from its report's intervals")
+    # the prompt set and bank a design draws from are the pilot's: read from elsewhere, a relative path names others
+    refuse_changed(str(path), manifest.get("inputs"), of_config(config),
+                   "a design would be searched and priced on other prompts or prefixes than the pilot's", config=config)
     prefixes = load_prefixes(config["prefixes"]["path"])
     per_kind = pd.Series([p.kind for p in prefixes]).value_counts()
     return RunCost(

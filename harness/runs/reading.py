@@ -199,7 +199,7 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
     multirun, its jobs, or their collection where the command ``takes`` "runs" (collected sets
     too), not where it takes "sweeps" (each run's own) or "one" (one of them)."""
     if not run.path.exists():
-        return f"{run} does not exist: give a run directory (a sweep's, or collected ones)"
+        return f"{run} does not exist: give a run directory (a sweep's{'' if takes == 'sweeps' else ', or collected ones'})"
     if not run.path.is_dir():
         glob = " (a glob over a multirun: DIR/*/ takes its jobs)" if run.path.name == "multirun.yaml" else ""
         return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one){glob}"
