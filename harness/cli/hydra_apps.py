@@ -67,7 +67,7 @@ def _sweep_task(cfg) -> str | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        run(cfg, run_dir, overrides=_command_line(hydra_cfg))
+        run(cfg, run_dir, overrides=_command_line(hydra_cfg), from_command_line=True)
     except KeyboardInterrupt as exc:
         how = "terminated" if isinstance(exc, Terminated) else "interrupted"
         from harness.runs.multirun import expected_jobs

@@ -61,12 +61,9 @@ class SweepFailed(Exception):
 
 
 def _refuse_other_command(config: dict, overrides: list[str] | None) -> None:
-    """From Python (not inside the CLI's Hydra app, which composed ``cfg`` from them), ``overrides``
-    must compose the config being run: `harness resume` reruns them, and another config would be
-    refused there as "changed" without a word here about why."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if overrides is None or HydraConfig.initialized():
+    """From Python, ``overrides`` must compose the config being run: `harness resume` reruns them, and
+    another config would be refused there as "changed" without a word here about why."""
+    if overrides is None:
         return
     from harness.config import compose
 
@@ -108,10 +105,13 @@ def _refuse_other_outputs(rundir: RunDir) -> None:
                            f"them; choose a new or empty directory")
 
 
-def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True) -> Path:
+def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progress: bool = True,
+        from_command_line: bool = False) -> Path:
     """Run the sweep described by ``cfg`` into ``run_dir`` (``overrides``: the command line that
-    produced ``cfg``, a list of KEY=VALUE strings, kept for ``harness resume``; without it the run is
-    resumed by calling ``run`` again, not by ``harness resume``).
+    produced ``cfg``, a list of KEY=VALUE strings, kept for ``harness resume`` and checked to compose
+    ``cfg``; without it the run is resumed by calling ``run`` again, not by ``harness resume``).
+    ``from_command_line``: the CLI's Hydra app composed ``cfg`` from ``overrides`` itself (not
+    composed again to check).
 
     Results already stored in ``run_dir`` by an interrupted run of the same configuration are
     verified and reused. Raises :class:`HarnessError` for a refused directory or configuration
@@ -122,7 +122,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
     check_flags(progress=progress)
     cfg = validate(cfg)
     rundir, config = RunDir(run_dir), recorded_config(cfg, overrides)
-    _refuse_other_command(config, overrides)
+    _refuse_other_command(config, None if from_command_line else overrides)
     _refuse_other_outputs(rundir)
     result_config = fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS})
     inputs = of_config(cfg)
