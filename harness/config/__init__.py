@@ -11,8 +11,9 @@ before any model is loaded. Call :func:`register_configs` once before Hydra comp
 Public here:
 
 - composing and recording: ``compose``, ``override_list`` (a command line's overrides, checked),
-  ``register_configs``, ``recorded_config``, ``as_plain``, ``config_keys``, ``GROUPS`` (the config
-  groups), ``NOT_RESULT_KEYS`` (settings that change no result)
+  ``register_configs``, ``recorded_config``, ``as_plain``, ``config_keys``, ``config_differences`` (two
+  configs' differing keys), ``GROUPS`` (the config groups), ``NOT_RESULT_KEYS`` (settings that change no
+  result)
 - checking: ``validate``, ``is_validated``
 - the schema: ``RunConfig``, ``ModelConfig``, ``ClaimsConfig`` and the choices ``Dtype``, ``Group``,
   ``IsolationMode``, ``OnExisting``, ``Placement``, ``CacheSetting``
@@ -32,6 +33,7 @@ from harness.config.schema import (
     Placement,
     RunConfig,
     as_plain,
+    config_differences,
     config_keys,
     recorded_config,
     register_configs,
@@ -39,6 +41,5 @@ from harness.config.schema import (
 from harness.config.validation import is_validated, validate
 
 __all__ = ["GROUPS", "NOT_RESULT_KEYS", "CacheSetting", "ClaimsConfig", "Dtype", "Group", "IsolationMode",
-           "ModelConfig", "OnExisting", "Placement", "RunConfig", "as_plain", "compose", "config_keys", "is_validated",
-           "override_list",
-           "recorded_config", "register_configs", "validate"]
+           "ModelConfig", "OnExisting", "Placement", "RunConfig", "as_plain", "compose", "config_differences",
+           "config_keys", "is_validated", "override_list", "recorded_config", "register_configs", "validate"]

@@ -281,3 +281,16 @@ def recorded_config(cfg, overrides: list[str] | None) -> dict:
     if "model.name_or_path" in keys and "model.notes" not in keys and isinstance(config.get("model"), dict):
         config["model"]["notes"] = ""
     return config
+
+
+def config_differences(a: dict, b: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """``(dotted key, value in a, value in b)`` for every key whose value differs between two plain
+    configs (as :func:`recorded_config` gives them), nested mappings compared key by key."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += config_differences(x, y, f"{prefix}{key}.")
+        elif x != y:
+            out.append((f"{prefix}{key}", x, y))
+    return out

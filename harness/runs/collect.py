@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.analysis.checks import check_flags
 from harness.analysis.verdicts import recorded_deltas
+from harness.config import config_differences
 from harness.errors import HarnessError
 from harness.io import sha256_file, write_parquet, write_sealed_json
 from harness.paths import shell_path
@@ -56,17 +57,6 @@ def find_runs(paths: list[Path]) -> list[RunDir]:
             raise HarnessError(f"{path}: neither a run directory nor a sweep directory with job directories")
         runs += jobs
     return runs
-
-
-def _config_difference(a: dict, b: dict, prefix: str = "") -> list[str]:
-    out = []
-    for k in sorted(set(a) | set(b)):
-        va, vb = a.get(k), b.get(k)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out += _config_difference(va, vb, f"{prefix}{k}.")
-        elif va != vb:
-            out.append(f"{prefix}{k} ({va!r} vs {vb!r})")
-    return out
 
 
 def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_disagreement: bool = False,
@@ -125,7 +115,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         key, col, i, j = disagree[0]
         mixed = mixed_settings(settings)
         configs = [manifests[k].get("config") for k in (i, j)]  # a collected set has none of its own to compare
-        differ = _config_difference(*configs) if all(configs) else mixed[:4]
+        differ = [f"{key} ({a!r} vs {b!r})" for key, a, b in config_differences(*configs)] if all(configs) else mixed[:4]
         raise HarnessError(
             f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(ROW_KEYS, key))}, "
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"

@@ -18,7 +18,7 @@ import pandas as pd
 
 from harness.analysis.checks import check_flags
 from harness.analysis.verdicts import deltas_for
-from harness.config import NOT_RESULT_KEYS, override_list, recorded_config, validate
+from harness.config import NOT_RESULT_KEYS, config_differences, override_list, recorded_config, validate
 from harness.errors import HarnessError
 from harness.io import write_parquet, write_sealed_json
 from harness.measure.driver import DriveOutcome
@@ -68,23 +68,11 @@ def _refuse_other_command(config: dict, overrides: list[str] | None) -> None:
     from harness.config import compose
 
     composed = recorded_config(validate(compose(overrides)), overrides)
-    differ = sorted(_differences(config, composed))
+    differ = [key for key, _, _ in config_differences(config, composed)]
     if differ:
         raise HarnessError(f"overrides= must be the command line cfg was composed from (harness resume reruns it): "
                            f"H.compose({overrides!r}) gives another config (it differs in {', '.join(differ[:3])}); "
                            f"pass the list you gave H.compose")
-
-
-def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
-    """The dotted keys whose values differ between two plain configs."""
-    out = []
-    for key in sorted(set(a) | set(b)):
-        x, y = a.get(key), b.get(key)
-        if isinstance(x, dict) and isinstance(y, dict):
-            out += _differences(x, y, f"{prefix}{key}.")
-        elif x != y:
-            out.append(f"{prefix}{key}")
-    return out
 
 
 def _refuse_other_outputs(rundir: RunDir) -> None:
