@@ -81,7 +81,8 @@ def min_contrast_power(components: list[dict], n_prompts: int, n_prefixes: int, 
     Both contrasts at the effect is the least favourable truth whose smaller contrast is that
     effect. NaN where the effect is in SDs and a contrast's prefix variance is estimated at 0: there
     is no effect to plan on. Calibrated in ``benchmarks/crossed_calibration.py`` (part claims-power).
-    ``assurance``: the prompt mean square at that upper bound instead of its median (a plan's)."""
+    ``assurance``: the prompt and prefix mean squares at that upper bound instead of the median
+    (a plan's: :func:`harness.analysis.power.median_unbiased`)."""
     if effect is None and not all(c["prefix"] > 0 for c in components):
         return np.nan
     return _both_clear(components, n_prompts, n_prefixes, effect_sds, median_corrected=True, effect=effect,

@@ -32,8 +32,8 @@ def undecided(variance: float, dof: float, delta: float, c_low: float | None = N
     """The largest chance over truths in ``[0, delta]`` that an interval of this estimate holds
     both 0 and ``delta`` (module docstring): ``variance`` the estimate's, ``dof`` its standard
     error's degrees of freedom (inf: known), ``c_low``/``c_high`` the multipliers of the interval's
-    ends (default: the t quantile of ``confidence``, two-sided). NaN where the variance or Δ is not
-    a positive finite number."""
+    ends (default: the t quantile of ``confidence``, two-sided). 0 for a variance of 0 (every
+    interval is a point); NaN where the variance or Δ is otherwise not a positive finite number."""
     if not (np.isfinite(variance) and variance > 0 and np.isfinite(delta) and delta > 0):
         return 0.0 if variance == 0 and np.isfinite(delta) and delta > 0 else np.nan
     nu = float(dof) if np.isfinite(dof) and dof > 0 else np.inf

@@ -73,8 +73,8 @@ class PlannedTest:
     # (prompts, prefixes per group) -> the power's range with the components anywhere in their 95%
     # intervals (what the claims page prints beside it at the pilot); None: not stated (in prefix SDs)
     power_range: Callable[[int, int], tuple[float, float]] | None = None
-    # (prompts, prefixes per group) -> the power with the pilot's prompt mean square at its upper
-    # bound of a plan's assurance (harness.analysis.power.ASSURANCE): what a design is chosen by
+    # (prompts, prefixes per group) -> the power with the pilot's mean squares at their upper bound of
+    # a plan's assurance (harness.analysis.power.ASSURANCE): what a design is chosen by
     assured: Callable[[int, int], float] | None = None
     # (prompts, prefixes per group) -> the chance the test ends decided at its Δ whatever the truth
     # (harness.analysis.decided), at the same assurance; None: not stated (no Δ, or no components)
@@ -103,7 +103,7 @@ def claim_tests(conditions: pd.DataFrame, attention: pd.DataFrame | None, effect
     each with its power as a function of the design against its measure's smallest effect of
     interest Δ (the registry's, with ``deltas`` on top: the power the claims page prints) or, with
     ``effect_sds``, against that many of the test's own prefix-level SDs; with ``assurance``, each
-    test's :attr:`PlannedTest.assured` power too (the pilot's prompt mean square at that upper bound)."""
+    test's :attr:`PlannedTest.assured` power too (the pilot's mean squares at that upper bound)."""
     delta = deltas_for(deltas)
     tests = []
     if attention is not None and not attention.empty:

@@ -162,7 +162,7 @@ def design_power(components, n_prompts: int, n_prefixes_per_group: int, effect, 
 
     Example: components with a residual of 1 and everything else 0, 8 prompts x 12 prefixes per
     group: V = (1/12 + 1/12) / 8, so an effect of 0.5 sits 3.46 standard errors out on 7 degrees of
-    freedom: power 0.84. ``assurance``: the prompt mean square's (:func:`median_unbiased`).
+    freedom: power 0.84. ``assurance``: the mean squares' upper bound (:func:`median_unbiased`).
     """
     variance, dof = planned_variance(components, n_prompts, n_prefixes_per_group, assurance)
     effect = np.asarray(effect, dtype=float)

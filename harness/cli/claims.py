@@ -113,9 +113,11 @@ def _number(text: str) -> float:
 
 def _assurance(text: str) -> float:
     value = _number(text)
-    if not 0.5 <= value < 1:
-        raise argparse.ArgumentTypeError(f"is the chance a plan's promise is kept: give one from 0.5 (the point power) "
-                                         f"to below 1, e.g. 0.85; got {text}")
+    from harness.runs.plan import assurance_problem  # the plan's own bounds, said before the runs are read
+
+    problem = assurance_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem}; got {text}")
     return value
 
 

@@ -118,6 +118,14 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
             f"be low: price a design from a pilot computed in one sweep"))
 
 
+def assurance_problem(value: float) -> str | None:
+    """Why ``value`` is no plan's assurance (None where it is one): the command line's check and the
+    plan's own say the same."""
+    if 0.5 <= value < 1:
+        return None
+    return f"is the chance a plan's promise is kept: give one from 0.5 (the point power) to below 1, e.g. {ASSURANCE:g}"
+
+
 TESTS_LEVEL = 0.05  # the level the planned tests run at: a target power at or below it is met by testing nothing
 MAX_TARGET = 0.999  # above, the page's target would print as 1 (a power no design reaches)
 
@@ -138,7 +146,7 @@ class Plan:
     budget_minutes: float | None
     deltas: dict | None = None
     measures: tuple[str, ...] = ()  # planned for the report's C - B on these; empty: the claims page's tests
-    assurance: float = ASSURANCE    # each test planned with its prompt mean square at this upper bound
+    assurance: float = ASSURANCE    # each test planned with the pilot's mean squares at this upper bound
     plan_for: str = "decided"       # the target: every test decided ("decided"), or each one's power ("power")
 
 
@@ -153,17 +161,8 @@ def _why_no_prefix_sd(conditions) -> str:
             continue
         for value in [m for m in CLAIM_MEASURES if m in sub and sub[m].notna().any()]:
             row = variance_components(sub, value, by=["model", "placement"]).iloc[0]
-            if not np.isfinite(row.prefix_sd):
-                fewest = int(min(row.n_prefixes_high, row.n_prefixes_low))
-                crossing = str(row.note).partition("(")[2].rstrip(")")  # "complete crossing of 2 of 3 prompts"
-                reasons.append(f"claim 3's prefix-level SD of {value} cannot be estimated from {fewest} prefix(es) per "
-                               f"group and {int(row.n_prompts)} prompt(s)" + (f" ({crossing})" if crossing else "")
-                               + f": a pilot needs a complete crossing of at least {MIN_PROMPTS} prompts and "
-                                 f"{MIN_PREFIXES} prefixes per group")
-            elif row.prefix_sd <= 0:
-                reasons.append(f"claim 3's {value} does not vary between prefixes here (a prefix-level SD of 0 "
-                               f"gives no effect to plan against)")
-    return "; ".join(dict.fromkeys(reasons)) or "claim 3 has no measure to plan on"
+            reasons.append(_no_sd(row, f"claim 3's prefix-level SD of {value}", f"claim 3's {value}"))
+    return "; ".join(dict.fromkeys(r for r in reasons if r)) or "claim 3 has no measure to plan on"
 
 
 def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
@@ -173,16 +172,24 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
         if value not in conditions or not conditions[value].notna().any():
             reasons.append(f"{value} was not measured in these runs")
             continue
-        for _, row in variance_components(conditions, value).iterrows():
-            if not np.isfinite(row.prefix_sd):
-                reasons.append(f"{value}'s prefix-level SD cannot be estimated from {int(row.n_prompts)} prompt(s) and "
-                               f"{int(min(row.n_prefixes_high, row.n_prefixes_low))} prefix(es) per group: a pilot "
-                               f"needs a complete crossing of at least {MIN_PROMPTS} prompts and {MIN_PREFIXES} "
-                               f"prefixes per group")
-            else:
-                reasons.append(f"{value} does not vary between prefixes here (a prefix-level SD of 0 gives no effect "
-                               f"to plan against)")
-    return "no C - B test could be planned from these runs: " + "; ".join(dict.fromkeys(reasons))
+        reasons += [_no_sd(row, f"{value}'s prefix-level SD", value)
+                    for _, row in variance_components(conditions, value).iterrows()]
+    return "no C - B test could be planned from these runs: " + "; ".join(dict.fromkeys(r for r in reasons if r))
+
+
+def _no_sd(row, sd_of: str, measure: str) -> str | None:
+    """Why a C - B cell's variance components (a row of
+    :func:`harness.analysis.design.variance_components`) give no prefix-level SD to plan against:
+    too few prompts or prefixes in its complete crossing, or one estimated as 0; None where they do."""
+    if not np.isfinite(row.prefix_sd):
+        fewest = int(min(row.n_prefixes_high, row.n_prefixes_low))
+        crossing = str(row.note).partition("(")[2].rstrip(")")  # "complete crossing of 2 of 3 prompts"
+        return (f"{sd_of} cannot be estimated from {fewest} prefix(es) per group and {int(row.n_prompts)} prompt(s)"
+                + (f" ({crossing})" if crossing else "") + f": a pilot needs a complete crossing of at least "
+                f"{MIN_PROMPTS} prompts and {MIN_PREFIXES} prefixes per group")
+    if row.prefix_sd <= 0:
+        return f"{measure} does not vary between prefixes here (a prefix-level SD of 0 gives no effect to plan against)"
+    return None
 
 
 def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = None,
@@ -199,9 +206,8 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     (:mod:`harness.analysis.decided`; the default), or each test's power at Δ ("power")."""
     if plan_for not in PLAN_FOR:
         raise HarnessError(f"--plan-for {plan_for!r}: give one of {', '.join(PLAN_FOR)}")
-    if not 0.5 <= assurance < 1:
-        raise HarnessError(f"--assurance {assurance} is the chance a plan's promise is kept: give one from 0.5 (the "
-                           f"point power) to below 1, e.g. {ASSURANCE:g}")
+    if assurance_problem(assurance):
+        raise HarnessError(f"--assurance {assurance} {assurance_problem(assurance)}")
     if not TESTS_LEVEL < target <= MAX_TARGET:
         raise HarnessError(f"--target {target} is a chance (of every test decided, or a power): give one above the "
                            f"tests' level of {TESTS_LEVEL:g} and at most {MAX_TARGET:g}, e.g. 0.8")
@@ -268,24 +274,21 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     if chosen is not None and unpowered:  # "every test" holds for the tests that have a power to reach
         why_chosen += (f" that has a power ({unpowered} of {len(tests)} have none: their prefixes' spread is 0, "
                        f"see below)")
-    overrides = "" if chosen is None else f"prompts.limit={int(chosen.n_prompts)} prefixes.per_group={int(chosen.n_prefixes)}"
-    per_group = int(chosen.n_prefixes) if chosen is not None else max(t.pilot[1] for t in tests)
+    at = None if chosen is None else (int(chosen.n_prompts), int(chosen.n_prefixes))  # the chosen design
+    overrides = "" if at is None else f"prompts.limit={at[0]} prefixes.per_group={at[1]}"
+    per_group = at[1] if at is not None else max(t.pilot[1] for t in tests)
     rows = []
     for t in tests:
         rows.append({"claim": t.claim, "measure": t.measure, "kind": t.kind, **t.cell,
                      "pilot": f"{t.pilot[0]} x {t.pilot[1]}", "power_pilot": t.power(*t.pilot),
-                     "assured_chosen": np.nan if chosen is None else t.planned(int(chosen.n_prompts),
-                                                                                int(chosen.n_prefixes)),
-                     "decided_chosen": np.nan if chosen is None else t.planned(int(chosen.n_prompts),
-                                                                                int(chosen.n_prefixes), "decided"),
-                     "power_chosen": np.nan if chosen is None else t.power(int(chosen.n_prompts),
-                                                                            int(chosen.n_prefixes)),
+                     "assured_chosen": np.nan if at is None else t.planned(*at),
+                     "decided_chosen": np.nan if at is None else t.planned(*at, "decided"),
+                     "power_chosen": np.nan if at is None else t.power(*at),
                      **dict(zip(("power_chosen_low", "power_chosen_high"),
-                                (np.nan, np.nan) if chosen is None or t.power_range is None else
-                                t.power_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
+                                (np.nan, np.nan) if at is None or t.power_range is None else t.power_range(*at))),
                      **dict(zip(("decided_chosen_low", "decided_chosen_high"),
-                                (np.nan, np.nan) if chosen is None or t.decided_range is None or plan_for != "decided"
-                                else t.decided_range(int(chosen.n_prompts), int(chosen.n_prefixes)))),
+                                (np.nan, np.nan) if at is None or t.decided_range is None or plan_for != "decided"
+                                else t.decided_range(*at))),
                      "prompts_needed": prompts_needed(t, per_group, target, p0, plan_for=plan_for),
                      "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
