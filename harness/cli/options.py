@@ -97,7 +97,7 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
     given = {m: v for m, v in given.items() if made_at.get(m) != v}  # the Δ the runs were made at changes nothing
     notes = [f"--delta {m}={given[m]:g} replaces the Δ of {made_at[m]:g} the runs were made with"
              + ("" if m in recorded else " (the default)")
-             for m in sorted(given) if m in made_at and made_at[m] != given[m]]
+             for m in sorted(given) if m in made_at]
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return {**recorded, **given}, notes

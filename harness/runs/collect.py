@@ -131,7 +131,6 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     noise = load_noise([runs[i].path for i in read], trust_damaged)  # the jobs' noise floors, each condition once
     if noise is not None:
         tables[RunDir.NOISE] = noise
-    out.mkdir(parents=True, exist_ok=True)
     mark_out(out, "collect", paths)  # before the tables: an interrupted collect leaves its own directory
     before = (RunDir(out).manifest(trust_damaged=True) or {}).get("tables") if (out / RunDir.MANIFEST).is_file() \
         else None

@@ -23,6 +23,18 @@ from harness.runs.environment import now_iso
 LOCK = ".lock"
 
 
+def try_lock(fd: int) -> bool:
+    """An exclusive ``flock`` on ``fd`` without waiting: False where another process holds one (a
+    file's, or a directory's: :func:`harness.runs.outdir.hold_out`)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def hold(run: Path, command: str, otherwise: str) -> Iterator[None]:
     """Hold ``run``'s lock while ``command`` (``sweep``, or a command's name) writes into it; refused,
@@ -32,13 +44,9 @@ def hold(run: Path, command: str, otherwise: str) -> Iterator[None]:
     except OSError as exc:  # a file in the way, a read-only or full file system, no permission
         raise HarnessError(f"cannot write to {run}: {exc.strerror or exc}; {otherwise}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
+        if not try_lock(fd):
             raise HarnessError(f"{writer(run, another=True)} is writing to {run} ({holder(run)}); wait for it to finish, or "
-                               f"{otherwise}") from None
+                               f"{otherwise}")
         try:
             os.ftruncate(fd, 0)
             about = {"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso(), "command": command}

@@ -146,21 +146,16 @@ def hold_out(out: Path) -> None:
     """Hold ``out`` (an ``flock`` on the directory itself: no file of its own, released by the kernel
     when the process ends, killed or not) until :func:`release_out` or the process ends; refused in
     one line where another process holds it. Held again by the same process: nothing to do."""
-    import errno
-    import fcntl
+    from harness.runs.lock import try_lock
 
     key = str(out.resolve())
     if key in _HELD:
         return
     fd = os.open(out, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
+    if not try_lock(fd):
         os.close(fd)
-        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            raise
         raise HarnessError(f"--out {out} is being written by another harness command now: wait for it to finish, "
-                           f"or give another --out (nothing is overwritten)") from None
+                           f"or give another --out (nothing is overwritten)")
     _HELD[key] = fd
 
 
