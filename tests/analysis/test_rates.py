@@ -110,6 +110,27 @@ def test_mover_by_hand_when_one_group_never_hits():
     assert ub < worst
 
 
+def test_one_hit_in_a_difference_takes_z_as_none_does():
+    """B with a single hit learns its clustering wholly from C, as with none: its end is Wilson's at
+    C's effective units and at z. A t quantile on the difference's few degrees of freedom priced an
+    estimate B's own table never gave, and cost the sparse test power (results/calibration.md, 1e)."""
+    rng = np.random.default_rng(5)
+    C = (rng.random((6, 8)) < 0.3).astype(float)
+    B = np.zeros((6, 8))
+    B[2, 3] = 1
+    Y, hi = np.concatenate([C, B], axis=1), np.arange(16) < 8
+    rc, n_eff, _, _ = ri.effective_units(C)
+    q = sps.t.ppf(0.975, float(difference(Y, hi).dof))
+    assert q > Z + 0.05  # few degrees of freedom: t and z differ enough to tell apart
+    lc, uc = ri.wilson(rc, n_eff, q)
+    rb = 1 / 48
+    lb, ub = ri.wilson(rb, n_eff, Z)
+    d, low, high = ri.rate_difference(Y, hi)
+    assert d == pytest.approx(rc - rb)
+    assert low == pytest.approx(d - np.sqrt((rc - lc) ** 2 + (ub - rb) ** 2))
+    assert high == pytest.approx(d + np.sqrt((uc - rc) ** 2 + (rb - lb) ** 2))
+
+
 def test_rate_difference_p_inverts_the_interval():
     rng = np.random.default_rng(6)
     hi = np.arange(20) < 10
@@ -218,7 +239,7 @@ def test_a_sparse_group_borrows_the_others_clustering_and_the_difference_still_c
     """6 prompts x 24 prefixes, B at 2% and C at 10%: B has 0-1 hits in about half the tables. Its
     interval took the worst case there (every hit in one prompt), and the difference's test rejected
     in 7% of tables where it could in 47% (a normal test at the true SD). With B taking C's
-    clustering the test rejects in about 39%, and the interval still covers where prompts, not
+    clustering, and a single hit at z as none, the test rejects in about 40%, and the interval still covers where prompts, not
     prefixes, carry the clustering (a sparse C then shows little of it)."""
     rng = np.random.default_rng(4)
     Y, hi, pairs, true = sim.draw(sim.Design("6 x 24", 6, 24), regime, different, 1500, rng)
@@ -226,7 +247,7 @@ def test_a_sparse_group_borrows_the_others_clustering_and_the_difference_still_c
     assert np.mean((low <= true) & (true <= high)) >= 0.94
     assert max(np.mean(high < true), np.mean(low > true)) <= 0.035
     if different and regime.prompt == 0:
-        assert np.mean(low > 0) >= 0.33
+        assert np.mean(low > 0) >= 0.38  # 0.397 on these tables
 
 
 def test_groups_of_different_sizes_borrow_clustering_within_their_own_bounds():
