@@ -79,3 +79,26 @@ def shell_path(path: str | Path) -> str:
     import shlex
 
     return shlex.quote(str(path))
+
+
+def why_not_writable(path: Path) -> tuple[Path, str] | None:
+    """Why the directory ``path`` cannot be made (or, where it exists, written into): ``(the
+    nearest existing path, the reason in words)``, or None. Nothing is left behind (a command refused
+    later must leave no directory): where ``path`` does not exist yet, a directory is made beside it
+    and taken back, since permissions alone do not say (root may write anywhere they allow, not on
+    /proc or /sys)."""
+    import tempfile
+
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return existing, f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return existing, f"{existing} is not writable"
+    if not path.exists():
+        try:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".harness-probe-"))
+        except OSError as exc:
+            return existing, f"{existing} takes no new directory ({exc.strerror or exc})"
+    return None

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.paths import broken_link
+from harness.paths import broken_link, why_not_writable
 from harness.runs.outdir import LOCATE_FILES, LOCATE_JSON, enclosing_run, other_output
 
 
@@ -163,25 +163,10 @@ def check_run_dir(run_dir: str, app: str = "sweep") -> None:
                            f"give a directory")
     if path.exists() and not path.is_dir():
         raise HarnessError(f"hydra.run.dir={run_dir} is a file, not a directory; give a directory")
-    # nothing is created here (a command Hydra then refuses must leave no directory behind): the
-    # nearest existing ancestor must be a directory the run directory can be made in
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not a directory; choose "
-                           f"another hydra.run.dir")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        if existing == path:  # the run directory itself (a resume, or a sweep continuing one)
-            raise HarnessError(f"cannot write into the run directory {run_dir}: it is not writable (its permissions, "
-                               f"or an immutable flag); make it writable to continue it")
-        raise HarnessError(f"cannot create the run directory {run_dir}: {existing} is not writable; choose another "
-                           f"hydra.run.dir")
-    if not path.exists():  # root may write anywhere the permissions say, not on /proc: try, and take it back
-        import tempfile
-
-        try:
-            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".harness-probe-"))
-        except OSError as exc:
-            raise HarnessError(f"cannot create the run directory {run_dir} in {existing}: {exc.strerror or exc}; "
-                               f"choose another hydra.run.dir") from None
+    # nothing is created here: a command Hydra then refuses must leave no directory behind
+    problem = why_not_writable(path)
+    if problem and problem[0] == path and path.is_dir():  # the run directory itself (a resume, or a sweep continuing one)
+        raise HarnessError(f"cannot write into the run directory {run_dir}: it is not writable (its permissions, "
+                           f"or an immutable flag); make it writable to continue it")
+    if problem:
+        raise HarnessError(f"cannot create the run directory {run_dir}: {problem[1]}; choose another hydra.run.dir")

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.paths import broken_link
+from harness.paths import broken_link, why_not_writable
 
 
 def check_out(out: Path, allowed: Path | None = None) -> None:
@@ -24,6 +24,10 @@ def check_out(out: Path, allowed: Path | None = None) -> None:
         raise HarnessError(f"--out {out} {broken_link(out)}: give a directory")
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file: give a directory")
+    problem = why_not_writable(out)  # before a command computes what it would write there
+    if problem:
+        raise HarnessError(f"cannot {'write into' if problem[0] == out else 'create'} --out {out}: {problem[1]}; "
+                           f"give another --out")
     target = out.resolve()
     if allowed is not None and target == allowed.resolve():  # `harness figures .` in a run redraws it in place
         return
@@ -132,7 +136,10 @@ def mark_out(out: Path, command: str, runs: list[Path] = (), settings: dict | No
     from harness.io import write_json
     from harness.runs.rundir import RunDir
 
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # made impossible since claim_out checked it
+        raise HarnessError(f"cannot create --out {out}: {exc.strerror or exc}; give another --out") from None
     hold_out(out)
     claim_out(out, command, runs, settings, by)  # again: another command may have marked it since
     mark = {"command": command, "runs": sorted(str(Path(r).resolve()) for r in runs)}
