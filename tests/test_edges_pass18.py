@@ -157,7 +157,7 @@ def test_a_one_run_command_on_a_multirun_or_a_moved_collection_names_what_to_giv
 
 def test_a_run_given_three_times_says_so(tmp_path, monkeypatch):
     """#74/#75: a run given three times was said to be given 'twice' '(as r2 too)'."""
-    from harness.runs.reading import refuse_given_twice
+    from harness.runs.twice import refuse_given_twice
 
     monkeypatch.chdir(tmp_path)
 

@@ -30,7 +30,7 @@ from harness.runs.environment import now_iso
 from harness.runs.lock import held_by, writer
 from harness.runs.multirun import unstarted
 from harness.runs.outdir import check_out, claim_out, drop_report, mark_out, release_out
-from harness.runs.reading import compared_settings, has_table, is_cache_timing, load_noise, refuse_given_twice
+from harness.runs.reading import compared_settings, has_table, is_cache_timing, load_noise
 from harness.runs.rundir import RunDir, job_dirs
 from harness.runs.schema import CONDITION_COLUMNS, ROW_KEYS
 from harness.runs.tables import (
@@ -41,6 +41,7 @@ from harness.runs.tables import (
     refuse_one_key_two_texts,
     with_position,
 )
+from harness.runs.twice import refuse_copies, refuse_given_twice
 
 
 def find_runs(paths: list[Path]) -> list[RunDir]:
@@ -102,6 +103,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                 attention.append(with_position(run.table(run.ATTENTION, trust_damaged), conditions[-1]).assign(_source=i))
             else:
                 no_attention.add(i)
+    refuse_copies([run.path for run in runs], manifests)  # a copy of a run: "group A in every job" otherwise
     if not conditions:
         raise HarnessError("no tables found in " + ", ".join(map(str, paths))
                            + (f" ({'; '.join(problems[:2])})" if problems else ""))
@@ -111,6 +113,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     refuse_other_schemas(settings, unrecorded)
     merged = concat_tables([_aligned(c, CONDITION_COLUMNS) for c in conditions])
     merged, dropped, disagree = dedupe(merged, ROW_KEYS, COMPARED, no_attention)
+    same = dropped - len(disagree)  # copies that agreed (each disagreeing copy was dropped too)
     if disagree and not allow_disagreement:
         key, col, i, j = disagree[0]
         mixed = mixed_settings(settings)
@@ -120,9 +123,14 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
             f"{len(disagree)} condition(s) appear in several runs with different results (first: {dict(zip(ROW_KEYS, key))}, "
             f"column {col!r}, in {runs[i].path} and {runs[j].path}"
             + (f"; the runs differ in {', '.join(differ[:4])}" if differ else "")
-            + "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy"
-            + ((" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed[:2]) + ")" if all(configs)
-                else " (and --allow-mixed-settings, for those settings)") if mixed and not allow_mixed_settings else ""))
+            + ("); runs that differ on purpose are read side by side, not collected: `harness figures` or "
+               "`harness claims` with the runs and --allow-mixed-settings, or H.load_runs([...], "
+               "allow_mixed_settings=True), keep each run's copy (--allow-disagreement would keep only the first)"
+               if differ else
+               "); collect runs of one configuration, or pass --allow-disagreement to keep the first copy"
+               + ((" (with --allow-mixed-settings: they also differ in " + "; ".join(mixed[:2]) + ")" if all(configs)
+                   else " (and --allow-mixed-settings, for those settings)") if mixed and not allow_mixed_settings
+                  else "")))
     mixed = check_compatible(settings, unrecorded, allow_mixed_settings=allow_mixed_settings)
     deltas = recorded_deltas([manifests[i] for i in read])  # refused where the runs' differ
     tables = {RunDir.CONDITIONS: merged.drop(columns="_source")}
@@ -156,14 +164,15 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     }, out / RunDir.MANIFEST)
     release_out(out)  # the tables are written: a notebook's later command may write here
     print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
-          + (f" ({dropped} repeated rows, e.g. group A in every job, kept once)" if dropped else ""))
+          + (f" ({same} repeated rows with the same results, e.g. group A in every job, kept once)" if same else ""))
     if not {"B", "C"} & set(tables[RunDir.CONDITIONS].group.astype(str)):
         print("note: the runs hold group A only (the task prompts alone): figures, claims and plan compare B and C "
               "with A, so collect them with runs that have B or C")
     for i in sorted(no_attention):
         print(f"note: {runs[i].path} ran without attention analysis: its conditions have no attention rows")
     if disagree:
-        print(f"warning: {len(disagree)} repeated keys have different results in different runs; the first was kept")
+        print(f"warning: {len(disagree)} repeated keys have different results in different runs (--allow-disagreement): "
+              f"the first copy of each was kept, the others are not in the table")
     if problems:
         print(f"{'warning' if allow_partial else 'error'}: {len(problems)} run(s) incomplete:\n  " + "\n  ".join(problems))
         return 0 if allow_partial else 1

@@ -19,8 +19,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.io import sha256_file
-from harness.paths import resolved, shell_path
+from harness.paths import shell_path
 from harness.runs.compat import Settings, check_compatible, run_settings
 from harness.runs.lock import held_by, lock_command, writer
 from harness.runs.multirun import unstarted_notes
@@ -34,6 +33,7 @@ from harness.runs.tables import (
     refuse_one_key_two_texts,
     with_position,
 )
+from harness.runs.twice import refuse_copies, refuse_given_twice
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +48,7 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
     runs = [RunDir(d) for d in run_dirs]
     refuse_given_twice(run_dirs, "its conditions")
     recorded = [_quiet_manifest(run) for run in runs]
-    tables: dict[str, Path] = {}  # a copy of a run holds the same table: its conditions would count twice
-    for given, manifest in zip(run_dirs, recorded):
-        sha = ((manifest or {}).get("tables") or {}).get(RunDir.CONDITIONS)
-        if sha and sha in tables:
-            changed = [p for p in (Path(given), tables[sha])
-                       if (p / RunDir.CONDITIONS).is_file() and sha256_file(p / RunDir.CONDITIONS) != sha]
-            if changed:  # a copy edited since: not the very same table any more, but one run's conditions twice
-                raise HarnessError(f"{given} and {tables[sha]} are one run (their manifests record the same conditions "
-                                   f"table), and {changed[0]}'s table has been changed since it was written: read "
-                                   f"together each condition would count twice; read each on its own "
-                                   f"(H.load_run(..., trust_damaged=True) for the changed one) to compare them")
-            raise HarnessError(f"{given} holds the very conditions table of {tables[sha]} (a copy?): its conditions "
-                               f"would count twice; give each run once")
-        if sha:
-            tables[sha] = Path(given)
+    refuse_copies(run_dirs, recorded)
     notes += [note for note in (_state_note(run, m, allow_failed) for run, m in zip(runs, recorded)) if note]
     notes += unstarted_notes(run_dirs)  # SWEEP/*/ of an interrupted multirun: the jobs that exist are not all of it
     for run in runs:  # what is not a run, or a run whose table is not the one it wrote, before comparing settings
@@ -80,18 +66,6 @@ def reading_notes(run_dirs: list[Path], *, allow_failed: bool = False, allow_mix
                      f"condition run in several of them with different results is kept once per run (column `run`), "
                      f"and the summaries here count each copy as another observation.")
     return notes
-
-
-def refuse_given_twice(run_dirs: list[Path], what: str) -> None:
-    """Refuse a run named twice (by two spellings of one path, or a link to it): ``what`` it holds would count twice."""
-    real = [resolved(d) for d in run_dirs]  # a loop of links is refused in words, not a RuntimeError
-    for i, path in enumerate(real):
-        if path in real[:i]:
-            spellings = list(dict.fromkeys(str(d) for d, r in zip(run_dirs, real) if r == path))
-            times = real.count(path)
-            named = f" (as {' and '.join(spellings)})" if len(spellings) > 1 else ""
-            raise HarnessError(f"{spellings[0]} is given {'twice' if times == 2 else f'{times} times'}{named}: {what} "
-                               f"would count {'twice' if times == 2 else f'{times} times'}; give each run once")
 
 
 def reading_state(run_dir: Path) -> None:
@@ -321,8 +295,7 @@ def merge_runs(conditions: list[pd.DataFrame], attention: list[pd.DataFrame | No
     if disagree:  # copies kept (mixed settings): a column says whose each is, so that the analysis API can
         # tell them from one run's table concatenated with another's (harness.analysis.checks)
         deduped = deduped.assign(run=[names[i] for i in deduped["_source"]])
-    return deduped.drop(columns="_source"), (merged_attention(frames, keep_differing=allow_mixed_settings) if frames
-                                             else None)
+    return deduped.drop(columns="_source"), (merged_attention(frames, allow_mixed_settings, names) if frames else None)
 
 
 def run_paths(run_dirs, caller: str, **flags) -> list:

@@ -143,12 +143,17 @@ def with_position(attention: pd.DataFrame, conditions: pd.DataFrame) -> pd.DataF
                                                    dtype=object))
 
 
-def merged_attention(frames: list[pd.DataFrame], keep_differing: bool = False) -> pd.DataFrame:
+def merged_attention(frames: list[pd.DataFrame], keep_differing: bool = False, names: list[str] | None = None
+                     ) -> pd.DataFrame:
     """Attention tables of several runs (each tagged with its run's ``_source`` and passed through
     :func:`with_position`) as one: a row in several runs kept once (copies that differ too, with
-    ``keep_differing``: :func:`dedupe`), the position column kept only where the runs sit at several
+    ``keep_differing``: :func:`dedupe`; then a ``run`` column from ``names`` says whose each row is, as
+    the conditions table's does), the position column kept only where the runs sit at several
     positions."""
-    att = dedupe(concat_tables(frames), ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set(), keep_differing)[0]
+    att, _, differ = dedupe(concat_tables(frames), ROW_KEYS + ["layer", "head", "segment"], ATTENTION_METRICS, set(),
+                            keep_differing)
+    if differ and names is not None:
+        att = att.assign(run=[names[i] for i in att["_source"]])
     if "injection_at" in att and att["injection_at"].nunique() <= 1:  # added only to keep positions apart
         att = att.drop(columns="injection_at")
     return att.drop(columns="_source")
