@@ -8,7 +8,15 @@ import argparse
 from pathlib import Path
 
 from harness.cli.guards import out_beside, positive, whole
-from harness.cli.options import MIN_RESAMPLES, CommandParser, decided_deltas, reading_notes, reading_options
+from harness.cli.options import (
+    MIN_RESAMPLES,
+    CommandParser,
+    decided_deltas,
+    print_notes,
+    reading_notes,
+    reading_options,
+    refuse_idle_deltas,
+)
 from harness.reporting.edits import owned_outputs
 from harness.runs.outdir import check_out, claim_out, mark_out
 
@@ -39,6 +47,7 @@ def claims(args: list[str]) -> int:
         HYPOTHESES,
         missing_for,
         plain_concatenation,
+        untested_measures,
         without_mention_controls,
     )
     from harness.errors import HarnessError
@@ -56,6 +65,8 @@ def claims(args: list[str]) -> int:
     missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
     if len(missing) == len(HYPOTHESES):  # a page of three "Not tested" is no result: say it here
         raise HarnessError("no claim can be tested on these runs: " + "; ".join(missing))
+    refuse_idle_deltas(ns, untested_measures(conditions, attention), "harness claims")
+    print_notes(replaced)
     notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs, settings)  # before writing: an interrupted page leaves its own directory
@@ -194,6 +205,10 @@ def plan(args: list[str]) -> int:
 
     found = plan_runs(ns.runs, ns.target, ns.effect_sds, ns.budget_minutes, ns.trust_damaged, ns.allow_mixed_settings,
                       deltas=deltas, measures=measures, assurance=assurance, plan_for=ns.plan_for)
+    planned = {"kl" if claim == 1 else m for claim, m in zip(found.tests.claim, found.tests.measure)}
+    refuse_idle_deltas(ns, {m: f"the plan's tests read {', '.join(sorted(planned))}" for m in DELTA_MEASURES
+                            if m not in planned and not measures}, "harness plan")
+    print_notes(replaced)
     page = plan_markdown(found, ns.runs, notes)
     print(page, end="")
     if ns.out is not None:

@@ -57,8 +57,7 @@ def reading_notes(ns: argparse.Namespace, runs: list[Path], ignore_settings: tup
     notes = notes_of(runs, allow_failed=ns.allow_failed, trust_damaged=ns.trust_damaged,
                      allow_mixed_settings=has_option and ns.allow_mixed_settings, ignore_settings=ignore_settings,
                      takes=takes, mixed_option="--allow-mixed-settings" if has_option else None)
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+    print_notes(notes)
     return notes
 
 
@@ -98,6 +97,22 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
     notes = [f"--delta {m}={given[m]:g} replaces the Δ of {made_at[m]:g} the runs were made with"
              + ("" if m in recorded else " (the default)")
              for m in sorted(given) if m in made_at]
+    return {**recorded, **given}, notes
+
+
+def print_notes(notes: list[str]) -> None:
+    """A command's notes on the console, each a line beginning "note:" (its page says them too)."""
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    return {**recorded, **given}, notes
+
+
+def refuse_idle_deltas(ns: argparse.Namespace, lacking: dict[str, str], command: str) -> None:
+    """Refuse a ``--delta`` for a measure ``command`` tests in general but on none of these runs
+    (``lacking``: such measures, each with why): it would change nothing, while the page's note said
+    it replaced the runs' Δ. :func:`decided_deltas` refused the measures it never tests."""
+    from harness.errors import HarnessError
+
+    idle = sorted(set(dict(ns.delta)) & set(lacking))
+    if idle:
+        raise HarnessError(f"--delta {idle[0]}=... would change nothing: no test {command} makes on these runs reads "
+                           f"{idle[0]} ({lacking[idle[0]]})")
