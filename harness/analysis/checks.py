@@ -202,6 +202,10 @@ def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:
     if {"layer", "head"} <= set(df.columns):
         raise ValueError(f"{name} must be a conditions table (a row per condition); this is an attention table (it "
                          f"has layer and head columns)")
+    absent = [c for c in ("group", "prompt_id") if c not in df.columns]
+    if absent:  # every summary splits by them: without one it would pool what they keep apart, without a word
+        raise ValueError(f"{name} has no {absent[0]!r} column, one of a condition's keys every summary splits by: "
+                         f"put it back under that name")
     check_keys(df)  # a row without a key would read as a repeat of another below
     exact, differing = repeated_conditions(df)
     absent = [c for c in ("prefix_id", "prefix_len") if c not in df.columns]
@@ -248,8 +252,9 @@ def check_groups(df: pd.DataFrame, high: str, low: str, attention: bool = False)
         raise ValueError(f"the table must have the key columns group, prompt_id and prefix_id; it has no "
                          f"{', '.join(missing)}")
     heads = [c for c in ("layer", "head", "segment") if c in df.columns]  # one head's slice is one cell: it may stay
-    if not attention and {"layer", "head"} <= set(heads) and len(df[heads].drop_duplicates()) > 1:
-        check_conditions_table(df, "the table")  # refuses it in the words every conditions analysis uses
+    one_head = {"layer", "head"} <= set(heads) and len(df[heads].drop_duplicates()) <= 1
+    if not attention and not one_head:  # an attention table, repeated rows, or a dropped key: in the words
+        check_conditions_table(df, "the table")  # every conditions analysis uses
     check_held(df, "group", "high", high, SWEEP_GROUPS)
     check_held(df, "group", "low", low, SWEEP_GROUPS)
     if high == low:

@@ -19,11 +19,11 @@ from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
     N_RESAMPLES,
-    bootstrap_ci,
     check_by,
     check_conditions_table,
     check_count,
     check_resampling,
+    mean_interval,
     present_columns,
     shown,
     summarise_per_prompt,
@@ -124,7 +124,7 @@ def ceiling(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
             continue
         per_prompt_mean = [np.mean([norm_edit_distance(x, y) for j, y in enumerate(ids) if j != i])
                            for i, x in enumerate(ids)]
-        low, high = bootstrap_ci(per_prompt_mean)
+        low, high = mean_interval(per_prompt_mean)
         rows.append({**dict(zip(by, key)), "mean": float(np.mean(per_prompt_mean)), "ci_low": low, "ci_high": high,
                      "n_prompts": len(ids)})
     if not rows:

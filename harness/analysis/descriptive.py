@@ -104,12 +104,25 @@ def bootstrap_interval(values, confidence: float = CONFIDENCE, n_resamples: int 
 
 def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
                  seed: int = 0, method: str = "percentile", empty_ok: bool = False) -> tuple[float, float]:
-    """Bootstrap interval for the mean of ``values`` (NaN when fewer than :data:`MIN_BOOTSTRAP` values;
-    none at all is refused unless ``empty_ok``: the report's cells where nothing was measured).
+    """Bootstrap interval for the mean of ``values`` (NaN, with a warning, when fewer than
+    :data:`MIN_BOOTSTRAP` values; none at all is refused unless ``empty_ok``: the report's cells where
+    nothing was measured).
 
     Percentile by default (what existing callers get); ``method="BCa"`` uses BCa where it applies
     and falls back to percentile (see :func:`bootstrap_interval`, which also says which was used).
+    The tables' own cells call :func:`mean_interval`, whose NaN their pages explain.
     """
+    low, high = mean_interval(values, confidence, n_resamples, seed, method, empty_ok)
+    measured = int(np.isfinite(np.asarray(values, dtype=float)).sum())
+    if 0 < measured < MIN_BOOTSTRAP:  # (nan, nan) without a word would pass for an interval nothing could bound
+        warnings.warn(f"bootstrap_ci: {measured} value(s): a bootstrap interval needs at least {MIN_BOOTSTRAP} units "
+                      f"(two values' resamples give only their range); the interval is NaN", RuntimeWarning, stacklevel=2)
+    return low, high
+
+
+def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
+                  seed: int = 0, method: str = "percentile", empty_ok: bool = False) -> tuple[float, float]:
+    """:func:`bootstrap_ci` without its warning on too few values (NaN then): a table's cell."""
     check_flags(empty_ok=empty_ok)
     try:
         given = np.asarray(values, dtype=float)
@@ -118,12 +131,13 @@ def bootstrap_ci(values, confidence: float = CONFIDENCE, n_resamples: int = N_RE
     if given.ndim != 1:  # a table's rows would be averaged as if they were one value each
         raise ValueError(f"values must be one-dimensional (one value per unit), got an array of shape {given.shape}")
     if given.size == 0 and not empty_ok:  # a filter that matched nothing: (nan, nan) would pass for "too few values"
-        raise ValueError("values is empty: give the values of at least 2 units (a filter may have matched nothing)")
+        raise ValueError(f"values is empty: give the values of at least {MIN_BOOTSTRAP} units (a filter may have "
+                         f"matched nothing)")
     if np.isinf(given).any():
         raise ValueError("values hold infinite values: a mean of them has no interval; drop or cap them first")
     if np.isnan(given).any():  # left out, as the intervals of the tables leave out null cells, but said
         warnings.warn(f"bootstrap_ci: {int(np.isnan(given).sum())} of {given.size} values are NaN and were left out",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
     low, high, _ = bootstrap_interval(given, confidence, n_resamples, seed, method)
     return (low, high)
 

@@ -21,7 +21,7 @@ def isolation_summary(conditions: pd.DataFrame, value: str) -> pd.DataFrame:
     order = {s: i for i, s in enumerate(dict.fromkeys(x.setting))}
     rows = []
     for (model, setting, length), cell in per.groupby(["model", "setting", "prefix_len"], observed=True):
-        low, high = descriptive.bootstrap_ci(cell[value].dropna().to_numpy(), empty_ok=True)
+        low, high = descriptive.mean_interval(cell[value].dropna().to_numpy(), empty_ok=True)
         rows.append({"model": model, "setting": setting, "prefix_len": length, "mean": cell[value].mean(),
                      "ci_low": low, "ci_high": high})
     out = pd.DataFrame(rows, columns=["model", "setting", "prefix_len", "mean", "ci_low", "ci_high"])
@@ -36,4 +36,4 @@ def noise_level(noise: pd.DataFrame | None, model: str, value: str) -> float | N
     vals = noise[noise.model.astype(str) == str(model)][value].dropna().to_numpy(dtype=float)
     if not len(vals):
         return None
-    return float(vals.max()) if np.all(vals == vals[0]) else descriptive.bootstrap_ci(vals)[1]
+    return float(vals.max()) if np.all(vals == vals[0]) else descriptive.mean_interval(vals)[1]

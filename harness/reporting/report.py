@@ -281,7 +281,7 @@ def _noise(conditions: pd.DataFrame, noise: pd.DataFrame | None) -> list[str]:
                        ("attn_kl_mean", "attention KL (nats)"), ("logp_max_diff", "largest log-prob difference")):
         vals = noise[col].dropna().to_numpy(dtype=float)
         if len(vals):
-            low, high = descriptive.bootstrap_ci(vals)
+            low, high = descriptive.mean_interval(vals)
             largest = vals[np.argmax(np.abs(vals))]  # in size: a rounding-level KL can come out negative
             rows.append([label, _ci(vals.mean(), low, high) if np.ptp(vals) else _num(vals.mean()), _num(largest)])
     lines += [""] + _table(["measure", "mean", "largest"], rows)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.descriptive import bootstrap_ci
+from harness.analysis.descriptive import mean_interval
 from harness.errors import HarnessError
 from harness.runs.outdir import LOCATE_JSON, LOCATE_PARTIAL
 from harness.numbers import ci
@@ -63,7 +63,7 @@ def bisect_steepest(evaluate: Callable[[int], pd.Series], coarse: list[int],
         else:
             low = mid
     paired = (seen[high] - seen[low]).dropna()
-    return Interval(low, high, float(paired.mean()), bootstrap_ci(paired.to_numpy(), empty_ok=True)), seen
+    return Interval(low, high, float(paired.mean()), mean_interval(paired.to_numpy(), empty_ok=True)), seen
 
 
 def summary_table(seen: dict[int, pd.Series], interval: Interval | None, metric: str) -> pd.DataFrame:
@@ -71,7 +71,7 @@ def summary_table(seen: dict[int, pd.Series], interval: Interval | None, metric:
     length is inside the located interval (None for a search stopped before it found one)."""
     rows = []
     for n in sorted(seen):
-        low, high = bootstrap_ci(seen[n].to_numpy(), empty_ok=True)
+        low, high = mean_interval(seen[n].to_numpy(), empty_ok=True)
         rows.append({"prefix_len": n, "metric": metric, "n_prompts": len(seen[n]), "mean": float(seen[n].mean()),
                      "ci_low": low, "ci_high": high,
                      "in_interval": None if interval is None else interval.low <= n <= interval.high})
