@@ -285,7 +285,8 @@ def _one_document(text: str) -> bool:
 def write_jsonl_atomic(path: Path, records: list[dict]) -> None:
     """Write one JSON object per line, atomically (temporary file, then rename)."""
     if not path.parent.is_dir():
-        raise HarnessError(f"{path}: the output directory {path.parent} does not exist")
+        raise HarnessError(f"{path}: the output directory {path.parent} "
+                           f"{'is a file, not a directory' if path.parent.exists() else 'does not exist'}")
     write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), path)
 
 

@@ -91,7 +91,7 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
         raise HarnessError(f"{run_dir} has groups {sorted(groups)}: heads are named by C minus B, so the run needs "
                            f"both (groups=[A,B,C])")
     length = _length(tables.conditions, prefix_len)
-    settings = {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed, "ks": list(ks),
+    settings = {"prefix_len": length, "rank_by": rank_by, "segment": segment, "seed": seed, "ks": sorted(set(ks)),
                 "draws": draws, "converse": converse}  # what makes the test this one (causal_heads.json holds them)
     held = [name for name in CAUSAL_FILES if (Path(out_dir) / name).is_file()]
     if not causal and held:  # first: whatever its settings, the ranking alone would replace the test's page

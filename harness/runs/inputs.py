@@ -119,8 +119,12 @@ def relative_elsewhere(run: str, config: dict | None, recorded: dict | None, giv
         if not path or not isinstance(entry, dict) or any(g.startswith(f"{role}.path=") for g in given):
             continue
         rel, then = Path(path).expanduser(), Path(str(entry.get("path", "")))
-        if rel.is_absolute() or rel.exists() or not then.is_file():
+        if rel.is_absolute() or rel.exists() or not entry.get("path"):
             continue
+        if not then.is_file():  # moved or deleted: where it was, not which directory to resume from
+            return (f"{run} names its {ROLES[role]} by the relative path {path}, which is neither here nor where it "
+                    f"was when the run was made ({then}): restore it there (the manifest records its sha256), or "
+                    f"add {role}.path=NEW_PATH")
         base = Path(*then.parts[:len(then.parts) - len(rel.parts)]) if then.parts[-len(rel.parts):] == rel.parts \
             else then.parent
         return (f"{run} names its {ROLES[role]} by the relative path {path}, which {Path.cwd()} does not hold: "
