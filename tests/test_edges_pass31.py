@@ -127,14 +127,16 @@ def test_collect_of_runs_that_differ_on_purpose_advises_reading_them_side_by_sid
     assert "e.g. group A in every job" not in out or f"({shared} repeated rows with the same results" in out, out
 
 
-def test_collect_refuses_a_copy_of_a_run(tiny_run, tmp_path, capsys):
+def test_collect_names_a_copy_of_a_run_and_keeps_its_conditions_once(tiny_run, tmp_path, capsys):
     """#133/#g11 (misleading): a byte copy of a run was collected as "repeated rows, e.g. group A in
-    every job"; every reader refuses it as a copy."""
+    every job"; the table was right (each condition once), the reason was not."""
     copy = tmp_path / "copy"
     shutil.copytree(tiny_run, copy)
-    line = one_line_error(capsys, ["collect", str(tiny_run), str(copy), "--out", str(tmp_path / "c")])
-    assert "holds the very conditions table of" in line and "(a copy?)" in line, line
-    assert not (tmp_path / "c").exists()
+    assert main(["collect", str(tiny_run), str(copy), "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {copy} holds the very conditions table of {tiny_run} (a copy?)" in out, out
+    collected = pd.read_parquet(tmp_path / "c" / "conditions.parquet")
+    assert len(collected) == len(pd.read_parquet(tiny_run / "conditions.parquet"))
 
 
 def test_causal_heads_takes_the_same_head_sets_written_another_way(tiny_run, tmp_path, capsys):

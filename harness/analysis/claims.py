@@ -375,17 +375,6 @@ def missing_for(claim: int, conditions: pd.DataFrame, attention: pd.DataFrame | 
     return ""
 
 
-def untested_measures(conditions: pd.DataFrame, attention: pd.DataFrame | None) -> dict[str, str]:
-    """The measures the claims test in general but on none of these tables, each with what the claims
-    reading it lack (:func:`missing_for`): claim 1 reads ``kl`` per layer, claims 2 and 3 the
-    condition measures. A smallest effect of interest for one of them would change nothing."""
-    why = {claim: missing_for(claim, conditions, attention) for claim in HYPOTHESES}
-    lacking = {"kl": why[1]} if why[1] else {}
-    if why[2] and why[3]:
-        lacking.update({m: f"{why[2]}; {why[3]}" for m in CONDITION_MEASURES})
-    return lacking
-
-
 def seed_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,
                 n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE,
                 deltas: dict[str, float] | None = None) -> pd.DataFrame:

@@ -47,7 +47,6 @@ def claims(args: list[str]) -> int:
         HYPOTHESES,
         missing_for,
         plain_concatenation,
-        untested_measures,
         without_mention_controls,
     )
     from harness.errors import HarnessError
@@ -65,7 +64,7 @@ def claims(args: list[str]) -> int:
     missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
     if len(missing) == len(HYPOTHESES):  # a page of three "Not tested" is no result: say it here
         raise HarnessError("no claim can be tested on these runs: " + "; ".join(missing))
-    refuse_idle_deltas(ns, untested_measures(conditions, attention), "harness claims")
+    refuse_idle_deltas(ns, _untested_measures(conditions, attention), "harness claims")
     print_notes(replaced)
     notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
     noise = load_noise(ns.runs, ns.trust_damaged)
@@ -219,3 +218,16 @@ def plan(args: list[str]) -> int:
             write_text(found.overrides + "\n", ns.out / "overrides.txt")
         print(f"wrote {(ns.out / 'plan.md').resolve()}, plan_grid.parquet and overrides.txt")
     return 0
+
+
+def _untested_measures(conditions, attention) -> dict[str, str]:
+    """The measures the claims test in general but on none of these tables, each with what the claims
+    reading it lack (:func:`missing_for`): claim 1 reads ``kl`` per layer, claims 2 and 3 the
+    condition measures. A smallest effect of interest for one of them would change nothing."""
+    from harness.analysis.claims import CONDITION_MEASURES, HYPOTHESES, missing_for
+
+    why = {claim: missing_for(claim, conditions, attention) for claim in HYPOTHESES}
+    lacking = {"kl": why[1]} if why[1] else {}
+    if why[2] and why[3]:
+        lacking.update({m: f"{why[2]}; {why[3]}" for m in CONDITION_MEASURES})
+    return lacking

@@ -41,7 +41,7 @@ from harness.runs.tables import (
     refuse_one_key_two_texts,
     with_position,
 )
-from harness.runs.twice import refuse_copies, refuse_given_twice
+from harness.runs.twice import copies, refuse_given_twice
 
 
 def find_runs(paths: list[Path]) -> list[RunDir]:
@@ -103,7 +103,7 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
                 attention.append(with_position(run.table(run.ATTENTION, trust_damaged), conditions[-1]).assign(_source=i))
             else:
                 no_attention.add(i)
-    refuse_copies([run.path for run in runs], manifests)  # a copy of a run: "group A in every job" otherwise
+    copied = copies([run.path for run in runs], manifests)  # kept once, as any repeat: said, not taken for group A
     if not conditions:
         raise HarnessError("no tables found in " + ", ".join(map(str, paths))
                            + (f" ({'; '.join(problems[:2])})" if problems else ""))
@@ -165,6 +165,9 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
     release_out(out)  # the tables are written: a notebook's later command may write here
     print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
           + (f" ({same} repeated rows with the same results, e.g. group A in every job, kept once)" if same else ""))
+    for copy, original, _ in copied:
+        print(f"note: {copy} holds the very conditions table of {original} (a copy?): each of its conditions is in "
+              f"the table once")
     if not {"B", "C"} & set(tables[RunDir.CONDITIONS].group.astype(str)):
         print("note: the runs hold group A only (the task prompts alone): figures, claims and plan compare B and C "
               "with A, so collect them with runs that have B or C")

@@ -24,21 +24,30 @@ def refuse_given_twice(run_dirs: list[Path], what: str) -> None:
                                f"would count {'twice' if times == 2 else f'{times} times'}; give each run once")
 
 
-def refuse_copies(run_dirs: list[Path], manifests: list[dict | None]) -> None:
-    """Refuse a run given beside a copy of it (``manifests``: each run's, or None), however the copy was
-    made: the manifests record the same conditions table."""
-    tables: dict[str, Path] = {}
+def copies(run_dirs: list[Path], manifests: list[dict | None]) -> list[tuple[Path, Path, Path | None]]:
+    """Each run given after another whose manifest records the same conditions table (``manifests``:
+    each run's, or None), however the copy was made: ``(copy, original, the one whose table has
+    been changed since it was written, or None)``."""
+    found, tables = [], {}
     for given, manifest in zip(run_dirs, manifests):
         sha = ((manifest or {}).get("tables") or {}).get(RunDir.CONDITIONS)
         if sha and sha in tables:
             changed = [p for p in (Path(given), tables[sha])
                        if (p / RunDir.CONDITIONS).is_file() and sha256_file(p / RunDir.CONDITIONS) != sha]
-            if changed:  # a copy edited since: not the very same table any more, but one run's conditions twice
-                raise HarnessError(f"{given} and {tables[sha]} are one run (their manifests record the same conditions "
-                                   f"table), and {changed[0]}'s table has been changed since it was written: read "
-                                   f"together each condition would count twice; read each on its own "
-                                   f"(H.load_run(..., trust_damaged=True) for the changed one) to compare them")
-            raise HarnessError(f"{given} holds the very conditions table of {tables[sha]} (a copy?): its conditions "
-                               f"would count twice; give each run once")
-        if sha:
+            found.append((Path(given), tables[sha], changed[0] if changed else None))
+        elif sha:
             tables[sha] = Path(given)
+    return found
+
+
+def refuse_copies(run_dirs: list[Path], manifests: list[dict | None]) -> None:
+    """Refuse a run given beside a copy of it (:func:`copies`): read together, its conditions would
+    count twice."""
+    for given, original, changed in copies(run_dirs, manifests)[:1]:
+        if changed:  # a copy edited since: not the very same table any more, but one run's conditions twice
+            raise HarnessError(f"{given} and {original} are one run (their manifests record the same conditions "
+                               f"table), and {changed}'s table has been changed since it was written: read "
+                               f"together each condition would count twice; read each on its own "
+                               f"(H.load_run(..., trust_damaged=True) for the changed one) to compare them")
+        raise HarnessError(f"{given} holds the very conditions table of {original} (a copy?): its conditions "
+                           f"would count twice; give each run once")
