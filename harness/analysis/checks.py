@@ -191,6 +191,21 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
     if len(column) and column.isna().all():  # every cell would say n_prompts 0, mean NaN
         raise NothingToShow(f"value {value!r} is empty in all {len(column)} rows of the table (a measure this run did "
                             f"not take?): there is nothing to summarise")
+    prefixed = column[df["group"].astype(str) != "A"] if "group" in df.columns else column.iloc[:0]
+    if len(prefixed) and prefixed.isna().all():  # A's rows (0 against itself) would pass for a measure taken
+        why = " (B and C decoded no continuation: decode.path=none)" if undecoded(df) else ""
+        raise NothingToShow(f"value {value!r} is empty in all {len(prefixed)} rows of groups B and C{why}: there is "
+                            f"nothing to compare with A")
+
+
+def undecoded(conditions: pd.DataFrame) -> bool:
+    """Whether the table's B and C rows decoded no continuation (a run with ``decode.path=none``,
+    which measures attention alone): their output measures are empty, and a reader that takes an
+    empty ``first_divergence`` for "never diverged" would read them as never moved."""
+    if "norm_edit_distance" not in conditions.columns or "group" not in conditions.columns:
+        return False
+    prefixed = conditions.loc[conditions["group"].astype(str) != "A", "norm_edit_distance"]
+    return bool(len(prefixed)) and bool(prefixed.isna().all())
 
 
 def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:

@@ -89,15 +89,57 @@ def main(argv: list[str] | None = None) -> int:
     raising, logging.raiseExceptions = logging.raiseExceptions, False
     try:
         status = _dispatch(sys.argv[1:] if argv is None else list(argv))
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        if sys.stdout is not None:  # None: started with standard output closed (`>&-`); print writes nothing
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return status
     except BrokenPipeError:
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        _quiet_stdout()
         return 0
+    except OSError as exc:  # standard output on a full disk (`> /dev/full`): _dispatch passes only StdoutError on
+        _quiet_stdout()
+        print(f"error: cannot write to standard output ({exc.strerror or exc}): the files the command wrote are "
+              f"complete (each is written whole or not at all); give its output somewhere it can be written",
+              file=sys.stderr)
+        return 2
     finally:
         logging.raiseExceptions = raising
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that exit's flush of what could not be written raises
+    no second error."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class StdoutError(OSError):
+    """Standard output refused a write (a full disk, `> /dev/full`): the user's to fix, not a bug."""
+
+
+class _Guarded:
+    """Standard output, its write errors raised as :class:`StdoutError` (a closed pipe stays a
+    BrokenPipeError), so that main tells them from a command's own OSError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _call(self, name, *args):
+        try:
+            return getattr(self._stream, name)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.errno, exc.strerror) from None
+
+    def write(self, text):
+        return self._call("write", text)
+
+    def flush(self):
+        return self._call("flush")
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -157,6 +199,9 @@ def _dispatch(argv: list[str]) -> int:
             show(message, category, *args, **kwargs)
 
     warnings.showwarning = show_once
+    stdout = sys.stdout
+    if stdout is not None:
+        sys.stdout = _Guarded(stdout)
     try:
         return getattr(importlib.import_module(module), function)(rest)
     except HarnessError as exc:
@@ -169,10 +214,13 @@ def _dispatch(argv: list[str]) -> int:
         print(f"\n{how}: `harness {command}` stopped; what it had written is complete files only (each is "
               f"written whole or not at all), so run it again", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+    except StdoutError:  # not the command's bug: main says it in one line
+        raise
     except Exception as exc:  # noqa: BLE001
         return report_bug(exc)
     finally:
         warnings.formatwarning, warnings.showwarning = shown, show
+        sys.stdout = stdout
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

@@ -42,6 +42,7 @@ def claims(args: list[str]) -> int:
     ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
     notes = reading_notes(ns, ns.runs)
+    from harness.analysis.checks import undecoded
     from harness.analysis.claims import (
         DELTA_MEASURES,
         HYPOTHESES,
@@ -67,6 +68,10 @@ def claims(args: list[str]) -> int:
     refuse_idle_deltas(ns, _untested_measures(conditions, attention), "harness claims")
     print_notes(replaced)
     notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
+    if undecoded(conditions):  # claims 2 and 3 lose their edit-distance rows: the page says why
+        from harness.runs.plan_page import UNDECODED
+
+        notes.append(UNDECODED)
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs, settings)  # before writing: an interrupted page leaves its own directory
     with owned_outputs(ns.out):  # a table or figure the user changed since the last claims is kept

@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.analysis import curves, descriptive
-from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty
+from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty, undecoded
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level
@@ -101,14 +101,17 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
     with F.style():
         if not forest.empty:
             out["fig0_c_minus_b"] = forest_figure(forest)
-        fig, axes = _grid(len(combos), 1)
-        summary = descriptive.drift_summary(conds, "norm_edit_distance")
-        ceilings = or_empty(curves.ceiling, conds)
-        for row, (model, placement) in zip(axes, combos):
-            top = select(ceilings, model, placement) if not ceilings.empty else ceilings  # or_empty: no columns
-            F.plot_drift_vs_length(row[0], select(summary, model, placement), title=f"Output drift: {title(model, placement)}",
-                                   ceiling=top.iloc[0] if len(top) else None)
-        out["fig1_edit_distance"] = fig
+        decoded = not undecoded(conds)  # decode.path=none: no output drift, no survival to draw
+        if decoded:
+            fig, axes = _grid(len(combos), 1)
+            summary = descriptive.drift_summary(conds, "norm_edit_distance")
+            ceilings = or_empty(curves.ceiling, conds)
+            for row, (model, placement) in zip(axes, combos):
+                top = select(ceilings, model, placement) if not ceilings.empty else ceilings  # or_empty: no columns
+                F.plot_drift_vs_length(row[0], select(summary, model, placement),
+                                       title=f"Output drift: {title(model, placement)}",
+                                       ceiling=top.iloc[0] if len(top) else None)
+            out["fig1_edit_distance"] = fig
 
         att = baseline(attention) if attention is not None else None
         att_combos = held(att, combos) if att is not None and not att.empty else []
@@ -158,13 +161,14 @@ def make_figures(conditions: pd.DataFrame, attention: pd.DataFrame | None,
         if "isolation" in conditions and conditions.isolation.nunique() > 1:
             out["fig5_isolation"] = _isolation_figure(conditions, noise)
 
-        surv = curves.survival(conds[conds.group != "A"])
-        fig, axes = _grid(len(combos), 2)
-        for row, (model, placement) in zip(axes, combos):
-            for ax, group in zip(row, ("B", "C")):
-                F.plot_survival(ax, select(surv, model, placement), group)
-                ax.set_title(f"{F.GROUP_NAMES[group]}\n{title(model, placement)}")
-        out["fig6_survival"] = fig
+        if decoded:
+            surv = curves.survival(conds[conds.group != "A"])
+            fig, axes = _grid(len(combos), 2)
+            for row, (model, placement) in zip(axes, combos):
+                for ax, group in zip(row, ("B", "C")):
+                    F.plot_survival(ax, select(surv, model, placement), group)
+                    ax.set_title(f"{F.GROUP_NAMES[group]}\n{title(model, placement)}")
+            out["fig6_survival"] = fig
 
         if "output_kl_steps" in conds and conds.output_kl_steps.notna().any():
             steps = curves.step_profile(conds)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import undecoded
 from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.design import variance_components
@@ -148,6 +149,7 @@ class Plan:
     measures: tuple[str, ...] = ()  # planned for the report's C - B on these; empty: the claims page's tests
     assurance: float = ASSURANCE    # each test planned with the pilot's mean squares at this upper bound
     plan_for: str = "decided"       # the target: every test decided ("decided"), or each one's power ("power")
+    decoded: bool = True            # False: B and C decoded no continuation (decode.path=none), no edit distance
 
 
 def _why_no_prefix_sd(conditions) -> str:
@@ -171,6 +173,10 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
     for value in measures:
         if value not in conditions or not conditions[value].notna().any():
             reasons.append(f"{value} was not measured in these runs")
+            continue
+        if not conditions.loc[conditions.group.astype(str) != "A", value].notna().any():  # A's 0 alone
+            reasons.append(f"{value} is empty in every row of groups B and C"
+                           + (" (they decoded no continuation: decode.path=none)" if undecoded(conditions) else ""))
             continue
         reasons += [_no_sd(row, f"{value}'s prefix-level SD", value)
                     for _, row in variance_components(conditions, value).iterrows()]
@@ -244,7 +250,8 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     grid = grid.sort_values(["seconds", "total_seconds"], kind="stable")
     budget = None if budget_minutes is None else 60.0 * budget_minutes
     designs, chosen, why_chosen = [], None, ""
-    for scope in ("all",) if measures else ("all", "attention"):  # a user's measures: every one is planned for
+    decoded = not undecoded(conditions)  # decode.path=none: attention tests alone, and the page says so
+    for scope in ("all",) if measures else ("all", "attention") if decoded else ("attention",):  # a user's: each
         best, why = cheapest(grid, scope, target, budget, plan_for)
         designs.append({"scope": scope, "n_prompts": None if best is None else int(best.n_prompts),
                         "n_prefixes": None if best is None else int(best.n_prefixes),
@@ -292,4 +299,4 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
                      "prompts_needed": prompts_needed(t, per_group, target, p0, plan_for=plan_for),
                      "at_prefixes": per_group})
     return Plan(grid, pd.DataFrame(rows), pd.DataFrame(designs), costs, chosen, why_chosen, overrides, target,
-                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures), assurance, plan_for)
+                effect_sds, budget_minutes, deltas_for(deltas), tuple(measures), assurance, plan_for, decoded)

@@ -28,6 +28,8 @@ DECIDED_PROMISE = ("In simulation, 300 pilots of 4 x 24 per regime planning C - 
                    "plans of ten, at 2.7 to 8 times the point plan's conditions; on the point estimates, 0.73-0.78 "
                    "and 0.32-0.54 (results/calibration.md, table 2d).")
 CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
+UNDECODED = ("B and C decoded no continuation (decode.path=none): no claim test on edit distance can be made, so "
+             "the claims' tests here are their attention tests")
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
 
@@ -45,6 +47,8 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
     cells = [c for c in ("model", "placement", "isolation", "prefix_len") if c in p.tests]
     page, printer = (("report's C - B table", "the pilot's report.md prints") if p.measures else
                      ("claims page", "`harness claims` on the pilot prints"))
+    if not p.decoded and not p.measures:
+        notes = [*notes, UNDECODED]
     lines = [
         *heading("Design plan", notes), "",
         f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: "

@@ -173,10 +173,10 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
     multirun, its jobs, or their collection where the command ``takes`` "runs" (collected sets
     too), not where it takes "sweeps" (each run's own) or "one" (one of them)."""
     if not run.path.exists():
-        return f"{run} does not exist: give a run directory (a sweep's{'' if takes == 'sweeps' else ', or collected ones'})"
+        return f"{run} does not exist: give a run directory (a sweep's{', or collected ones' if takes == 'runs' else ''})"
     if not run.path.is_dir():
         glob = " (a glob over a multirun: DIR/*/ takes its jobs)" if run.path.name == "multirun.yaml" else ""
-        return f"{run} is a file, not a run directory: give a sweep's directory (or a collected one){glob}"
+        return f"{run} is a file, not a run directory: give a sweep's directory{' (or a collected one)' if takes == 'runs' else ''}{glob}"
     if is_cache_timing(run):
         if not run.has(RunDir.MANIFEST):
             return (f"{run} is a harness cache-timing run without its {RunDir.MANIFEST} (deleted?): `harness resume "
@@ -199,7 +199,7 @@ def not_a_run(run: RunDir, takes: str = "runs") -> str:
                     f"its jobs ({shown})")
         collect = f", or merge them first with `harness collect {shell_path(run)} --out DIR`" if takes == "runs" else ""
         return f"{run} is a multirun (-m), whose jobs are the runs: give them ({shown}){collect}"
-    return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's{'' if takes == 'sweeps' else ' (or a collected)'} one"
+    return f"{run}: no {RunDir.CONDITIONS} here, so it is not a run directory: give a sweep's{' (or a collected)' if takes == 'runs' else ''} one"
 
 
 def refuse_collected(run: RunDir, manifest: dict, why: str, one_run: bool = False) -> None:
