@@ -74,9 +74,15 @@ def claims(args: list[str]) -> int:
         notes.append(UNDECODED)
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs, settings)  # before writing: an interrupted page leaves its own directory
+    from harness.runs.plan import deciding_costs
+
+    def deciding(table):  # what each undecided test would take, priced at its run's own seconds
+        return deciding_costs(ns.runs, table, conditions, attention, deltas, trust_damaged=ns.trust_damaged,
+                              allow_mixed_settings=ns.allow_mixed_settings)
+
     with owned_outputs(ns.out):  # a table or figure the user changed since the last claims is kept
         written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],
-                               n_resamples=ns.resamples, notes=notes, deltas=deltas)
+                               n_resamples=ns.resamples, notes=notes, deltas=deltas, deciding=deciding)
     print(f"wrote {len(written)} files: {(ns.out / 'claims.md').resolve()}")
     return 0
 

@@ -6,6 +6,7 @@ writes (the ``plot_*`` functions draw on an Axes they are given; :func:`write_cl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -141,8 +142,9 @@ def _fmt(v, digits: int = 3) -> str:
 
 def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str], models: list[str],
                     n_resamples: int, precision: str = "", notes: list[str] = (),
-                    missing: dict[int, str] | None = None) -> str:
-    """The claims page (``missing``: what the tables lack for each claim, :func:`analysis.missing_for`)."""
+                    missing: dict[int, str] | None = None, deciding: pd.DataFrame | None = None) -> str:
+    """The claims page (``missing``: what the tables lack for each claim, :func:`analysis.missing_for`;
+    ``deciding``: what each undecided test would take, :func:`harness.runs.plan.deciding_costs`)."""
     lines = [*heading("The three contamination claims, tested", notes), "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "
@@ -187,25 +189,53 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
         if name in figure_names:
             lines += ["", f"![claim {claim}](figures/{name}.png)"]
         lines.append("")
+    if deciding is not None and not deciding.empty:
+        lines += deciding_section(deciding)
     return "\n".join(lines)
+
+
+def deciding_section(deciding: pd.DataFrame) -> list[str]:
+    """The page's section on what each *not determined* test would take to decide (``deciding.parquet``)."""
+    lines = ["## What the undecided tests would take", "",
+             "For each test left *not determined*: the fewest prompts at which the chance that it ends decided at "
+             "its Δ (supported, contradicted or no effect as large as Δ, whatever the truth) reaches 0.8, planned "
+             "as `harness plan` plans (the variance components at their 0.85 upper bound), at these runs' prefixes "
+             "per group, or at the most the prefix bank holds where prompts alone never reach it; and the minutes a "
+             "sweep of that design takes, priced at its run's own measured seconds (per condition, and its "
+             "tables, figures and noise floor by what each grows with), on cores it has to itself. `harness plan` "
+             "on these runs searches prompts and prefixes together. The numbers are in `deciding.parquet`.", "",
+             "| claim | model | placement | measure | prompts x prefixes per group | minutes for the sweep | note |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in deciding.itertuples():
+        design = (f"{int(r.n_prompts):,} x {int(r.n_prefixes)}" if pd.notna(r.n_prompts) else "")
+        minutes = f"{r.minutes:,.0f}" if pd.notna(r.minutes) else ""
+        lines.append(f"| {r.claim} | {r.model} | {r.placement} | {r.measure} | {design} | {minutes} | {r.note} |")
+    return [*lines, ""]
 
 
 def write_claims(conditions: pd.DataFrame, attention: pd.DataFrame | None, noise: pd.DataFrame | None,
                  out_dir: Path, runs: list[str], n_resamples: int = analysis.N_RESAMPLES,
-                 notes: list[str] = (), deltas: dict[str, float] | None = None) -> list[Path]:
+                 notes: list[str] = (), deltas: dict[str, float] | None = None,
+                 deciding: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> list[Path]:
     """Compute the claims, and write ``claims.parquet``, ``claims.md`` and ``figures/claim*`` under
     ``out_dir`` (``notes``: what the reader said of the runs, under the title; ``deltas``: a study's
-    smallest effects of interest, on top of the registry's)."""
+    smallest effects of interest, on top of the registry's; ``deciding``: from the claims table, what
+    each undecided test would take, written to ``deciding.parquet`` and the page's last section)."""
     out_dir = Path(out_dir)
     table = analysis.seed_claims(conditions, attention, noise, n_resamples=n_resamples, deltas=deltas)
     written = [out_dir / "claims.parquet"]
     write_parquet(table, written[0])
+    costs = deciding(table) if deciding is not None else None
+    if costs is not None:  # written when empty too: a page rerun with every test decided leaves no stale costs
+        written.append(out_dir / "deciding.parquet")
+        write_parquet(costs, written[-1])
     figures = claim_figures(conditions, attention, table, n_resamples)
     for name, fig in figures.items():
         written += save_figure(fig, out_dir / "figures" / name)
         plt.close(fig)
     models = sorted(conditions.model.astype(str).unique())
     write_page(claims_markdown(table, list(figures), runs, models, n_resamples, precision_note(noise), notes,
-                               {c: analysis.missing_for(c, conditions, attention) for c in analysis.HYPOTHESES}),
+                               {c: analysis.missing_for(c, conditions, attention) for c in analysis.HYPOTHESES},
+                               costs),
                out_dir / "claims.md")
     return [*written, out_dir / "claims.md"]

@@ -60,12 +60,18 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
            "each claim test of the claims page (the power it prints), at the pilot's prefix lengths")
         + (f"; budget {p.budget_minutes:g} min still to spend." if p.budget_minutes is not None else "."), "",
         "## Cost, measured on the pilot", "",
-        "| run | s per A condition | s per B/C condition | fixed s per sweep | prompts in the set | prefixes per group "
-        "in the bank |", "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {c.run} | {num(c.seconds_a)} | {num(c.seconds_bc)} | {num(c.seconds_fixed)} | {count(c.prompts_available)} | "
-              f"{count(c.prefixes_available)} |" for c in p.costs]
+        "| run | s per A condition | s per B/C condition | s per sweep (its start) | tables, figures and report: s "
+        "per condition | noise floor: s per row of its sample | prompts in the set | prefixes per group in the bank |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {c.run} | {num(c.seconds_a)} | {num(c.seconds_bc)} | {num(c.seconds_fixed)} | "
+              f"{num(c.seconds_per_table_row)} | {num(c.seconds_per_noise_row) if c.noise else ''} | "
+              f"{count(c.prompts_available)} | {count(c.prefixes_available)} |" for c in p.costs]
     lines += [line for c in p.costs if c.note for line in ("", f"> **Note:** {c.note}.")]
-    lines += ["", "Minutes still to spend count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
+    lines += ["", "A design's tables, figures and report grow with its conditions, and its noise floor with the sample "
+              "its noise settings draw from them (`analysis.noise_fraction`, within `noise_min` and `noise_max`): "
+              "each is priced per condition or per row, as the pilot measured it. Every price is the pilot's cores' "
+              "speed; another job sharing them slows a sweep down, which no plan can price. Minutes still to spend "
+              "count what a rerun with `on_existing=resume` reuses: the pilot's first prompts "
               "and the prefixes its seed draws again (a larger `prefixes.per_group` redraws group C); a design the "
               "pilot ran in full costs nothing more.", "",
               "## Cheapest designs", "", "| reaches the target on | prompts | prefixes per group | minutes still to "

@@ -30,11 +30,16 @@ def test_the_cost_of_a_design_is_the_runs_own_seconds(tiny_run):
     assert cost.seconds_a == pytest.approx(conditions[conditions.group == "A"].seconds.mean() * scale)
     n_prompts, n_prefixes = conditions.prompt_id.nunique(), bc.prefix_id.nunique()
     assert cost.per_prefix * n_prompts * n_prefixes == len(bc)
-    # the pilot's own design, every prefix kept: only the fixed part is still to spend
+    # the pilot's own design, every prefix kept: what is still to spend is every phase but the conditions, as the
+    # pilot's status measured them (the tables and noise floor priced per row come back to their own seconds)
     per_group = n_prefixes // 2
+    assert cost.conditions(n_prompts, per_group) == len(conditions)
+    assert cost.noise_rows(n_prompts, per_group) == len(pd.read_parquet(tiny_run / "noise.parquet")) > 0
     total, still = cost.seconds(n_prompts, per_group, kept=n_prefixes)
-    assert still == pytest.approx(cost.seconds_fixed)
-    assert total == pytest.approx(cost.seconds_fixed + n_prompts * cost.seconds_a + len(bc) * cost.seconds_bc)
+    others = sum(v for k, v in status["seconds"].items() if k != "conditions")
+    assert cost.seconds_per_table_row > 0 and cost.seconds_per_noise_row > 0
+    assert still == pytest.approx(others)
+    assert total == pytest.approx(others + n_prompts * cost.seconds_a + len(bc) * cost.seconds_bc)
 
 
 def test_a_design_reuses_the_first_prompts_and_the_prefixes_drawn_again():
@@ -43,6 +48,19 @@ def test_a_design_reuses_the_first_prompts_and_the_prefixes_drawn_again():
     total, still = cost.seconds(8, 6, kept=9)
     assert total == 10 + 8 * (1 + 2 * 6 * 4 * 0.5)
     assert still == total - 3 * (1 + 9 * 4 * 0.5)
+
+
+def test_a_designs_tables_grow_with_its_conditions_and_its_noise_floor_with_its_sample():
+    """By hand: 8 prompts x 6 prefixes per group x 4 settings is 8 A + 384 B/C conditions; 5% of the
+    384 is 19 noise rows (above the floor of 8, below the cap of 40)."""
+    cost = RunCost(run=None, seconds_a=1.0, seconds_bc=0.5, seconds_fixed=10.0, per_prefix=4, pilot_prompts=3,
+                   pilot_per_group=3, pilot_prefixes=frozenset(), prompts_available=24, prefixes_available=42, bank=(),
+                   seed=0, seconds_per_table_row=0.01, seconds_per_noise_row=2.0, noise=(0.05, 8, 40))
+    assert cost.conditions(8, 6) == 392 and cost.noise_rows(8, 6) == 19
+    total, still = cost.seconds(8, 6, kept=9)
+    assert total == pytest.approx(10 + 8 * (1 + 2 * 6 * 4 * 0.5) + 392 * 0.01 + 19 * 2.0)
+    assert still == pytest.approx(total - 3 * (1 + 9 * 4 * 0.5))  # the whole design's tables and floor: paid again
+    assert cost.noise_rows(200, 20) == 40  # the cap
 
 
 def test_plan_on_a_run_writes_its_page_grid_and_overrides(pilot, tmp_path, capsys):
@@ -194,3 +212,35 @@ def test_a_plan_never_drops_data_the_pilot_has(pilot):
     found = plan([pilot], target=0.5)
     assert per_group > 3 and found.grid.n_prefixes.min() == per_group  # not the 3 a decision needs at least
     assert found.grid.n_prompts.min() == conditions.prompt_id.nunique()
+
+
+def test_claims_page_says_what_an_undecided_test_would_take_and_prices_it(tmp_path_factory, tmp_path):
+    """A 3-prompt pilot with 4 prefixes per group from the default bank, claim 3 judged at Δ 0.2 of
+    the tokens: not determined, and no number of prompts decides it at 4 prefixes per group, so the
+    page names the fewest prompts at the bank's most prefixes, priced at the run's own seconds."""
+    from harness.analysis.claims import without_mention_controls
+    from harness.analysis.planning import claim_tests
+    from harness.runs.plan import DECIDING_LIMIT
+
+    overrides = [o for o in FAST if not o.startswith(("prompts.limit=", "prefixes.path="))]
+    run = sweep(tmp_path_factory.mktemp("pilot_bank"), *overrides, "prompts.limit=3", "prefixes.per_group=4")
+    out = tmp_path / "claims"
+    assert main(["claims", str(run), "--out", str(out), "--resamples", "100",
+                 "--delta", "norm_edit_distance=0.2"]) == 0
+    claims = pd.read_parquet(out / "claims.parquet")
+    deciding = pd.read_parquet(out / "deciding.parquet")
+    undecided = claims[claims.verdict == "not determined"]
+    assert len(deciding) == len(undecided) > 0
+    row = deciding[(deciding.claim == 3) & (deciding.measure == "norm_edit_distance")].iloc[0]
+    conditions, attention, _ = without_mention_controls(RunDir(run).conditions(), None)
+    test = next(t for t in claim_tests(conditions, None, deltas={"norm_edit_distance": 0.2}, assurance=0.85)
+                if t.claim == 3 and t.measure == "norm_edit_distance")
+    cost = run_cost(run, RunDir(run).conditions())
+    n, per_group = int(row.n_prompts), int(row.n_prefixes)
+    assert per_group == cost.prefixes_available  # 4 per group never gets there ...
+    assert test.planned(DECIDING_LIMIT, 4, "decided") < 0.8
+    # ... and the design is the fewest prompts at which the chance of a decision reaches 0.8
+    assert test.planned(n, per_group, "decided") >= 0.8 > test.planned(n - 1, per_group, "decided")
+    assert row.minutes == pytest.approx(cost.seconds(n, per_group, kept=0)[0] / 60)
+    page = (out / "claims.md").read_text()
+    assert "## What the undecided tests would take" in page and f"| {n:,} x {per_group} | {row.minutes:,.0f} |" in page
