@@ -200,7 +200,8 @@ def deciding_section(deciding: pd.DataFrame) -> list[str]:
              "For each test left *not determined*: the fewest prompts at which the chance that it ends decided at "
              "its Δ (supported, contradicted or no effect as large as Δ, whatever the truth) reaches 0.8, planned "
              "as `harness plan` plans (the variance components at their 0.85 upper bound), at these runs' prefixes "
-             "per group, or at the most the prefix bank holds where prompts alone never reach it; and the minutes a "
+             "per group, or at the most the prefix bank holds where prompts alone never reach it (and where even "
+             "that never does, the fewest prefixes per group at every prompt of the prompt set); and the minutes a "
              "sweep of that design takes, priced at its run's own measured seconds (per condition, and its "
              "tables, figures and noise floor by what each grows with), on cores it has to itself. `harness plan` "
              "on these runs searches prompts and prefixes together. The numbers are in `deciding.parquet`.", "",

@@ -42,7 +42,7 @@ from harness.analysis.planning import (
     power_grid,
     prompts_needed,
 )
-from harness.analysis.power import ASSURANCE
+from harness.analysis.power import ASSURANCE, fewest_reaching
 from harness.analysis.verdicts import NOT_DETERMINED, deltas_for
 from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
@@ -345,7 +345,8 @@ def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.Dat
     """What each *not determined* row of a claims ``table`` would take to decide: the fewest prompts at
     which the planner's chance that the test ends decided at its Δ reaches ``target`` (at
     ``assurance``, as ``harness plan`` plans), at the runs' prefixes per group and, where prompts
-    alone never reach it, at the most the prefix bank holds; and the minutes a sweep of that design
+    alone never reach it, at the most the prefix bank holds (and where even that never does, the fewest
+    prefixes per group at every prompt of the prompt set); and the minutes a sweep of that design
     takes at its run's measured seconds (:class:`RunCost`). ``conditions`` and ``attention`` are the
     tables the page was computed on. One row per undecided test: claim, measure, model, placement,
     n_prompts and n_prefixes (empty where no design up to ``DECIDING_LIMIT`` prompts decides it),
@@ -380,16 +381,22 @@ def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.Dat
             needed = prompts_needed(test, per_group, target, test.pilot[0], DECIDING_LIMIT, plan_for="decided")
             if needed is not None:
                 break
-        if needed is None:
-            rows.append({**row, "n_prefixes": per_group, "note": f"over {DECIDING_LIMIT:,} prompts at {per_group} "
-                         f"prefixes per group (the most the bank holds): more prefixes must be written"})
-            continue
+        if needed is None:  # prompts alone never get there: the fewest prefixes at the prompt set's every prompt
+            needed = max(cost.prompts_available if isinstance(cost, RunCost) else 0, test.pilot[0])
+            per_group = fewest_reaching(lambda n: bool(test.planned(needed, n, "decided") >= target), test.pilot[1],
+                                        DECIDING_LIMIT)
+            if per_group is None:
+                rows.append({**row, "note": f"no design up to {needed:,} prompts x {DECIDING_LIMIT:,} prefixes per "
+                             f"group"})
+                continue
         row.update(n_prompts=needed, n_prefixes=per_group)
         if not isinstance(cost, RunCost):
             rows.append({**row, "note": f"not priced: {cost or 'no run of this model and placement'}"})
             continue
         minutes = cost.seconds(needed, per_group, kept=0)[0] / 60
-        more = needed - cost.prompts_available
-        rows.append({**row, "minutes": minutes, "note": (
-            f"the prompt set has {cost.prompts_available}: {more} more must be written" if more > 0 else "")})
+        short = [f"{n - have:,} more {what} must be written (the {where} has {have:,})"
+                 for n, have, what, where in ((needed, cost.prompts_available, "prompts", "prompt set"),
+                                              (per_group, cost.prefixes_available, "prefixes per group", "bank"))
+                 if n > have]
+        rows.append({**row, "minutes": minutes, "note": "; ".join(short)})
     return pd.DataFrame(rows, columns=columns)

@@ -244,3 +244,26 @@ def test_claims_page_says_what_an_undecided_test_would_take_and_prices_it(tmp_pa
     assert row.minutes == pytest.approx(cost.seconds(n, per_group, kept=0)[0] / 60)
     page = (out / "claims.md").read_text()
     assert "## What the undecided tests would take" in page and f"| {n:,} x {per_group} | {row.minutes:,.0f} |" in page
+
+
+def test_where_prompts_never_decide_a_test_the_page_asks_for_prefixes_at_every_prompt(pilot, tmp_path):
+    """The small prefix file holds 5 prefixes per group: at Δ 0.2 no number of prompts decides claim 3
+    there, so the design is every prompt of the set with the fewest prefixes per group that do, and
+    the page says how many prefixes must be written."""
+    from harness.analysis.claims import without_mention_controls
+    from harness.analysis.planning import claim_tests
+
+    out = tmp_path / "claims"
+    assert main(["claims", str(pilot), "--out", str(out), "--resamples", "100",
+                 "--delta", "norm_edit_distance=0.2"]) == 0
+    deciding = pd.read_parquet(out / "deciding.parquet")
+    row = deciding[(deciding.claim == 3) & (deciding.measure == "norm_edit_distance")].iloc[0]
+    cost = run_cost(pilot, RunDir(pilot).conditions())
+    conditions, _, _ = without_mention_controls(RunDir(pilot).conditions(), None)
+    test = next(t for t in claim_tests(conditions, None, deltas={"norm_edit_distance": 0.2}, assurance=0.85)
+                if t.claim == 3 and t.measure == "norm_edit_distance")
+    n, k = int(row.n_prompts), int(row.n_prefixes)
+    assert n == cost.prompts_available and k > cost.prefixes_available
+    assert test.planned(n, k, "decided") >= 0.8 > test.planned(n, k - 1, "decided")
+    assert f"{k - cost.prefixes_available} more prefixes per group must be written" in row.note
+    assert row.minutes == pytest.approx(cost.seconds(n, k, kept=0)[0] / 60)
