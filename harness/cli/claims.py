@@ -74,7 +74,7 @@ def claims(args: list[str]) -> int:
         notes.append(UNDECODED)
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs, settings)  # before writing: an interrupted page leaves its own directory
-    from harness.runs.plan import deciding_costs
+    from harness.runs.design_cost import deciding_costs
 
     def deciding(table):  # what each undecided test would take, priced at its run's own seconds
         return deciding_costs(ns.runs, table, conditions, attention, deltas, trust_damaged=ns.trust_damaged,

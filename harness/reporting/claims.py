@@ -144,7 +144,7 @@ def claims_markdown(table: pd.DataFrame, figure_names: list[str], runs: list[str
                     n_resamples: int, precision: str = "", notes: list[str] = (),
                     missing: dict[int, str] | None = None, deciding: pd.DataFrame | None = None) -> str:
     """The claims page (``missing``: what the tables lack for each claim, :func:`analysis.missing_for`;
-    ``deciding``: what each undecided test would take, :func:`harness.runs.plan.deciding_costs`)."""
+    ``deciding``: what each undecided test would take, :func:`harness.runs.design_cost.deciding_costs`)."""
     lines = [*heading("The three contamination claims, tested", notes), "",
              f"Runs: {', '.join(runs)}. Every interval is a {analysis.CONFIDENCE:.0%} interval in which prompts and "
              "prefixes are both random (crossed random factors), from the crossed design's variance components (each "

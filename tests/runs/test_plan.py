@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.runs.plan import RunCost, plan, run_cost
+from harness.runs.design_cost import RunCost, run_cost
+from harness.runs.plan import plan
 from harness.runs.rundir import RunDir
 from tests.support import FAST, sweep
 
@@ -220,7 +221,7 @@ def test_claims_page_says_what_an_undecided_test_would_take_and_prices_it(tmp_pa
     page names the fewest prompts at the bank's most prefixes, priced at the run's own seconds."""
     from harness.analysis.claims import without_mention_controls
     from harness.analysis.planning import claim_tests
-    from harness.runs.plan import DECIDING_LIMIT
+    from harness.runs.design_cost import DECIDING_LIMIT
 
     overrides = [o for o in FAST if not o.startswith(("prompts.limit=", "prefixes.path="))]
     run = sweep(tmp_path_factory.mktemp("pilot_bank"), *overrides, "prompts.limit=3", "prefixes.per_group=4")

@@ -1,0 +1,196 @@
+"""What a design costs, measured on a pilot run (:class:`RunCost`), and what each test a claims page
+leaves *not determined* would take to decide (:func:`deciding_costs`).
+
+Cost is measured, not assumed: each run's seconds per A condition and per B/C condition (the
+``seconds`` column of its conditions table, scaled by its status's "conditions" phase over their
+sum, which adds what the loop around them spent), and its other phases by what each grows with: the
+start once per sweep, the tables, figures and report per condition of the design (a design of 13x
+the pilot's conditions took 13x the pilot's seconds for them in ``make study``), and the noise floor
+per row of the sample the design's noise settings draw (:func:`harness.measure.noise.noise_size`).
+The prefix cache reuses a prefix's keys and values across prompts, so a design with more prompts
+than the pilot costs at most this. All of it is the pilot's own cores' speed: another job sharing
+them slows a sweep down, and no plan can price that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.planning import claim_tests, prompts_needed
+from harness.analysis.power import ASSURANCE, fewest_reaching
+from harness.analysis.verdicts import NOT_DETERMINED
+from harness.errors import HarnessError
+from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
+from harness.measure.noise import noise_size
+from harness.runs.inputs import of_config, refuse_changed
+from harness.runs.reading import refuse_collected, run_tables
+from harness.runs.rundir import RunDir
+
+
+@dataclass
+class RunCost:
+    """What one pilot run measured about its cost, and what of it a design would reuse."""
+
+    run: Path
+    seconds_a: float        # per A condition (one per prompt)
+    seconds_bc: float       # per B or C condition
+    seconds_fixed: float    # the start (setup): once per sweep
+    per_prefix: float       # B/C conditions per prompt and prefix (lengths x isolation settings)
+    pilot_prompts: int
+    pilot_prefixes: frozenset[str]
+    pilot_per_group: int    # the fewest prefixes either group has in the pilot
+    prompts_available: int
+    prefixes_available: int  # per group
+    bank: tuple[Prefix, ...]  # the run's prefix bank, read once
+    seed: int
+    note: str = ""  # why its seconds may be low (timing from a sweep that computed part of the run)
+    seconds_per_table_row: float = 0.0  # tables, figures and report, per condition of the design
+    seconds_per_noise_row: float = 0.0  # the noise floor, per row of its sample
+    noise: tuple[float, int, int] | None = None  # the run's noise settings: fraction, min, max (None: no floor)
+
+    def conditions(self, n_prompts: int, per_group: int) -> int:
+        """How many conditions the design has: each prompt's A, and its B/C at every prefix."""
+        return round(n_prompts * (1 + 2 * per_group * self.per_prefix))
+
+    def noise_rows(self, n_prompts: int, per_group: int) -> int:
+        """How many B/C conditions the design's noise floor computes again alone."""
+        if self.noise is None:
+            return 0
+        fraction, least, most = self.noise
+        n_bc = round(n_prompts * 2 * per_group * self.per_prefix)
+        return noise_size(n_bc, fraction, least, most, cells=round(2 * self.per_prefix))
+
+    def drawn(self, per_group: int) -> frozenset[str]:
+        """The prefix ids the run's seed draws at ``per_group``."""
+        return frozenset(p.id for p in select_prefixes(list(self.bank), per_group, self.seed))
+
+    def seconds(self, n_prompts: int, per_group: int, kept: int) -> tuple[float, float]:
+        """``(total, still to spend)`` for the design, where ``kept`` of its prefixes the pilot ran: a
+        rerun to it pays its start, tables, figures and noise floor whole (they are of the whole design)."""
+        total = (self.seconds_fixed + n_prompts * (self.seconds_a + 2 * per_group * self.per_prefix * self.seconds_bc)
+                 + self.conditions(n_prompts, per_group) * self.seconds_per_table_row
+                 + self.noise_rows(n_prompts, per_group) * self.seconds_per_noise_row)
+        reused = min(n_prompts, self.pilot_prompts) * (self.seconds_a + kept * self.per_prefix * self.seconds_bc)
+        return total, total - reused
+
+
+def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
+    """:class:`RunCost` of the run at ``path`` from its manifest, status and conditions table."""
+    run = RunDir(path)
+    manifest, status = run.manifest() or {}, run.status() or {}
+    refuse_collected(run, manifest, "with no timing of its own to price a design by")
+    config = manifest.get("config")
+    if not config or "seconds" not in status:
+        raise HarnessError(f"{path}: no manifest or timing in its status.json; plan from a finished run")
+    groups = set(conditions.group.astype(str))
+    if groups != {"A", "B", "C"}:
+        raise HarnessError(f"{path}: harness plan plans the A/B/C design; this run has groups {sorted(groups)}")
+    phases = status["seconds"]
+    a, bc = conditions[conditions.group == "A"], conditions[conditions.group != "A"]
+    computed_all = manifest.get("computed_this_run") == manifest.get("counts", {}).get("conditions")
+    # the loop around the conditions (storing results, progress) is paid per condition too
+    scale = phases.get("conditions", 0.0) / conditions.seconds.sum() if computed_all else 1.0
+    pilot_prefixes = frozenset(bc.prefix_id.dropna().astype(str))
+    if config["prefixes"].get("corpus"):
+        raise HarnessError(f"{path}: harness plan plans runs of a prefix file, and this run draws matched sets from the "
+                           f"corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): size it "
+                           f"from its report's intervals")
+    # the prompt set and bank a design draws from are the pilot's: read from elsewhere, a relative path names others
+    refuse_changed(str(path), manifest.get("inputs"), of_config(config),
+                   "a design would be searched and priced on other prompts or prefixes than the pilot's", config=config)
+    prefixes = load_prefixes(config["prefixes"]["path"])
+    per_kind = pd.Series([p.kind for p in prefixes]).value_counts()
+    analysis = config.get("analysis", {})
+    noise_rows = len(run.table(RunDir.NOISE, trust_damaged=True)) if run.has(RunDir.NOISE) else 0  # only counted
+    # a phase that grows with the design is priced per what it grows with; where the pilot has no count to divide
+    # by (no noise rows: a noise table reused whole, or none), its seconds stay with the start
+    grows = {"tables": len(conditions), "figures and report": len(conditions), "noise floor": noise_rows}
+    per = {k: phases.get(k, 0.0) / n for k, n in grows.items() if n and k in phases}
+    return RunCost(
+        run=Path(path), seconds_a=float(a.seconds.mean()) * max(scale, 1.0),
+        seconds_bc=float(bc.seconds.mean()) * max(scale, 1.0),
+        seconds_fixed=float(sum(v for k, v in phases.items() if k != "conditions" and k not in per)),
+        seconds_per_table_row=float(per.get("tables", 0.0) + per.get("figures and report", 0.0)),
+        seconds_per_noise_row=float(per.get("noise floor", 0.0)),
+        noise=(float(analysis.get("noise_fraction", 0.0)), int(analysis.get("noise_min", 0)),
+               int(analysis.get("noise_max", 0))) if "noise floor" in per else None,
+        per_prefix=len(bc) / (a.prompt_id.nunique() * len(pilot_prefixes)),
+        pilot_prompts=int(a.prompt_id.nunique()), pilot_prefixes=pilot_prefixes,
+        pilot_per_group=int(bc.groupby("group", observed=True).prefix_id.nunique().min()),
+        prompts_available=len(load_prompts(config["prompts"]["path"])),
+        prefixes_available=int(per_kind.min()), bank=tuple(prefixes), seed=int(config["seed"]),
+        note="" if computed_all else (
+            f"{path}: its last sweep computed {manifest.get('computed_this_run')} of "
+            f"{manifest.get('counts', {}).get('conditions')} conditions (a resume), so its seconds per condition are "
+            f"not scaled to the loop around them (storing, progress) as a whole sweep's are; the minutes below may "
+            f"be low: price a design from a pilot computed in one sweep"))
+
+
+DECIDING_LIMIT = 10_000  # the most prompts a claims page prices a decision at
+
+
+def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.DataFrame,
+                   attention: pd.DataFrame | None, deltas: dict[str, float] | None = None, target: float = 0.8,
+                   assurance: float = ASSURANCE, trust_damaged: bool = False,
+                   allow_mixed_settings: bool = False) -> pd.DataFrame:
+    """What each *not determined* row of a claims ``table`` would take to decide: the fewest prompts at
+    which the planner's chance that the test ends decided at its Δ reaches ``target`` (at
+    ``assurance``, as ``harness plan`` plans), at the runs' prefixes per group and, where prompts
+    alone never reach it, at the most the prefix bank holds (and where even that never does, the fewest
+    prefixes per group at every prompt of the prompt set); and the minutes a sweep of that design
+    takes at its run's measured seconds (:class:`RunCost`). ``conditions`` and ``attention`` are the
+    tables the page was computed on. One row per undecided test: claim, measure, model, placement,
+    n_prompts and n_prefixes (empty where no design up to ``DECIDING_LIMIT`` prompts decides it),
+    minutes (empty where the run cannot be priced), note."""
+    columns = ["claim", "measure", "model", "placement", "n_prompts", "n_prefixes", "minutes", "note"]
+    undecided = table[table.verdict == NOT_DETERMINED]
+    if undecided.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("measure", "model", "placement", "note") else float)
+                             for c in columns})
+    costs: dict[tuple[str, str], RunCost | str] = {}
+    for path, run_conditions in zip(run_dirs, run_tables(run_dirs, trust_damaged, allow_mixed_settings)[0]):
+        try:
+            cost: RunCost | str = run_cost(path, run_conditions)
+        except HarnessError as exc:  # a collection, an unfinished run: the design is still said, unpriced
+            cost = str(exc)
+        for cell in run_conditions[["model", "placement"]].astype(str).drop_duplicates().itertuples(index=False):
+            costs[tuple(cell)] = cost
+    tests = claim_tests(conditions, attention, deltas=deltas, assurance=assurance)
+    rows = []
+    for r in undecided.itertuples():
+        test = next((t for t in tests if t.claim == r.claim and str(t.cell.get("model")) == str(r.model)
+                     and str(t.cell.get("placement")) == str(r.placement)
+                     and (r.measure == t.measure or r.measure.startswith(t.measure + " ("))), None)
+        cost = costs.get((str(r.model), str(r.placement)))
+        row = {"claim": r.claim, "measure": r.measure, "model": r.model, "placement": r.placement,
+               "n_prompts": None, "n_prefixes": None, "minutes": None, "note": ""}
+        if test is None or test.decided is None:
+            rows.append({**row, "note": "no chance of a decision to plan with (no Δ, or no variance components)"})
+            continue
+        most = cost.prefixes_available if isinstance(cost, RunCost) else test.pilot[1]
+        for per_group in dict.fromkeys((test.pilot[1], max(most, test.pilot[1]))):
+            needed = prompts_needed(test, per_group, target, test.pilot[0], DECIDING_LIMIT, plan_for="decided")
+            if needed is not None:
+                break
+        if needed is None:  # prompts alone never get there: the fewest prefixes at the prompt set's every prompt
+            needed = max(cost.prompts_available if isinstance(cost, RunCost) else 0, test.pilot[0])
+            per_group = fewest_reaching(lambda n: bool(test.planned(needed, n, "decided") >= target), test.pilot[1],
+                                        DECIDING_LIMIT)
+            if per_group is None:
+                rows.append({**row, "note": f"no design up to {needed:,} prompts x {DECIDING_LIMIT:,} prefixes per "
+                             f"group"})
+                continue
+        row.update(n_prompts=needed, n_prefixes=per_group)
+        if not isinstance(cost, RunCost):
+            rows.append({**row, "note": f"not priced: {cost or 'no run of this model and placement'}"})
+            continue
+        minutes = cost.seconds(needed, per_group, kept=0)[0] / 60
+        short = [f"{n - have:,} more {what} must be written (the {where} has {have:,})"
+                 for n, have, what, where in ((needed, cost.prompts_available, "prompts", "prompt set"),
+                                              (per_group, cost.prefixes_available, "prefixes per group", "bank"))
+                 if n > have]
+        rows.append({**row, "minutes": minutes, "note": "; ".join(short)})
+    return pd.DataFrame(rows, columns=columns)
