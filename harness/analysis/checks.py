@@ -22,6 +22,7 @@ GROUP_BY = ("model", "placement", "isolation", "group", "prefix_len")
 
 CLAIM_PROMPTS = "these prefixes (prompts resampled)"
 CLAIM_GENERAL = "instruction-like content in general (prompts and prefixes resampled)"
+UNDECODED = "B and C decoded no continuation (decode.path=none)"  # why a run has no output measures: said one way
 
 # A floor against a mistyped count (1 resample gives a zero-width interval), not a recommendation:
 # it sits below every count a caller or test asks for (50 and up; the CLI's own floor is 20).
@@ -193,15 +194,13 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
                             f"not take?): there is nothing to summarise")
     prefixed = column[df["group"].astype(str) != "A"] if "group" in df.columns else column.iloc[:0]
     if len(prefixed) and prefixed.isna().all():  # A's rows (0 against itself) would pass for a measure taken
-        why = " (B and C decoded no continuation: decode.path=none)" if undecoded(df) else ""
-        raise NothingToShow(f"value {value!r} is empty in all {len(prefixed)} rows of groups B and C{why}: there is "
-                            f"nothing to compare with A")
+        raise NothingToShow(f"value {value!r} is empty in all {len(prefixed)} rows of groups B and C"
+                            f"{f'; {UNDECODED}' if undecoded(df) else ''}: there is nothing to compare with A")
 
 
 def undecoded(conditions: pd.DataFrame) -> bool:
-    """Whether the table's B and C rows decoded no continuation (a run with ``decode.path=none``,
-    which measures attention alone): their output measures are empty, and a reader that takes an
-    empty ``first_divergence`` for "never diverged" would read them as never moved."""
+    """Whether the table's B and C rows decoded no continuation (:data:`UNDECODED`; such a run measures
+    attention alone): its empty ``first_divergence`` would otherwise read as "never diverged"."""
     if "norm_edit_distance" not in conditions.columns or "group" not in conditions.columns:
         return False
     prefixed = conditions.loc[conditions["group"].astype(str) != "A", "norm_edit_distance"]

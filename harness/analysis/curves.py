@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import NothingToShow, check_columns, check_flags, generator, undecoded
+from harness.analysis.checks import UNDECODED, NothingToShow, check_columns, check_flags, generator, undecoded
 from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
@@ -61,8 +61,7 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     check_conditions_table(conditions)
     check_columns(conditions, ["first_divergence"], "conditions")
     if undecoded(conditions):  # its empty first_divergence would read as "never diverged": survival 1 throughout
-        raise NothingToShow("the table's B and C rows decoded no continuation (decode.path=none): there is no "
-                            "divergence from A to survive")
+        raise NothingToShow(f"{UNDECODED} in this table: there is no divergence from A to survive")
     df = with_settings(conditions)
     by = present_columns(df, check_by(df, by))
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)

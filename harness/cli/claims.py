@@ -69,9 +69,9 @@ def claims(args: list[str]) -> int:
     print_notes(replaced)
     notes = [*notes, *replaced, *(note for note in (left_out, no_mentions) if note)]
     if undecoded(conditions):  # claims 2 and 3 lose their edit-distance rows: the page says why
-        from harness.runs.plan_page import UNDECODED
+        from harness.runs.plan_page import ATTENTION_ONLY
 
-        notes.append(UNDECODED)
+        notes.append(ATTENTION_ONLY)
     noise = load_noise(ns.runs, ns.trust_damaged)
     mark_out(ns.out, "claims", ns.runs, settings)  # before writing: an interrupted page leaves its own directory
     from harness.runs.design_cost import deciding_costs

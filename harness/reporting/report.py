@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
-from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty, undecoded
+from harness.analysis.checks import (
+    UNDECODED,
+    check_frame,
+    check_same_conditions,
+    check_tables,
+    or_empty,
+    undecoded,
+)
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.summaries import isolation_summary, noise_level
 from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
@@ -107,8 +114,8 @@ def report_markdown(conditions: pd.DataFrame, attention: pd.DataFrame | None, fi
 
 def _output(conds: pd.DataFrame) -> list[str]:
     if undecoded(conds):  # decode.path=none: no continuation
-        return ["", "## Output drift", "", "B and C decoded no continuation (decode.path=none): there is no edit "
-                "distance or survival to report; output KL along A's continuation is in the C - B table below."]
+        return ["", "## Output drift", "", f"{UNDECODED}: there is no edit distance or survival to report; output "
+                "KL along A's continuation is in the C - B table below."]
     summary = descriptive.drift_summary(conds[conds.group != "A"], "norm_edit_distance")
     kl = descriptive.drift_summary(conds[conds.group != "A"], "output_kl")
     surv = curves.survival(conds[conds.group != "A"], max_k=int(conds.n_continuation_tokens.max()))

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import undecoded
+from harness.analysis.checks import check_measure, undecoded
 from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.design import variance_components
@@ -97,9 +97,10 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
         if value not in conditions or not conditions[value].notna().any():
             reasons.append(f"{value} was not measured in these runs")
             continue
-        if not conditions.loc[conditions.group.astype(str) != "A", value].notna().any():  # A's 0 alone
-            reasons.append(f"{value} is empty in every row of groups B and C"
-                           + (" (they decoded no continuation: decode.path=none)" if undecoded(conditions) else ""))
+        try:  # the analyses' own refusal: e.g. a measure empty in every B and C row (A's 0 alone)
+            check_measure(conditions, value)
+        except ValueError as exc:
+            reasons.append(str(exc))
             continue
         reasons += [_no_sd(row, f"{value}'s prefix-level SD", value)
                     for _, row in variance_components(conditions, value).iterrows()]

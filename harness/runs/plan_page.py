@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.checks import UNDECODED
 from harness.numbers import NOT_ESTIMABLE, count, num
 from harness.reporting.markdown import heading
 
@@ -28,8 +29,8 @@ DECIDED_PROMISE = ("In simulation, 300 pilots of 4 x 24 per regime planning C - 
                    "plans of ten, at 2.7 to 8 times the point plan's conditions; on the point estimates, 0.73-0.78 "
                    "and 0.32-0.54 (results/calibration.md, table 2d).")
 CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
-UNDECODED = ("B and C decoded no continuation (decode.path=none): no claim test on edit distance can be made, so "
-             "the claims' tests here are their attention tests")
+ATTENTION_ONLY = (f"{UNDECODED}: no claim test on edit distance can be made, so the claims' tests here are their "
+                  f"attention tests")
 SCOPE_TEXT = {"attention": "every attention test", "all": "every test (attention and edit distance)"}
 
 
@@ -48,7 +49,7 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
     page, printer = (("report's C - B table", "the pilot's report.md prints") if p.measures else
                      ("claims page", "`harness claims` on the pilot prints"))
     if not p.decoded and not p.measures:
-        notes = [*notes, UNDECODED]
+        notes = [*notes, ATTENTION_ONLY]
     lines = [
         *heading("Design plan", notes), "",
         f"Runs (the pilot): {', '.join(str(r) for r in run_dirs)}. Target: "
