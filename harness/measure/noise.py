@@ -28,15 +28,16 @@ because of rounding, and is flagged ``near_tie``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from harness.inputs.conditions import Condition
-from harness.measure.attention_metrics import token_kl
-from harness.measure.driver import drive
-from harness.measure.engine import Engine, Reference, Result
 from harness.measure.metrics import output_drift, output_metric_functions
-from harness.measure.records import condition_keys, headline_attention
+
+if TYPE_CHECKING:  # the floor's computation brings torch; sizing a sample (harness plan's price) needs none
+    from harness.measure.engine import Engine, Reference, Result
 
 NOISE_STATISTICS = ["norm_edit_distance", "output_kl", "attn_kl_mean", "attn_kl_shared_mean", "attn_capture_mean",
                     "attn_prefix_mass_mean"]
@@ -99,6 +100,10 @@ def measure_noise_floor(engine: Engine, conditions: list[Condition], sample: lis
     alone after its batch failed) is computed again in its whole planned batch, so its rounding
     is the sweep's. Only the alone side is always computed here, against the prompt's A from
     ``references`` (the sweep's own, by prompt id) where it has one."""
+    from harness.measure.attention_metrics import token_kl
+    from harness.measure.driver import drive
+    from harness.measure.records import condition_keys, headline_attention
+
     batched, sweeps_a = dict(batched or {}), dict(references or {})
     missing = {c for c in sample if c.group != "A" and c not in batched}
 

@@ -85,13 +85,13 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
     chosen = sample_evenly([c for c in exp.conditions if c.group != "A"] or list(exp.conditions), sample)
     references = [c for c in exp.conditions
                   if c.group == "A" and c.prompt_id in {x.prompt_id for x in chosen} and c not in chosen]
-    token_diffs, metric_diffs, compared = [], {}, 0
+    token_diffs, metric_diffs, compared, sampled = [], {}, 0, set(chosen)
     for c, row in compute(exp, references + chosen, batch_size=1, progress=False).rows.items():
         key = row_key(*c.key().values())
         stored_row = stored.get(key)
         if stored_row is None:
             continue  # not in the stored tables (e.g. it failed in the run)
-        compared += 1
+        compared += c in sampled  # the A references are compared too, but counted apart
         stored_ids, ids = stored_row.continuation_ids, row.record["continuation_ids"]
         if stored_ids is None or ids is None:  # decode.path=none decodes no B/C continuation
             if (stored_ids is None) != (ids is None):
@@ -111,8 +111,9 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
                     diff = np.abs(seg[metric].to_numpy() - block[metric].ravel())
                     metric_diffs.setdefault(metric, []).append(float(diff.max()) if len(diff) else 0.0)
 
-    print(f"rechecked {compared} conditions of {run_dir} at batch size 1 in a fresh process "
-          f"(the run used batch size {manifest.get('batch_size')})")
+    print(f"rechecked {compared} conditions of {run_dir}" + (f" (and the A references of their {len(references)} "
+          f"prompts)" if references else "") + f" at batch size 1 in a fresh process (the run used batch size "
+          f"{manifest.get('batch_size')})")
     print(f"  token differences: {len(token_diffs)}" + (": " + ", ".join(token_diffs[:10]) if token_diffs else ""))
     worst = {metric: max(v) for metric, v in metric_diffs.items()}
     for metric, value in worst.items():

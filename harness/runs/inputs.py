@@ -15,7 +15,6 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.io import sha256_file
-from harness.model.adapters import adapter_sha256
 from harness.paths import adapter_dir
 
 # what each recorded role is called in a message
@@ -31,6 +30,8 @@ def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: st
             where = Path(path).expanduser()
             found[role] = {"path": str(where.resolve()), "sha256": sha256_file(where)}
     if adapter:
+        from harness.model.adapters import adapter_sha256  # torch comes with it: readers of tables need neither
+
         where = adapter_dir(adapter)
         try:
             found["adapter"] = {"path": str(where.resolve()), "sha256": adapter_sha256(where)}

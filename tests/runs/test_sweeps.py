@@ -73,7 +73,9 @@ def test_changed_settings_are_refused_or_recomputed(tmp_path):
 def test_check_determinism_reproduces_a_batched_run(tiny_run, capsys):
     assert check(tiny_run, sample=4, tolerance=1e-5) == 0
     out = capsys.readouterr().out
-    assert "rechecked 6 conditions" in out and "token differences: 0" in out and "reproduced" in out
+    # the sample is 4 B/C conditions; the A references of their prompts are compared too, and counted apart
+    assert "rechecked 4 conditions" in out and "A references of their 2 prompts" in out
+    assert "token differences: 0" in out and "reproduced" in out
 
 
 def test_check_determinism_sees_a_changed_table(tiny_run, tmp_path, capsys):
