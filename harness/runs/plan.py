@@ -51,6 +51,8 @@ def assurance_problem(value: float) -> str | None:
 
 
 TESTS_LEVEL = 0.05  # the level the planned tests run at: a target power at or below it is met by testing nothing
+# how :func:`harness.analysis.planning.most_reached` orders designs that reach the target on as many tests
+TIE_BREAK = "among those, the highest summed chance of the tests it misses (to two places), then the least cost"
 MAX_TARGET = 0.999  # above, the page's target would print as 1 (a power no design reaches)
 
 
@@ -188,8 +190,8 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
         if chosen is not None:
             within = "within the budget" if budget is not None else "of those the runs' prompts and prefixes allow"
             why_chosen = (f"no design {within} reaches the target on every test; this one reaches it on "
-                          f"{sum(chosen[t.label] >= target for t in tests)} of {len(tests)} (the most {within}), "
-                          f"and the report's C - B table states the power of the others")
+                          f"{sum(chosen[t.label] >= target for t in tests)} of {len(tests)} (the most {within}; "
+                          f"{TIE_BREAK}), and the report's C - B table states the power of the others")
     if chosen is None and not measures:
         chosen = most_reached(grid, tests, target, budget)
         if chosen is not None:
@@ -199,8 +201,8 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
             within = "within the budget" if budget is not None else "of those the runs' prompts and prefixes allow"
             why_chosen = (f"no design {within} reaches the target on every attention test; this one reaches "
                           f"it on {reached['attention']} of {n_att} attention tests and {reached['all']} of "
-                          f"{len(tests)} tests in all (the most {within}), and the claims page states the "
-                          f"power of the others")
+                          f"{len(tests)} tests in all (the most {within}; {TIE_BREAK}), and the claims page states "
+                          f"the power of the others")
     unpowered = sum(np.isnan(t.power(*t.pilot)) for t in tests)
     if chosen is not None and unpowered:  # "every test" holds for the tests that have a power to reach
         why_chosen += (f" that has a power ({unpowered} of {len(tests)} have none: their prefixes' spread is 0, "
