@@ -44,9 +44,10 @@ def test_the_deciding_commands_read_the_delta_a_run_was_made_with(delta_run, tmp
 
 
 @pytest.mark.parametrize("args, first", [
-    (["claims", "{run}", "--delta", "obeyed=0.1"], "harness claims tests kl, attn_kl_mean, norm_edit_distance; "
-                                                    "--delta obeyed=... would change nothing"),
-    (["plan", "{run}", "--delta", "target_hit=0.2"], "harness plan plans for kl, attn_kl_mean, norm_edit_distance"),
+    (["claims", "{run}", "--delta", "obeyed=0.1"], "the tests of harness claims read at most kl, attn_kl_mean, "
+                                                    "norm_edit_distance; --delta obeyed=... would change nothing"),
+    (["plan", "{run}", "--delta", "target_hit=0.2"], "the tests of harness plan read at most kl, attn_kl_mean, "
+                                                     "norm_edit_distance"),
     (["plan", "{run}", "--delta", "attn_kl_mean=0.5", "--effect-sds", "0.5"], "--delta and --effect-sds each set"),
     (["claims", "{run}", "--delta", "norm_edit_distance=1e308"], "must be below 1, the largest difference it can show"),
     (["claims", "{run}", "--delta", "norm_edit_distance=0.1", "--delta", "norm_edit_distance=0.2"],

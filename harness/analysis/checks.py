@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.repeats import CONDITION_KEYS, repeated_conditions
+from harness.analysis.undecoded import UNDECODED, undecoded
 from harness.inputs.conditions import KEY_FIELDS
 
 CONFIDENCE = 0.95
@@ -22,7 +23,6 @@ GROUP_BY = ("model", "placement", "isolation", "group", "prefix_len")
 
 CLAIM_PROMPTS = "these prefixes (prompts resampled)"
 CLAIM_GENERAL = "instruction-like content in general (prompts and prefixes resampled)"
-UNDECODED = "B and C decoded no continuation (decode.path=none)"  # why a run has no output measures: said one way
 
 # A floor against a mistyped count (1 resample gives a zero-width interval), not a recommendation:
 # it sits below every count a caller or test asks for (50 and up; the CLI's own floor is 20).
@@ -196,15 +196,6 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
     if len(prefixed) and prefixed.isna().all():  # A's rows (0 against itself) would pass for a measure taken
         raise NothingToShow(f"value {value!r} is empty in all {len(prefixed)} rows of groups B and C"
                             f"{f'; {UNDECODED}' if undecoded(df) else ''}: there is nothing to compare with A")
-
-
-def undecoded(conditions: pd.DataFrame) -> bool:
-    """Whether the table's B and C rows decoded no continuation (:data:`UNDECODED`; such a run measures
-    attention alone): its empty ``first_divergence`` would otherwise read as "never diverged"."""
-    if "norm_edit_distance" not in conditions.columns or "group" not in conditions.columns:
-        return False
-    prefixed = conditions.loc[conditions["group"].astype(str) != "A", "norm_edit_distance"]
-    return bool(len(prefixed)) and bool(prefixed.isna().all())
 
 
 def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import UNDECODED, NothingToShow, check_columns, check_flags, generator, undecoded
+from harness.analysis.checks import NothingToShow, check_columns, check_flags, generator
 from harness.analysis.descriptive import (
     CONFIDENCE,
     GROUP_BY,
@@ -29,6 +29,7 @@ from harness.analysis.descriptive import (
     summarise_per_prompt,
     with_settings,
 )
+from harness.analysis.undecoded import UNDECODED, undecoded_rows
 
 MAX_K = 10_000  # a survival curve's longest reach where the table does not say how long continuations are
 
@@ -60,8 +61,15 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     check_flags(two_way=two_way)  # the string "no" is true
     check_conditions_table(conditions)
     check_columns(conditions, ["first_divergence"], "conditions")
-    if undecoded(conditions):  # its empty first_divergence would read as "never diverged": survival 1 throughout
+    # an undecoded row's empty first_divergence would read as "never diverged": survival 1 throughout
+    left_out = undecoded_rows(conditions)
+    prefixed = conditions["group"].astype(str) != "A"
+    if left_out.any() and left_out.sum() == prefixed.sum():
         raise NothingToShow(f"{UNDECODED} in this table: there is no divergence from A to survive")
+    if left_out.any():  # runs read together, one of them attention alone
+        warnings.warn(f"survival leaves out {int(left_out.sum())} of the table's {int(prefixed.sum())} B/C rows: "
+                      f"{UNDECODED} in a run read with decoded ones", stacklevel=2)
+        conditions = conditions[~left_out]
     df = with_settings(conditions)
     by = present_columns(df, check_by(df, by))
     fd_all = df["first_divergence"].to_numpy(dtype=float, na_value=np.nan)

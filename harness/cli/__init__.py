@@ -86,11 +86,15 @@ def main(argv: list[str] | None = None) -> int:
 
     # `harness ... | head`: the reader has what it wanted. A log line into the closed pipe is not an
     # error to print a traceback for (Hydra's --info is some 1,700 of them)
+    if sys.stdout is None:  # started with standard output closed (`>&-`): every print would vanish, rc 0
+        if sys.stderr is not None:
+            print("error: standard output is closed (>&-), where the command prints its result: give it a file "
+                  "(> out.txt), a pipe, or /dev/null to discard it", file=sys.stderr)
+        return 2
     raising, logging.raiseExceptions = logging.raiseExceptions, False
     try:
         status = _dispatch(sys.argv[1:] if argv is None else list(argv))
-        if sys.stdout is not None:  # None: started with standard output closed (`>&-`); print writes nothing
-            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return status
     except BrokenPipeError:
         _quiet_stdout()

@@ -42,7 +42,7 @@ def claims(args: list[str]) -> int:
     ns.out = out_beside(ns.out, ns.runs[0], "claims")
     check_out(ns.out)
     notes = reading_notes(ns, ns.runs)
-    from harness.analysis.checks import undecoded
+    from harness.analysis.undecoded import undecoded
     from harness.analysis.claims import (
         DELTA_MEASURES,
         HYPOTHESES,
@@ -107,10 +107,15 @@ def _measure(text: str) -> str:
     numeric = {m.name: m for m in METRICS if m.level == "condition" and str(m.dtype) in ("float64", "int64")}
     rates = {m.name for m in METRICS if m.level == "condition" and str(m.dtype) in ("bool", "boolean")}
     if text in rates:
+        from harness.measure.metrics import contrasted
+
+        read = (f"read {text}'s power at the pilot in its report's C - B table" if text in dict(contrasted()) else
+                f"read {text}'s power at the pilot with H.compare_groups(H.load_run(RUN).conditions, {text!r}, "
+                f"rate=True) (the report's C - B table does not hold it)")
         raise argparse.ArgumentTypeError(
             f"{text} is a rate, whose C - B power is simulated per design (about 0.3 s each), too slow to search a "
-            f"grid of designs with; plan on a measure (e.g. norm_edit_distance), and read {text}'s power at the "
-            f"pilot in its report's C - B table")
+            f"grid of designs with; plan on a measure (e.g. norm_edit_distance, or attn_kl_mean for a run that "
+            f"decoded nothing), and {read}")
     if any(m.name == text and str(m.dtype) == "Int64" for m in METRICS):
         raise argparse.ArgumentTypeError(f"{text} is empty where its event did not happen (a continuation that never "
                                          f"diverged, say), so a C - B of it would leave those conditions out; plan on "

@@ -86,7 +86,8 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
     unused = sorted(set(given) - set(measures))
     if unused:
         planning = command == "harness plan"
-        raise HarnessError(f"{command} {'plans for' if planning else 'tests'} {', '.join(measures)}; --delta "
+        # the measures its tests can read at all: on given runs, fewer may be tested (refuse_idle_deltas says which)
+        raise HarnessError(f"the tests of {command} read at most {', '.join(measures)}; --delta "
                            f"{unused[0]}=... would change nothing "
                            + ("(--measure M plans the report's C - B on a measure, at its --delta)" if planning else
                               f"(the report's C - B table and the obey tables decide at the sweep's Δ: `harness resume "

@@ -76,8 +76,6 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
     answers are longer, suggest adding the key with ``+``, and leave a run directory behind.
     ``command``: the command line's (its options are Hydra's), or None for :func:`compose`, which
     composes one run's config from overrides alone."""
-    import difflib
-
     if command is None:
         flag = next((a for a in args if a.startswith("-")), None)
         if flag is not None:
@@ -153,9 +151,41 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
                     and "--multirun" not in args:
                 raise HarnessError(f"{key} is a list: write {key}=[{bare}] (several values: {key}=[{bare},...])")
             continue
-        near = [k for k in keys if k.endswith("." + key)] or difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]}={value}?" if near else "; `harness sweep --cfg job` prints every key"
-        raise HarnessError(f"{key} is not a config key{hint}")
+        raise HarnessError(f"{key} is not a config key{_near_key(key, value, keys, lists)}")
+
+
+def _near_key(key: str, value: str, keys: list[str], lists: set[str]) -> str:
+    """What to write instead of the unknown ``key``: for a bare name, the key of that name in a group
+    (``limit``: ``prompts.limit``); for a dotted one, a close spelling among its siblings, else a run-wide
+    key it may have been put under a group by mistake (``prefixes.seed``: the run's ``seed``). Only keys
+    that hold a value (never a config group, whose value is a whole config), a list value only for a list
+    key, and never the same name in another group (``locate.lengths`` is not ``prefix.lengths``) unless
+    the group's own name is misspelt (``prompt.limit``). None close: the keys of the group it names."""
+    import difflib
+
+    every = [k for k in keys if not any(other.startswith(k + ".") for other in keys)]
+    leaves = [k for k in every if k in lists] if unquoted(value).strip().startswith("[") else every
+    parent, _, name = key.rpartition(".")
+    siblings = [k for k in leaves if k.rpartition(".")[0] == parent]
+    pool = leaves if not parent else [k for k in leaves if "." not in k]  # where a misplaced name may belong
+
+    def named(names: list[str], among: list[str]) -> list[str]:
+        return [k for n in names for k in among if k.rpartition(".")[2] == n]
+
+    nodes = sorted({k.rpartition(".")[0] for k in keys if "." in k})
+    respelt = [f"{p}.{name}" for p in difflib.get_close_matches(parent, nodes, n=1, cutoff=0.75)
+               if parent not in nodes and f"{p}.{name}" in leaves]  # prompt.limit: prompts.limit
+    found = (named([name], pool) or respelt
+             or [f"{parent}.{n}" if parent else n for n in difflib.get_close_matches(
+                 name, [k.rpartition(".")[2] for k in siblings], n=1, cutoff=0.75)]
+             or named(difflib.get_close_matches(name, [k.rpartition(".")[2] for k in pool], n=1, cutoff=0.75), pool))
+    if found:
+        listed = found[0] in lists and not unquoted(value).strip().startswith(("[", "${", "null"))
+        return f"; did you mean {found[0]}={f'[{value}]' if listed else value}?"
+    listing = sorted(k.rpartition(".")[2] for k in every if k.rpartition(".")[0] == parent)
+    if parent and listing:
+        return f" ({parent}'s keys: {', '.join(listing)})"
+    return "; `harness sweep --cfg job` prints every key"
 
 
 def _not_an_option(group: str, choice: str, options: set[str]) -> str:

@@ -15,7 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.analysis import curves, descriptive
-from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty, undecoded
+from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty
+from harness.analysis.undecoded import undecoded
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.obeying import ceiling_table, word_rates
 from harness.analysis.summaries import isolation_summary, noise_level

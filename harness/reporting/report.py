@@ -15,16 +15,10 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import curves, descriptive, obeying
-from harness.analysis.checks import (
-    UNDECODED,
-    check_frame,
-    check_same_conditions,
-    check_tables,
-    or_empty,
-    undecoded,
-)
+from harness.analysis.checks import check_frame, check_same_conditions, check_tables, or_empty
 from harness.analysis.forest import contrast_table, forest_table
 from harness.analysis.summaries import isolation_summary, noise_level
+from harness.analysis.undecoded import UNDECODED, undecoded
 from harness.analysis.verdicts import NO_EFFECT, deltas_for, recorded_deltas
 from harness.io import figure_files_in, write_parquet, write_text
 from harness.measure.noise import margin_floor

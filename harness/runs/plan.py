@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import check_measure, undecoded
+from harness.analysis.checks import check_measure
 from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.design import variance_components
@@ -35,6 +35,7 @@ from harness.analysis.planning import (
     prompts_needed,
 )
 from harness.analysis.power import ASSURANCE
+from harness.analysis.undecoded import undecoded
 from harness.analysis.verdicts import deltas_for
 from harness.errors import HarnessError
 from harness.runs.design_cost import RunCost, run_cost

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.checks import UNDECODED
+from harness.analysis.undecoded import UNDECODED
 from harness.numbers import NOT_ESTIMABLE, count, num
 from harness.reporting.markdown import heading
 
