@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 import harness as H
-from harness.errors import HarnessError
 from tests.support import FAST, SMALL_PREFIXES, one_line_error, sweep
 
 

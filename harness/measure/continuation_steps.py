@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 
-from harness.measure.attention_metrics import token_kl
 from harness.model.decoding import Continuation
 
 __all__ = ["n_steps", "step_logp", "choices", "read_off", "divergence"]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from harness.analysis.leak import auroc, auroc_interval, leak_table, power_against
+from harness.analysis.leak import auroc, auroc_interval, power_against
 from harness.model.vllm_backend import Generated
 from harness.reporting.leak import write_leak_outputs
 from harness.runs.cache_timing import leak_of, run_experiment, run_trials
