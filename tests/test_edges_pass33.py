@@ -99,3 +99,25 @@ def test_the_delta_refusals_agree_on_what_the_tests_read(runs, capsys):
     assert "the tests of harness plan read at most kl, attn_kl_mean, norm_edit_distance" in general
     these = one_line_error(capsys, ["plan", str(runs[0]), "--delta", "kl=0.1"])
     assert "no test harness plan makes on these runs reads kl" in these
+
+
+def test_pass33_nits_say_the_right_thing(runs, tmp_path, capsys):
+    """Nits of pass 33: `--out -` wrote a file named "-"; a quoted '$HOME/x' made a directory named $HOME;
+    a status.json naming no status read "its status is None"; `figures` of a path that does not exist
+    said "is not a directory"; "collected 1 runs"."""
+    import shutil
+
+    decoded = runs[0]
+    assert "--out -: this command writes files, not standard output" in one_line_error(
+        capsys, ["claims", str(decoded), "--out", "-"])
+    assert "holds $HOME, which the shell did not expand" in one_line_error(
+        capsys, ["claims", str(decoded), "--out", "$HOME/x"])
+    assert not (tmp_path / "$HOME").exists() and not (tmp_path / "-").exists()
+    copy = tmp_path / "copy"
+    shutil.copytree(decoded, copy)
+    (copy / "status.json").write_text("{}")
+    assert "its status is not stated (its status.json names none)" in one_line_error(
+        capsys, ["figures", str(copy), "--out", str(tmp_path / "f")])
+    assert "does not exist" in one_line_error(capsys, ["figures", str(tmp_path / "nope")])
+    assert main(["collect", str(decoded), "--out", str(tmp_path / "c")]) == 0
+    assert "collected 1 run, " in capsys.readouterr().out

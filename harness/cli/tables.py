@@ -37,7 +37,8 @@ def figures(args: list[str]) -> int:
         if not run.is_dir():
             glob = " (a glob over a multirun: DIR/*/ takes its jobs, not its multirun.yaml)" \
                 if run.name == "multirun.yaml" else ""
-            raise HarnessError(f"{run} is not a directory: give run directories (a sweep's, or collected ones){glob}")
+            what = "is not a directory" if run.exists() else "does not exist"  # as the other readers say it
+            raise HarnessError(f"{run} {what}: give run directories (a sweep's, or collected ones){glob}")
     if ns.out is None and len(ns.runs) > 1:
         raise HarnessError("several run directories need --out DIR for the combined figures")
     from harness.analysis.claims import plain_concatenation

@@ -238,7 +238,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
             rundir.write_status("error", error=str(exc))
             raise
         except KeyboardInterrupt:
-            rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
+            rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM)")  # readers say how to resume
             raise
 
 

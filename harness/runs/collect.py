@@ -163,7 +163,8 @@ def collect(paths: list[Path], out: Path, allow_partial: bool = False, allow_dis
         "tables": {name: sha256_file(out / name) for name in tables},
     }, out / RunDir.MANIFEST)
     release_out(out)  # the tables are written: a notebook's later command may write here
-    print(f"collected {len(runs)} runs, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
+    runs_text = "1 run" if len(runs) == 1 else f"{len(runs)} runs"
+    print(f"collected {runs_text}, {len(tables[RunDir.CONDITIONS])} conditions into {out.resolve()}"
           + (f" ({same} repeated rows with the same results, e.g. group A in every job, kept once)" if same else ""))
     for copy, original, _ in copied:
         print(f"note: {copy} holds the very conditions table of {original} (a copy?): each of its conditions is in "

@@ -149,6 +149,7 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
         raise HarnessError(f"{run} did not finish: its status is error{why}; what stopped it must change first: fix "
                            f"the input, or resume with the setting changed (`harness resume {shell_path(run)} KEY=VALUE "
                            f"--accept-changes`), or sweep anew")
+    state = state or f"not stated (its {RunDir.STATUS} names none)"
     raise HarnessError(f"{run} did not finish: its status is {state}{why}; finish it with `harness resume {shell_path(run)}`")
 
 

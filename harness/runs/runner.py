@@ -143,7 +143,7 @@ def run(cfg, run_dir: str | Path, *, overrides: list[str] | None = None, progres
             if new_run and not owned:  # keep the command, so that the `harness resume` it advises works
                 rundir.write_hydra(config, overrides)
             if owned or previous != "complete":
-                rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); resume with harness resume")
+                rundir.write_status("interrupted", error="interrupted (Ctrl-C or SIGTERM)")  # readers say how to resume
             raise
         except SweepFailed:  # its status ("failed", with the conditions) is written
             raise
