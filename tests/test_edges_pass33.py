@@ -121,3 +121,9 @@ def test_pass33_nits_say_the_right_thing(runs, tmp_path, capsys):
     assert "does not exist" in one_line_error(capsys, ["figures", str(tmp_path / "nope")])
     assert main(["collect", str(decoded), "--out", str(tmp_path / "c")]) == 0
     assert "collected 1 run, " in capsys.readouterr().out
+
+
+def test_a_list_given_to_a_one_choice_key_names_its_choices(tmp_path, capsys):
+    """Nit of pass 33: "Value ['none'] (list) is not a valid input for <enum 'DecodePath'>"."""
+    line = one_line_error(capsys, ["sweep", "model=tiny", "decode.path=[none]", f"hydra.run.dir={tmp_path / 'r'}"])
+    assert line.endswith("decode.path=[none]: takes one of teacher_forced, stepwise, none, not a list"), line

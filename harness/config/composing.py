@@ -284,6 +284,12 @@ def override_problem(said: str, cause: BaseException | None) -> str:
             kind = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false"}.get(
                 typed.group(2), typed.group(2).lower())
             reason = f"expected {kind}, got {typed.group(1)}"
+        enum = re.match(r"Value .* \((\w+)\) is not a valid input for <enum '(\w+)'>", reason)
+        if enum:  # a list or mapping given to a one-choice key: OmegaConf names the enum, not its choices
+            from harness.config import schema
+
+            choices = [m.value for m in getattr(schema, enum.group(2), [])]
+            reason = (f"takes one of {', '.join(map(str, choices))}, not a {enum.group(1)}" if choices else reason)
         return f"{first.removeprefix('Error merging override ')}: {reason}"
     return " ".join(said.split())
 
