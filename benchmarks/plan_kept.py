@@ -9,13 +9,18 @@ prints the run's phases (status.json) beside the conditions they served.
 
     python benchmarks/plan_kept.py outputs/study/smollm2-system --seconds-a 0.616 --seconds-bc 0.0974
 
-The prompts are printed in the sweep's order (the order they were computed in).
+The plan's prices include the loop around the conditions (storing results, progress: the pilot's
+"conditions" phase over the sum of its conditions' seconds), so each prompt's seconds are scaled by the
+run's own such factor before they are compared: exact for a run computed in one sweep, and for a
+resumed one estimated from the share of its conditions its last sweep computed (the script says
+which). The prompts are printed in the sweep's order (the order they were computed in).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -34,15 +39,50 @@ def per_prompt(conditions: pd.DataFrame, seconds_a: float, seconds_bc: float) ->
     return table
 
 
+def loop_factor(conditions: pd.DataFrame, status: dict, manifest: dict) -> tuple[float, str]:
+    """The run's conditions phase over the seconds its conditions recorded, and how it was found."""
+    phase, total = float(status["seconds"]["conditions"]), float(conditions.seconds.sum())
+    computed, reused = manifest.get("computed_this_run"), manifest.get("reused")
+    if reused == 0 or not computed:
+        return phase / total, "exact: the run was computed in one sweep"
+    share = computed / len(conditions)
+    estimate = phase / (total * share)
+    said = f"its last sweep computed {computed:,} of its {len(conditions):,} conditions"
+    if estimate < 1:  # the table's other conditions were timed in an earlier, slower sweep: no share says the loop
+        return 1.0, f"unscaled: {said}, and the rest were timed in slower sweeps (the share's estimate is below 1)"
+    return estimate, f"estimated: {said}, taken as that share of their seconds"
+
+
+def price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a price is a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"a price is a number of seconds above 0, got {text}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=Path, help="a finished run directory")
-    parser.add_argument("--seconds-a", type=float, required=True, help="the plan's seconds per A condition")
-    parser.add_argument("--seconds-bc", type=float, required=True, help="the plan's seconds per B/C condition")
-    parser.add_argument("--slow", type=float, default=2.0, help="a prompt this many times its price is 'slow'")
+    parser.add_argument("run", type=Path, help="a finished run directory (a sweep's)")
+    parser.add_argument("--seconds-a", type=price, required=True, help="the plan's seconds per A condition")
+    parser.add_argument("--seconds-bc", type=price, required=True, help="the plan's seconds per B/C condition")
+    parser.add_argument("--slow", type=price, default=2.0, help="a prompt this many times its price is 'slow' (>1)")
     args = parser.parse_args()
-    conditions = pd.read_parquet(args.run / "conditions.parquet", columns=["prompt_id", "group", "seconds"])
-    table = per_prompt(conditions, args.seconds_a, args.seconds_bc)
+    if args.slow <= 1:
+        parser.error(f"--slow is a multiple of a prompt's price above 1, got {args.slow:g}")
+    files = {name: args.run / name for name in ("conditions.parquet", "status.json", "manifest.json")}
+    missing = [name for name, path in files.items() if not path.is_file()]
+    if missing:
+        parser.error(f"{args.run} is not a finished sweep's run directory (it has no {', '.join(missing)})")
+    status, manifest = (json.loads(files[name].read_text()) for name in ("status.json", "manifest.json"))
+    if status.get("status") != "complete" or not (status.get("seconds") or {}).get("conditions"):
+        parser.error(f"{args.run}: its status is {status.get('status')!r}, not complete with a timed conditions phase")
+    conditions = pd.read_parquet(files["conditions.parquet"], columns=["prompt_id", "group", "seconds"])
+    factor, how = loop_factor(conditions, status, manifest)
+    table = per_prompt(conditions.assign(seconds=conditions.seconds * factor), args.seconds_a, args.seconds_bc)
+    print(f"each condition's seconds x {factor:.3f}, the run's loop around them ({how})")
     slow = table.ratio > args.slow
     print(table.round(3).to_string())
     print(f"\n{len(table)} prompts: seconds / price, median {table.ratio.median():.2f} "
@@ -52,7 +92,6 @@ def main() -> None:
     print(f"{int(slow.sum())} prompts over {args.slow:g}x their price: {table.seconds[slow].sum():.0f} s; the other "
           f"{int((~slow).sum())}: {table.seconds[~slow].sum():.0f} s against {table.priced[~slow].sum():.0f} s priced "
           f"({table.seconds[~slow].sum() / table.priced[~slow].sum():.2f}x)")
-    status = json.loads((args.run / "status.json").read_text())
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in status.get("seconds", {}).items())
     print(f"phases of its last sweep ({len(conditions)} conditions in the tables): {phases}")
 

@@ -11,10 +11,9 @@ prompts and prefixes are both resampled (crossed random factors: docs/statistics
   interest, Δ (stated in the measure's units: :mod:`harness.analysis.verdicts`);
 * **not determined**: the interval holds both the null and Δ.
 
-Every row states Δ and this design's power at Δ (the chance the interval clears zero when the truth is
-Δ), with the range its data allow: claims 1 and 2 by :mod:`harness.analysis.claim_power`, claim 3 by
-:func:`harness.analysis.power.design_power_range`. A power stated against the data's own estimated
-spread is not a property of the design and is not printed beside a verdict.
+Every row states Δ and this design's power at Δ (the chance the interval clears zero when the truth
+is Δ), with the range its data allow: claims 1-2 by :mod:`harness.analysis.claim_power`, claim 3 by
+:func:`harness.analysis.power.design_power_range` (a power against the data's own spread is none).
 
 Claim 1's statistic is the mean divergence in the middle third of the layers minus the larger of
 the first and last thirds' (positive: the middle stands out); where the profile peaks, as a fraction
@@ -270,10 +269,11 @@ def c_versus_b(conditions: pd.DataFrame, noise: pd.DataFrame | None, value: str 
         floor = summaries.noise_level(noise, key[0] if by[0] == "model" else None, value)
         if floor is None:
             b_says = "no noise floor measured"
-        elif not (np.isfinite(b_lo) and np.isfinite(b_hi)):  # one prompt or one prefix: no crossed interval
-            b_says = (f"B's mean {num(b_mean)} has no interval ({b_cube.shape[0]} prompt(s) x {b_cube.shape[1]} "
-                      f"prefix(es); a crossed interval needs at least 2 of each), so it is not separable from the "
-                      f"noise floor {num(floor)}")
+        elif not (np.isfinite(b_lo) and np.isfinite(b_hi)):  # one prompt or prefix, or no spread at all
+            why = (f"{b_cube.shape[0]} prompt(s) x {b_cube.shape[1]} prefix(es); a crossed interval needs at least 2 "
+                   f"of each" if min(b_cube.shape[:2]) < 2 else "every B value is the same: no spread to estimate one")
+            b_says = f"B's mean {num(b_mean)} has no interval ({why}), so it is not separable from the noise floor "
+            b_says += num(floor)
         else:
             b_lo, b_hi, moved = clipped(value, b_lo, b_hi)  # a t interval may run past 0 or 1; the truth cannot
             side = "above" if b_lo > floor else "within" if b_hi <= floor else "not separable from"

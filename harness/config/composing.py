@@ -99,6 +99,12 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
     unreadable = _unreadable_override(args)
     if unreadable:
         key, value = unreadable.split("=", 1)
+        if not key.lstrip("+~").isascii():  # the value is fine: the key is no config key (séed=1)
+            import unicodedata
+
+            plain = "".join(c for c in unicodedata.normalize("NFKD", key.lstrip("+~")) if c.isascii())
+            hint = (f"; did you mean {plain}={value}?" if plain in keys else _near_key(plain, value, keys, lists))
+            raise HarnessError(f"{key} is not a config key (a key is plain ASCII: letters, digits, _ and .){hint}")
         bare = value.strip().strip("()").strip()
         if value.count("[") != value.count("]") or value.count("{") != value.count("}"):
             raise HarnessError(f"{unreadable}: a bracket is not closed: write the whole list, as {key}=[8,16]")

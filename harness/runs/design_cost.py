@@ -90,14 +90,16 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         raise HarnessError(f"{path}: harness plan plans the A/B/C design; this run has groups {sorted(groups)}")
     phases = status["seconds"]
     a, bc = conditions[conditions.group == "A"], conditions[conditions.group != "A"]
-    computed_all = manifest.get("computed_this_run") == manifest.get("counts", {}).get("conditions")
+    # a sweep that reused nothing timed every condition it holds (one that failed some holds the others)
+    computed_all = (manifest["reused"] == 0 if "reused" in manifest else
+                    manifest.get("computed_this_run") == manifest.get("counts", {}).get("conditions"))
     # the loop around the conditions (storing results, progress) is paid per condition too
     scale = phases.get("conditions", 0.0) / conditions.seconds.sum() if computed_all else 1.0
     pilot_prefixes = frozenset(bc.prefix_id.dropna().astype(str))
     if config["prefixes"].get("corpus"):
-        raise HarnessError(f"{path}: harness plan plans runs of a prefix file, and this run draws matched sets from the "
-                           f"corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): size it "
-                           f"from its report's intervals")
+        raise HarnessError(f"{path}: harness plan plans runs of a prefix file, and this run draws matched sets from "
+                           f"the corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): size "
+                           f"it from its report's intervals")
     # the prompt set and bank a design draws from are the pilot's: read from elsewhere, a relative path names others
     refuse_changed(str(path), manifest.get("inputs"), of_config(config),
                    "a design would be searched and priced on other prompts or prefixes than the pilot's", config=config)
@@ -125,8 +127,8 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         note="" if computed_all else (
             f"{path}: its last sweep computed {manifest.get('computed_this_run')} of "
             f"{manifest.get('counts', {}).get('conditions')} conditions (a resume), so its seconds per condition are "
-            f"not scaled to the loop around them (storing, progress) as a whole sweep's are; the minutes below may "
-            f"be low: price a design from a pilot computed in one sweep"))
+            f"not scaled to the loop around them (storing, progress) as a whole sweep's are; the minutes priced from "
+            f"it may be low: price a design from a pilot computed in one sweep"))
 
 
 DECIDING_LIMIT = 10_000  # the most prompts a claims page prices a decision at
@@ -140,8 +142,9 @@ def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.Dat
     which the planner's chance that the test ends decided at its Δ reaches ``target`` (at
     ``assurance``, as ``harness plan`` plans), at the runs' prefixes per group and, where prompts
     alone never reach it, at the most the prefix bank holds (and where even that never does, the fewest
-    prefixes per group at every prompt of the prompt set); and the minutes a sweep of that design
-    takes at its run's measured seconds (:class:`RunCost`). ``conditions`` and ``attention`` are the
+    prefixes per group at every prompt of the prompt set); and the minutes the sweeps of that design
+    take, summed over the runs of the test's model and placement at each one's measured seconds
+    (:class:`RunCost`). ``conditions`` and ``attention`` are the
     tables the page was computed on. One row per undecided test: claim, measure, model, placement,
     n_prompts and n_prefixes (empty where no design up to ``DECIDING_LIMIT`` prompts decides it),
     minutes (empty where the run cannot be priced), note."""
@@ -150,47 +153,61 @@ def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.Dat
     if undecided.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("measure", "model", "placement", "note") else float)
                              for c in columns})
-    costs: dict[tuple[str, str], RunCost | str] = {}
+    priced: dict[tuple, list[RunCost]] = {}  # per model and placement: every run of it (the design extends each)
+    unpriced: dict[tuple, list[str]] = {}
     for path, run_conditions in zip(run_dirs, run_tables(run_dirs, trust_damaged, allow_mixed_settings)[0]):
         try:
-            cost: RunCost | str = run_cost(path, run_conditions)
+            cost, why = run_cost(path, run_conditions), ""
         except HarnessError as exc:  # a collection, an unfinished run: the design is still said, unpriced
-            cost = str(exc)
+            cost, why = None, str(exc)
         for cell in run_conditions[["model", "placement"]].astype(str).drop_duplicates().itertuples(index=False):
-            costs[tuple(cell)] = cost
+            if cost:
+                priced.setdefault(tuple(cell), []).append(cost)
+            else:
+                unpriced.setdefault(tuple(cell), []).append(why)
     tests = claim_tests(conditions, attention, deltas=deltas, assurance=assurance)
     rows = []
     for r in undecided.itertuples():
         test = next((t for t in tests if t.claim == r.claim and str(t.cell.get("model")) == str(r.model)
                      and str(t.cell.get("placement")) == str(r.placement)
                      and (r.measure == t.measure or r.measure.startswith(t.measure + " ("))), None)
-        cost = costs.get((str(r.model), str(r.placement)))
         row = {"claim": r.claim, "measure": r.measure, "model": r.model, "placement": r.placement,
                "n_prompts": None, "n_prefixes": None, "minutes": None, "note": ""}
         if test is None or test.decided is None:
             rows.append({**row, "note": "no chance of a decision to plan with (no Δ, or no variance components)"})
             continue
-        most = cost.prefixes_available if isinstance(cost, RunCost) else test.pilot[1]
-        for per_group in dict.fromkeys((test.pilot[1], max(most, test.pilot[1]))):
-            needed = prompts_needed(test, per_group, target, test.pilot[0], DECIDING_LIMIT, plan_for="decided")
+        cell = (str(r.model), str(r.placement))
+        runs, why_not = priced.get(cell, []), unpriced.get(cell, [])
+        known = bool(runs) and not why_not  # every run of the cell priced: its prompt set and bank are known
+        prompt_set = min(c.prompts_available for c in runs) if known else None
+        bank = min(c.prefixes_available for c in runs) if known else None
+        needed = per_group = None
+        for k in dict.fromkeys((test.pilot[1], max(bank or 0, test.pilot[1]))):
+            needed = prompts_needed(test, k, target, test.pilot[0], DECIDING_LIMIT, plan_for="decided")
             if needed is not None:
+                per_group = k
                 break
-        if needed is None:  # prompts alone never get there: the fewest prefixes at the prompt set's every prompt
-            needed = max(cost.prompts_available if isinstance(cost, RunCost) else 0, test.pilot[0])
-            per_group = fewest_reaching(lambda n: bool(test.planned(needed, n, "decided") >= target), test.pilot[1],
-                                        DECIDING_LIMIT)
+        if needed is None and prompt_set is not None:  # prompts never get there: prefixes at the set's every prompt
+            needed = max(prompt_set, test.pilot[0])
+            per_group = fewest_reaching(lambda n, p=needed: bool(test.planned(p, n, "decided") >= target),
+                                        test.pilot[1], DECIDING_LIMIT)
             if per_group is None:
                 rows.append({**row, "note": f"no design up to {needed:,} prompts x {DECIDING_LIMIT:,} prefixes per "
                              f"group"})
                 continue
-        row.update(n_prompts=needed, n_prefixes=per_group)
-        if not isinstance(cost, RunCost):
-            rows.append({**row, "note": f"not priced: {cost or 'no run of this model and placement'}"})
+        unknown = f"not priced: {'; '.join(why_not) or 'no run of this model and placement'}"
+        if needed is None:
+            rows.append({**row, "note": f"prompts alone, at {test.pilot[1]} prefixes per group, do not decide it up to "
+                         f"{DECIDING_LIMIT:,}, and a design with more prefixes needs the runs' prompt set and bank "
+                         f"({unknown})"})
             continue
-        minutes = cost.seconds(needed, per_group, kept=0)[0] / 60
+        row.update(n_prompts=needed, n_prefixes=per_group)
+        if not known:
+            rows.append({**row, "note": unknown})
+            continue
+        minutes = sum(c.seconds(needed, per_group, kept=0)[0] for c in runs) / 60
         short = [f"{n - have:,} more {what} must be written (the {where} has {have:,})"
-                 for n, have, what, where in ((needed, cost.prompts_available, "prompts", "prompt set"),
-                                              (per_group, cost.prefixes_available, "prefixes per group", "bank"))
-                 if n > have]
-        rows.append({**row, "minutes": minutes, "note": "; ".join(short)})
+                 for n, have, what, where in ((needed, prompt_set, "prompts", "prompt set"),
+                                              (per_group, bank, "prefixes per group", "bank")) if n > have]
+        rows.append({**row, "minutes": minutes, "note": "; ".join(short + [c.note for c in runs if c.note])})
     return pd.DataFrame(rows, columns=columns)

@@ -118,6 +118,11 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
             return None
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {shell_path(run)}`")
     state = info.get("status")
+    planned = ((manifest or {}).get("counts") or {}).get("conditions")
+    if isinstance(info.get("conditions"), int) and isinstance(planned, int) and info["conditions"] != planned:
+        raise HarnessError(f"{run}: status.json counts {info['conditions']} conditions and manifest.json {planned}: the "
+                           f"files belong to different sweeps (a status.json copied from another run?); rebuild them "
+                           f"with `harness resume {shell_path(run)}`")
     if state == "complete":
         recorded = (manifest or {}).get("failures") or []
         if recorded:  # a status.json copied from another run, or edited: the two files disagree
