@@ -134,7 +134,8 @@ def test_plan_kept_scales_seconds_as_the_plan_does_and_refuses_what_is_no_run(ru
     conditions = RunDir(run).conditions()
     status, manifest = (json.loads((run / name).read_text()) for name in ("status.json", "manifest.json"))
     factor, how = kept.loop_factor(conditions, status, manifest)
-    assert how.startswith("exact") and factor == pytest.approx(status["seconds"]["conditions"] / conditions.seconds.sum())
+    assert how.startswith("exact")
+    assert factor == pytest.approx(status["seconds"]["conditions"] / conditions.seconds.sum())
     scaled = kept.per_prompt(conditions.assign(seconds=conditions.seconds * factor), cost.seconds_a, cost.seconds_bc)
     assert scaled.seconds.sum() == pytest.approx(scaled.priced.sum())  # a pilot against its own price: 1x
     for argv, said in ([str(tmp_path), "--seconds-a", "1", "--seconds-bc", "1"], "is not a finished sweep's run"), \
