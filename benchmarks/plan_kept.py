@@ -19,7 +19,6 @@ which). The prompts are printed in the sweep's order (the order they were comput
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -72,14 +71,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.slow <= 1:
         parser.error(f"--slow is a multiple of a prompt's price above 1, got {args.slow:g}")
-    files = {name: args.run / name for name in ("conditions.parquet", "status.json", "manifest.json")}
-    missing = [name for name, path in files.items() if not path.is_file()]
+    from harness.errors import HarnessError
+    from harness.runs.rundir import RunDir
+
+    run = RunDir(args.run)
+    missing = [name for name in (run.CONDITIONS, run.STATUS, run.MANIFEST) if not run.has(name)]
     if missing:
         parser.error(f"{args.run} is not a finished sweep's run directory (it has no {', '.join(missing)})")
-    status, manifest = (json.loads(files[name].read_text()) for name in ("status.json", "manifest.json"))
+    try:  # each file checked against its checksum, the table against the manifest's sha256
+        status, manifest = run.status(), run.manifest()
+        conditions = run.table(run.CONDITIONS)[["prompt_id", "group", "seconds"]]
+    except HarnessError as exc:
+        parser.error(str(exc))
     if status.get("status") != "complete" or not (status.get("seconds") or {}).get("conditions"):
         parser.error(f"{args.run}: its status is {status.get('status')!r}, not complete with a timed conditions phase")
-    conditions = pd.read_parquet(files["conditions.parquet"], columns=["prompt_id", "group", "seconds"])
     factor, how = loop_factor(conditions, status, manifest)
     table = per_prompt(conditions.assign(seconds=conditions.seconds * factor), args.seconds_a, args.seconds_bc)
     print(f"each condition's seconds x {factor:.3f}, the run's loop around them ({how})")
@@ -89,9 +94,10 @@ def main() -> None:
           f"(quartiles {table.ratio.quantile(0.25):.2f}-{table.ratio.quantile(0.75):.2f})")
     print(f"all prompts: {table.seconds.sum():.0f} s against {table.priced.sum():.0f} s priced "
           f"({table.seconds.sum() / table.priced.sum():.2f}x)")
+    rest = (f": {table.seconds[~slow].sum():.0f} s against {table.priced[~slow].sum():.0f} s priced "
+            f"({table.seconds[~slow].sum() / table.priced[~slow].sum():.2f}x)" if (~slow).any() else "")
     print(f"{int(slow.sum())} prompts over {args.slow:g}x their price: {table.seconds[slow].sum():.0f} s; the other "
-          f"{int((~slow).sum())}: {table.seconds[~slow].sum():.0f} s against {table.priced[~slow].sum():.0f} s priced "
-          f"({table.seconds[~slow].sum() / table.priced[~slow].sum():.2f}x)")
+          f"{int((~slow).sum())}{rest}")
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in status.get("seconds", {}).items())
     print(f"phases of its last sweep ({len(conditions)} conditions in the tables): {phases}")
 

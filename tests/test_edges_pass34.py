@@ -157,3 +157,64 @@ def test_the_claims_page_says_why_b_has_no_interval(tmp_path):
     if b.nunique() == 1:  # the design this case was found on: every B value the same
         assert "every B value is the same: no spread to estimate one" in page
     assert "2 prompt(s) x 2 prefix(es); a crossed interval needs" not in page
+
+
+# pass 35 (snapshot 5c238a8): its causes, each with its case numbers
+
+
+@pytest.mark.parametrize("override, said", [
+    ("hydra.run.dir=${RUNS}/x", "${RUNS} was not expanded by the shell"),   # #80/#81: an internal error
+    ("hydra.run.dir=$HOME/x", "$HOME was not expanded by the shell"),       # #74/#79/#84: a directory named $HOME
+    ("seed =1", "no space in the key and one =; did you mean seed=1?"),     # #47-#54: "write it as seed =1"
+    ("seed==1", "no space in the key and one =; did you mean seed=1?"),
+    ("experimnt=quick", "did you mean experiment=quick?"),                   # #167-#170: no suggestion
+    ("models=tiny", "did you mean model=tiny?"),
+])
+def test_pass35_overrides_are_answered_with_what_to_write(override, said, tmp_path, capsys):
+    line = one_line_error(capsys, ["sweep", "model=tiny", override])
+    assert said in line, line
+    assert not any(p.name.startswith("$") for p in tmp_path.parent.iterdir())
+
+
+def test_pass35_hydras_own_interpolations_in_a_run_directory_still_work(tmp_path):
+    assert main(["sweep", *THREE, "analysis.noise_floor=false", f"hydra.run.dir={tmp_path}/run-${{seed}}"]) == 0
+    assert (tmp_path / "run-0" / "conditions.parquet").exists()
+
+
+def test_pass35_copies_that_differ_only_in_computed_alone_are_one_result(runs, tmp_path, capsys):
+    """#185/#190/#191 (misleading): a condition retried alone after its batch failed in one run was
+    "different results" from the same condition batched in another."""
+    from harness.runs.reading import merge_runs
+
+    a = RunDir(runs[0]).conditions()
+    b = a.assign(computed_alone=~a.computed_alone.astype(bool))
+    merged, _ = merge_runs([a, b], [None, None], ["one", "two"])
+    assert len(merged) == len(a)
+
+
+def test_pass35_an_interval_the_runs_cannot_give_is_not_priced(tmp_path):
+    """#182-#184 (silent): every value 0, no interval, yet "3 x 3 | 0": the design already run."""
+    from harness.analysis.claims import seed_claims, without_mention_controls
+    from harness.runs.design_cost import deciding_costs
+
+    run = sweep(tmp_path / "r", *THREE)
+    conditions, attention, _ = without_mention_controls(RunDir(run).conditions(), RunDir(run).table(RunDir.ATTENTION))
+    table = seed_claims(conditions, attention, None, n_resamples=50)
+    table = table.assign(verdict="not determined", ci_low=float("nan"))
+    costs = deciding_costs([run], table, conditions, attention)
+    assert len(costs) == len(table) and costs.n_prompts.isna().all() and costs.minutes.isna().all()
+    assert costs.note.str.startswith("no interval on these runs").all()
+
+
+def test_pass35_plan_kept_refuses_a_damaged_status_and_says_when_every_prompt_is_slow(runs, tmp_path):
+    """#106/#112 (silent, traceback): an edited or truncated status.json was read or crashed; #109: "(nanx)"."""
+    run = tmp_path / "damaged"
+    shutil.copytree(runs[0], run)
+    (run / "status.json").write_text("{")
+    script = str(ROOT / "benchmarks" / "plan_kept.py")
+    done = subprocess.run([sys.executable, script, str(run), "--seconds-a", "1", "--seconds-bc", "1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "status.json is unreadable" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, script, str(runs[0]), "--seconds-a", "1e-9", "--seconds-bc", "1e-9"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "nan" not in done.stdout and "the other 0\n" in done.stdout, done.stdout

@@ -96,9 +96,20 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
     if len(experiments) > 1 and "-m" not in args and "--multirun" not in args:
         raise HarnessError(f"experiment= is given twice ({' and '.join(experiments)}): the last would replace the "
                            f"first without a word; give one, and the keys you want changed on top of it")
+    for arg in args:  # a quoted $VAR reaches Hydra unexpanded: $X makes a directory named so, ${X} fails to resolve
+        key, _, value = arg.partition("=")  # (${now:...}, ${hydra.job.name}, ${seed}: Hydra's own, resolved)
+        variable = next((m for m in re.finditer(r"\$(\{)?([A-Za-z_][A-Za-z0-9_]*)(\})?", value)
+                         if not m.group(1) or (m.group(3) and m.group(2) not in keys)), None)
+        if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and variable:
+            raise HarnessError(f"{arg}: {variable.group()} was not expanded by the shell (it was quoted): give the path "
+                               f"without single quotes, or in full (${{oc.env:{variable.group(2)}}} has Hydra read it)")
     unreadable = _unreadable_override(args)
     if unreadable:
         key, value = unreadable.split("=", 1)
+        if key != key.strip() or any(c.isspace() for c in key) or value.startswith("="):  # 'seed =1', 'seed==1'
+            plain, value = "".join(key.split()).lstrip("+~"), value.lstrip("=").strip()
+            near = f"did you mean {plain}={value}?" if plain in keys else _near_key(plain, value, keys, lists).lstrip("; ")
+            raise HarnessError(f"{unreadable}: an override is KEY=VALUE with no space in the key and one =; {near}")
         if not key.lstrip("+~").isascii():  # the value is fine: the key is no config key (séed=1)
             import unicodedata
 
@@ -172,6 +183,9 @@ def _near_key(key: str, value: str, keys: list[str], lists: set[str]) -> str:
     every = [k for k in keys if not any(other.startswith(k + ".") for other in keys)]
     leaves = [k for k in every if k in lists] if unquoted(value).strip().startswith("[") else every
     parent, _, name = key.rpartition(".")
+    group = difflib.get_close_matches(name, sorted(GROUPS), n=1, cutoff=0.75) if not parent else []
+    if group:  # experimnt=quick: a config group, whose value is one of its configs
+        return f"; did you mean {group[0]}={value}?"
     siblings = [k for k in leaves if k.rpartition(".")[0] == parent]
     pool = leaves if not parent else [k for k in leaves if "." not in k]  # where a misplaced name may belong
 

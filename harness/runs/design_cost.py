@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.planning import claim_tests, prompts_needed
@@ -98,8 +99,8 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
     pilot_prefixes = frozenset(bc.prefix_id.dropna().astype(str))
     if config["prefixes"].get("corpus"):
         raise HarnessError(f"{path}: harness plan plans runs of a prefix file, and this run draws matched sets from "
-                           f"the corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): size "
-                           f"it from its report's intervals")
+                           f"the corpus {config['prefixes']['corpus']} (prefixes.per_group sets, 3 prefixes each): "
+                           f"size it from its report's intervals")
     # the prompt set and bank a design draws from are the pilot's: read from elsewhere, a relative path names others
     refuse_changed(str(path), manifest.get("inputs"), of_config(config),
                    "a design would be searched and priced on other prompts or prefixes than the pilot's", config=config)
@@ -173,6 +174,9 @@ def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.Dat
                      and (r.measure == t.measure or r.measure.startswith(t.measure + " ("))), None)
         row = {"claim": r.claim, "measure": r.measure, "model": r.model, "placement": r.placement,
                "n_prompts": None, "n_prefixes": None, "minutes": None, "note": ""}
+        if not (np.isfinite(r.ci_low) and np.isfinite(r.ci_high)):  # too few units, or no spread: nothing to scale
+            rows.append({**row, "note": "no interval on these runs (its row says why): no design is priced from them"})
+            continue
         if test is None or test.decided is None:
             rows.append({**row, "note": "no chance of a decision to plan with (no Δ, or no variance components)"})
             continue

@@ -124,8 +124,10 @@ def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> No
 
 # Compared between copies of a key: every result column. Not timing (it differs between identical
 # runs) nor ``near_tie``: each run flags it against its own noise floor (an output-only run's floor
-# is another sample than the attention run's), so it says something of the run, not of the result.
-PER_RUN_FLAGS = ["near_tie"]
+# is another sample than the attention run's), so it says something of the run, not of the result;
+# nor ``computed_alone``: a condition retried alone after its batch failed in one run and not in another
+# (the noise floor measures what batching moves).
+PER_RUN_FLAGS = ["near_tie", "computed_alone"]
 COMPARED = [c for c in CONDITION_COLUMNS if c not in KEY_COLUMNS + TIMING_COLUMNS + PER_RUN_FLAGS]
 ATTENTION_HEADLINE = [c for c in CONDITION_COLUMNS if c.startswith("attn_")]
 
