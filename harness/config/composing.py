@@ -101,14 +101,16 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
         variable = next((m for m in re.finditer(r"\$(\{)?([A-Za-z_][A-Za-z0-9_]*)(\})?", value)
                          if not m.group(1) or (m.group(3) and m.group(2) not in keys)), None)
         if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and variable:
-            raise HarnessError(f"{arg}: {variable.group()} was not expanded by the shell (it was quoted): give the path "
-                               f"without single quotes, or in full (${{oc.env:{variable.group(2)}}} has Hydra read it)")
+            raise HarnessError(f"{arg}: {variable.group()} was not expanded by the shell (it was quoted): give the "
+                               f"path without single quotes, or in full (${{oc.env:{variable.group(2)}}} has Hydra "
+                               f"read it)")
     unreadable = _unreadable_override(args)
     if unreadable:
         key, value = unreadable.split("=", 1)
         if key != key.strip() or any(c.isspace() for c in key) or value.startswith("="):  # 'seed =1', 'seed==1'
             plain, value = "".join(key.split()).lstrip("+~"), value.lstrip("=").strip()
-            near = f"did you mean {plain}={value}?" if plain in keys else _near_key(plain, value, keys, lists).lstrip("; ")
+            near = (f"did you mean {plain}={value}?" if plain in keys
+                    else _near_key(plain, value, keys, lists).lstrip("; "))
             raise HarnessError(f"{unreadable}: an override is KEY=VALUE with no space in the key and one =; {near}")
         if not key.lstrip("+~").isascii():  # the value is fine: the key is no config key (séed=1)
             import unicodedata
