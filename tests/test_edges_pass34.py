@@ -218,3 +218,23 @@ def test_pass35_plan_kept_refuses_a_damaged_status_and_says_when_every_prompt_is
     done = subprocess.run([sys.executable, script, str(runs[0]), "--seconds-a", "1e-9", "--seconds-bc", "1e-9"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "nan" not in done.stdout and "the other 0\n" in done.stdout, done.stdout
+
+
+def test_pass35_a_failed_condition_leaves_its_pair_out_of_claim_3(runs, tmp_path):
+    """#13/#15 (silent): the failed condition's prompt and prefix pooled length 8 alone where every
+    other pair pooled 8 and 24, moving C - B by 0.0099 on a measure whose every prompt moved < 0.0001.
+    Claim 3 of the failed run is now claim 3 of the whole run without that pair."""
+    from harness.analysis.claims import seed_claims
+    from harness.runs.runner import SweepFailed
+
+    failed = tmp_path / "failed"
+    with pytest.raises(SweepFailed):
+        sweep(failed, *THREE, "debug.fail_conditions=[story-02/news-harbour/24]")
+    whole = RunDir(runs[0]).conditions()
+    without = whole[~((whole.prompt_id.astype(str) == "story-02") & (whole.prefix_id.astype(str) == "news-harbour"))]
+    got = seed_claims(RunDir(failed).conditions(), None, None, n_resamples=50)
+    want = seed_claims(without, None, None, n_resamples=50)
+    claim3 = ["claim", "measure", "model", "placement"]
+    merged = got[got.claim == 3].merge(want[want.claim == 3], on=claim3, suffixes=("", "_want"))
+    assert len(merged) == len(got[got.claim == 3]) > 0
+    assert (merged.estimate - merged.estimate_want).abs().max() < 1e-12

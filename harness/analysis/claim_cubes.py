@@ -7,12 +7,14 @@ factors (:mod:`harness.analysis.crossed_variance`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 from harness.analysis.checks import generator
 from harness.analysis.crossed_variance import complete_crossing, group_mean
-from harness.analysis.descriptive import CONFIDENCE
+from harness.analysis.descriptive import CONFIDENCE, with_settings
 
 
 def complete_cube(Y: np.ndarray) -> np.ndarray:
@@ -74,3 +76,41 @@ def crossed_means(Y: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarra
         observed = Y0.sum((0, 1)) / ok.sum((0, 1))
         resampled = np.einsum("rp,rx,pxk->rk", W, V, Y0) / np.einsum("rp,rx,pxk->rk", W, V, ok.astype(float))
     return observed, resampled
+
+
+def claim3_cells(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
+                 ) -> list[tuple[tuple, pd.DataFrame, str]]:
+    """Claim 3's cells: ``(key, rows, note)`` per ``by`` cell holding groups B and C, its B and C
+    rows at the prefix lengths every one of its B and C prefixes was measured at. Claim 3 pools C - B
+    over lengths, so a prefix measured at lengths the others were not (two runs of different banks
+    and lengths read together) would carry its lengths into the difference; ``note`` says which
+    lengths were left out, and a cell whose prefixes share no length has no rows and says why. The
+    claims page and ``harness plan`` read the same cells."""
+    cond = with_settings(conditions)
+    cells = []
+    for key, sub in cond.groupby(list(by), observed=True, sort=True):
+        sub = sub[sub.group.astype(str).isin(["B", "C"])]
+        if set(sub.group.astype(str)) != {"B", "C"}:
+            continue
+        per_prefix = sub.groupby("prefix_id", observed=True).prefix_len.agg(lambda s: frozenset(int(v) for v in s))
+        common = frozenset.intersection(*per_prefix)
+        every = frozenset.union(*per_prefix)
+        note = ""
+        if common != every:
+            sets = per_prefix.value_counts()
+            seen = "; ".join(f"{n} at {sorted(lengths)}" for lengths, n in sets.items())
+            note = (f"its B and C prefixes were measured at different lengths ({seen}): C - B is pooled over the "
+                    f"lengths every prefix has, {sorted(common)}" if common else
+                    f"its B and C prefixes were measured at different lengths ({seen}) and share none, so C - B "
+                    f"cannot be pooled over lengths without comparing one length with another (read the runs "
+                    f"separately, or give them the same prefix.lengths)")
+            sub = sub[sub.prefix_len.isin(common)]
+        # a failed condition leaves its prompt and prefix fewer lengths: pooled, its cell would weigh them otherwise
+        lengths = sub.groupby(["prompt_id", "prefix_id"], observed=True).prefix_len.transform("nunique")
+        if common and (lengths < len(common)).any():
+            pairs = sub[lengths < len(common)][["prompt_id", "prefix_id"]].drop_duplicates()
+            note = "; ".join(filter(None, [note, f"{len(pairs)} prompt x prefix pair(s) missing a length (a failed "
+                                                 f"condition) left out, so each pair pools the same lengths"]))
+            sub = sub[lengths == len(common)]
+        cells.append((key if isinstance(key, tuple) else (key,), sub, note))
+    return cells

@@ -43,6 +43,7 @@ import pandas as pd
 
 from harness.analysis import summaries
 from harness.analysis.claim_cubes import (
+    claim3_cells,
     complete_cube,
     crossed_mean_intervals,
     crossed_means,
@@ -190,37 +191,6 @@ def length_jump(conditions: pd.DataFrame, value: str = "attn_kl_mean", group: st
                       + "; increases: " + ", ".join(signed(s) for s in steps),
             "n_prompts": Y.shape[0], "n_prefixes": Y.shape[1], "unit": UNIT})
     return pd.DataFrame(rows)
-
-
-def claim3_cells(conditions: pd.DataFrame, by: Sequence[str] = ("model", "placement")
-                 ) -> list[tuple[tuple, pd.DataFrame, str]]:
-    """Claim 3's cells: ``(key, rows, note)`` per ``by`` cell holding groups B and C, its B and C
-    rows at the prefix lengths every one of its B and C prefixes was measured at. Claim 3 pools C - B
-    over lengths, so a prefix measured at lengths the others were not (two runs of different banks
-    and lengths read together) would carry its lengths into the difference; ``note`` says which
-    lengths were left out, and a cell whose prefixes share no length has no rows and says why. The
-    claims page and ``harness plan`` read the same cells."""
-    cond = with_settings(conditions)
-    cells = []
-    for key, sub in cond.groupby(list(by), observed=True, sort=True):
-        sub = sub[sub.group.astype(str).isin(["B", "C"])]
-        if set(sub.group.astype(str)) != {"B", "C"}:
-            continue
-        per_prefix = sub.groupby("prefix_id", observed=True).prefix_len.agg(lambda s: frozenset(int(v) for v in s))
-        common = frozenset.intersection(*per_prefix)
-        every = frozenset.union(*per_prefix)
-        note = ""
-        if common != every:
-            sets = per_prefix.value_counts()
-            seen = "; ".join(f"{n} at {sorted(lengths)}" for lengths, n in sets.items())
-            note = (f"its B and C prefixes were measured at different lengths ({seen}): C - B is pooled over the "
-                    f"lengths every prefix has, {sorted(common)}" if common else
-                    f"its B and C prefixes were measured at different lengths ({seen}) and share none, so C - B "
-                    f"cannot be pooled over lengths without comparing one length with another (read the runs "
-                    f"separately, or give them the same prefix.lengths)")
-            sub = sub[sub.prefix_len.isin(common)]
-        cells.append((key if isinstance(key, tuple) else (key,), sub, note))
-    return cells
 
 
 def _pooled(sub: pd.DataFrame, group: str, value: str) -> np.ndarray:

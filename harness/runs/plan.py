@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.checks import check_measure
-from harness.analysis.claims import HYPOTHESES, claim3_cells, missing_for, without_mention_controls
+from harness.analysis.claim_cubes import claim3_cells
+from harness.analysis.claims import HYPOTHESES, missing_for, without_mention_controls
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
 from harness.analysis.design import variance_components
 from harness.analysis.planning import (
