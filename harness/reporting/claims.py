@@ -209,7 +209,7 @@ def deciding_section(deciding: pd.DataFrame) -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in deciding.itertuples():
         design = (f"{int(r.n_prompts):,} x {int(r.n_prefixes)}" if pd.notna(r.n_prompts) else "")
-        minutes = f"{r.minutes:,.0f}" if pd.notna(r.minutes) else ""
+        minutes = num(r.minutes) if pd.notna(r.minutes) else ""  # 0.398, not "0"
         lines.append(f"| {r.claim} | {r.model} | {r.placement} | {r.measure} | {design} | {minutes} | {r.note} |")
     return [*lines, ""]
 

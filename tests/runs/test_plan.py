@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
+from harness.numbers import num
 from harness.runs.design_cost import RunCost, run_cost
 from harness.runs.plan import plan
 from harness.runs.rundir import RunDir
@@ -244,7 +245,7 @@ def test_claims_page_says_what_an_undecided_test_would_take_and_prices_it(tmp_pa
     assert test.planned(n, per_group, "decided") >= 0.8 > test.planned(n - 1, per_group, "decided")
     assert row.minutes == pytest.approx(cost.seconds(n, per_group, kept=0)[0] / 60)
     page = (out / "claims.md").read_text()
-    assert "## What the undecided tests would take" in page and f"| {n:,} x {per_group} | {row.minutes:,.0f} |" in page
+    assert "## What the undecided tests would take" in page and f"| {n:,} x {per_group} | {num(row.minutes)} |" in page
 
 
 def test_where_prompts_never_decide_a_test_the_page_asks_for_prefixes_at_every_prompt(pilot, tmp_path):
