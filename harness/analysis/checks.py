@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.repeats import CONDITION_KEYS, repeated_conditions
-from harness.analysis.undecoded import UNDECODED, undecoded
+from harness.analysis.undecoded import empty_beside_a
 from harness.inputs.conditions import KEY_FIELDS
 
 CONFIDENCE = 0.95
@@ -192,10 +192,9 @@ def check_measure(df: pd.DataFrame, value: str) -> None:
     if len(column) and column.isna().all():  # every cell would say n_prompts 0, mean NaN
         raise NothingToShow(f"value {value!r} is empty in all {len(column)} rows of the table (a measure this run did "
                             f"not take?): there is nothing to summarise")
-    prefixed = column[df["group"].astype(str) != "A"] if "group" in df.columns else column.iloc[:0]
-    if len(prefixed) and prefixed.isna().all():  # A's rows (0 against itself) would pass for a measure taken
-        raise NothingToShow(f"value {value!r} is empty in all {len(prefixed)} rows of groups B and C"
-                            f"{f'; {UNDECODED}' if undecoded(df) else ''}: there is nothing to compare with A")
+    empty = empty_beside_a(df, value)
+    if empty:
+        raise NothingToShow(f"value {value!r} {empty}")
 
 
 def check_conditions_table(df: pd.DataFrame, name: str = "conditions") -> None:

@@ -29,7 +29,7 @@ from harness.analysis.descriptive import (
     summarise_per_prompt,
     with_settings,
 )
-from harness.analysis.undecoded import UNDECODED, undecoded_rows
+from harness.analysis.undecoded import UNDECODED, undecoded, undecoded_rows
 
 MAX_K = 10_000  # a survival curve's longest reach where the table does not say how long continuations are
 
@@ -62,12 +62,12 @@ def survival(conditions: pd.DataFrame, by: Sequence[str] = GROUP_BY, max_k: int 
     check_conditions_table(conditions)
     check_columns(conditions, ["first_divergence"], "conditions")
     # an undecoded row's empty first_divergence would read as "never diverged": survival 1 throughout
-    left_out = undecoded_rows(conditions)
-    prefixed = conditions["group"].astype(str) != "A"
-    if left_out.any() and left_out.sum() == prefixed.sum():
+    if undecoded(conditions):
         raise NothingToShow(f"{UNDECODED} in this table: there is no divergence from A to survive")
+    left_out = undecoded_rows(conditions)
     if left_out.any():  # runs read together, one of them attention alone
-        warnings.warn(f"survival leaves out {int(left_out.sum())} of the table's {int(prefixed.sum())} B/C rows: "
+        prefixed = int((conditions["group"].astype(str) != "A").sum())
+        warnings.warn(f"survival leaves out {int(left_out.sum())} of the table's {prefixed} B/C rows: "
                       f"{UNDECODED} in a run read with decoded ones", stacklevel=2)
         conditions = conditions[~left_out]
     df = with_settings(conditions)

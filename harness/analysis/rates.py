@@ -22,7 +22,7 @@ from harness.analysis.descriptive import (
     with_settings,
 )
 from harness.analysis.rate_intervals import effective_units, quantile, wilson
-from harness.analysis.undecoded import UNDECODED, undecoded
+from harness.analysis.undecoded import empty_beside_a
 from harness.numbers import size
 
 WILSON = "Wilson, crossed"  # how rate_summary's ci_method names its interval
@@ -73,10 +73,9 @@ def rate_summary(conditions: pd.DataFrame, hit: str | None = None, by: Sequence[
     if conditions[hit].isna().all():
         raise ValueError(f"{hit} is empty in all {len(conditions)} rows of the table (a run whose prefixes name no "
                          f"target, or rows filtered to those without one): there is nothing to rate")
-    prefixed = conditions["group"].astype(str) != "A"
-    if prefixed.any() and conditions.loc[prefixed, hit].isna().all():  # A's rows alone would be rated, unsaid
-        raise NothingToShow(f"{hit} is empty in all {int(prefixed.sum())} rows of groups B and C"
-                            f"{f'; {UNDECODED}' if undecoded(conditions) else ''}: there is nothing to compare with A")
+    empty = empty_beside_a(conditions, hit)
+    if empty:  # A's rows alone would be rated, unsaid
+        raise NothingToShow(f"{hit} {empty}")
     df = with_settings(conditions)
     by = present_columns(df, check_by(df, by))
     df = df[df[hit].notna()].assign(_hit=lambda d: d[hit].astype(float))

@@ -22,5 +22,20 @@ def undecoded_rows(conditions: pd.DataFrame) -> np.ndarray:
 def undecoded(conditions: pd.DataFrame) -> bool:
     """Whether every B and C row of the table decoded no continuation (such a run measures attention
     alone): its empty ``first_divergence`` would otherwise read as "never diverged"."""
-    prefixed = conditions["group"].astype(str) != "A" if "group" in conditions.columns else []
-    return bool(np.any(prefixed)) and bool(undecoded_rows(conditions)[np.asarray(prefixed)].all())
+    if "group" not in conditions.columns:
+        return False
+    prefixed = (conditions["group"].astype(str) != "A").to_numpy()
+    return bool(prefixed.any()) and bool(undecoded_rows(conditions)[prefixed].all())
+
+
+def empty_beside_a(conditions: pd.DataFrame, column: str) -> str | None:
+    """Why ``column`` cannot be compared with A, where it is empty in every B and C row (A's own rows,
+    0 or a hit against itself, would pass for a measure taken), said after the column's name; None
+    where it can."""
+    if "group" not in conditions.columns:
+        return None
+    prefixed = conditions.loc[conditions["group"].astype(str) != "A", column]
+    if not len(prefixed) or prefixed.notna().any():
+        return None
+    return (f"is empty in all {len(prefixed)} rows of groups B and C"
+            f"{f'; {UNDECODED}' if undecoded(conditions) else ''}: there is nothing to compare with A")

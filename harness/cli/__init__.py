@@ -84,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     """``harness COMMAND ARGS``: the command's exit status (2: a mistake in the command, 3: a bug)."""
     import logging
 
-    # `harness ... | head`: the reader has what it wanted. A log line into the closed pipe is not an
-    # error to print a traceback for (Hydra's --info is some 1,700 of them)
     if sys.stdout is None:  # started with standard output closed (`>&-`): every print would vanish, rc 0
         if sys.stderr is not None:
             print("error: standard output is closed (>&-), where the command prints its result: give it a file "
                   "(> out.txt), a pipe, or /dev/null to discard it", file=sys.stderr)
         return 2
+    # `harness ... | head`: the reader has what it wanted. A log line into the closed pipe is not an
+    # error to print a traceback for (Hydra's --info is some 1,700 of them)
     raising, logging.raiseExceptions = logging.raiseExceptions, False
     try:
         status = _dispatch(sys.argv[1:] if argv is None else list(argv))
@@ -203,9 +203,8 @@ def _dispatch(argv: list[str]) -> int:
             show(message, category, *args, **kwargs)
 
     warnings.showwarning = show_once
-    stdout = sys.stdout
-    if stdout is not None:
-        sys.stdout = _Guarded(stdout)
+    stdout = sys.stdout  # never None here: main refuses a closed standard output first
+    sys.stdout = _Guarded(stdout)
     try:
         return getattr(importlib.import_module(module), function)(rest)
     except HarnessError as exc:
