@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -102,3 +103,14 @@ def why_not_writable(path: Path) -> tuple[Path, str] | None:
         except OSError as exc:
             return existing, f"{existing} takes no new directory ({exc.strerror or exc})"
     return None
+
+
+def unexpanded_variable(path: str, resolved_by_hydra: frozenset[str] | None = None) -> re.Match | None:
+    """The first shell variable in ``path`` that the shell did not expand (``$HOME``, ``${RUNS}``: the
+    path was quoted), which would name a directory literally; ``group(2)`` is its name. A path Hydra
+    reads (``resolved_by_hydra``, its config keys) keeps Hydra's own interpolations: a braced config
+    key (``${seed}``) and a resolver (``${now:%H}``)."""
+    found = re.finditer(r"\$(\{)?([A-Za-z_][A-Za-z0-9_]*)(\})?", path)
+    if resolved_by_hydra is None:
+        return next(found, None)
+    return next((m for m in found if not m.group(1) or (m.group(3) and m.group(2) not in resolved_by_hydra)), None)

@@ -83,7 +83,7 @@ def undecided_everywhere(run) -> pd.DataFrame:
 
     conditions, attention, _ = without_mention_controls(RunDir(run).conditions(), RunDir(run).table(RunDir.ATTENTION))
     table = seed_claims(conditions, attention, None, n_resamples=50).assign(verdict="not determined")
-    return deciding_costs([run], table, conditions, attention)
+    return deciding_costs([run], [RunDir(run).conditions()], table, conditions, attention)
 
 
 def test_a_run_that_failed_a_condition_is_priced_as_one_sweep(tmp_path):
@@ -201,7 +201,7 @@ def test_pass35_an_interval_the_runs_cannot_give_is_not_priced(tmp_path):
     conditions, attention, _ = without_mention_controls(RunDir(run).conditions(), RunDir(run).table(RunDir.ATTENTION))
     table = seed_claims(conditions, attention, None, n_resamples=50)
     table = table.assign(verdict="not determined", ci_low=float("nan"))
-    costs = deciding_costs([run], table, conditions, attention)
+    costs = deciding_costs([run], [RunDir(run).conditions()], table, conditions, attention)
     assert len(costs) == len(table) and costs.n_prompts.isna().all() and costs.minutes.isna().all()
     assert costs.note.str.startswith("no interval on these runs").all()
 

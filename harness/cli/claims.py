@@ -56,9 +56,10 @@ def claims(args: list[str]) -> int:
     settings = {"resamples": ns.resamples, "delta": deltas}  # what changes the page: another is another --out
     claim_out(ns.out, "claims", ns.runs, settings)
     from harness.reporting.claims import write_claims
-    from harness.runs.reading import load_noise, read_runs, refuse_reference_only
+    from harness.runs.reading import load_noise, merge_runs, refuse_reference_only, run_tables
 
-    conditions, attention = read_runs(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)
+    per_run, attentions = run_tables(ns.runs, ns.trust_damaged, ns.allow_mixed_settings)  # each read once
+    conditions, attention = merge_runs(per_run, attentions, [str(r) for r in ns.runs], ns.allow_mixed_settings)
     refuse_reference_only(conditions, "harness claims")
     conditions, attention, left_out = plain_concatenation(conditions, attention)
     conditions, attention, no_mentions = without_mention_controls(conditions, attention)
@@ -77,8 +78,7 @@ def claims(args: list[str]) -> int:
     from harness.runs.design_cost import deciding_costs
 
     def deciding(table):  # what each undecided test would take, priced at its run's own seconds
-        return deciding_costs(ns.runs, table, conditions, attention, deltas, trust_damaged=ns.trust_damaged,
-                              allow_mixed_settings=ns.allow_mixed_settings)
+        return deciding_costs(ns.runs, per_run, table, conditions, attention, deltas)
 
     with owned_outputs(ns.out):  # a table or figure the user changed since the last claims is kept
         written = write_claims(conditions, attention, noise, ns.out, [str(r) for r in ns.runs],

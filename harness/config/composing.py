@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from harness.config.schema import GROUPS, config_keys, register_configs
 from harness.errors import HarnessError
-from harness.paths import CONFIG_MODULE, shell_path
+from harness.paths import CONFIG_MODULE, shell_path, unexpanded_variable
 
 # every option of a Hydra application's command line (`harness sweep --hydra-help`), spelled in full:
 # Hydra's parser takes an abbreviation (`--res` for `--resolve`) and then blames the next argument
@@ -98,8 +98,7 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
                            f"first without a word; give one, and the keys you want changed on top of it")
     for arg in args:  # a quoted $VAR reaches Hydra unexpanded: $X makes a directory named so, ${X} fails to resolve
         key, _, value = arg.partition("=")  # (${now:...}, ${hydra.job.name}, ${seed}: Hydra's own, resolved)
-        variable = next((m for m in re.finditer(r"\$(\{)?([A-Za-z_][A-Za-z0-9_]*)(\})?", value)
-                         if not m.group(1) or (m.group(3) and m.group(2) not in keys)), None)
+        variable = unexpanded_variable(value, resolved_by_hydra=frozenset(keys))
         if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and variable:
             raise HarnessError(f"{arg}: {variable.group()} was not expanded by the shell (it was quoted): give the "
                                f"path without single quotes, or in full (${{oc.env:{variable.group(2)}}} has Hydra "

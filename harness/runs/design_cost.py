@@ -27,7 +27,7 @@ from harness.errors import HarnessError
 from harness.inputs import Prefix, load_prefixes, load_prompts, select_prefixes
 from harness.measure.noise import noise_size
 from harness.runs.inputs import of_config, refuse_changed
-from harness.runs.reading import refuse_collected, run_tables
+from harness.runs.reading import refuse_collected
 from harness.runs.rundir import RunDir
 
 
@@ -135,17 +135,17 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
 DECIDING_LIMIT = 10_000  # the most prompts a claims page prices a decision at
 
 
-def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.DataFrame,
-                   attention: pd.DataFrame | None, deltas: dict[str, float] | None = None, target: float = 0.8,
-                   assurance: float = ASSURANCE, trust_damaged: bool = False,
-                   allow_mixed_settings: bool = False) -> pd.DataFrame:
+def deciding_costs(run_dirs: list[Path], per_run: list[pd.DataFrame], table: pd.DataFrame,
+                   conditions: pd.DataFrame, attention: pd.DataFrame | None, deltas: dict[str, float] | None = None,
+                   target: float = 0.8, assurance: float = ASSURANCE) -> pd.DataFrame:
     """What each *not determined* row of a claims ``table`` would take to decide: the fewest prompts at
     which the planner's chance that the test ends decided at its Δ reaches ``target`` (at
     ``assurance``, as ``harness plan`` plans), at the runs' prefixes per group and, where prompts
     alone never reach it, at the most the prefix bank holds (and where even that never does, the fewest
     prefixes per group at every prompt of the prompt set); and the minutes the sweeps of that design
     take, summed over the runs of the test's model and placement at each one's measured seconds
-    (:class:`RunCost`). ``conditions`` and ``attention`` are the
+    (:class:`RunCost`, from each run's own conditions table in ``per_run``, as
+    :func:`harness.runs.reading.run_tables` read them). ``conditions`` and ``attention`` are the
     tables the page was computed on. One row per undecided test: claim, measure, model, placement,
     n_prompts and n_prefixes (empty where no design up to ``DECIDING_LIMIT`` prompts decides it),
     minutes (empty where the run cannot be priced), note."""
@@ -156,7 +156,7 @@ def deciding_costs(run_dirs: list[Path], table: pd.DataFrame, conditions: pd.Dat
                              for c in columns})
     priced: dict[tuple, list[RunCost]] = {}  # per model and placement: every run of it (the design extends each)
     unpriced: dict[tuple, list[str]] = {}
-    for path, run_conditions in zip(run_dirs, run_tables(run_dirs, trust_damaged, allow_mixed_settings)[0]):
+    for path, run_conditions in zip(run_dirs, per_run):
         try:
             cost, why = run_cost(path, run_conditions), ""
         except HarnessError as exc:  # a collection, an unfinished run: the design is still said, unpriced

@@ -7,11 +7,10 @@ where it is used: a command's ``--help`` and its refusals come before torch load
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.paths import broken_link, why_not_writable
+from harness.paths import broken_link, unexpanded_variable, why_not_writable
 
 
 def check_out(out: Path, allowed: Path | None = None) -> None:
@@ -57,10 +56,10 @@ def refuse_unexpanded(out: Path) -> None:
     if str(out).startswith("~"):
         raise HarnessError(f"--out {out} starts with ~, which the shell did not expand (it was quoted): give the path "
                            f"without quotes, or in full ({Path(out).expanduser()})")
-    variable = re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", str(out))
+    variable = unexpanded_variable(str(out))
     if variable:  # '$HOME/x' quoted: a directory literally named $HOME
-        raise HarnessError(f"--out {out} holds {variable.group()}, which the shell did not expand (it was quoted): give "
-                           f"the path without single quotes, or in full")
+        raise HarnessError(f"--out {out} holds {variable.group()}, which the shell did not expand (it was quoted): "
+                           f"give the path without single quotes, or in full")
     if str(out) == "-":  # the Unix convention for standard output: these commands write files
         raise HarnessError("--out -: this command writes files, not standard output: give a path")
 
