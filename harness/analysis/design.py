@@ -67,3 +67,11 @@ def variance_components(df: pd.DataFrame, value: str, high: str = "C", low: str 
         comps = {k: float(v) for k, v in components_of(Y, hi, pairs).items()}
         rows.append({**row, **comps, "prefix_sd": float(prefix_level_sd(comps))})
     return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + COLUMNS)
+
+
+def constant(row) -> bool:
+    """Whether a row of :func:`variance_components` has every component estimated as exactly 0: the
+    measure took one value in every B and C condition of its cell. That says nothing of its variance
+    (unknown, not 0: a power of 1 from it would be a promise no design keeps), so nothing to plan from."""
+    values = [float(row[c]) for c in COMPONENTS if c in row and np.isfinite(row[c])]
+    return bool(values) and all(v == 0 for v in values)

@@ -43,7 +43,7 @@ from harness.analysis.crossed import cell_layouts
 from harness.analysis.crossed_variance import complete_crossing
 from harness.analysis.decided import undecided
 from harness.analysis.descriptive import CONTRAST_BY, present_columns, with_settings
-from harness.analysis.design import design_power, variance_components
+from harness.analysis.design import constant, design_power, variance_components
 from harness.analysis.lead import remap_pairs
 from harness.analysis.power import design_power_range, fewest_reaching, group_planned_variance, planned_variance
 from harness.analysis.verdicts import METRICS_BY_NAME, deltas_for
@@ -161,8 +161,10 @@ def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: 
     tests = []
     for _, row in variance_components(rows, value, by=list(by)).iterrows():
         sd = float(row.prefix_sd)
-        if not np.isfinite(sd) or (effect_sds is not None and sd <= 0):
-            continue  # components not estimable (too few prompts or prefixes); in SDs, no spread to plan against
+        if not np.isfinite(sd) or (effect_sds is not None and sd <= 0) or constant(row):
+            # components not estimable (too few prompts or prefixes), or the measure never varied (its
+            # variance unknown, not 0); in SDs, no spread to plan against
+            continue
         comps = row.to_dict()
         pilot = (int(row.n_prompts), int(min(row.n_prefixes_high, row.n_prefixes_low)))
         effect = delta if effect_sds is None else effect_sds * sd

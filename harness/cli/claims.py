@@ -12,6 +12,7 @@ from harness.cli.options import (
     MIN_RESAMPLES,
     CommandParser,
     decided_deltas,
+    out_path,
     print_notes,
     reading_notes,
     reading_options,
@@ -29,7 +30,7 @@ def claims(args: list[str]) -> int:
                                      "on the tables of one or more run directories: claims.md, claims.parquet "
                                      "and one figure per claim.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each a model and placement)")
-    parser.add_argument("--out", type=Path, default=None, help="where claims.md, claims.parquet and figures/ go "
+    parser.add_argument("--out", type=out_path, default=None, help="where claims.md, claims.parquet and figures/ go "
                         "(default: RUN-claims beside the first run)")
     parser.add_argument("--resamples", type=lambda text: whole(text, MIN_RESAMPLES, MAX_RESAMPLES), default=2000,
                         help=f"crossed bootstrap resamples (default 2000, at least {MIN_RESAMPLES}, at most "
@@ -184,7 +185,7 @@ def plan(args: list[str]) -> int:
                              "estimates, whose power the claims page prints)")
     parser.add_argument("--budget-minutes", type=positive, default=None,
                         help="most minutes still to spend on all runs together (default: no limit)")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=out_path, default=None,
                         help="also write plan.md, plan_grid.parquet and overrides.txt (the chosen design's "
                              "overrides, empty when none) here")
     reading_options(parser)

@@ -19,6 +19,14 @@ class CommandParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def out_path(text: str) -> Path:
+    """An ``--out`` value as a path. ``-`` stays ``-``, which the command refuses in one line (the Unix
+    convention for standard output: every command writes files); ``./-`` is a directory named ``-``,
+    which :class:`~pathlib.Path` would shorten to ``-``, so it is made absolute."""
+    path = Path(text)
+    return path.absolute() if str(path) == "-" and text != "-" else path
+
+
 def trust_damaged_option(parser: argparse.ArgumentParser) -> None:
     """The ``--trust-damaged`` option of every command that reads run tables."""
     parser.add_argument("--trust-damaged", action="store_true",

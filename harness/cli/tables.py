@@ -15,6 +15,7 @@ from harness.cli.options import (
     CommandParser,
     failed_option,
     mixed_settings_option,
+    out_path,
     reading_notes,
     reading_options,
     run_manifests,
@@ -29,7 +30,7 @@ def figures(args: list[str]) -> int:
     parser = CommandParser(prog="harness figures", description="Redraw the standard figures and "
                                      "report.md from the tables of one or more run directories.")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a sweep's, or collected ones)")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=out_path, default=None,
                         help="where figures/ and report.md go (default: the run directory, when there is one)")
     reading_options(parser)
     ns = parser.parse_args(args)
@@ -111,7 +112,7 @@ def corpus_report(args: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories drawn from a corpus")
     parser.add_argument("--bank", nargs="+", type=Path, default=[],
                         help="run directories of a hand-written prefix bank, for claim 3's comparison")
-    parser.add_argument("--out", type=Path, default=None, help="where corpora.md, its tables and figures/ go "
+    parser.add_argument("--out", type=out_path, default=None, help="where corpora.md, its tables and figures/ go "
                         "(default: RUN-corpus-report beside the first run)")
     reading_options(parser)
     before = args[:args.index("--bank")] if "--bank" in args else args
@@ -175,7 +176,7 @@ def detect(args: list[str]) -> int:
                                      "templates, and on benign instruction-like inputs): AUROC and TPR at 1% and 0.1% "
                                      "FPR with intervals. One forward pass per input; resumable.")
     parser.add_argument("runs", nargs="+", type=Path, help="finished sweep directories (their configs are rebuilt)")
-    parser.add_argument("--out", type=Path, default=None, help="where detector.md, its tables and figures/ go "
+    parser.add_argument("--out", type=out_path, default=None, help="where detector.md, its tables and figures/ go "
                         "(default: RUN-detect beside the first run)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="the halves' and templates' split (default 0)")
     parser.add_argument("--device", default=None, help="override the runs' model.device (cpu, cuda, ...)")
@@ -218,7 +219,7 @@ def collect(args: list[str]) -> int:
     parser = CommandParser(prog="harness collect", description="Many run directories (a multirun, or "
                                      "several sweeps) into one table set.")
     parser.add_argument("paths", nargs="+", type=Path, help="run directories or sweep directories")
-    parser.add_argument("--out", type=Path, default=None, help="where the collected tables go (default: PATH-collect "
+    parser.add_argument("--out", type=out_path, default=None, help="where the collected tables go (default: PATH-collect "
                         "beside the first path)")
     parser.add_argument("--allow-partial", action="store_true", help="exit 0 even if some runs are incomplete")
     parser.add_argument("--allow-disagreement", action="store_true",
@@ -260,7 +261,7 @@ def causal_heads(args: list[str]) -> int:
         "masks the prefix in those heads (and in random heads of the same layers) on the other half, and writes "
         "causal_heads.md, figures/causal_heads.png and the tables behind them."))
     parser.add_argument("run", type=Path, help="a finished sweep's directory with attention.parquet")
-    parser.add_argument("--out", type=Path, default=None, help="where the tables, figure and page go (rerun the "
+    parser.add_argument("--out", type=out_path, default=None, help="where the tables, figure and page go (rerun the "
                         "same command to resume; default: RUN-causal-heads beside the run)")
     parser.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="head-set sizes (default 1 2 4 8 "
                         "16; sizes of at least the number of heads are left out: 'mask' is every head)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.cli.guards import whole
-from harness.cli.options import CommandParser
+from harness.cli.options import CommandParser, out_path
 from harness.errors import HarnessError
 
 
@@ -72,7 +72,7 @@ def build_prefixes(args: list[str]) -> int:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--id-prefix", default=None, help="default: the corpus or templates file name")
         p.add_argument("--licence", default="unspecified", help="licence of the source text (e.g. CC0-1.0)")
-        p.add_argument("--out", type=Path, required=True, help="the JSONL file to write (a new one: see --force)")
+        p.add_argument("--out", type=out_path, required=True, help="the JSONL file to write (a new one: see --force)")
         p.add_argument("--force", action="store_true", help="replace --out if it exists")
     ns = parser.parse_args(args)
     from harness.runs.outdir import check_out_file

@@ -88,6 +88,12 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
                            f"instead ({deleting[0][1:].split('=')[0]}=VALUE), or leave it out for the default")
     stray = bare_word(args)
     if stray is not None:
+        group, _, choice = stray.partition("/")
+        if group in GROUPS and choice and not Path(stray).exists():  # model/tiny: a config file's path, not its choice
+            raise HarnessError(f"{stray} is not an override (KEY=VALUE): a config group's choice is written "
+                               f"{group}={choice}" + (f" ({group}'s choices: "
+                                                      f"{', '.join(sorted(group_options(group, config_dir)))})"
+                                                      if choice not in group_options(group, config_dir) else ""))
         where = "; a run's directory is set with hydra.run.dir=DIR (`harness resume DIR` finishes one)" \
             if Path(stray).exists() or "/" in stray else ""
         raise HarnessError(f"{stray} is not an override (KEY=VALUE){where}" +

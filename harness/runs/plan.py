@@ -22,7 +22,7 @@ from harness.analysis.checks import check_measure
 from harness.analysis.claim_cubes import claim3_cells
 from harness.analysis.claims import HYPOTHESES, missing_for, without_mention_controls
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS
-from harness.analysis.design import variance_components
+from harness.analysis.design import constant, variance_components
 from harness.analysis.planning import (
     ATTENTION,
     CLAIM_MEASURES,
@@ -111,6 +111,25 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
     return "no C - B test could be planned from these runs: " + "; ".join(dict.fromkeys(r for r in reasons if r))
 
 
+def _never_varied(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
+    """The C - B tests (claim 3's, or ``measures``') left out because their measure took one value in
+    every B and C condition of the cell (:func:`harness.analysis.design.constant`), in words; "" if none."""
+    if measures:
+        cells = [(value, conditions) for value in measures if value in conditions]
+    else:
+        cells = [(value, sub) for _, sub, _ in claim3_cells(conditions) if not sub.empty
+                 for value in CLAIM_MEASURES if value in sub and sub[value].notna().any()]
+    said = []
+    for value, rows in cells:
+        by = ["model", "placement"] if not measures else None
+        table = variance_components(rows, value, **({"by": by} if by else {}))
+        n = sum(constant(row) for _, row in table.iterrows())
+        if n:
+            said.append(f"{'claim 3, ' if not measures else ''}{value} in {n} of {len(table)} cell(s) (it took one "
+                        f"value in every B and C condition there)")
+    return "; ".join(said)
+
+
 def _no_sd(row, sd_of: str, measure: str) -> str | None:
     """Why a C - B cell's variance components (a row of
     :func:`harness.analysis.design.variance_components`) give no prefix-level SD to plan against:
@@ -121,6 +140,9 @@ def _no_sd(row, sd_of: str, measure: str) -> str | None:
         return (f"{sd_of} cannot be estimated from {fewest} prefix(es) per group and {int(row.n_prompts)} prompt(s)"
                 + (f" ({crossing})" if crossing else "") + f": a pilot needs a complete crossing of at least "
                 f"{MIN_PROMPTS} prompts and {MIN_PREFIXES} prefixes per group")
+    if constant(row):
+        return (f"{measure} took one value in every B and C condition of the pilot's cell, which says nothing of "
+                f"how it varies (a longer continuation, decode.max_new_tokens, or more prompts and prefixes may show it)")
     if row.prefix_sd <= 0:
         return f"{measure} does not vary between prefixes here (a prefix-level SD of 0 gives no effect to plan against)"
     return None
@@ -209,6 +231,8 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     if chosen is not None and unpowered:  # "every test" holds for the tests that have a power to reach
         why_chosen += (f" that has a power ({unpowered} of {len(tests)} have none: their prefixes' spread is 0, "
                        f"see below)")
+    if chosen is not None and (never := _never_varied(conditions, measures)):
+        why_chosen += f"; left out, as nothing to plan from: {never}"
     at = None if chosen is None else (int(chosen.n_prompts), int(chosen.n_prefixes))  # the chosen design
     overrides = "" if at is None else f"prompts.limit={at[0]} prefixes.per_group={at[1]}"
     per_group = at[1] if at is not None else max(t.pilot[1] for t in tests)

@@ -123,6 +123,11 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
         raise HarnessError(f"{run}: status.json counts {info['conditions']} conditions and manifest.json {planned}: the "
                            f"files belong to different sweeps (a status.json copied from another run?); rebuild them "
                            f"with `harness resume {shell_path(run)}`")
+    finished = info.get("manifest_finished")  # runs of versions before it have none
+    if isinstance(finished, str) and isinstance((manifest or {}).get("finished"), str) and manifest["finished"] != finished:
+        raise HarnessError(f"{run}: status.json was written for another manifest.json than this one: the files belong "
+                           f"to different sweeps (a status.json copied from another run?); rebuild them with "
+                           f"`harness resume {shell_path(run)}`")
     if state == "complete":
         recorded = (manifest or {}).get("failures") or []
         if recorded:  # a status.json copied from another run, or edited: the two files disagree
