@@ -105,6 +105,10 @@ def check_overrides(args: list[str], config_dir: str | None, command: str | None
     for arg in args:  # a quoted $VAR reaches Hydra unexpanded: $X makes a directory named so, ${X} fails to resolve
         key, _, value = arg.partition("=")  # (${now:...}, ${hydra.job.name}, ${seed}: Hydra's own, resolved)
         variable = unexpanded_variable(value, resolved_by_hydra=frozenset(keys))
+        if key.lstrip("+") == "hydra.job.chdir" and unquoted(value).strip().lower() in ("true", "yes", "on", "1"):
+            raise HarnessError(f"{arg}: the harness reads its input files (prompts.path, prefixes.path, ...) relative "
+                               f"to where the command starts and keeps hydra.job.chdir false; give the paths relative "
+                               f"to here, or absolute, and leave hydra.job.chdir out")
         if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and variable:
             raise HarnessError(f"{arg}: {variable.group()} was not expanded by the shell (it was quoted): give the "
                                f"path without single quotes, or in full (${{oc.env:{variable.group(2)}}} has Hydra "

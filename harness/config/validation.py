@@ -53,7 +53,16 @@ def validate(cfg) -> DictConfig:
             problems.append(f"{key} must hold positive integers, got {bad}")
 
     try:  # some model source must claim the model (harness.model.sources): no guessing at load time
-        source_for(typed.model.name_or_path, gguf_source(typed.model.gguf))
+        if not str(typed.model.name_or_path).strip():  # Path('') is '.': "no config.json in ." named no model
+            raise HarnessError("model.name_or_path is empty: give a hub id or a local directory, or model=NAME for "
+                               "one of the model configs")
+        source = source_for(typed.model.name_or_path, gguf_source(typed.model.gguf))
+        unrevised = {"builtin": "a tiny model made in memory", "shipped": "a model this package ships",
+                     "local": "a local directory"}
+        if typed.model.revision is not None and source.name in unrevised:  # a manifest would record a pin of nothing
+            raise HarnessError(f"model.revision={typed.model.revision} pins a commit of a hub model, and "
+                               f"{typed.model.name_or_path} is {unrevised[source.name]}, which has no revisions (the "
+                               f"manifest names it by the sha256 of its weights or files): leave model.revision out")
     except HarnessError as exc:
         problems.append(str(exc))
     if typed.model.context_limit is not None and typed.model.context_limit < 1:

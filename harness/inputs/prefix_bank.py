@@ -92,6 +92,14 @@ def _sentences(fillers: list[str]) -> list[str]:
     return [s for block in flat for s in re.split(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]\u201d\u2019])\s+", block) if s]
 
 
+def fill_template(text: str, payload: str, target: str) -> str:
+    """A template's text with ``{payload}`` (itself holding ``{target}`` perhaps) and ``{target}``
+    filled, and ``{{`` / ``}}`` written as literal braces (so an attack can carry a ``{name}``)."""
+    parts = re.split(r"(\{\{|\}\})", text)
+    return "".join({"{{": "{", "}}": "}"}.get(part) or part.replace("{payload}", payload).replace("{target}", target)
+                   for part in parts).strip()
+
+
 def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *, n: int, min_chars: int,
                                     seed: int, id_prefix: str = "inj", source: str = "templates",
                                     licence: str = "unspecified", payloads: list[dict] | None = None,
@@ -100,7 +108,7 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
 
     A template is ``{"style": ..., "text": "... {payload} ..."}`` with optional ``payload`` (the
     text for ``{payload}``), ``target``, ``target_regex`` and ``pair``; ``{target}`` in the text or
-    payload is replaced by the target. A template whose text has ``{payload}`` but no payload of its
+    payload is replaced by the target, and ``{{`` / ``}}`` are literal braces. A template whose text has ``{payload}`` but no payload of its
     own is combined with every entry of ``payloads`` (``{"payload": ..., "target": ...}``). ``n``
     distinct template/payload combinations are drawn with ``random.Random(seed)``; each becomes the
     opening of a text (so the injection survives a cut from the head) padded to ``min_chars`` with
@@ -139,15 +147,16 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
             raise HarnessError(f"{source}: template {t_idx + 1} needs string fields 'style' and 'text'")
         if not tpl["text"].strip():  # nothing but filler would be called an instruction
             raise HarnessError(f"{source}: template {t_idx + 1} has an empty 'text': give the instruction it carries")
-        unknown = sorted(set(re.findall(r"\{(\w+)\}", tpl["text"])) - {"payload", "target"})
+        slots = re.sub(r"\{\{|\}\}", "", tpl["text"])  # {{word}} is a literal {word}, no placeholder
+        unknown = sorted(set(re.findall(r"\{(\w+)\}", slots)) - {"payload", "target"})
         if unknown:  # it would stay in the prefix's text, braces and all
             raise HarnessError(f"{source}: template {t_idx + 1} has {{{unknown[0]}}}; a template fills {{payload}} "
-                               f"and {{target}} only")
+                               f"and {{target}} only (a literal {{{unknown[0]}}} is written {{{{{unknown[0]}}}}})")
         same = seen.setdefault((" ".join(tpl["text"].split()), str(tpl.get("payload"))), t_idx)
         if same != t_idx:
             raise HarnessError(f"{source}: template {t_idx + 1} repeats template {same + 1} (same text and payload): "
                                f"the bank would hold one attack twice; remove one of them")
-        if "{payload}" not in tpl["text"] or "payload" in tpl:
+        if "{payload}" not in slots or "payload" in tpl:
             combos.append((t_idx, -1))
         elif payloads:
             combos.extend((t_idx, p_idx) for p_idx in range(len(payloads)))
@@ -167,7 +176,19 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
         tpl, extra = templates[t_idx], (payloads[p_idx] if p_idx >= 0 else {})
         fields = {k: v for k, v in {**tpl, **extra}.items() if k in PREFIX_FIELDS}
         payload = str(extra.get("payload", tpl.get("payload", "")))
-        text = tpl["text"].replace("{payload}", payload).replace("{target}", str(fields.get("target", ""))).strip()
+        text = fill_template(tpl["text"], payload, str(fields.get("target", "")))
+        if isinstance(fields.get("target"), str) and fields["target"].strip():  # before fillers could supply it
+            try:
+                goal = target_check(fields["target"], fields.get("target_regex"), fields.get("check"),
+                                    fields.get("forms") or ())
+            except ValueError:  # the built bank's check names it
+                goal = None
+            if goal is not None and not goal.present(text):
+                whose = (f"{payloads_source}: payload {p_idx + 1}" if p_idx >= 0 and "target" in extra
+                         else f"{source}: template {t_idx + 1}")
+                raise HarnessError(f"{whose}: target {fields['target']!r} is not in the instruction it makes "
+                                   f"({text[:80]!r}): the prefix would ask for another word than it checks; give "
+                                   f"the target the instruction names")
         order = rng.sample(pool, len(pool))
         while len(text) < min_chars and order:
             text += " " + order.pop()

@@ -210,7 +210,15 @@ def load_prompts(path: str | Path, limit: int | None = None) -> list[Prompt]:
     if banked and len(banked) == len(rows):  # every line a prefix: the two paths were swapped
         raise HarnessError(f"{banked[0]['_where']}: this line is a prefix ({banked[0]['kind']!r}), and so is every "
                            f"line of the file: it is a prefix bank, not task prompts; give it as prefixes.path")
+    texts: dict[str, tuple[str, str]] = {}  # one text under two ids: two "independent" prompts that are one
+    for r in rows:
+        first = texts.setdefault(" ".join(r["text"].split()), (r["id"], r["_where"]))
+        if first[0] != r["id"]:
+            raise HarnessError(f"{r['_where']}: prompt {r['id']!r} has the same text as {first[0]!r} ({first[1]}): "
+                               f"one text would count as two prompts in every interval; keep one")
     prompts = [Prompt(r["id"], r["text"]) for r in rows]
+    if limit and limit > len(prompts):
+        log.warning("prompts.limit=%d, but %s holds only %d prompts: all of them are used", limit, path, len(prompts))
     return prompts[:limit] if limit else prompts
 
 

@@ -101,6 +101,13 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     choose, test = ch.split_prefixes(tables.conditions, seed)
     if not choose or not test:
         raise HarnessError(f"{run_dir} has too few prefixes to choose heads on one half and test on the other")
+    rows = tables.conditions[tables.conditions.group.isin(["B", "C"])]
+    for half, prefixes in (("choosing", choose), ("testing", test)):  # each half compares C with B
+        lacking = sorted({"B", "C"} - set(rows.loc[rows.prefix_id.astype(str).isin(prefixes), "group"].astype(str)))
+        if lacking:
+            raise HarnessError(f"{run_dir}: heads are chosen on one half of its B and C prefixes and tested on the "
+                               f"other, and the {half} half holds no group {lacking[0]} prefix: each group needs at "
+                               f"least 2 prefixes (a sweep with prefixes.per_group=2 or more)")
     ranking = ch.rank_heads(tables.attention, choose, rank_by, segment, length)
     heads_per_layer = int(tables.attention["head"].max()) + 1
     sets = ch.head_sets(ranking, ks, draws, heads_per_layer, seed)
