@@ -45,6 +45,9 @@ Tables (1,000 data sets per cell by default; 95% intervals; tests at 0.05):
    design each chose.
 2c. **Claims 1 and 2's promise**: table 2b for the min-of-two-contrasts test.
 2d. **A plan for decisions**: table 2b for the chance the lead test ends decided at Δ (truth Δ/2).
+2e. **A sparse rate's plan** (``harness.analysis.rate_planning``): pilots of 6 x 24 with B at 2% and
+   C at 10% plan the cheapest design at power 0.8 at Δ = 0.08, or at a chance of a verdict of 0.8;
+   the rate test's real power (or chance of a verdict) at the design each chose.
 3. **One group's rate** (``harness.analysis.rate_intervals``): coverage, the oracle's coverage,
    misses, mean width against the oracle's (a Wilson interval at the true effective sample size) and
    the old Clopper-Pearson
@@ -510,6 +513,90 @@ def claims_promise(ns) -> None:
             promise_row(name, "point power (0.5)" if assurance == 0.5 else f"assurance {assurance:g}", rows, pilots)
 
 
+RATE_PROMISE_PROMPTS = [6, 8, 12, 16, 24, 32, 48, 64, 96]
+RATE_PROMISE_PREFIXES = [6, 8, 12, 16, 24, 32, 48, 64, 96]
+
+
+def fewest_by_prefixes(reaches, prompts: list[int], prefixes: list[int]) -> tuple[int, int] | None:
+    """The least costly design (prompts x prefixes, ties: fewer prompts) at which ``reaches(p, n)``,
+    found by bisecting the prompts at each prefix count (the power grows with both; ``harness plan``
+    searches its grid in full, which the run's prompt set and bank keep small)."""
+    best = None
+    for n in prefixes:
+        lo, hi = 0, len(prompts) - 1
+        if best is not None and prompts[0] * n >= best[0] * best[1]:
+            break  # every design with this many prefixes costs more than the one found
+        if not reaches(prompts[hi], n):
+            continue
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if reaches(prompts[mid], n) else (mid + 1, hi)
+        if best is None or (prompts[lo] * n, prompts[lo]) < (best[0] * best[1], best[0]):
+            best = (prompts[lo], n)
+    return best
+
+
+def rate_promise(ns) -> None:
+    """Table 2e: a rate's plan keeps its promise? Pilots of 6 prompts x 24 prefixes per group, B's rate
+    2% and C's 10% (Δ = 0.08, the true gap), in table 1e's three sparse regimes, plan through
+    :func:`harness.analysis.rate_planning.rate_tests` (what ``harness plan --measure target_hit``
+    plans with) the cheapest design of the grid (up to 96 x 96; the conditions' count as its cost) at
+    which the lead rate test's power reaches 0.8, on the point fit or at ``harness plan``'s assurance;
+    and, for decisions, the cheapest at which its chance of a verdict at Δ reaches 0.8 (truth Δ/2).
+    What it then gets: the share of 500 fresh tables at the chosen design whose 95% interval leaves
+    out 0 (truth Δ), or ends decided (truth Δ/2)."""
+    import pandas as pd
+
+    from harness.analysis.rate_planning import rate_tests
+    from harness.analysis.verdicts import NOT_DETERMINED, decide
+
+    pilots, fresh = max(ns.datasets // 20, 10), 500
+    heading(f"2e. Planning a sparse rate: the power (or chance of a verdict) a plan promises against the one it gets "
+            f"({pilots} pilots, 6 x 24, B 2%, C 10%, Δ 0.08, target 0.8; {fresh} fresh tables a design)",
+            ["regime", "planned for", "planned at", "designs found", "promised (mean)", "real (mean)",
+             "real (10th percentile)", "real below 0.70", "cost (median conditions)"], 3)
+    rng = np.random.default_rng(ns.seed + 11)
+    pilot, delta = Design("6 x 24", 6, 24), 0.08
+    for r in SPARSE:
+        Ys, hi, _, _ = draw(pilot, r, True, pilots, rng)
+        real: dict = {}
+        for plan_for in ("power", "decided"):
+            for assurance in (None, ASSURANCE):
+                rows = []
+                for Y in Ys:
+                    frame = pd.DataFrame([{"prompt_id": f"p{i}", "prefix_id": f"x{j}", "group": "C" if hi[j] else "B",
+                                           "target_hit": bool(Y[i, j])}
+                                          for i in range(Y.shape[0]) for j in range(Y.shape[1])])
+                    tests, _ = rate_tests(frame, ["target_hit"], {"target_hit": delta}, by=(), assurance=assurance)
+                    if not tests:
+                        continue
+                    t = tests[0]
+                    planned = (lambda p, n, t=t: t.planned(p, n, "decided")) if plan_for == "decided" else \
+                        (lambda p, n, t=t: t.planned(p, n))
+                    found = fewest_by_prefixes(lambda p, n: planned(p, n) >= 0.8, RATE_PROMISE_PROMPTS,
+                                               RATE_PROMISE_PREFIXES)
+                    if found is None:
+                        continue
+                    key = (plan_for, *found)
+                    if key not in real:
+                        d = Design("", *found)
+                        truth = delta if plan_for == "power" else delta / 2
+                        Z, zhi, _, _ = draw(d, Regime(r.name, r.prompt, r.interaction, r.prefix_c, r.prefix_b, r.resid,
+                                                      r.rate_b, truth), True, fresh, rng)
+                        _, low, high = rate_difference(Z, zhi)
+                        real[key] = float(np.mean((low > 0) | (high < 0))) if plan_for == "power" else \
+                            float(np.mean([decide(lo, h, delta, two_sided=True) != NOT_DETERMINED
+                                           for lo, h in zip(low, high)]))
+                    rows.append((planned(*found), real[key], found[0] * found[1]))
+                print("| " + " | ".join([r.name, plan_for, "point (0.5)" if assurance is None else
+                                         f"assurance {assurance:g}"]), end="", flush=True)
+                a = np.array(rows).reshape(-1, 3)
+                cells = [f"{len(a)}/{pilots}"] + ([f"{a[:, 0].mean():.3f}", f"{a[:, 1].mean():.3f}",
+                                                   f"{np.percentile(a[:, 1], 10):.3f}", f"{np.mean(a[:, 1] < 0.7):.2f}",
+                                                   f"{np.median(a[:, 2]):.0f}"] if len(a) else [""] * 5)
+                print(" | " + " | ".join(cells) + " |", flush=True)
+
+
 @dataclass(frozen=True)
 class RateCell:
     name: str
@@ -692,7 +779,7 @@ def verdicts(ns) -> None:
 
 PARTS = {"differences": differences, "lead-power": lead_power, "rate-power": rate_lead_power, "sparse-rates": sparse_rates,
          "planning": planning, "promise": promise, "claims-promise": claims_promise,
-         "decided-promise": decided_promise, "rates": rates,
+         "decided-promise": decided_promise, "rate-promise": rate_promise, "rates": rates,
          "claims": claims_cells, "claims-power": claims_power, "second": generator_b, "verdicts": verdicts}
 
 

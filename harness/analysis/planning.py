@@ -157,7 +157,7 @@ def _difference_tests(rows: pd.DataFrame, value: str, by: Sequence[str], claim: 
                       effect_sds: float | None, delta: float, assurance: float | None) -> list[PlannedTest]:
     """The lead C - B test of ``value`` per ``by`` cell of ``rows``, planned at ``delta`` (or
     ``effect_sds`` prefix-level SDs): claim 3's tests, and ``--measure`` 's."""
-    tables = _lead_tables(rows, value, by)
+    tables = lead_tables(rows, value, by)
     tests = []
     for _, row in variance_components(rows, value, by=list(by)).iterrows():
         sd = float(row.prefix_sd)
@@ -192,7 +192,7 @@ def _lead_decided(components: dict, p: int, n: int, effect: float, two_sided: bo
     return 1.0 - undecided(*map(float, planned_variance(components, p, n, assurance)), effect, two_sided=two_sided)
 
 
-def _lead_tables(df: pd.DataFrame, value: str, by: Sequence[str]) -> dict[tuple, tuple]:
+def lead_tables(df: pd.DataFrame, value: str, by: Sequence[str]) -> dict[tuple, tuple]:
     """Per ``by`` cell, the complete C/B table ``(Y, is_high, pairs)`` claim 3's lead test and its
     power range read (as :func:`harness.analysis.design.variance_components` takes it)."""
     out = {}

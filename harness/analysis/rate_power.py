@@ -119,10 +119,10 @@ def between_covariances(Y: np.ndarray, is_high: np.ndarray, pairs=None, confiden
     return tuple(out)
 
 
-def _own_shares(Y: np.ndarray, is_high: np.ndarray, pairs=None, prompt=None, prefix=None, between=None
+def own_shares(Y: np.ndarray, is_high: np.ndarray, pairs=None, prompt=None, prefix=None, between=None
                 ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """Each latent share fitted on its own (:func:`latent_share` of its 0/1 covariance, the table's own
-    unless given), before :func:`_assemble` reconciles them; and whether each group has both outcomes."""
+    unless given), before :func:`assemble_shares` reconciles them; and whether each group has both outcomes."""
     groups = (Y[..., is_high], Y[..., ~is_high])
     rates = [G.mean((-2, -1)) for G in groups]
     t = [_threshold(r) for r in rates]
@@ -138,7 +138,9 @@ def _own_shares(Y: np.ndarray, is_high: np.ndarray, pairs=None, prompt=None, pre
     return own, [(r > 0) & (r < 1) for r in rates]
 
 
-def _assemble(own: dict, informative: list) -> dict[str, np.ndarray]:
+def assemble_shares(own: dict, informative: list) -> dict[str, np.ndarray]:
+    """The shares of :func:`own_shares` reconciled: a group without both outcomes takes the other's, a
+    group's two shares together stay within :data:`RHO_MAX`, and the ties stay within both groups'."""
     shares = {}
     for name in ("prompt", "prefix"):
         high, low = own[f"{name}_high"], own[f"{name}_low"]
@@ -162,10 +164,12 @@ def fit_shares(Y: np.ndarray, is_high: np.ndarray, pairs=None) -> dict[str, np.n
     ``prompt_high``/``prompt_low`` (a + ag), ``prefix_high``/``prefix_low`` (pair + b), ``shared``
     (a, at most either group's prompt share), ``pair`` (at most either group's prefix share; 0
     unpaired). A group's two shares together stay within :data:`RHO_MAX`."""
-    return _assemble(*_own_shares(np.asarray(Y, dtype=float), np.asarray(is_high, dtype=bool), pairs))
+    return assemble_shares(*own_shares(np.asarray(Y, dtype=float), np.asarray(is_high, dtype=bool), pairs))
 
 
-def _normals(batch: tuple, sims: int, P: int, is_high: np.ndarray, pairs, rng: np.random.Generator) -> dict:
+def normals_for(batch: tuple, sims: int, P: int, is_high: np.ndarray, pairs, rng: np.random.Generator) -> dict:
+    """The standard normals ``sims`` simulated tables of ``P`` prompts x ``is_high``'s prefixes are made
+    of (per batch element): a prompt's, a prompt x group's, a prefix's, a matched pair's, a cell's."""
     n = len(is_high)
     n_pairs = len(pairs[0]) if pairs is not None else 0
     shape = (*batch, sims)
@@ -174,10 +178,11 @@ def _normals(batch: tuple, sims: int, P: int, is_high: np.ndarray, pairs, rng: n
             "e": rng.standard_normal((*shape, P, n))}
 
 
-def _rejection_rate(shares: dict, rate_low, effect, is_high: np.ndarray, pairs, normals: dict,
-                    alpha: float) -> np.ndarray:
-    """Share of tables drawn from ``shares`` (B at ``rate_low``, C moved by ``effect``) on which the
-    lead rate test rejects at ``alpha`` (two-sided)."""
+def simulated_intervals(shares: dict, rate_low, effect, is_high: np.ndarray, pairs, normals: dict,
+                        alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)``: the lead rate test's intervals (``1 - alpha``) of C - B on the tables the
+    standard ``normals`` (:func:`normals_for`) make under ``shares``, B at ``rate_low`` and C moved by
+    ``effect``, one per simulated table (last axis)."""
     rate_low = np.asarray(rate_low, dtype=float)
     effect = np.asarray(effect, dtype=float)
     up = rate_low + effect
@@ -203,6 +208,14 @@ def _rejection_rate(shares: dict, rate_low, effect, is_high: np.ndarray, pairs, 
     threshold = np.where(g == 0, per_set(_threshold(rate_high)), per_set(_threshold(rate_low)))
     tables = (z > threshold).astype(float)
     _, low, high = rate_difference(tables, is_high, pairs, 1 - alpha)
+    return low, high
+
+
+def _rejection_rate(shares: dict, rate_low, effect, is_high: np.ndarray, pairs, normals: dict,
+                    alpha: float) -> np.ndarray:
+    """Share of tables drawn from ``shares`` (B at ``rate_low``, C moved by ``effect``) on which the
+    lead rate test rejects at ``alpha`` (two-sided)."""
+    low, high = simulated_intervals(shares, rate_low, effect, is_high, pairs, normals, alpha)
     return ((low > 0) | (high < 0)).mean(-1)
 
 
@@ -213,7 +226,7 @@ def simulated_power(shares: dict, rate_low, effect, n_prompts: int, is_high: np.
     leading axes), B at ``rate_low`` and C moved from it by ``effect``: the power at known shares, which
     :func:`rate_power` evaluates at a table's fitted ones."""
     is_high = np.asarray(is_high, dtype=bool)
-    normals = _normals(np.shape(rate_low), sims, n_prompts, is_high, pairs, np.random.default_rng(seed))
+    normals = normals_for(np.shape(rate_low), sims, n_prompts, is_high, pairs, np.random.default_rng(seed))
     return _rejection_rate(shares, rate_low, effect, is_high, pairs, normals, alpha)
 
 
@@ -253,7 +266,7 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
     _, rate_lo, rate_hi = crossed_rate_interval(Y[..., ~is_high], confidence)
     (shared_lo, shared_hi), (pair_lo, pair_hi) = between_covariances(Y, is_high, pairs, confidence)
     # each share is monotone in its own covariance: the box's ends map to latent ends once, not per corner
-    ends = [_own_shares(Y, is_high, pairs, (high["prompt"][e], low["prompt"][e]), (high["prefix"][e], low["prefix"][e]),
+    ends = [own_shares(Y, is_high, pairs, (high["prompt"][e], low["prompt"][e]), (high["prefix"][e], low["prefix"][e]),
                         ((shared_lo, shared_hi)[e], (pair_lo, pair_hi)[e])) for e in (0, 1)]
     informative = ends[0][1]
     axes = {name: (ends[0][0][name], ends[1][0][name]) for name in ("prompt_high", "prompt_low")}
@@ -263,13 +276,13 @@ def rate_power_range(Y: np.ndarray, is_high: np.ndarray, pairs=None, alpha: floa
     # C and B tied more closely means a less noisy difference: both ties at one end together
     axes["between"] = tuple((ends[e][0]["shared"], ends[e][0]["pair"]) for e in (0, 1))
     axes["rate_low"] = (rate_lo, rate_hi)
-    normals = _normals(Y.shape[:-2], sims, Y.shape[-2], is_high, pairs, np.random.default_rng(seed))
+    normals = normals_for(Y.shape[:-2], sims, Y.shape[-2], is_high, pairs, np.random.default_rng(seed))
 
     def power_at(c: dict) -> np.ndarray:
         own = {"prompt_high": c["prompt_high"], "prompt_low": c["prompt_low"], "prefix_high": c["prefix_high"][0],
                "prefix_low": c["prefix_low"][0], "shared": c["between"][0], "pair": c["between"][1]}
         size = np.sqrt((c["prefix_high"][1] + c["prefix_low"][1]) / 2) if effect is None else effect
-        return _rejection_rate(_assemble(own, informative), c["rate_low"], size, is_high, pairs, normals, alpha)
+        return _rejection_rate(assemble_shares(own, informative), c["rate_low"], size, is_high, pairs, normals, alpha)
 
     # corners at once, as many as keep a call's tables near CORNER_CELLS: same numbers, a fraction of the calls
     per_corner = max(int(np.prod(Y.shape[:-2], dtype=int)), 1) * sims * Y.shape[-2] * Y.shape[-1]

@@ -99,24 +99,24 @@ def _delta(text: str) -> tuple[str, float]:
 
 def _measure(text: str) -> str:
     """A measure ``harness plan --measure`` can plan the report's C - B test on: a registered
-    conditions measure with numeric values (a rate's power is simulated per design, too slow to
-    search a grid of designs with)."""
+    conditions measure with numeric values, or a rate the report compares between C and B
+    (``target_hit``: its power is simulated per design, :mod:`harness.analysis.rate_planning`)."""
+    from harness.analysis.rate_planning import PLANNED_RATES
     from harness.measure.metrics import METRICS
 
     # a nullable measure's NaN means something (first_divergence: never diverged), and a C - B of it would drop
     # those conditions: plain numbers only
     numeric = {m.name: m for m in METRICS if m.level == "condition" and str(m.dtype) in ("float64", "int64")}
     rates = {m.name for m in METRICS if m.level == "condition" and str(m.dtype) in ("bool", "boolean")}
+    if text in PLANNED_RATES:
+        return text
     if text in rates:
-        from harness.measure.metrics import contrasted
-
-        read = (f"read {text}'s power at the pilot in its report's C - B table" if text in dict(contrasted()) else
-                f"read {text}'s power at the pilot with H.compare_groups(H.load_run(RUN).conditions, {text!r}, "
-                f"rate=True) (the report's C - B table does not hold it)")
+        why = ("measured in group C alone: a B prefix asks for nothing to obey" if text == "obeyed"
+               else "A's own, or a check of the run")
         raise argparse.ArgumentTypeError(
-            f"{text} is a rate, whose C - B power is simulated per design (about 0.3 s each), too slow to search a "
-            f"grid of designs with; plan on a measure (e.g. norm_edit_distance, or attn_kl_mean for a run that "
-            f"decoded nothing), and {read}")
+            f"{text} is not a rate the report compares between C and B ({why}); plan on {' or '.join(PLANNED_RATES)}, "
+            f"or a measure (e.g. norm_edit_distance, or attn_kl_mean for a run that decoded nothing), and read "
+            f"{text}'s power at the pilot with H.compare_groups(H.load_run(RUN).conditions, {text!r}, rate=True)")
     if any(m.name == text and str(m.dtype) == "Int64" for m in METRICS):
         raise argparse.ArgumentTypeError(f"{text} is empty where its event did not happen (a continuation that never "
                                          f"diverged, say), so a C - B of it would leave those conditions out; plan on "
@@ -124,10 +124,11 @@ def _measure(text: str) -> str:
     if text not in numeric:
         import difflib
 
-        close = difflib.get_close_matches(text, numeric, n=1)
+        close = difflib.get_close_matches(text, [*numeric, *PLANNED_RATES], n=1)
         raise argparse.ArgumentTypeError(f"{text!r} is not a conditions measure"
                                          + (f"; did you mean {close[0]!r}?" if close else "")
-                                         + f" (the measures: {', '.join(sorted(numeric))})")
+                                         + f" (the measures: {', '.join(sorted(numeric))}; the rates: "
+                                           f"{', '.join(PLANNED_RATES)})")
     return text
 
 

@@ -36,6 +36,7 @@ from harness.analysis.planning import (
     prompts_needed,
 )
 from harness.analysis.power import ASSURANCE
+from harness.analysis.rate_planning import rate_tests
 from harness.analysis.undecoded import undecoded
 from harness.analysis.verdicts import deltas_for
 from harness.errors import HarnessError
@@ -114,8 +115,9 @@ def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
 def _never_varied(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
     """The C - B tests (claim 3's, or ``measures``') left out because their measure took one value in
     every B and C condition of the cell (:func:`harness.analysis.design.constant`), in words; "" if none."""
-    if measures:
-        cells = [(value, conditions) for value in measures if value in conditions]
+    if measures:  # a rate's cells without a hit (or a miss) are refused by rate_tests, with their reason
+        cells = [(value, conditions) for value in measures
+                 if value in conditions and not pd.api.types.is_bool_dtype(conditions[value])]
     else:
         cells = [(value, sub) for _, sub, _ in claim3_cells(conditions) if not sub.empty
                  for value in CLAIM_MEASURES if value in sub and sub[value].notna().any()]
@@ -172,9 +174,20 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     conditions, attention = merge_runs(per_run, attention, [str(d) for d in run_dirs], allow_mixed_settings)
     conditions, attention, _ = without_mention_controls(conditions, attention)  # the tests the claims page reads
     if measures:
-        tests = lead_tests(conditions, measures, effect_sds, deltas, assurance=assurance)
+        rates = [m for m in measures if m in conditions and pd.api.types.is_bool_dtype(conditions[m])]
+        if rates and effect_sds is not None:
+            raise HarnessError(f"--effect-sds plans in prefix-level SDs, which a rate ({rates[0]}) has none of to "
+                               f"simulate by: plan it at its smallest effect of interest, --delta {rates[0]}=VALUE "
+                               f"(a difference in proportion, 0.05 for 5 percentage points)")
+        numbers = [m for m in measures if m not in rates]
+        tests = lead_tests(conditions, numbers, effect_sds, deltas, assurance=assurance)
+        simulated, unplanned = rate_tests(conditions, rates, deltas, assurance=assurance) if rates else ([], [])
+        tests += simulated
         if not tests:
-            raise HarnessError(_why_no_lead(conditions, measures))
+            raise HarnessError(_why_no_lead(conditions, numbers) if numbers and not rates else
+                               "no C - B test could be planned from these runs: " + "; ".join(
+                                   unplanned + ([_why_no_lead(conditions, numbers).partition(": ")[2]] if numbers
+                                                else [])))
     else:
         tests = claim_tests(conditions, attention, effect_sds, deltas=deltas, assurance=assurance)
     if not tests:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.rate_planning import PLANNED_RATES
 from harness.analysis.undecoded import UNDECODED
 from harness.numbers import NOT_ESTIMABLE, count, num
 from harness.reporting.markdown import heading
@@ -28,6 +29,14 @@ DECIDED_PROMISE = ("In simulation, 300 pilots of 4 x 24 per regime planning C - 
                    "at an assurance of 0.85 got a real chance of 0.95-1.00 on average and at least 0.77-1.00 in nine "
                    "plans of ten, at 2.7 to 8 times the point plan's conditions; on the point estimates, 0.73-0.78 "
                    "and 0.32-0.54 (results/calibration.md, table 2d).")
+# a rate's test, planned by simulation (harness.analysis.rate_planning; table 2e: --part rate-promise)
+RATES = ("A rate's power and chance of a verdict (target_hit) are simulated, 400 tables a design, from the pilot's "
+         "latent crossed model (each group's prompt and prefix shares, what ties C to B, B's rate; "
+         "harness.analysis.rate_planning): the power at a truth of Δ, the chance of a verdict at Δ/2, neither with a "
+         "range (a range would simulate 64 corners a design), each a share of 400 tables (a Monte Carlo error of at "
+         "most 0.025). The "
+         "planned ones take each group's prompt and prefix components at their upper bound at the plan's assurance, "
+         "which simulation found keeps the promise where the point fit does not (results/calibration.md, table 2e).")
 CELL_NAMES = {"prefix_len": "prefix length", "isolation": "isolation"}
 ATTENTION_ONLY = (f"{UNDECODED}: no claim test on edit distance can be made, so the claims' tests here are their "
                   f"attention tests")
@@ -112,6 +121,8 @@ def plan_markdown(p, run_dirs: list[Path], notes: list[str] = ()) -> str:
                      + "".join(f"{getattr(t, c)} | " for c in cells) + f"{t.pilot} | {_power(t.power_pilot)} | "
                      f"{'' if p.chosen is None else _ranged(t)} | "
                      + (f"{'' if p.chosen is None else _decided(t)} | " if decided else "") + f"{needed} |")
+    if p.tests.measure.isin(PLANNED_RATES).any():
+        lines += ["", RATES]
     lines += ["", "Power not estimable: the prefixes' own spread of that statistic is estimated at 0, so there is no prefix-level "
               "SD to state power against."] if p.tests.power_pilot.isna().any() else []
     return "\n".join(lines) + "\n"

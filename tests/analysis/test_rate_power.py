@@ -199,8 +199,8 @@ def test_the_ties_interval_widens_with_heavy_tailed_means_and_is_unbounded_on_th
     # an unbounded tie leaves C and B as closely tied as their own prompt shares allow
     shares = fit_shares(smooth, hi)
     assert shares["shared"] <= min(shares["prompt_high"], shares["prompt_low"])
-    from harness.analysis.rate_power import _assemble, _own_shares
+    from harness.analysis.rate_power import assemble_shares, own_shares
 
-    own, informative = _own_shares((smooth > 0.5).astype(float), hi, between=(np.inf, 0.0))
-    tied = _assemble(own, informative)
+    own, informative = own_shares((smooth > 0.5).astype(float), hi, between=(np.inf, 0.0))
+    tied = assemble_shares(own, informative)
     assert tied["shared"] == pytest.approx(min(tied["prompt_high"], tied["prompt_low"]))

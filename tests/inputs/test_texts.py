@@ -20,7 +20,7 @@ def test_shipped_sets_are_large_enough():
 
 
 def test_limit(tmp_path):
-    path = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "text": "x"} for i in range(5)])
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "text": f"task {i}"} for i in range(5)])
     assert [p.id for p in load_prompts(path, limit=2)] == ["p0", "p1"]
     with pytest.raises(HarnessError, match="positive"):
         load_prompts(path, limit=0)

@@ -130,7 +130,7 @@ def test_a_plan_of_other_settings_is_not_written_over_its_out(pilot, tmp_path):
 
 def test_plan_measure_plans_the_reports_c_minus_b_rows_and_refuses_what_it_cannot(pilot, tmp_path, capsys):
     """Issue 65, item 3: `harness plan --measure M --delta M=D` plans the report's C - B on M (one test
-    per prefix length here), not the claims; a rate, an unknown measure or a measure without a Δ is
+    per prefix length here), not the claims; a rate the report does not compare, an unknown measure or a measure without a Δ is
     refused in one line; a plan of other measures is not written over another's --out."""
     out = tmp_path / "plan"
     assert main(["plan", str(pilot), "--measure", "output_kl", "--delta", "output_kl=0.2", "--target", "0.5",
@@ -147,7 +147,8 @@ def test_plan_measure_plans_the_reports_c_minus_b_rows_and_refuses_what_it_canno
     assert main(["plan", str(pilot), "--measure", "norm_edit_distance", "--target", "0.5", "--out", str(out)]) == 2
     assert "made with other settings" in capsys.readouterr().err
     assert main(["plan", str(pilot), "--target", "0.5", "--out", str(out)]) == 2
-    for args, said in ((["--measure", "target_hit"], "is a rate"), (["--measure", "output_k"], "did you mean 'output_kl'"),
+    for args, said in ((["--measure", "exact_match"], "is not a rate the report compares between C and B"),
+                       (["--measure", "output_k"], "did you mean 'output_kl'"),
                        (["--measure", "edit_distance"], "--delta edit_distance=VALUE")):
         with pytest.raises(SystemExit) as exc:
             main(["plan", str(pilot), *args])
