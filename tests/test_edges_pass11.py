@@ -65,7 +65,9 @@ def test_copies_that_differ_by_rounding_are_one_result(base, tmp_path):
     alone = sweep(tmp_path / "bs1", *FAST, "prompts.limit=3", "batch_size=1")
     both = H.load_runs([base, alone])[0]
     assert len(both) == len(H.load_run(base).conditions)
-    assert SAME_RESULT_TOLERANCE == 1e-5  # check-determinism's default --tolerance says the same
+    # copies in two runs take at least check-determinism's default --tolerance (1e-5): what it calls reproduced is
+    # one result (pass 37: per-step KL moved by 1.05e-5 between batch compositions, so copies take 1e-4)
+    assert SAME_RESULT_TOLERANCE >= 1e-5
 
 
 def test_plan_refuses_a_power_at_the_tests_level_and_says_what_it_searched(base, capsys):

@@ -1,7 +1,7 @@
 """The adversarial passes' cases of 2026-12-07 (issue 67): what pass 35 left (a status.json copied
 from another run of the same size was read; a plan promised power 1 from a measure that never
 varied; ``--out ./-`` was refused as standard output; ``model/tiny`` got run-directory advice), and
-pass 36's causes below them."""
+passes 36's and 37's causes below them."""
 
 from __future__ import annotations
 
@@ -163,3 +163,41 @@ def test_a_prefix_set_without_a_groups_kind_is_refused_before_the_model_loads(tm
                                    f"prefixes.path={path}", "hydra.run.dir=run"])
     assert "group C is requested but the prefix set has no 'instruction' prefixes" in line
     assert not (tmp_path / "run").exists()
+
+
+# pass 37 (the working tree of c595d7a with rate planning, 188 cases: 0 lost, 5 silent, 0 tracebacks, 5 misleading)
+
+
+def test_copies_that_differ_by_batch_rounding_of_a_per_step_kl_are_one_result(one_token):
+    """Cases 186/187 (misleading): copies with identical tokens whose per-step KL moved by 1.05e-5 were
+    "different results", blamed on the settings the runs differ in."""
+    from harness.runs.reading import merge_runs
+    from harness.runs.rundir import RunDir
+
+    a = RunDir(one_token).conditions()
+    moved = a.assign(output_kl=a.output_kl + 5e-5)
+    merged, _ = merge_runs([a, moved], [None, None], ["one", "two"])
+    assert len(merged) == len(a)
+    apart = a.assign(output_kl=a.output_kl + 1e-3)  # a thousandth of a nat is no rounding
+    with pytest.raises(Exception, match="different results"):
+        merge_runs([a, apart], [None, None], ["one", "two"])
+
+
+def test_a_pair_of_one_kind_is_refused_where_the_file_is_read(tmp_path, capsys):
+    """Case 157 (silent): two instruction-like prefixes sharing a pair turned the set 'unpaired' without a word."""
+    rows = [json.loads(line) for line in SMALL_PREFIXES.read_text().splitlines() if line.strip()]
+    c = [r for r in rows if r["kind"] == "instruction"]
+    rows = [{**r, "pair": "p1"} if r["id"] in (c[0]["id"], c[1]["id"]) else r for r in rows]
+    path = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    line = one_line_error(capsys, ["sweep", *[o for o in FAST if not o.startswith("prefixes.path")],
+                                   f"prefixes.path={path}", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert "share pair 'p1' and are both instruction" in line, line
+
+
+def test_a_rate_the_plan_cannot_plan_beside_a_measure_is_named_on_the_page(one_token, tmp_path):
+    """Cases 27/29 (silent): target_hit's reason was dropped where another measure's test was planned."""
+    out = tmp_path / "plan"
+    assert main(["plan", str(one_token), "--measure", "output_kl", "--measure", "target_hit", "--delta",
+                 "output_kl=0.001", "--out", str(out)]) == 0
+    page = (out / "plan.md").read_text()
+    assert "left out, as nothing to plan from: target_hit has no value in group B or C" in page

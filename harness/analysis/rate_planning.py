@@ -36,6 +36,7 @@ import pandas as pd
 
 from harness.analysis.crossed_variance import MIN_PREFIXES, MIN_PROMPTS, group_component_limits
 from harness.analysis.descriptive import CONTRAST_BY, present_columns, with_settings
+from harness.analysis.obeying import roles
 from harness.analysis.planning import OUTPUT, PlannedTest, lead_tables
 from harness.analysis.rate_power import (
     assemble_shares,
@@ -95,6 +96,16 @@ def rate_tests(conditions: pd.DataFrame, measures: Sequence[str], deltas: dict[s
     by = present_columns(with_settings(conditions), by)
     tests, reasons = [], []
     for value in measures:
+        if value == "target_hit" and (roles(conditions) == "forbidden").any():  # as the report leaves it out
+            reasons.append("target_hit: group C holds prefixes that ask for the word and prefixes that forbid it, "
+                           "so C - B would mix them (the report leaves it out too; its \"Obeying or copying?\" "
+                           "section reads each role against B)")
+            continue
+        empty = [g for g in ("B", "C") if not conditions.loc[conditions.group.astype(str) == g, value].notna().any()]
+        if empty:  # no crossing to speak of: say what is missing, not that the pilot is small
+            reasons.append(f"{value} has no value in group {' or '.join(empty)} (its prefixes carry no target, or "
+                           f"the run decoded nothing: decode.path=none)")
+            continue
         rows = conditions.assign(**{value: conditions[value].astype("Float64").astype(float)})
         d = float(delta.get(value, np.nan))
         for key, (Y, is_high, pairs) in lead_tables(rows, value, by).items():
@@ -113,7 +124,8 @@ def rate_tests(conditions: pd.DataFrame, measures: Sequence[str], deltas: dict[s
                 continue
             paired = pairs is not None
             point = ({k: float(v) for k, v in fit_shares(Y, is_high, pairs).items()}, float(Y[:, ~is_high].mean()))
-            hard = assured_shares(Y, is_high, pairs, assurance) if assurance is not None else point
+            # at 0.5 a plan is on the point fit, as for measures (its bounds would be the median-unbiased ones)
+            hard = assured_shares(Y, is_high, pairs, assurance) if assurance is not None and assurance > 0.5 else point
             tests.append(PlannedTest(
                 None, value, OUTPUT, cell, (int(Y.shape[0]), min(int(is_high.sum()), n_low)),
                 _cached(point, d, d, paired, False, seed), None,

@@ -240,7 +240,7 @@ def check_determinism(args: list[str]) -> int:
                                      "metric that differs from the stored tables.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--sample", type=positive_int, default=8, help="how many B/C conditions to recheck (>= 1)")
-    parser.add_argument("--tolerance", type=non_negative, default=1e-5,  # runs.tables.SAME_RESULT_TOLERANCE
+    parser.add_argument("--tolerance", type=non_negative, default=1e-5,  # below runs.tables.SAME_RESULT_TOLERANCE
                         help="largest metric difference accepted (a finite number >= 0)")
     trust_damaged_option(parser)
     ns = parser.parse_args(args)

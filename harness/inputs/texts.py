@@ -258,6 +258,12 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
     for p in out:
         if p.pair:
             members.setdefault(p.pair, []).append(p)
+    alike = [ps for ps in members.values() if len(ps) >= 2 and len({p.kind for p in ps}) == 1]
+    if alike:  # the analyses would read the whole set as unpaired without a word
+        ps = alike[0]
+        raise HarnessError(f"{path}: prefixes {ps[0].id!r} and {ps[1].id!r} share pair {ps[0].pair!r} and are both "
+                           f"{ps[0].kind}: a matched pair (or triple) sets a neutral prefix beside instruction-like "
+                           f"ones; give each its partner's pair, or remove the field")
     alone = [ps[0] for ps in members.values() if len(ps) < 2]
     if alone:  # a matched pair compares its members: one alone is a missing line or a misspelt pair
         raise HarnessError(f"{path}: prefix {alone[0].id!r} names pair {alone[0].pair!r}, which no other prefix of the "

@@ -189,7 +189,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
                                    unplanned + ([_why_no_lead(conditions, numbers).partition(": ")[2]] if numbers
                                                 else [])))
     else:
-        tests = claim_tests(conditions, attention, effect_sds, deltas=deltas, assurance=assurance)
+        tests, unplanned = claim_tests(conditions, attention, effect_sds, deltas=deltas, assurance=assurance), []
     if not tests:
         missing = [why for why in (missing_for(c, conditions, attention) for c in HYPOTHESES) if why]
         raise HarnessError("no claim test could be planned from these runs: "
@@ -244,7 +244,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     if chosen is not None and unpowered:  # "every test" holds for the tests that have a power to reach
         why_chosen += (f" that has a power ({unpowered} of {len(tests)} have none: their prefixes' spread is 0, "
                        f"see below)")
-    if chosen is not None and (never := _never_varied(conditions, measures)):
+    if chosen is not None and (never := "; ".join(filter(None, [*unplanned, _never_varied(conditions, measures)]))):
         why_chosen += f"; left out, as nothing to plan from: {never}"
     at = None if chosen is None else (int(chosen.n_prompts), int(chosen.n_prefixes))  # the chosen design
     overrides = "" if at is None else f"prompts.limit={at[0]} prefixes.per_group={at[1]}"

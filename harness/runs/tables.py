@@ -168,9 +168,11 @@ def null_safe_keys(df: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 # Two copies of one condition's result agree where their tokens are identical and their numbers
-# within this (absolute): rounding, as a batch of another size gives it. `harness check-determinism`
-# calls a rerun within it reproduced.
-SAME_RESULT_TOLERANCE = 1e-5
+# within this (absolute): rounding, as a batch of another composition gives it. A per-step KL near 0.02
+# is a difference of two near-equal float32 log-probabilities and moved by 1.05e-5 between batches
+# (pass 37), so copies take ten times `harness check-determinism`'s default --tolerance of 1e-5 (a rerun
+# at batch size 1 that it checks, and whose excess it names as rounding).
+SAME_RESULT_TOLERANCE = 1e-4
 
 
 def _same(a, b) -> bool:

@@ -75,3 +75,24 @@ def test_pilots_that_say_nothing_of_how_hits_cluster_are_refused_with_their_reas
     assert tests == [] and "no B or C condition of the pilot hit" in reasons[0]
     tests, reasons = rate_tests(pilot(prompts=2), ["target_hit"], by=())
     assert tests == [] and "a pilot needs at least 3 x 3" in reasons[0]
+
+
+def test_a_c_that_asks_for_the_word_and_forbids_it_is_not_planned_and_empty_groups_are_named():
+    """Pass 37 (silent): asked and forbidden C prefixes were pooled into one C - B, which the report refuses;
+    (misleading): a target_hit empty in B was "a complete crossing of 0 prompts"."""
+    mixed = pilot().assign(check=lambda d: np.where((d.group == "C") & (d.prefix_id < "x3"), "absent", "contains"))
+    tests, reasons = rate_tests(mixed, ["target_hit"], by=())
+    assert tests == [] and "ask for the word and prefixes that forbid it" in reasons[0]
+    no_b = pilot()
+    no_b.loc[no_b.group == "B", "target_hit"] = pd.NA
+    tests, reasons = rate_tests(no_b, ["target_hit"], by=())
+    assert tests == [] and reasons == ["target_hit has no value in group B (its prefixes carry no target, or the run "
+                                       "decoded nothing: decode.path=none)"]
+
+
+def test_an_assurance_of_one_half_plans_on_the_point_fit():
+    """Pass 37 (silent): at --assurance 0.5 a rate's planned power was 0.048 where its point power was 0.20."""
+    wide = {"target_hit": 0.25}
+    (half,), _ = rate_tests(pilot(), ["target_hit"], wide, by=(), assurance=0.5)
+    for design in ((6, 12), (24, 24)):
+        assert half.planned(*design) == half.power(*design)

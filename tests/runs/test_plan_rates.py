@@ -1,11 +1,13 @@
 """``harness plan --measure target_hit``: a rate's C - B planned end to end on a run of the shipped
 demo model (it obeys directives, so C hits and B rarely does), and the refusals around it."""
 
+import json
+
 import pandas as pd
 import pytest
 
 from harness.cli import main
-from tests.support import one_line_error, sweep
+from tests.support import ROOT, one_line_error, sweep, write_jsonl
 
 DEMO = ["experiment=demo-directives", "prompts.limit=3", "prefix.lengths=[32]", "prefixes.per_group=6",
         "decode.max_new_tokens=12", "draw_figures=false", "analysis.noise_floor=false"]
@@ -13,7 +15,13 @@ DEMO = ["experiment=demo-directives", "prompts.limit=3", "prefix.lengths=[32]", 
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    run = sweep(tmp_path_factory.mktemp("rates") / "demo", *DEMO)
+    """The demo triples without their prohibitions (a C that asks for the word and a C that forbids it
+    is no C - B to plan: the report leaves it out), so each pair is a directive and a mention."""
+    root = tmp_path_factory.mktemp("rates")
+    rows = [json.loads(line) for line in (ROOT / "harness" / "data" / "prefixes_stories_directives.jsonl")
+            .read_text().splitlines() if line.strip()]
+    asked = write_jsonl(root / "asked.jsonl", [r for r in rows if r.get("check") != "absent"])
+    run = sweep(root / "demo", *DEMO, f"prefixes.path={asked}")
     hits = pd.read_parquet(run / "conditions.parquet").groupby("group").target_hit.sum()
     assert hits["C"] > 0, "the fixture needs hits to plan from"
     return run
