@@ -112,6 +112,10 @@ def rate_tests(conditions: pd.DataFrame, measures: Sequence[str], deltas: dict[s
             cell = dict(zip(by, key))
             where = ", ".join(str(v) for v in key)
             n_low = int((~is_high).sum())
+            if Y.size == 0:  # a run of the set whose prefixes name no target: nothing of this cell to cross
+                reasons.append(f"{value} ({where}) has no value in B and C together (its prefixes carry no target, "
+                               f"or the run decoded nothing)")
+                continue
             if Y.shape[0] < MIN_PROMPTS or min(int(is_high.sum()), n_low) < MIN_PREFIXES:
                 reasons.append(f"{value} ({where}): a complete crossing of {Y.shape[0]} prompt(s) x "
                                f"{min(int(is_high.sum()), n_low)} prefix(es) per group; a pilot needs at least "

@@ -258,12 +258,15 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
     for p in out:
         if p.pair:
             members.setdefault(p.pair, []).append(p)
-    alike = [ps for ps in members.values() if len(ps) >= 2 and len({p.kind for p in ps}) == 1]
-    if alike:  # the analyses would read the whole set as unpaired without a word
-        ps = alike[0]
-        raise HarnessError(f"{path}: prefixes {ps[0].id!r} and {ps[1].id!r} share pair {ps[0].pair!r} and are both "
-                           f"{ps[0].kind}: a matched pair (or triple) sets a neutral prefix beside instruction-like "
-                           f"ones; give each its partner's pair, or remove the field")
+    # a matched pair (or triple) is one neutral prefix beside instruction-like ones; any other set made the
+    # analyses read the whole bank as unpaired without a word
+    odd = [ps for ps in members.values() if len(ps) >= 2 and sum(p.kind == "neutral" for p in ps) != 1]
+    if odd:
+        ps = odd[0]
+        neutral = sum(p.kind == "neutral" for p in ps)
+        raise HarnessError(f"{path}: pair {ps[0].pair!r} ({', '.join(repr(p.id) for p in ps)}) holds {neutral} neutral "
+                           f"prefix(es): a matched pair (or triple) sets one neutral prefix beside instruction-like "
+                           f"ones; give each set one neutral member, or remove the field")
     alone = [ps[0] for ps in members.values() if len(ps) < 2]
     if alone:  # a matched pair compares its members: one alone is a missing line or a misspelt pair
         raise HarnessError(f"{path}: prefix {alone[0].id!r} names pair {alone[0].pair!r}, which no other prefix of the "

@@ -95,13 +95,19 @@ def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> No
     model's own reading of the text, not the files)."""
     for role, column, start, end, by in ID_SPANS:
         seen: dict[tuple, tuple[tuple, str]] = {}
+        named: dict[tuple, tuple[set, str]] = {}  # (cell, tokens) -> the ids the first run that has them gives them
         for table, name in zip(tables, names):
             if not {column, start, end, "input_ids"} <= set(table.columns):
                 continue
             table = table.assign(**{c: None for c in by if c not in table.columns})  # older runs: no position
             rows = table.dropna(subset=[column]).drop_duplicates(subset=[*by, column])
-            for key, ids, lo, hi in zip(zip(*(rows[c].astype(str) for c in (*by, column))), rows["input_ids"],
-                                        rows[start], rows[end]):
+            here: dict[tuple, set] = {}
+            # a benchmark's prefixes share their documents' openings (the injection further in): only hand-written
+            # prefixes, and only within a group, are one text where their cut tokens agree
+            group = table["group"].astype(str) if "group" in table and role == "prefix" else pd.Series("", table.index)
+            written = table["corpus"].isna() if "corpus" in table and role == "prefix" else pd.Series(True, table.index)
+            for key, ids, lo, hi, g, mine in zip(zip(*(rows[c].astype(str) for c in (*by, column))), rows["input_ids"],
+                                                 rows[start], rows[end], group[rows.index], written[rows.index]):
                 tokens = tuple(np.asarray(ids)[int(lo):int(hi)].tolist())
                 first = seen.setdefault(key, (tokens, name))
                 if first[0] != tokens:
@@ -109,6 +115,17 @@ def refuse_one_key_two_texts(tables: list[pd.DataFrame], names: list[str]) -> No
                                        f"(files with other content under one id): read together, one key would hold "
                                        f"two different {PLURAL[role]}' results; read runs made from one file, or give "
                                        f"the other file's lines ids of their own")
+                if mine:
+                    here.setdefault((key[:-1], g, tokens), set()).add(key[-1])
+            # the reverse: one text under other ids in two runs would count as two prompts (prefixes). Within a run
+            # two ids may share tokens (a directive and its prohibition cut short), so only ids that share none count
+            for cell, ids in here.items():
+                first_ids, first_name = named.setdefault(cell, (ids, name))
+                if first_name != name and not ids & first_ids:
+                    raise HarnessError(f"{first_name} and {name} give one {role} text different ids "
+                                       f"({sorted(first_ids)[0]!r} and {sorted(ids)[0]!r}): read together, it would "
+                                       f"count as two {PLURAL[role]}; read runs made from one file, or give the line "
+                                       f"one id in both")
         if role == "prefix":  # one prefix neutral in one run, instruction-like in another: C - B with itself
             kinds: dict[str, tuple[str, str]] = {}
             for table, name in zip(tables, names):
