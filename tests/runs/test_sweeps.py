@@ -127,8 +127,8 @@ def test_collect_refuses_disagreeing_duplicates(tmp_path, capsys):
 def test_collect_refuses_runs_of_different_settings_without_shared_conditions(tmp_path):
     """Different max_new_tokens and no key in common: nothing disagrees, yet one table would mix
     4- and 8-token continuations; and one model in two dtypes would mix precisions."""
-    prompts = {n: write_jsonl(tmp_path / f"q{n}.jsonl", [{"id": f"q{n}", "text": "The little robot opened the door"}])
-               for n in (8, 16)}  # no prompt, so no condition, in common
+    prompts = {n: write_jsonl(tmp_path / f"q{n}.jsonl", [{"id": f"q{n}", "text": f"The little robot opened door {n}"}])
+               for n in (8, 16)}  # no prompt, so no condition, in common (one text under two ids is refused)
     runs = [sweep(tmp_path / f"n{n}", "model=tiny", f"prefix.lengths=[{n}]", f"decode.max_new_tokens={n // 2}",
                   *SMALL[3:], f"prompts.path={prompts[n]}") for n in (8, 16)]
     with pytest.raises(HarnessError, match=r"differ in max_new_tokens \(4 in .*n8 vs 8 in .*n16\)"):
