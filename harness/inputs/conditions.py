@@ -83,6 +83,16 @@ def batchable(a: Condition, b: Condition) -> bool:
             and (x.block, x.task_start, x.task_end) == (y.block, y.task_start, y.task_end))
 
 
+def refuse_missing_kinds(prefixes, groups) -> None:
+    """Refuse a requested group B or C whose kind (neutral, instruction) the prefix set has none of:
+    checked by the sweep before its model loads, and where conditions are built."""
+    for group in [g for g in ("B", "C") if g in groups]:
+        if not any(p.group == group for p in prefixes):
+            kind = "neutral" if group == "B" else "instruction"
+            raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes"
+                               + ("; run it with groups=[A,B]" if group == "C" else ""))
+
+
 def build_conditions(
     tokenizer,
     prompts,
@@ -116,11 +126,7 @@ def build_conditions(
     isolations = isolations or [Isolation()]
     if injection_at not in INJECTION_AT:
         raise HarnessError(f"prefix.injection_at={injection_at} is not one of {', '.join(INJECTION_AT)}")
-    for group in [g for g in ("B", "C") if g in groups]:
-        if not any(p.group == group for p in prefixes):
-            kind = "neutral" if group == "B" else "instruction"
-            raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes"
-                               + ("; run it with groups=[A,B]" if group == "C" else ""))
+    refuse_missing_kinds(prefixes, groups)
 
     tokens: dict[str, list[int]] = {}
 

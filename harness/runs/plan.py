@@ -95,9 +95,10 @@ def _why_no_prefix_sd(conditions) -> str:
     return "; ".join(dict.fromkeys(r for r in reasons if r)) or "claim 3 has no measure to plan on"
 
 
-def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str]) -> str:
-    """Why no C - B test of ``measures`` has a power to plan with, per measure and cell."""
-    reasons = []
+def _why_no_lead(conditions: pd.DataFrame, measures: Sequence[str], reasons: Sequence[str] = ()) -> str:
+    """Why no C - B test of ``measures`` has a power to plan with, per measure and cell, after
+    ``reasons`` already found (the rates' that :func:`harness.analysis.rate_planning.rate_tests` gives)."""
+    reasons = list(reasons)
     for value in measures:
         if value not in conditions or not conditions[value].notna().any():
             reasons.append(f"{value} was not measured in these runs")
@@ -184,10 +185,7 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
         simulated, unplanned = rate_tests(conditions, rates, deltas, assurance=assurance) if rates else ([], [])
         tests += simulated
         if not tests:
-            raise HarnessError(_why_no_lead(conditions, numbers) if numbers and not rates else
-                               "no C - B test could be planned from these runs: " + "; ".join(
-                                   unplanned + ([_why_no_lead(conditions, numbers).partition(": ")[2]] if numbers
-                                                else [])))
+            raise HarnessError(_why_no_lead(conditions, numbers, unplanned))
     else:
         tests, unplanned = claim_tests(conditions, attention, effect_sds, deltas=deltas, assurance=assurance), []
     if not tests:

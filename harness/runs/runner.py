@@ -253,7 +253,8 @@ def _sweep(cfg, config: dict, rundir: RunDir, store: ResultStore, exp: Experimen
 def check_inputs(cfg) -> None:
     """What can be refused before the run directory is claimed, cheaply: the prompts file, a prefix
     file (a public benchmark is read once, when the experiment is built) and the device."""
-    from harness.inputs.texts import KIND_OF_GROUP, load_prefixes, load_prompts
+    from harness.inputs.conditions import refuse_missing_kinds
+    from harness.inputs.texts import load_prefixes, load_prompts
     from harness.model.loading import resolve_device
 
     try:  # the verdicts' smallest effects of interest: refused before hours of conditions, not at the report
@@ -265,12 +266,8 @@ def check_inputs(cfg) -> None:
     try:
         load_prompts(cfg.prompts.path, cfg.prompts.limit)
         if cfg.prefixes.path and not cfg.prefixes.corpus:
-            kinds = {p.kind for p in load_prefixes(cfg.prefixes.path)}
-            for group in ("B", "C"):  # the same refusal as the experiment's, before the model loads
-                kind = KIND_OF_GROUP[group]
-                if group in [getattr(g, "name", str(g)) for g in cfg.groups] and kind not in kinds:
-                    raise HarnessError(f"group {group} is requested but the prefix set has no {kind!r} prefixes"
-                                       + ("; run it with groups=[A,B]" if group == "C" else ""))
+            # the experiment's own refusal, before the model loads
+            refuse_missing_kinds(load_prefixes(cfg.prefixes.path), [getattr(g, "name", str(g)) for g in cfg.groups])
     finally:
         texts.disabled = False
     resolve_device(cfg.model.device)
