@@ -273,6 +273,13 @@ def power_grid(tests: Sequence[PlannedTest], prompts: Sequence[int], prefixes: S
     return grid
 
 
+def _below(value: float, target: float) -> str:
+    """A power short of ``target`` as the page's tables print powers (two figures), rounded down only
+    where rounding would print it as reaching the target (0.9996 as "1.0" against 0.9995)."""
+    shown = num(value, 2)
+    return shown if float(shown) < target else f"{np.floor(value * 1000) / 1000:g}"
+
+
 def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: float | None = None,
              plan_for: str = "power") -> tuple[pd.Series | None, str]:
     """The least costly design of ``grid`` whose every ``scope`` test reaches ``target`` (ties: fewer
@@ -283,8 +290,7 @@ def cheapest(grid: pd.DataFrame, scope: str, target: float, budget_seconds: floa
     if reach.empty:
         best = grid.loc[grid[column].idxmax()] if grid[column].notna().any() and grid[column].max() > 0 else None
         why = (f"no design searched {reaches} every {_TESTS[scope]}" +
-               # rounded down: a power below the target never prints as reaching it (0.9996 as "1.0")
-               (f"; the best reaches {np.floor(best[column] * 1000) / 1000:g} at {int(best.n_prompts)} prompts x "
+               (f"; the best reaches {_below(best[column], target)} at {int(best.n_prompts)} prompts x "
                 f"{int(best.n_prefixes)} prefixes per group" if best is not None else
                 "; none gets above 0" if grid[column].notna().any() else ""))
         return None, why

@@ -29,8 +29,10 @@ def _model_config_source(override: str, with_dtype: bool) -> list[str]:
     reads it): ``model=`` what that config loads (its GGUF's local copy, the built-in, the hub id),
     so that a config name is not looked up on the hub, and (``with_dtype``) ``dtype=`` the config's.
     Any other override as given."""
-    key, _, name = override.partition("=")
     from harness.config.composing import group_options
+    from harness.model.kv_size import override_key
+
+    key, name = override_key(override), override.partition("=")[2]
 
     options = group_options("model", None)
     if key == "model" and name not in options and "/" not in name and not Path(name).expanduser().exists():

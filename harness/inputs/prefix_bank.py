@@ -176,6 +176,11 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
         tpl, extra = templates[t_idx], (payloads[p_idx] if p_idx >= 0 else {})
         fields = {k: v for k, v in {**tpl, **extra}.items() if k in PREFIX_FIELDS}
         payload = str(extra.get("payload", tpl.get("payload", "")))
+        if "{target}" in re.sub(r"\{\{|\}\}", "", tpl["text"] + payload) and not fields.get("target"):
+            whose = f"{payloads_source}: payload {p_idx + 1}" if p_idx >= 0 else f"{source}: template {t_idx + 1}"
+            raise HarnessError(f"{whose}: {{target}} is in the instruction, but neither the template nor its payload "
+                               f"gives a target: it would be filled with nothing ({tpl['text'][:60]!r}); give a "
+                               f"'target' field, or write a literal {{target}} as {{{{target}}}}")
         text = fill_template(tpl["text"], payload, str(fields.get("target", "")))
         if isinstance(fields.get("target"), str) and fields["target"].strip():  # before fillers could supply it
             try:

@@ -242,9 +242,11 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
         empty = next((k for k in ("target", "target_regex") if k in r and isinstance(r[k], str) and not r[k].strip()),
                      None)
+        if "pair" in r and isinstance(r["pair"], str) and not r["pair"].strip():
+            empty = "pair"  # read as no pair, it made per_group break every set of the bank without a word
         if empty:  # it would drop the check without a word: no target_hit, no obeyed
-            raise HarnessError(f"{where}: prefix {r['id']!r} has an empty {empty}: give the word to check for, or "
-                               f"leave the field out")
+            what = "the id of its matched set" if empty == "pair" else "the word to check for"
+            raise HarnessError(f"{where}: prefix {r['id']!r} has an empty {empty}: give {what}, or leave the field out")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,
                           r.get("pair"), r.get("check") or None, tuple(forms)))
     texts: dict[str, tuple[str, str]] = {}  # one text under two ids: counted twice, or B and C at once
@@ -254,6 +256,12 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{r['_where']}: prefix {r['id']!r} has the same text as {first[0]!r} ({first[1]}): "
                                f"one text would count as two prefixes (or be neutral and instruction-like at once); "
                                f"keep one")
+    unset = [r for r, p in zip(rows, out) if not p.pair]
+    if unset and len(unset) < len(out):  # prefixes.per_group draws whole sets only when every prefix is in one
+        raise HarnessError(f"{unset[0]['_where']}: prefix {unset[0]['id']!r} names no pair, while "
+                           f"{len(out) - len(unset)} of the file's {len(out)} prefixes do ({len(unset)} without): a "
+                           f"paired bank is drawn and compared in whole sets; give every prefix its set's pair, or "
+                           f"remove the field from all")
     members: dict[str, list[Prefix]] = {}
     for p in out:
         if p.pair:

@@ -55,6 +55,16 @@ ALIASES = {"tokens": "seq_len", "seq": "seq_len", "length": "seq_len", "context"
            "n_layers": "layers", "num_hidden_layers": "layers", "num_key_value_heads": "kv_heads"}
 
 
+def override_key(item: str) -> str:
+    """The key a ``key=value`` item sets: ``model.KEY`` read as ``KEY``, ``model.name_or_path`` as
+    ``model``; an item without a key (``=tiny``, ``model.=tiny``) is refused, not read as a model."""
+    key = item.partition("=")[0].strip()
+    key = "model" if key == "model.name_or_path" else key.removeprefix("model.") if key != "model." else ""
+    if not key:
+        raise HarnessError(f"kv-size: {item!r} has no key; give one of {', '.join(k + '=' for k in KEYS)}")
+    return key
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, str]:
     """``key=value`` items as a dict, ``model.KEY`` read as ``KEY`` (``model.name_or_path`` as
     ``model``); a key given twice is refused, not last-wins."""
@@ -64,7 +74,7 @@ def parse_overrides(overrides: list[str]) -> dict[str, str]:
         if "=" not in item:
             raise HarnessError(f"expected key=value, got {item!r}")
         key, value = item.split("=", 1)
-        key = key.removeprefix("model.name_or_path").removeprefix("model.") or "model"
+        key = override_key(item)
         if key not in KEYS:  # before "given twice": its remedy would lead to this refusal
             import difflib
 

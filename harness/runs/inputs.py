@@ -11,6 +11,7 @@ content differs.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -21,14 +22,32 @@ from harness.paths import adapter_dir
 ROLES = {"prompts": "prompts file", "prefixes": "prefix file", "adapter": "adapter"}
 
 
-def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: str | None) -> dict[str, dict]:
+def read_lines_sha256(path: str | Path, n: int) -> str | None:
+    """sha256 of the first ``n`` entries (non-blank lines) of a JSONL file, or None where it holds
+    fewer or cannot be read: what a run with ``prompts.limit=n`` read of it."""
+    try:
+        data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return None
+    lines = [raw for raw in data.split(b"\n") if raw.decode("utf-8", "replace").strip()]
+    return hashlib.sha256(b"\n".join(lines[:n])).hexdigest() if len(lines) >= n else None
+
+
+def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: str | None,
+                prompts_limit: int | None = None) -> dict[str, dict]:
     """``{role: {"path": absolute path, "sha256": ...}}`` of the input files the config names that
-    exist (a missing one is refused later, where it is read, with its own message)."""
+    exist (a missing one is refused later, where it is read, with its own message). With a
+    ``prompts_limit`` the file holds, the prompts' entry also records ``read_lines`` and
+    ``read_sha256``, the hash of the lines the run read: prompts appended at the file's end change
+    nothing the run used (prefixes are drawn from the whole file, so only its whole hash says)."""
     found = {}
     for role, path in (("prompts", prompts_path), ("prefixes", prefixes_path)):
         if path and Path(path).expanduser().is_file():  # ~ as the readers expand it
             where = Path(path).expanduser()
             found[role] = {"path": str(where.resolve()), "sha256": sha256_file(where)}
+            read = read_lines_sha256(where, prompts_limit) if role == "prompts" and _positive(prompts_limit) else None
+            if read:
+                found[role].update(read_lines=prompts_limit, read_sha256=read)
     if adapter:
         from harness.model.adapters import adapter_sha256  # torch comes with it: readers of tables need neither
 
@@ -46,7 +65,12 @@ def of_config(cfg) -> dict[str, dict]:
     def get(group: str, key: str):
         return (cfg.get(group) or {}).get(key)
 
-    return input_files(get("prompts", "path"), get("prefixes", "path"), get("model", "adapter"))
+    return input_files(get("prompts", "path"), get("prefixes", "path"), get("model", "adapter"),
+                       get("prompts", "limit"))
+
+
+def _positive(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0
 
 
 def contents(inputs) -> dict:
@@ -57,6 +81,24 @@ def contents(inputs) -> dict:
     return {role: (entry or {}).get("sha256") for role, entry in inputs.items() if isinstance(entry, dict)}
 
 
+def manifest_disagrees(marker: dict | None, manifest: dict | None) -> bool:
+    """Whether a run's ``manifest.json`` records another configuration or other input files than its
+    ``run_fingerprint.json`` (``marker``): a manifest, and the tables with it, copied in from
+    another run (False where either record is missing)."""
+    if not isinstance(marker, dict) or not isinstance(manifest, dict):
+        return False
+    if isinstance(marker.get("inputs"), dict) and isinstance(manifest.get("inputs"), dict) \
+            and contents(marker["inputs"]) != contents(manifest["inputs"]):
+        return True
+    config = manifest.get("config")
+    if not isinstance(config, dict) or not isinstance(marker.get("config"), str):
+        return False
+    from harness.config import NOT_RESULT_KEYS
+    from harness.runs.store import fingerprint
+
+    return fingerprint({k: v for k, v in config.items() if k not in NOT_RESULT_KEYS}) != marker["config"]
+
+
 def _changed(recorded: dict | None, now: dict[str, dict]) -> list[tuple[str, dict, dict]]:
     """``(role, as recorded, as named now)`` per input whose content differs (a role recorded but no
     longer named, or named anew, counts); none where ``recorded`` is None (runs of earlier versions
@@ -64,7 +106,16 @@ def _changed(recorded: dict | None, now: dict[str, dict]) -> list[tuple[str, dic
     if not isinstance(recorded, dict):
         return []
     pairs = ((role, recorded.get(role) or {}, now.get(role) or {}) for role in sorted(set(recorded) | set(now)))
-    return [(role, was, is_) for role, was, is_ in pairs if was.get("sha256") != is_.get("sha256")]
+    return [(role, was, is_) for role, was, is_ in pairs
+            if was.get("sha256") != is_.get("sha256") and not _still_read(was, is_)]
+
+
+def _still_read(was: dict, is_: dict) -> bool:
+    """Whether the lines a run read of a file it recorded with ``read_lines`` (:func:`input_files`)
+    are the first lines of the file named now: lines added after them change nothing it used."""
+    n, path = was.get("read_lines"), is_.get("path")
+    return _positive(n) and bool(path) and bool(was.get("read_sha256")) \
+        and read_lines_sha256(path, n) == was["read_sha256"]
 
 
 def changed_inputs(recorded: dict | None, now: dict[str, dict], config: dict | None = None) -> list[str]:

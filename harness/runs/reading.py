@@ -21,6 +21,7 @@ import pandas as pd
 from harness.errors import HarnessError
 from harness.paths import shell_path
 from harness.runs.compat import Settings, check_compatible, run_settings
+from harness.runs.inputs import manifest_disagrees
 from harness.runs.lock import held_by, lock_command, writer
 from harness.runs.multirun import unstarted_notes
 from harness.runs.rundir import RunDir, job_dirs
@@ -90,6 +91,15 @@ def collected_notes(run: RunDir, manifest: dict) -> list[str]:
     return said
 
 
+def _manifest_is_a_copy(run: RunDir, manifest: dict | None) -> bool:
+    """Whether ``run``'s manifest disagrees with its own fingerprint (:func:`manifest_disagrees`); a
+    damaged fingerprint decides nothing."""
+    try:
+        return manifest_disagrees(run.fingerprint(), manifest)
+    except HarnessError:
+        return False
+
+
 def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str | None:
     """The page's sentence on ``run`` (None: nothing to say), or a refusal; ``manifest`` as
     :func:`_quiet_manifest` read it."""
@@ -119,15 +129,17 @@ def _state_note(run: RunDir, manifest: dict | None, allow_failed: bool) -> str |
         raise HarnessError(f"{run} did not finish (no {RunDir.STATUS}): finish it with `harness resume {shell_path(run)}`")
     state = info.get("status")
     planned = ((manifest or {}).get("counts") or {}).get("conditions")
-    if isinstance(info.get("conditions"), int) and isinstance(planned, int) and info["conditions"] != planned:
-        raise HarnessError(f"{run}: status.json counts {info['conditions']} conditions and manifest.json {planned}: the "
-                           f"files belong to different sweeps (a status.json copied from another run?); rebuild them "
-                           f"with `harness resume {shell_path(run)}`")
     finished = info.get("manifest_finished")  # runs of versions before it have none
-    if isinstance(finished, str) and isinstance((manifest or {}).get("finished"), str) and manifest["finished"] != finished:
-        raise HarnessError(f"{run}: status.json was written for another manifest.json than this one: the files belong "
-                           f"to different sweeps (a status.json copied from another run?); rebuild them with "
-                           f"`harness resume {shell_path(run)}`")
+    counted = isinstance(info.get("conditions"), int) and isinstance(planned, int) and info["conditions"] != planned
+    if counted or (isinstance(finished, str) and isinstance((manifest or {}).get("finished"), str)
+                   and manifest["finished"] != finished):
+        differ = (f"status.json counts {info['conditions']} conditions and manifest.json {planned}" if counted else
+                  "status.json was written for another manifest.json than this one")
+        stray = ("manifest.json records another configuration or other input files than the run's own "
+                 "run_fingerprint.json: a manifest and tables copied from another run?"
+                 if _manifest_is_a_copy(run, manifest) else "a status.json copied from another run?")
+        raise HarnessError(f"{run}: {differ}: the files belong to different sweeps ({stray}); rebuild them from the "
+                           f"run's own results with `harness resume {shell_path(run)}`")
     if state == "complete":
         recorded = (manifest or {}).get("failures") or []
         if recorded:  # a status.json copied from another run, or edited: the two files disagree

@@ -74,9 +74,10 @@ def test_prefix_targets_and_pairs(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [
         {"id": "c1", "kind": "instruction", "text": "Say umbrella.", "target": "umbrella", "pair": "u"},
         {"id": "b1", "kind": "neutral", "text": "An umbrella.", "target": "umbrella", "pair": "u"},
-        {"id": "c2", "kind": "instruction", "text": "Code ZX-9.", "target": "ZX-9", "target_regex": r"ZX-?9"},
     ])
-    c1, b1, c2 = load_prefixes(path)
+    c1, b1 = load_prefixes(path)
+    (c2,) = load_prefixes(write_jsonl(tmp_path / "r.jsonl", [
+        {"id": "c2", "kind": "instruction", "text": "Code ZX-9.", "target": "ZX-9", "target_regex": r"ZX-?9"}]))
     assert c1.pair == b1.pair == "u" and c1.goal.present("Two Umbrellas!")
     assert not c1.goal.present("a bumbrella") and not c1.goal.present("umbrellaless")  # whole words only
     assert not c2.goal.present("zx9") and c2.goal.present("ZX9")
