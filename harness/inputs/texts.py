@@ -256,12 +256,6 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{r['_where']}: prefix {r['id']!r} has the same text as {first[0]!r} ({first[1]}): "
                                f"one text would count as two prefixes (or be neutral and instruction-like at once); "
                                f"keep one")
-    unset = [r for r, p in zip(rows, out) if not p.pair]
-    if unset and len(unset) < len(out):  # prefixes.per_group draws whole sets only when every prefix is in one
-        raise HarnessError(f"{unset[0]['_where']}: prefix {unset[0]['id']!r} names no pair, while "
-                           f"{len(out) - len(unset)} of the file's {len(out)} prefixes do ({len(unset)} without): a "
-                           f"paired bank is drawn and compared in whole sets; give every prefix its set's pair, or "
-                           f"remove the field from all")
     members: dict[str, list[Prefix]] = {}
     for p in out:
         if p.pair:
@@ -279,6 +273,12 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
     if alone:  # a matched pair compares its members: one alone is a missing line or a misspelt pair
         raise HarnessError(f"{path}: prefix {alone[0].id!r} names pair {alone[0].pair!r}, which no other prefix of the "
                            f"file has ({len(alone)} such); give its partner the same pair, or remove the field")
+    unset = [r for r, p in zip(rows, out) if not p.pair]
+    if unset and len(unset) < len(out):  # prefixes.per_group draws whole sets only when every prefix is in one
+        raise HarnessError(f"{unset[0]['_where']}: prefix {unset[0]['id']!r} names no pair, while "
+                           f"{len(out) - len(unset)} of the file's {len(out)} prefixes do ({len(unset)} without): a "
+                           f"paired bank is drawn and compared in whole sets; give every prefix its set's pair, or "
+                           f"remove the field from all")
     return out
 
 
