@@ -99,12 +99,16 @@ def no_effect_words(noun: str) -> str:
     return f"no {noun} as large as Δ"
 
 
-def recorded_deltas(manifests) -> dict[str, float]:
+def recorded_deltas(manifests, read=None, differing: set | None = None) -> dict[str, float]:
     """The smallest effects of interest the runs were made with (each manifest's ``claims.delta``, or
     a collected set's ``claims_delta``: what its runs recorded); refused (:class:`HarnessError` naming
     the measure) where two runs read together were made at different ones, a run made at the
-    registry's default included (a manifest that records neither, of an older version, is not compared)."""
+    registry's default included (a manifest that records neither, of an older version, is not compared).
+    ``read``: the measures the caller decides at the runs' Δ (None: all); another measure's Δ that
+    differs between the runs is left out, not refused, since nothing reads it (and is added to
+    ``differing``, where given)."""
     out: dict[str, float] = {}
+    unread: set[str] = set()  # measures outside ``read`` whose Δ differs between the runs
     first: tuple[dict[str, float], set[str]] | None = None  # the first recording run's Δs, and which it set
     for manifest in manifests:
         manifest = manifest or {}
@@ -118,7 +122,9 @@ def recorded_deltas(manifests) -> dict[str, float]:
         effective = {**default_deltas(), **recorded}
         if first is not None:
             for measure, value in effective.items():
-                if measure in first[0] and first[0][measure] != value:
+                if measure in first[0] and first[0][measure] != value and read is not None and measure not in read:
+                    unread.add(measure)
+                elif measure in first[0] and first[0][measure] != value:
                     said = [f"{v}{'' if m_set else ' (the default)'}" for v, m_set in
                             ((first[0][measure], measure in first[1]), (value, measure in recorded))]
                     raise HarnessError(f"the runs were made with different smallest effects of interest for {measure}: "
@@ -127,4 +133,6 @@ def recorded_deltas(manifests) -> dict[str, float]:
         else:
             first = (effective, set(recorded))
         out.update(recorded)
-    return out
+    if differing is not None:
+        differing.update(unread)
+    return {m: v for m, v in out.items() if m not in unread}

@@ -100,12 +100,15 @@ def decided_deltas(ns: argparse.Namespace, runs: list[Path], measures, command: 
                            + ("(--measure M plans the report's C - B on a measure, at its --delta)" if planning else
                               f"(the report's C - B table and the obey tables decide at the sweep's Δ: `harness resume "
                               f"RUN +claims.delta.{unused[0]}=VALUE` redraws them at another, every result reused)"))
-    recorded = recorded_deltas(run_manifests(runs, ns.trust_damaged))
+    # a Δ the command does not read, or one --delta sets, may differ between the runs: nothing decides at it
+    differing: set[str] = set()
+    recorded = recorded_deltas(run_manifests(runs, ns.trust_damaged), set(measures) - set(given), differing)
     made_at = {**default_deltas(), **recorded}  # a run made without claims.delta decided at the registry's
-    given = {m: v for m, v in given.items() if made_at.get(m) != v}  # the Δ the runs were made at changes nothing
-    notes = [f"--delta {m}={given[m]:g} replaces the Δ of {made_at[m]:g} the runs were made with"
-             + ("" if m in recorded else " (the default)")
-             for m in sorted(given) if m in made_at]
+    given = {m: v for m, v in given.items() if m in differing or made_at.get(m) != v}  # else it changes nothing
+    notes = [f"--delta {m}={given[m]:g} replaces the Δ" + (
+        "s the runs were made with, which differ between them" if m in differing else
+        f" of {made_at[m]:g} the runs were made with" + ("" if m in recorded else " (the default)"))
+        for m in sorted(given) if m in made_at]
     return {**recorded, **given}, notes
 
 

@@ -235,9 +235,13 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
             raise HarnessError(f"{where}: forms must be a list of non-empty strings (the target's inflections, "
                                f'e.g. ["knife", "knives"])')
         try:  # the check, the regex (compiled as the checks run it) and no invisible characters
-            target_check(r.get("target"), r.get("target_regex"), r.get("check"), forms)
+            goal = target_check(r.get("target"), r.get("target_regex"), r.get("check"), forms)
         except ValueError as exc:
             raise HarnessError(f"{where}: prefix {r['id']!r}: {exc}") from None
+        if goal is not None and not goal.present(r["text"]):  # a rate of a word the prefix never names
+            raise HarnessError(f"{where}: prefix {r['id']!r}: its text does not contain its target "
+                               f"{(r.get('target') or r.get('target_regex'))!r}: the prefix would ask for (or "
+                               f"mention) another word than it is checked for; give the target its text names")
         if forms and not r.get("target"):
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
         empty = next((k for k in ("target", "target_regex") if k in r and isinstance(r[k], str) and not r[k].strip()),

@@ -66,7 +66,7 @@ def check(run_dir: Path, sample: int, tolerance: float, trust_damaged: bool = Fa
         raise HarnessError(f"{run_dir}/manifest.json holds a configuration this version cannot read "
                            f"({str(exc).strip().splitlines()[0]})") from None
     refuse_changed(str(run_dir), manifest.get("inputs"), of_config(cfg),
-                   "a recheck would compare other prompts' or prefixes' results with the stored ones",
+                   "a recheck would read other inputs than the stored results were made from",
                    config=manifest["config"])
     has_attention = bool(cfg.analysis.attention) and has_table(run, run.ATTENTION, trust_damaged)
     exp = Experiment.build(cfg, device=manifest["model"]["device"], attention=has_attention)

@@ -12,6 +12,7 @@ content differs.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -20,34 +21,53 @@ from harness.paths import adapter_dir
 
 # what each recorded role is called in a message
 ROLES = {"prompts": "prompts file", "prefixes": "prefix file", "adapter": "adapter"}
+# what a reordered input file changes in a run, though each condition stays what it was
+ORDER_DECIDES = {"prompts": "the noise floor's sample and which prompts prompts.limit keeps",
+                 "prefixes": "which prefixes prefixes.per_group draws and the noise floor's sample"}
 
 
-def read_lines_sha256(path: str | Path, n: int) -> str | None:
-    """sha256 of the first ``n`` entries (non-blank lines) of a JSONL file, or None where it holds
-    fewer or cannot be read: what a run with ``prompts.limit=n`` read of it."""
+def read_sha256(path: str | Path, n: int | None = None, in_order: bool = True) -> str | None:
+    """sha256 of what a run reads of a JSONL file: its first ``n`` entries (all where None), each
+    as its JSON object with sorted keys, so that line endings, a byte-order mark or the spacing of
+    the JSON change nothing; None where the file holds fewer or cannot be read. ``in_order=False``:
+    of the entries as a set (a file's lines reordered, which changes the prefixes drawn and the
+    noise floor's sample, not what each condition is)."""
     try:
         data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
     except OSError:
         return None
-    lines = [raw for raw in data.split(b"\n") if raw.decode("utf-8", "replace").strip()]
-    return hashlib.sha256(b"\n".join(lines[:n])).hexdigest() if len(lines) >= n else None
+    lines = [line for line in data.decode("utf-8", "replace").split("\n") if line.strip()]
+    if n is not None and len(lines) < n:
+        return None
+    entries = []
+    for line in lines[:n]:
+        try:
+            entries.append(json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False))
+        except json.JSONDecodeError:  # refused where it is read; here, as written
+            entries.append(line.strip())
+    entries = entries if in_order else sorted(entries)
+    return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: str | None,
                 prompts_limit: int | None = None) -> dict[str, dict]:
     """``{role: {"path": absolute path, "sha256": ...}}`` of the input files the config names that
-    exist (a missing one is refused later, where it is read, with its own message). With a
-    ``prompts_limit`` the file holds, the prompts' entry also records ``read_lines`` and
-    ``read_sha256``, the hash of the lines the run read: prompts appended at the file's end change
-    nothing the run used (prefixes are drawn from the whole file, so only its whole hash says)."""
+    exist (a missing one is refused later, where it is read, with its own message). The prompts'
+    and prefixes' entries also record ``read_lines`` and ``read_sha256`` (:func:`read_sha256`): the
+    entries the run read, the first ``prompts_limit`` where the file holds that many (prompts
+    appended after them change nothing the run used), else all (prefixes are drawn from the whole
+    file)."""
     found = {}
     for role, path in (("prompts", prompts_path), ("prefixes", prefixes_path)):
         if path and Path(path).expanduser().is_file():  # ~ as the readers expand it
             where = Path(path).expanduser()
             found[role] = {"path": str(where.resolve()), "sha256": sha256_file(where)}
-            read = read_lines_sha256(where, prompts_limit) if role == "prompts" and _positive(prompts_limit) else None
+            n = prompts_limit if role == "prompts" and _positive(prompts_limit) else None
+            read = read_sha256(where, n)
+            if read is None and n is not None:  # a limit above the file's size: all of it is read
+                n, read = None, read_sha256(where)
             if read:
-                found[role].update(read_lines=prompts_limit, read_sha256=read)
+                found[role].update(read_lines=n, read_sha256=read, read_set_sha256=read_sha256(where, n, False))
     if adapter:
         from harness.model.adapters import adapter_sha256  # torch comes with it: readers of tables need neither
 
@@ -111,11 +131,12 @@ def _changed(recorded: dict | None, now: dict[str, dict]) -> list[tuple[str, dic
 
 
 def _still_read(was: dict, is_: dict) -> bool:
-    """Whether the lines a run read of a file it recorded with ``read_lines`` (:func:`input_files`)
-    are the first lines of the file named now: lines added after them change nothing it used."""
+    """Whether what a run read of a file it recorded with ``read_sha256`` (:func:`input_files`) is
+    what the file named now gives: lines added after them, or the file saved with other line
+    endings or JSON spacing, change nothing it used."""
     n, path = was.get("read_lines"), is_.get("path")
-    return _positive(n) and bool(path) and bool(was.get("read_sha256")) \
-        and read_lines_sha256(path, n) == was["read_sha256"]
+    return (n is None or _positive(n)) and bool(path) and bool(was.get("read_sha256")) \
+        and read_sha256(path, n) == was["read_sha256"]
 
 
 def changed_inputs(recorded: dict | None, now: dict[str, dict], config: dict | None = None) -> list[str]:
@@ -130,6 +151,10 @@ def changed_inputs(recorded: dict | None, now: dict[str, dict], config: dict | N
         if not is_ and named:
             out.append(f"its {ROLES.get(role, role)} was {then}, and the config's {role}.path {named} names no file "
                        f"from {Path.cwd()}")
+        elif was.get("read_set_sha256") and is_.get("path") \
+                and read_sha256(is_["path"], was.get("read_lines"), False) == was["read_set_sha256"]:
+            out.append(f"its {ROLES.get(role, role)} {is_['path']} holds the entries the run read in another order "
+                       f"(the order decides {ORDER_DECIDES.get(role, 'what is read')})")
         else:
             out.append(f"its {ROLES.get(role, role)} was {then}, the config now reads {here}")
     return out
