@@ -39,12 +39,15 @@ def made(tmp_path_factory):
 
 def test_the_manifest_records_each_input_by_absolute_path_and_sha256(made):
     manifest, _ = open_json_seal(json.loads((made["run"] / "manifest.json").read_text()))
-    expected = {
-        "prompts": {"path": str((made["first"] / "prompts.jsonl").resolve()),
-                    "sha256": hashlib.sha256((made["first"] / "prompts.jsonl").read_bytes()).hexdigest()},
-        "prefixes": {"path": str(SMALL_PREFIXES.resolve()),
-                     "sha256": hashlib.sha256(SMALL_PREFIXES.read_bytes()).hexdigest()},
-    }
+
+    def read(path, in_order=True):  # what the run read: every entry (no limit), each as sorted-key JSON
+        entries = [json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False)
+                   for line in path.read_text().splitlines() if line.strip()]
+        return hashlib.sha256("\n".join(entries if in_order else sorted(entries)).encode()).hexdigest()
+
+    expected = {role: {"path": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                       "read_lines": None, "read_sha256": read(path), "read_set_sha256": read(path, False)}
+                for role, path in (("prompts", made["first"] / "prompts.jsonl"), ("prefixes", SMALL_PREFIXES))}
     assert manifest["inputs"] == expected
     fingerprint, _ = open_json_seal(json.loads((made["run"] / "run_fingerprint.json").read_text()))
     assert fingerprint["inputs"] == expected
