@@ -57,7 +57,9 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     inverts, ``alternative`` as given), ``prefix_sd``, ``power`` (at ``alpha``, two-sided) and its
     range ``power_low`` to ``power_high`` (NaN with ``power=False``: a caller that prints no power need
     not pay for a rate's simulated one). ``effect``: the difference the power is stated against, in
-    the measure's units (a smallest effect of interest, Δ); by default one prefix-level SD."""
+    the measure's units (a smallest effect of interest, Δ); by default one prefix-level SD. Where a
+    table with missing cells was cut to its complete part, ``estimate``: the difference on that part,
+    the one the interval is centred on (on a complete table it is the caller's own)."""
     if rate and effect is not None and not effect < 1:  # a power against it would be 0, or 1, and mean nothing
         raise ValueError(f"effect must be below 1 for a rate (a difference of two rates lies within -1 to 1), got "
                          f"{effect!r}")
@@ -71,12 +73,16 @@ def lead(Y: np.ndarray, is_high: np.ndarray, pairs=None, rate: bool = False, con
     if reason is not None:
         return {**out, "ci_note": reason if not note else f"{reason} ({note})"}
     est = difference(Yc, hi, pc)
+    if note:  # the interval is of the complete part: so is the estimate it is printed beside
+        out["estimate"] = float(est.statistic)
     comps = components_of(Yc, hi, pc)
     comps.update(n_prompts=Yc.shape[0], n_prefixes_high=int(hi.sum()), n_prefixes_low=int((~hi).sum()))
     sd = float(prefix_level_sd(comps))
     out.update(se=float(np.sqrt(est.variance)), prefix_sd=sd)
     if rate:
-        _, low, high = rate_difference(Yc, hi, pc, confidence)
+        point, low, high = rate_difference(Yc, hi, pc, confidence)
+        if note:
+            out["estimate"] = float(point)
         if power:
             power_low, power_high = rate_power_range(Yc, hi, pc, alpha=alpha, effect=effect)
             # against its own prefix-level SD (sd) unless an effect is stated: rate_power says where

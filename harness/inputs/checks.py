@@ -296,6 +296,9 @@ def target_check(target: str | None, target_regex: str | None = None, check: str
                              f"(U+{ord(hidden[0]):04X}): a reply can never be checked against it as meant; remove it")
     check = check or ("regex" if target_regex and not target else "contains")
     made = TargetCheck(target, check, tuple(forms or ()), target_regex)
+    if forms and not made.uses_regex and target and not made.present(target):  # as the regex's below
+        raise ValueError(f"forms {list(forms)!r} do not include the target {target!r} itself: the forms are every "
+                         f"spelling a reply is checked for, so a reply with the word would not count; add it")
     if made.uses_regex and target and not made.present(target):  # the tables and the report name the word
         raise ValueError(f"target_regex {target_regex!r} does not find its own target {target!r}: the regex stands in "
                          f"for the word's forms, so a reply with the word would not count; make them agree")

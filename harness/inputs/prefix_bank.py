@@ -230,14 +230,17 @@ def check_bank(records: list[dict], *, min_chars: int = 1500, pair_tolerance: fl
         text = r.get("text") if isinstance(r.get("text"), str) else ""
         if len(text) < min_chars:
             problems.append(f"{name}: text has {len(text)} characters, fewer than {min_chars}")
-        if "target" in r or "target_regex" in r:
-            if not isinstance(r.get("target"), str) or not r["target"].strip():
-                problems.append(f"{name}: target must be a non-empty string")
+        if "target" in r or "target_regex" in r:  # as a sweep reads them: a target_regex may stand alone
+            bad = next((k for k in ("target", "target_regex") if k in r and (not isinstance(r[k], str)
+                                                                              or not r[k].strip())), None)
+            if bad:
+                problems.append(f"{name}: {bad} must be a non-empty string")
             else:
                 try:
-                    goal = target_check(r["target"], r.get("target_regex"), r.get("check"), r.get("forms") or ())
-                    if not goal.present(text):
-                        problems.append(f"{name}: text does not contain its target {r['target']!r}")
+                    goal = target_check(r.get("target"), r.get("target_regex"), r.get("check"), r.get("forms") or ())
+                    if goal is not None and not goal.present(text):
+                        problems.append(f"{name}: text does not contain its target "
+                                        f"{(r.get('target') or r.get('target_regex'))!r}")
                 except ValueError as exc:  # a check the fields do not allow, or a target_regex that does not compile
                     problems.append(f"{name}: {exc}")
         if r.get("pair") is not None and check_pairs:

@@ -80,7 +80,11 @@ def causal_heads(run_dir: Path, out_dir: Path, ks: Sequence[int] = DEFAULT_KS, d
     if tables.attention is None or tables.attention.empty:
         raise HarnessError(f"{run_dir} has no attention table to name heads from: run the sweep with "
                            f"analysis.attention=true")
-    measures = [m for m in ATTENTION_METRICS if m in tables.attention]
+    own_a = [m for m in ATTENTION_METRICS if m.endswith("_a")]  # A's own, at the same rows of B and C alike
+    if rank_by in own_a:
+        raise HarnessError(f"--rank-by {rank_by} is group A's own quantity, the same in a B and a C condition of one "
+                           f"prompt: its C minus B is 0 at every head and ranks nothing; use capture or kl_shared")
+    measures = [m for m in ATTENTION_METRICS if m in tables.attention and m not in own_a]
     if rank_by not in measures:  # a key, a count or a text column is no measure to rank heads by
         raise HarnessError(f"--rank-by {rank_by!r} is not an attention measure of {run_dir}/attention.parquet "
                            f"(one of {', '.join(measures)}; capture or kl_shared are the usual ones)")
