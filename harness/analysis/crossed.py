@@ -351,8 +351,7 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
       prompts of the per-prompt difference), ``ci_low_prompts``/``ci_high_prompts`` (bootstrap over
       prompts, ``ci_method_prompts`` BCa or percentile) and ``wilcoxon_p`` (two-sided).
     * Prompt x prefix (claim in ``claim``: about the content *in general*, the one a report leads
-      with): ``statistic`` (equal to ``mean_diff`` when the crossing is complete; with missing cells,
-      the difference on the complete part the interval is computed on) and the lead
+      with): ``statistic`` (``mean_diff`` on a complete crossing; else the complete part's) and the lead
       interval and test of :func:`harness.analysis.lead.lead`: ``ci_low``/``ci_high`` (``ci_method``
       "crossed t", or for a rate, ``rate`` or by default a boolean ``value`` column, "MOVER, crossed
       Wilson"; NaN with ``ci_method`` "none" where the design cannot support an interval, and
@@ -386,14 +385,12 @@ def compare_groups(df: pd.DataFrame, value: str = "norm_edit_distance", high: st
         p, exact = _permutation(lay, n_permutations, seed, alternative)
         general_cols = lead(lay.Y, lay.is_high, lay.pairs, bool(bounded), confidence, alternative, power=power,
                             effect=effect)
-        # missing cells: the interval is of the complete part, and the whole table's prefix means would
-        # mix prompts into the difference (an estimate outside its own interval)
-        statistic = general_cols.pop("estimate", None)
+        statistic = general_cols.pop("estimate", None)  # missing cells: the complete part's, as its interval is
         rows.append({**key, "n_prompts": lay.Y.shape[0], "n_prefixes_high": lay.n_high, "n_prefixes_low": lay.n_low,
                      "mean_diff": d.mean() if len(d) else np.nan, "ci_low_prompts": lo_p, "ci_high_prompts": hi_p,
                      "ci_method_prompts": method, "wilcoxon_p": wilcoxon_p(d), "claim_prompts": CLAIM_PROMPTS,
-                     "statistic": lay.statistic() if statistic is None else statistic, **general_cols, "p_perm": p, "exact": exact, "design": lay.design,
-                     "claim": general})
+                     "statistic": lay.statistic() if statistic is None else statistic, **general_cols, "p_perm": p,
+                     "exact": exact, "design": lay.design, "claim": general})
     return pd.DataFrame(rows, columns=present_columns(with_settings(df), by) + COMPARE_COLUMNS)
 
 
