@@ -65,7 +65,9 @@ def signed(v, digits: int = 3) -> str:
 
 def ci(mean, low, high, digits: int = 3, note: str | None = None) -> str:
     """``mean [low, high]`` at one precision; where the interval is missing, ``mean, no interval
-    (note)`` with ``note`` saying why (e.g. "2 prompts"): never a made-up or zero-width interval."""
+    (note)`` with ``note`` saying why (e.g. "2 prompts"): never a made-up or zero-width interval.
+    Beside an interval, ``note`` says what part of the table both are of ("complete crossing of 6
+    of 7 prefixes"): the counts printed beside them are the whole table's."""
     if _missing(mean):
         return MISSING
     if _missing(low) or _missing(high):
@@ -75,11 +77,12 @@ def ci(mean, low, high, digits: int = 3, note: str | None = None) -> str:
         return f"{num(mean, digits)}, no interval ({note or 'every resample gives the same value'})"
     values = [float(mean), float(low), float(high)]
     largest = max(abs(v) for v in values)
+    part = f" ({note})" if note else ""
     if largest < 1e-6 or largest >= 10 ** digits:  # rounding-sized, or whole: each in num's style
-        return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]"
+        return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]{part}"
     decimals = _decimals(largest, digits)
     shown = ["0" if v == 0 else _fixed(v, decimals) for v in values]
-    return f"{shown[0]} [{shown[1]}, {shown[2]}]"
+    return f"{shown[0]} [{shown[1]}, {shown[2]}]{part}"
 
 
 def p_text(p) -> str:

@@ -49,7 +49,16 @@ def test_runs_of_two_designs_read_together_draw(tmp_path):
     a = sweep(tmp_path / "a", *base, "prompts.limit=3", "prefixes.per_group=3", "prefix.lengths=[8,16]")
     b = sweep(tmp_path / "b", *base, "prompts.limit=2", "prefixes.per_group=2", "prefix.lengths=[8]")
     assert main(["figures", str(a), str(b), "--out", str(tmp_path / "f")]) == 0
-    assert (tmp_path / "f" / "report.md").is_file()
+    # the table's prefix counts are the whole table's: the part the estimate and interval are of is said
+    assert "] (complete crossing of " in (tmp_path / "f" / "report.md").read_text()
+
+
+def test_an_interval_of_part_of_a_table_says_which_part():
+    from harness.numbers import ci
+
+    assert ci(0.5, 0.25, 0.75, note="complete crossing of 6 of 7 prefixes") == \
+        f"{ci(0.5, 0.25, 0.75)} (complete crossing of 6 of 7 prefixes)"
+    assert ci(0.5, float("nan"), float("nan"), note="2 prompts") == "0.500, no interval (2 prompts)"
 
 
 @pytest.fixture(scope="module")
