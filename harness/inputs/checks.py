@@ -286,6 +286,12 @@ def target_check(target: str | None, target_regex: str | None = None, check: str
         return None
     if check == "regex" and not target_regex:
         raise ValueError("the regex check needs a target_regex")
+    if isinstance(forms, str) or not all(isinstance(f, str) and f.strip() for f in forms or ()):
+        raise ValueError(f"forms must be a list of non-empty strings (the target's inflections, e.g. "
+                         f'["knife", "knives"]), got {forms!r}')
+    if forms and target_regex and check != "regex":  # the regex stands in for the forms: one would be dropped
+        raise ValueError("forms and target_regex both say which spellings count, and the regex would replace the "
+                         "forms without a word: give one of them")
     if target_regex:
         BoundedPattern(target_regex)  # a ValueError where it does not compile
     for name, text in (("target", target), *(("forms", f) for f in forms or ()), ("target_regex", target_regex)):

@@ -133,6 +133,11 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
                                    + f" (its fields: {', '.join(known)})")
         if "payload" in entry and (not isinstance(entry["payload"], str) or not entry["payload"].strip()):
             raise HarnessError(f"{where} has an empty or non-text 'payload': give the text for {{payload}}")
+        forms = entry.get("forms", [])
+        if isinstance(forms, str) or not isinstance(forms, list) or not all(isinstance(f, str) and f.strip()
+                                                                            for f in forms):
+            raise HarnessError(f"{where} has 'forms' {forms!r}: give a list of non-empty strings (the target's "
+                               f'inflections, e.g. ["knife", "knives"])')
         for key in ("target", "target_regex"):  # blamed on the built bank otherwise, a file never written
             if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
                 raise HarnessError(f"{where} has an empty or non-text {key!r}: give the word, or leave the field out")

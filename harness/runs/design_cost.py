@@ -51,6 +51,9 @@ class RunCost:
     seconds_per_table_row: float = 0.0  # tables, figures and report, per condition of the design
     seconds_per_noise_row: float = 0.0  # the noise floor, per row of its sample
     noise: tuple[float, int, int] | None = None  # the run's noise settings: fraction, min, max (None: no floor)
+    # the run's model, placement, lengths and isolation settings (B and C rows): runs with one are pilots of one
+    # sweep, which a design extends once (overlapping jobs of a multirun were each charged for it)
+    design: frozenset = frozenset()
 
     def conditions(self, n_prompts: int, per_group: int) -> int:
         """How many conditions the design has: each prompt's A, and its B/C at every prefix."""
@@ -125,11 +128,22 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
         pilot_per_group=int(bc.groupby("group", observed=True).prefix_id.nunique().min()),
         prompts_available=len(load_prompts(config["prompts"]["path"])),
         prefixes_available=int(per_kind.min()), bank=tuple(prefixes), seed=int(config["seed"]),
+        design=frozenset(bc[[c for c in ("model", "placement", "prefix_len", "isolation") if c in bc]].astype(str)
+                         .drop_duplicates().itertuples(index=False, name=None)),
         note="" if computed_all else (
             f"{path}: its last sweep computed {manifest.get('computed_this_run')} of "
             f"{manifest.get('counts', {}).get('conditions')} conditions (a resume), so its seconds per condition are "
             f"not scaled to the loop around them (storing, progress) as a whole sweep's are; the minutes priced from "
             f"it may be low: price a design from a pilot computed in one sweep"))
+
+
+def once_per_design(costs, value) -> float:
+    """``value(cost)`` summed over the distinct :attr:`RunCost.design` of ``costs``, the least among
+    runs of one: a design is reached by extending the one of them that needs least."""
+    least: dict[frozenset, float] = {}
+    for c in costs:
+        least[c.design] = min(least.get(c.design, np.inf), value(c))
+    return float(sum(least.values()))
 
 
 DECIDING_LIMIT = 10_000  # the most prompts a claims page prices a decision at
@@ -143,7 +157,8 @@ def deciding_costs(run_dirs: list[Path], per_run: list[pd.DataFrame], table: pd.
     ``assurance``, as ``harness plan`` plans), at the runs' prefixes per group and, where prompts
     alone never reach it, at the most the prefix bank holds (and where even that never does, the fewest
     prefixes per group at every prompt of the prompt set); and the minutes the sweeps of that design
-    take, summed over the runs of the test's model and placement at each one's measured seconds
+    take, over the runs of the test's model and placement at each one's measured seconds (runs of one
+    design, overlapping jobs, once: :func:`once_per_design`)
     (:class:`RunCost`, from each run's own conditions table in ``per_run``, as
     :func:`harness.runs.reading.run_tables` read them). ``conditions`` and ``attention`` are the
     tables the page was computed on. One row per undecided test: claim, measure, model, placement,
@@ -209,7 +224,7 @@ def deciding_costs(run_dirs: list[Path], per_run: list[pd.DataFrame], table: pd.
         if not known:
             rows.append({**row, "note": unknown})
             continue
-        minutes = sum(c.seconds(needed, per_group, kept=0)[0] for c in runs) / 60
+        minutes = once_per_design(runs, lambda c: c.seconds(needed, per_group, kept=0)[0]) / 60
         short = [f"{n - have:,} more {what} must be written (the {where} has {have:,})"
                  for n, have, what, where in ((needed, prompt_set, "prompts", "prompt set"),
                                               (per_group, bank, "prefixes per group", "bank")) if n > have]
