@@ -122,9 +122,11 @@ def recorded_deltas(manifests, read=None, differing: set | None = None) -> dict[
         effective = {**default_deltas(), **recorded}
         if first is not None:
             for measure, value in effective.items():
-                if measure in first[0] and first[0][measure] != value and read is not None and measure not in read:
+                if measure not in first[0] or first[0][measure] == value:
+                    continue
+                if read is not None and measure not in read:
                     unread.add(measure)
-                elif measure in first[0] and first[0][measure] != value:
+                else:
                     said = [f"{v}{'' if m_set else ' (the default)'}" for v, m_set in
                             ((first[0][measure], measure in first[1]), (value, measure in recorded))]
                     raise HarnessError(f"the runs were made with different smallest effects of interest for {measure}: "

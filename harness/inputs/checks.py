@@ -273,6 +273,12 @@ def _regex(t: TargetCheck, reply: str) -> bool:
     return bool(BoundedPattern(t.regex).search(reply)) if t.regex else False
 
 
+def bad_forms(forms) -> bool:
+    """Whether a prefix's ``forms`` field is not what it must be: a list of non-empty strings (a
+    string would be read letter by letter)."""
+    return not isinstance(forms, (list, tuple)) or not all(isinstance(f, str) and f.strip() for f in forms)
+
+
 def target_check(target: str | None, target_regex: str | None = None, check: str | None = None,
                  forms=()) -> TargetCheck | None:
     """The check of a prefix's fields; None for a prefix without a target. ``check`` defaults to
@@ -286,7 +292,7 @@ def target_check(target: str | None, target_regex: str | None = None, check: str
         return None
     if check == "regex" and not target_regex:
         raise ValueError("the regex check needs a target_regex")
-    if isinstance(forms, str) or not all(isinstance(f, str) and f.strip() for f in forms or ()):
+    if bad_forms(forms or ()):
         raise ValueError(f"forms must be a list of non-empty strings (the target's inflections, e.g. "
                          f'["knife", "knives"]), got {forms!r}')
     if forms and target_regex and check != "regex":  # the regex stands in for the forms: one would be dropped

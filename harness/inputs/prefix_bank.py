@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.inputs.checks import CHECKS, target_check
+from harness.inputs.checks import CHECKS, bad_forms, target_check
 from harness.inputs.texts import GROUP_OF_KIND, PREFIX_FIELDS, PREFIX_INFO_FIELDS, DuplicateKey, json_line
 from harness.io import write_text
 
@@ -134,8 +134,7 @@ def instruction_bank_from_templates(templates: list[dict], fillers: list[str], *
         if "payload" in entry and (not isinstance(entry["payload"], str) or not entry["payload"].strip()):
             raise HarnessError(f"{where} has an empty or non-text 'payload': give the text for {{payload}}")
         forms = entry.get("forms", [])
-        if isinstance(forms, str) or not isinstance(forms, list) or not all(isinstance(f, str) and f.strip()
-                                                                            for f in forms):
+        if bad_forms(forms):
             raise HarnessError(f"{where} has 'forms' {forms!r}: give a list of non-empty strings (the target's "
                                f'inflections, e.g. ["knife", "knives"])')
         for key in ("target", "target_regex"):  # blamed on the built bank otherwise, a file never written

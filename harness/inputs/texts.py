@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.inputs.checks import TargetCheck, target_check
+from harness.inputs.checks import TargetCheck, bad_forms, target_check
 from harness.paths import broken_link
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
         if r["kind"] not in GROUP_OF_KIND:
             raise HarnessError(f"{where}: prefix {r['id']!r} has kind {r['kind']!r}; use one of {sorted(GROUP_OF_KIND)}")
         forms = r.get("forms") or []
-        if not isinstance(forms, list) or not all(isinstance(f, str) and f.strip() for f in forms):
+        if bad_forms(forms):
             raise HarnessError(f"{where}: forms must be a list of non-empty strings (the target's inflections, "
                                f'e.g. ["knife", "knives"])')
         try:  # the check, the regex (compiled as the checks run it) and no invisible characters
@@ -244,11 +244,11 @@ def load_prefixes(path: str | Path) -> list[Prefix]:
                                f"mention) another word than it is checked for; give the target its text names")
         if forms and not r.get("target"):
             raise HarnessError(f"{where}: forms are the inflections of a target; give the target too")
-        empty = next((k for k in ("target", "target_regex") if k in r and isinstance(r[k], str) and not r[k].strip()),
-                     None)
-        if "pair" in r and isinstance(r["pair"], str) and not r["pair"].strip():
-            empty = "pair"  # read as no pair, it made per_group break every set of the bank without a word
-        if empty:  # it would drop the check without a word: no target_hit, no obeyed
+        # an empty target would drop the check without a word (no target_hit, no obeyed); an empty pair was read
+        # as none, and per_group broke every set of the bank
+        empty = next((k for k in ("target", "target_regex", "pair") if k in r and isinstance(r[k], str)
+                      and not r[k].strip()), None)
+        if empty:
             what = "the id of its matched set" if empty == "pair" else "the word to check for"
             raise HarnessError(f"{where}: prefix {r['id']!r} has an empty {empty}: give {what}, or leave the field out")
         out.append(Prefix(r["id"], r["kind"], r["text"], r.get("target") or None, r.get("target_regex") or None,

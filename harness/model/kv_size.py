@@ -59,7 +59,7 @@ def override_key(item: str) -> str:
     """The key a ``key=value`` item sets: ``model.KEY`` read as ``KEY``, ``model.name_or_path`` as
     ``model``; an item without a key (``=tiny``, ``model.=tiny``) is refused, not read as a model."""
     key = item.partition("=")[0].strip()
-    key = "model" if key == "model.name_or_path" else key.removeprefix("model.") if key != "model." else ""
+    key = "model" if key == "model.name_or_path" else key.removeprefix("model.")
     if not key:
         raise HarnessError(f"kv-size: {item!r} has no key; give one of {', '.join(k + '=' for k in KEYS)}")
     return key
@@ -73,8 +73,7 @@ def parse_overrides(overrides: list[str]) -> dict[str, str]:
     for item in overrides:
         if "=" not in item:
             raise HarnessError(f"expected key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        key = override_key(item)
+        key, value = override_key(item), item.split("=", 1)[1]
         if key not in KEYS:  # before "given twice": its remedy would lead to this refusal
             import difflib
 

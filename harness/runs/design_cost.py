@@ -137,12 +137,13 @@ def run_cost(path: Path, conditions: pd.DataFrame) -> RunCost:
             f"it may be low: price a design from a pilot computed in one sweep"))
 
 
-def once_per_design(costs, value) -> float:
-    """``value(cost)`` summed over the distinct :attr:`RunCost.design` of ``costs``, the least among
-    runs of one: a design is reached by extending the one of them that needs least."""
+def once_per_design(costs, values) -> float:
+    """``values`` (one per run of ``costs``) summed over the distinct :attr:`RunCost.design` of the
+    runs, the least among runs of one: a design is reached by extending the one of them that needs
+    least."""
     least: dict[frozenset, float] = {}
-    for c in costs:
-        least[c.design] = min(least.get(c.design, np.inf), value(c))
+    for c, value in zip(costs, values, strict=True):
+        least[c.design] = min(least.get(c.design, np.inf), value)
     return float(sum(least.values()))
 
 
@@ -224,7 +225,7 @@ def deciding_costs(run_dirs: list[Path], per_run: list[pd.DataFrame], table: pd.
         if not known:
             rows.append({**row, "note": unknown})
             continue
-        minutes = once_per_design(runs, lambda c: c.seconds(needed, per_group, kept=0)[0]) / 60
+        minutes = once_per_design(runs, [c.seconds(needed, per_group, kept=0)[0] for c in runs]) / 60
         short = [f"{n - have:,} more {what} must be written (the {where} has {have:,})"
                  for n, have, what, where in ((needed, prompt_set, "prompts", "prompt set"),
                                               (per_group, bank, "prefixes per group", "bank")) if n > have]

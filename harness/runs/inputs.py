@@ -32,21 +32,32 @@ def read_sha256(path: str | Path, n: int | None = None, in_order: bool = True) -
     the JSON change nothing; None where the file holds fewer or cannot be read. ``in_order=False``:
     of the entries as a set (a file's lines reordered, which changes the prefixes drawn and the
     noise floor's sample, not what each condition is)."""
+    entries = _entries(path)
+    return None if entries is None else _digest(entries, n, in_order)
+
+
+def _entries(path: str | Path) -> list[str] | None:
+    """Each entry (non-blank line) of a JSONL file as its JSON object with sorted keys (as written
+    where it is no JSON: refused where it is read); None where the file cannot be read."""
     try:
         data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
     except OSError:
         return None
-    lines = [line for line in data.decode("utf-8", "replace").split("\n") if line.strip()]
-    if n is not None and len(lines) < n:
-        return None
     entries = []
-    for line in lines[:n]:
+    for line in (line for line in data.decode("utf-8", "replace").split("\n") if line.strip()):
         try:
             entries.append(json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False))
-        except json.JSONDecodeError:  # refused where it is read; here, as written
+        except json.JSONDecodeError:
             entries.append(line.strip())
-    entries = entries if in_order else sorted(entries)
-    return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogatepass")).hexdigest()
+    return entries
+
+
+def _digest(entries: list[str], n: int | None, in_order: bool = True) -> str | None:
+    """:func:`read_sha256` of a file's :func:`_entries`."""
+    if n is not None and len(entries) < n:
+        return None
+    read = entries[:n] if in_order else sorted(entries[:n])
+    return hashlib.sha256("\n".join(read).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: str | None,
@@ -62,12 +73,12 @@ def input_files(prompts_path: str | None, prefixes_path: str | None, adapter: st
         if path and Path(path).expanduser().is_file():  # ~ as the readers expand it
             where = Path(path).expanduser()
             found[role] = {"path": str(where.resolve()), "sha256": sha256_file(where)}
-            n = prompts_limit if role == "prompts" and _positive(prompts_limit) else None
-            read = read_sha256(where, n)
-            if read is None and n is not None:  # a limit above the file's size: all of it is read
-                n, read = None, read_sha256(where)
-            if read:
-                found[role].update(read_lines=n, read_sha256=read, read_set_sha256=read_sha256(where, n, False))
+            entries = _entries(where)
+            if entries is not None:
+                n = prompts_limit if role == "prompts" and _positive(prompts_limit) else None
+                n = n if n is not None and n <= len(entries) else None  # a limit above the file's size: all is read
+                found[role].update(read_lines=n, read_sha256=_digest(entries, n),
+                                   read_set_sha256=_digest(entries, n, in_order=False))
     if adapter:
         from harness.model.adapters import adapter_sha256  # torch comes with it: readers of tables need neither
 

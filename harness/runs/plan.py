@@ -202,12 +202,12 @@ def plan(run_dirs: list[Path], target: float = 0.8, effect_sds: float | None = N
     drawn = {n: [c.drawn(n) for c in costs] for n in prefixes}
 
     def still_to_spend(p: int, n: int) -> float:  # a design the pilot ran in full needs no rerun, not even its start
-        draws = {id(c): d for c, d in zip(costs, drawn[n])}
-        return once_per_design(costs, lambda c: 0.0 if p <= c.pilot_prompts and draws[id(c)] <= c.pilot_prefixes
-                               else c.seconds(p, n, len(draws[id(c)] & c.pilot_prefixes))[1])
+        return once_per_design(costs, [0.0 if p <= c.pilot_prompts and d <= c.pilot_prefixes
+                                       else c.seconds(p, n, len(d & c.pilot_prefixes))[1]
+                                       for c, d in zip(costs, drawn[n])])
 
     grid = power_grid(tests, prompts, prefixes, still_to_spend, plan_for)
-    grid["total_seconds"] = [once_per_design(costs, lambda c: c.seconds(p, n, 0)[0])
+    grid["total_seconds"] = [once_per_design(costs, [c.seconds(p, n, 0)[0] for c in costs])
                              for p, n in zip(grid.n_prompts, grid.n_prefixes)]
     grid = grid.sort_values(["seconds", "total_seconds"], kind="stable")
     budget = None if budget_minutes is None else 60.0 * budget_minutes
